@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` (main job) and `make test` (whole
+# suite).  Both run the idempotent, cached set-up first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test bench colcon clean help
+
+help:
+	@echo "make demo   - set up .venv and run the end-to-end demo"
+	@echo "make test   - set up .venv and run the whole test suite"
+	@echo "make bench  - run the benchmarks in bench/ (prints figures and ratios)"
+	@echo "make clean  - remove build outputs (keeps .venv)"
+
+setup:
+	@bash tools/setup_env.sh
+
+demo: setup
+	$(VENV)/bin/safemanip demo
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf build install log .pytest_cache

@@ -1,0 +1,45 @@
+"""The one error hierarchy of safemanip_ros.
+
+Every error a user can cause derives from :class:`SafemanipError`; its message
+names the thing that was wrong (file, position, field) and what was expected,
+so command-line tools can print ``str(err)`` on one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+
+class SafemanipError(Exception):
+    """Base class of every error safemanip_ros raises on bad input."""
+
+    def one_line(self) -> str:
+        """The message on a single line, as the command-line tools print it."""
+        return ' '.join(str(self).split('\n')[0:1]) or type(self).__name__
+
+
+class LtlfSyntaxError(SafemanipError):
+    """A formula that does not parse.
+
+    ``position`` is the 0-based character offset of the offending token in
+    ``text``; ``str()`` shows the formula with a caret under that position.
+    """
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        self.message = message
+        self.text = text
+        self.position = position
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        return (
+            f'{self.message} at position {self.position}\n'
+            f'  {self.text}\n'
+            f'  {" " * self.position}^'
+        )
+
+
+class TraceError(SafemanipError):
+    """A trace file or step that cannot be read (names the file and line)."""
+
+
+class EnvironmentSetupError(SafemanipError):
+    """A missing system prerequisite (compiler, cmake, network, ROS 2 wheels)."""

@@ -1,0 +1,265 @@
+"""Vectorised runtimes for compiled DFAs.
+
+* :class:`StepTable` — one DFA as flat numpy arrays: a dense transition table
+  ``table[state << k | letter]`` when its alphabet is small (``k`` atoms ≤
+  :data:`TABLE_MAX_ATOMS`), else its decision diagram.  ``run`` steps a
+  whole trace; long traces are split into chunks that run side by side for
+  every possible start state, then stitched (exact, and independent of how
+  the letters vary).
+* :class:`DFABank` — many DFAs over one shared predicate vector, stepped
+  together one frame at a time (live) or over a whole frame matrix (offline).
+
+Letters are bit-packed: bit ``j`` is atom ``j`` of the DFA (``DFA.atoms``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .dfa import DFA
+
+TABLE_MAX_ATOMS = 12
+"""Largest alphabet (atoms) given a dense table; larger ones walk the diagram."""
+
+_CHUNK_MIN_STEPS = 4096
+
+
+def _diagram_targets(dfa: DFA, states: np.ndarray, letters: np.ndarray) -> np.ndarray:
+    """Successors of ``states[i]`` on ``letters[i]`` by walking the diagram."""
+    root = np.asarray(dfa.root, dtype=np.int64)
+    if not dfa.node_atom:
+        return ~root[states]
+    atom = np.asarray(dfa.node_atom, dtype=np.int64)
+    low = np.asarray(dfa.node_low, dtype=np.int64)
+    high = np.asarray(dfa.node_high, dtype=np.int64)
+    cur = root[states]
+    letters = letters.astype(np.int64, copy=False)
+    active = np.nonzero(cur >= 0)[0]
+    while active.size:
+        nodes = cur[active]
+        bits = (letters[active] >> atom[nodes]) & 1
+        cur[active] = np.where(bits == 1, high[nodes], low[nodes])
+        active = active[cur[active] >= 0]
+    return ~cur
+
+
+@dataclass
+class StepTable:
+    """Array form of one DFA for fast stepping.
+
+    Attributes:
+        num_states, num_atoms: sizes.
+        table: dense ``int32[num_states << num_atoms]`` or ``None``.
+        accepting: ``bool[num_states]``; labels: ``int8[num_states]`` (Verdict values).
+    """
+
+    dfa: DFA
+    num_states: int
+    num_atoms: int
+    table: np.ndarray | None
+    accepting: np.ndarray
+    labels: np.ndarray
+
+    @classmethod
+    def from_dfa(cls, dfa: DFA, max_table_atoms: int = TABLE_MAX_ATOMS) -> 'StepTable':
+        k = len(dfa.atoms)
+        table = None
+        if k <= max_table_atoms:
+            width = 1 << k
+            states = np.repeat(np.arange(dfa.num_states, dtype=np.int64), width)
+            letters = np.tile(np.arange(width, dtype=np.int64), dfa.num_states)
+            table = _diagram_targets(dfa, states, letters).astype(np.int32)
+        return cls(dfa, dfa.num_states, k, table,
+                   np.asarray(dfa.accepting, dtype=bool), np.asarray([int(v) for v in dfa.labels], dtype=np.int8))
+
+    def step_many(self, states: np.ndarray, letters: np.ndarray) -> np.ndarray:
+        """Element-wise successors (vectorised ``DFA.step``)."""
+        if self.table is not None:
+            return self.table[(states.astype(np.int64) << self.num_atoms) | letters]
+        return _diagram_targets(self.dfa, states.astype(np.int64), letters).astype(np.int32)
+
+    def letters_from_matrix(self, values: np.ndarray) -> np.ndarray:
+        """Bit-pack a ``bool[T, num_atoms]`` matrix (columns in ``dfa.atoms`` order)."""
+        values = np.asarray(values, dtype=bool)
+        if values.ndim != 2 or values.shape[1] != self.num_atoms:
+            raise ValueError(f'expected a (T, {self.num_atoms}) matrix, got {values.shape}')
+        weights = (np.int64(1) << np.arange(self.num_atoms, dtype=np.int64))
+        return values.astype(np.int64) @ weights if self.num_atoms else np.zeros(len(values), np.int64)
+
+    def run(self, letters: np.ndarray | Sequence[int], start: int | None = None) -> np.ndarray:
+        """States after each letter (``int32[T]``), from ``start`` (default initial)."""
+        letters = np.asarray(letters, dtype=np.int64)
+        s0 = self.dfa.initial if start is None else start
+        n = letters.size
+        if n == 0:
+            return np.zeros(0, dtype=np.int32)
+        if n < _CHUNK_MIN_STEPS or self.num_states > 256:
+            return self._run_sequential(letters, s0)
+        return self._run_chunked(letters, s0)
+
+    def _run_sequential(self, letters: np.ndarray, s0: int) -> np.ndarray:
+        out = np.empty(letters.size, dtype=np.int32)
+        s = s0
+        if self.table is not None:
+            table = self.table.tolist()
+            k = self.num_atoms
+            for i, letter in enumerate(letters.tolist()):
+                s = table[(s << k) | letter]
+                out[i] = s
+        else:
+            step = self.dfa.step
+            for i, letter in enumerate(letters.tolist()):
+                s = step(s, letter)
+                out[i] = s
+        return out
+
+    def _run_chunked(self, letters: np.ndarray, s0: int) -> np.ndarray:
+        # Split into C chunks of L letters; pass 1 runs every chunk from every
+        # state at once to get each chunk's state map, the maps are chained
+        # sequentially (C steps), pass 2 replays each chunk from its true start.
+        n = letters.size
+        length = max(64, int(np.sqrt(n * self.num_states)) + 1)
+        chunks = -(-n // length)
+        padded = np.zeros(chunks * length, dtype=np.int64)
+        padded[:n] = letters
+        grid = padded.reshape(chunks, length)
+        cur = np.broadcast_to(np.arange(self.num_states, dtype=np.int32), (chunks, self.num_states)).copy()
+        for i in range(length):
+            cur = self.step_many(cur, grid[:, i][:, None])
+        starts = np.empty(chunks, dtype=np.int32)
+        s = s0
+        for c in range(chunks):
+            starts[c] = s
+            s = cur[c, s]
+        out = np.empty((chunks, length), dtype=np.int32)
+        cur1 = starts
+        for i in range(length):
+            cur1 = self.step_many(cur1, grid[:, i])
+            out[:, i] = cur1
+        return out.reshape(-1)[:n]
+
+    def verdicts(self, states: np.ndarray) -> np.ndarray:
+        """Verdict codes (``int8``, :class:`Verdict` values) of states."""
+        return self.labels[states]
+
+
+class DFABank:
+    """Many DFAs stepped together over one shared predicate vector.
+
+    Each DFA's atoms are mapped to columns of the frame vector by name
+    (``predicates``).  A bank keeps one current state per DFA; ``step`` reads
+    one frame (``bool[P]``), ``run`` a whole ``bool[T, P]`` matrix.
+    """
+
+    def __init__(self, dfas: Sequence[DFA], predicates: Sequence[str],
+                 max_table_atoms: int = TABLE_MAX_ATOMS) -> None:
+        self.dfas = list(dfas)
+        self.predicates = list(predicates)
+        index: Mapping[str, int] = {p: i for i, p in enumerate(self.predicates)}
+        self.tables = [StepTable.from_dfa(d, max_table_atoms) for d in self.dfas]
+        missing = sorted({a for d in self.dfas for a in d.atoms if a not in index})
+        if missing:
+            raise KeyError(f'bank DFAs read predicates {missing} that are not in the frame vector '
+                           f'(known: {sorted(index)})')
+        n = len(self.dfas)
+        self.dense = np.array([t.table is not None for t in self.tables], dtype=bool)
+        k_max = max([len(d.atoms) for d, dn in zip(self.dfas, self.dense) if dn] or [0])
+        # Column P of the padded frame is constant false: unused atom slots read it.
+        pad = len(self.predicates)
+        self._cols = np.full((n, max(k_max, 1)), pad, dtype=np.int64)
+        self._weights = np.zeros((n, max(k_max, 1)), dtype=np.int64)
+        offsets = np.zeros(n, dtype=np.int64)
+        shifts = np.zeros(n, dtype=np.int64)
+        flat: list[np.ndarray] = []
+        total = 0
+        for i, (d, t) in enumerate(zip(self.dfas, self.tables)):
+            if t.table is None:
+                continue
+            for j, a in enumerate(d.atoms):
+                self._cols[i, j] = index[a]
+                self._weights[i, j] = 1 << j
+            offsets[i] = total
+            shifts[i] = len(d.atoms)
+            flat.append(t.table)
+            total += t.table.size
+        self._flat = np.concatenate(flat) if flat else np.zeros(0, np.int32)
+        self._offsets = offsets
+        self._shifts = shifts
+        self._sparse = np.nonzero(~self.dense)[0]
+        self._sparse_cols = [np.array([index[a] for a in self.dfas[i].atoms], dtype=np.int64)
+                             for i in self._sparse]
+        self.initial = np.array([d.initial for d in self.dfas], dtype=np.int32)
+        label_offsets = np.cumsum([0] + [d.num_states for d in self.dfas])[:-1]
+        self._label_offsets = label_offsets.astype(np.int64)
+        self._labels = np.concatenate([t.labels for t in self.tables]) if self.dfas else np.zeros(0, np.int8)
+        self._accepting = np.concatenate([t.accepting for t in self.tables]) if self.dfas else np.zeros(0, bool)
+        self.state = self.initial.copy()
+
+    def __len__(self) -> int:
+        return len(self.dfas)
+
+    def reset(self, which: np.ndarray | None = None) -> None:
+        """Put all DFAs (or the boolean mask ``which``) back in their initial state."""
+        if which is None:
+            self.state[:] = self.initial
+        else:
+            self.state[which] = self.initial[which]
+
+    def _padded(self, frame: np.ndarray) -> np.ndarray:
+        frame = np.asarray(frame, dtype=bool)
+        return np.concatenate([frame, np.zeros(frame.shape[:-1] + (1,), dtype=bool)], axis=-1)
+
+    def letters(self, frames: np.ndarray) -> np.ndarray:
+        """Per-DFA letters of frames ``bool[..., P]`` → ``int64[..., D]`` (dense DFAs only)."""
+        padded = self._padded(frames)
+        return (padded[..., self._cols].astype(np.int64) * self._weights).sum(axis=-1)
+
+    def step(self, frame: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
+        """Advance every DFA by one frame ``bool[P]``; returns (and keeps) the new states."""
+        cur = self.state if states is None else states
+        letters = self.letters(frame)
+        dense_cur = cur.astype(np.int64) if not self._sparse.size else np.where(self.dense, cur, 0)
+        nxt = self._flat[self._offsets + ((dense_cur << self._shifts) | letters)] \
+            if self._flat.size else cur.copy()
+        if self._sparse.size:
+            frame = np.asarray(frame, dtype=bool)
+            for i, cols in zip(self._sparse, self._sparse_cols):
+                letter = int((frame[cols].astype(np.int64) << np.arange(cols.size)).sum())
+                nxt[i] = self.dfas[i].step(int(cur[i]), letter)
+        nxt = nxt.astype(np.int32, copy=False)
+        if states is None:
+            self.state = nxt
+        return nxt
+
+    def run(self, frames: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """States ``int32[T, D]`` after each of the frames ``bool[T, P]``.
+
+        Does not change the bank's current state.
+        """
+        frames = np.asarray(frames, dtype=bool)
+        T = frames.shape[0]
+        out = np.empty((T, len(self.dfas)), dtype=np.int32)
+        cur = (self.initial if start is None else start).astype(np.int64)
+        if self._flat.size:
+            letters = self.letters(frames)
+            flat, offsets, shifts = self._flat, self._offsets, self._shifts
+            if self._sparse.size:  # sparse DFAs run below; keep their slots in range
+                cur = np.where(self.dense, cur, 0)
+                offsets = np.where(self.dense, offsets, 0)
+            for t in range(T):
+                cur = flat[offsets + ((cur << shifts) | letters[t])]
+                out[t] = cur
+        for i, cols in zip(self._sparse, self._sparse_cols):
+            letters_i = self.tables[i].letters_from_matrix(frames[:, cols])
+            out[:, i] = self.tables[i].run(letters_i, int(self.initial[i] if start is None else start[i]))
+        return out
+
+    def labels(self, states: np.ndarray) -> np.ndarray:
+        """Verdict codes (``int8``) of per-DFA states (any leading shape)."""
+        return self._labels[self._label_offsets + states]
+
+    def accepting(self, states: np.ndarray) -> np.ndarray:
+        return self._accepting[self._label_offsets + states]

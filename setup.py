@@ -1,0 +1,46 @@
+"""Python packaging of safemanip_ros (pip and editable installs).
+
+On a ROS 2 distro, colcon builds the package through CMakeLists.txt (it also
+generates msg/); pip installs only the Python package and its executables.
+"""
+
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(r"__version__ = '([^']+)'", (HERE / 'safemanip_ros' / '__init__.py').read_text()).group(1)
+EXECUTABLES = [line.strip() for line in (HERE / 'resource' / 'executables.txt').read_text().splitlines()
+               if line.strip() and not line.startswith('#')]
+
+setup(
+    name='safemanip_ros',
+    version=VERSION,
+    description='ROS 2 runtime safety monitor for robot manipulation (LTLf, DFAs, rosbag2 audits)',
+    long_description=(HERE / 'README.md').read_text() if (HERE / 'README.md').exists() else '',
+    long_description_content_type='text/markdown',
+    license='Apache-2.0',
+    python_requires='>=3.10',
+    packages=find_packages(include=['safemanip_ros', 'safemanip_ros.*']),
+    package_data={'safemanip_ros': ['py.typed']},
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/safemanip_ros']),
+        ('share/safemanip_ros', ['package.xml']),
+    ],
+    install_requires=[
+        'numpy>=1.24',
+        'scipy>=1.10',
+        'pyyaml>=6.0',
+        'rosbags>=0.10',
+        'opencv-python-headless>=4.8',
+    ],
+    extras_require={
+        'test': ['pytest>=7', 'hypothesis>=6'],
+        'reference': ['ltlf2dfa==2.0.0'],
+        'sim': ['robosuite==1.5.2', 'mujoco==3.3.7'],
+        'ray': ['ray[default]>=2.9'],
+    },
+    entry_points={'console_scripts': EXECUTABLES},
+    zip_safe=True,
+)

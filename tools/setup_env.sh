@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Idempotent, cached set-up of the development environment in .venv:
+#   1. checks the prerequisites (Python 3.10-3.12 on x86_64, C/C++ compiler,
+#      cmake, make) and fails at once with one line naming what is missing;
+#   2. creates .venv and installs the ROS 2 Kilted wheels + Python deps
+#      (skipped when requirements/*.txt are unchanged: no network work);
+#   3. repairs the wheels' CMake include paths (tools/fix_ros_wheels.py);
+#   4. builds tf2_msgs/TFMessage from its upstream definition if absent;
+#   5. generates msg/ with rosidl against the wheels (when msg/ changed);
+#   6. installs this package editable;
+#   7. installs the Debian package `mona` (reference LTLf tool for tests)
+#      when running as root, else names it in one line.
+# Each step writes a stamp under .venv/.stamps; a failed step writes none,
+# so a re-run after fixing the cause completes the set-up.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${SAFEMANIP_VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+STAMPS=$VENV/.stamps
+BUILD=$ROOT/build/venv
+QUIET=${SAFEMANIP_SETUP_QUIET:-}
+
+say() { [ -n "$QUIET" ] || echo "setup: $*"; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+stamp_set() { mkdir -p "$STAMPS"; echo "$2" > "$STAMPS/$1"; }
+
+# ---------------------------------------------------------------- 1. checks
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: install Python 3.10-3.12 (e.g. apt-get install python3 python3-venv)"
+pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+case "$pyver" in 3.10|3.11|3.12) ;; *) die "Python $pyver found; the ROS 2 wheels need CPython 3.10-3.12 (set PYTHON=python3.11)";; esac
+[ "$(uname -m)" = x86_64 ] || die "$(uname -m) machine: the ROS 2 PyPI wheels exist for x86_64 Linux only; build on a ROS 2 distro with colcon instead"
+command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || die "no C compiler: install one (apt-get install build-essential)"
+command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 || die "no C++ compiler: install one (apt-get install build-essential)"
+command -v cmake >/dev/null 2>&1 || die "cmake not found: install it (apt-get install cmake, or pip install cmake)"
+command -v make >/dev/null 2>&1 || die "make not found: install it (apt-get install make)"
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || die "Python venv/ensurepip missing: install it (apt-get install python${pyver}-venv)"
+
+# ------------------------------------------------------------------ 2. venv
+if [ ! -x "$VENV/bin/python" ] || [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$pyver" ]; then
+  say "creating $VENV (Python $pyver)"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY=$VENV/bin/python
+
+reqs_hash=$(hash_of "$ROOT/requirements/ros.txt" "$ROOT/requirements/dev.txt")
+if ! stamp_ok requirements "$reqs_hash"; then
+  # Probe the index first so an offline machine fails in seconds, in one line.
+  if ! "$PY" -m pip index versions ros-rclpy --timeout 15 --retries 1 >/dev/null 2>&1; then
+    die "cannot reach the Python package index (pip index versions ros-rclpy failed): connect to the network or configure pip's index/proxy, then re-run"
+  fi
+  say "installing ROS 2 wheels and Python dependencies (about 1 minute, 700 MB)"
+  if ! "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/requirements/ros.txt" \
+        -r "$ROOT/requirements/dev.txt" >"$VENV/pip-install.log" 2>&1; then
+    grep -v 'is ignored: it is neither' "$VENV/pip-install.log" | tail -n 20 >&2
+    die "pip install of requirements/ros.txt and requirements/dev.txt failed; full log in $VENV/pip-install.log"
+  fi
+  stamp_set requirements "$reqs_hash"
+fi
+
+# ------------------------------------------------------- 3. repair wheels
+"$PY" "$ROOT/tools/fix_ros_wheels.py" "$VENV" >/dev/null
+
+cmake_build() {  # cmake_build SOURCE_DIR BUILD_DIR [extra cmake args...]
+  local src=$1 bld=$2; shift 2
+  rm -rf "$bld"; mkdir -p "$bld"
+  if ! (cd "$bld" && PATH="$VENV/bin:$PATH" AMENT_PREFIX_PATH="$VENV" \
+        cmake "$src" -DCMAKE_PREFIX_PATH="$VENV" -DCMAKE_INSTALL_PREFIX="$VENV" \
+          -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF "$@" >cmake.log 2>&1 \
+        && make -j"$(nproc)" >make.log 2>&1 && make install >install.log 2>&1); then
+    tail -n 30 "$bld"/*.log >&2
+    die "building $(basename "$src") interfaces failed; logs in $bld"
+  fi
+}
+
+# --------------------------------------------------------------- 4. tf2_msgs
+if ! "$PY" -c 'import tf2_msgs.msg' >/dev/null 2>&1; then
+  say "building tf2_msgs/TFMessage from its upstream definition (not on PyPI)"
+  cmake_build "$ROOT/vendor/tf2_msgs" "$BUILD/tf2_msgs"
+fi
+
+# ------------------------------------------------------------ 5. msg/ build
+msg_hash=$(hash_of "$ROOT"/msg/*.msg "$ROOT/CMakeLists.txt" "$ROOT/package.xml")
+PURELIB=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if ! stamp_ok interfaces "$msg_hash" || [ ! -f "$PURELIB/safemanip_ros/msg/__init__.py" ]; then
+  say "generating msg/ with rosidl (about 30 s)"
+  cmake_build "$ROOT" "$BUILD/interfaces" -DSAFEMANIP_INTERFACES_ONLY=ON
+  # rosidl installs an empty safemanip_ros/__init__.py into site-packages; removing it
+  # lets the editable source package own the name and splice msg/ in (see
+  # safemanip_ros/__init__.py).
+  # It also registers them as an egg-info distribution named safemanip_ros,
+  # which pip would uninstall (deleting msg/) when installing the sources.
+  rm -rf "$PURELIB/safemanip_ros/__init__.py" "$PURELIB"/safemanip_ros-*.egg-info
+  stamp_set interfaces "$msg_hash"
+fi
+
+# -------------------------------------------------------- 6. editable install
+pkg_hash=$(hash_of "$ROOT/setup.py" "$ROOT/setup.cfg" "$ROOT/resource/executables.txt")
+if ! stamp_ok package "$pkg_hash" || [ ! -x "$VENV/bin/safemanip" ]; then
+  say "installing safemanip_ros (editable)"
+  "$PY" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
+      --config-settings editable_mode=compat -e "$ROOT" >"$VENV/pip-editable.log" 2>&1 \
+    || { tail -n 20 "$VENV/pip-editable.log" >&2; die "editable install of $ROOT failed; log in $VENV/pip-editable.log"; }
+  stamp_set package "$pkg_hash"
+fi
+
+# ------------------------------------------------------------------ 7. mona
+if ! command -v mona >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing the Debian package mona (reference LTLf compiler for tests)"
+    (apt-get install -y -qq mona >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq mona >/dev/null 2>&1; }) \
+      || echo "setup: warning: could not apt-get install mona; the MONA differential tests will fail until it is installed" >&2
+  else
+    echo "setup: note: the MONA differential tests need the system package mona: run 'sudo apt-get install mona'" >&2
+  fi
+fi
+
+# Final check: the environment imports what the tests need.
+"$PY" -c 'import rclpy, safemanip_ros.msg, tf2_msgs.msg, sensor_msgs.msg, rosbags, numpy' \
+  || die "the environment in $VENV does not import rclpy/safemanip_ros.msg; remove $VENV/.stamps and re-run"
+say "environment ready in $VENV"
