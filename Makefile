@@ -3,6 +3,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# DDS discovery stays on this machine unless the caller chose otherwise.
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
 .PHONY: setup demo test bench colcon clean help
 

@@ -1,0 +1,1 @@
+"""The ``safemanip`` command: one entry point, one module per subcommand."""

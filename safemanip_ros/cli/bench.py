@@ -1,0 +1,37 @@
+"""``safemanip bench``: run the benchmark scripts of bench/ and print their figures."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import SafemanipError
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / 'bench'
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser('bench', help='run benchmarks (bench/*.py) and print their figures')
+    p.add_argument('names', nargs='*', help='benchmark script names without .py (default: all)')
+    p.add_argument('--quick', action='store_true', help='smaller sizes (for smoke tests)')
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not BENCH_DIR.is_dir():
+        raise SafemanipError(f'{BENCH_DIR}: benchmark folder not found (benchmarks run from a source checkout)')
+    scripts = sorted(p for p in BENCH_DIR.glob('bench_*.py'))
+    known = {p.stem.removeprefix('bench_'): p for p in scripts}
+    if args.names:
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            raise SafemanipError(f'unknown benchmark(s) {unknown}; known: {sorted(known)}')
+        scripts = [known[n] for n in args.names]
+    rc = 0
+    for script in scripts:
+        cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
+        print(f'== {script.name}', flush=True)
+        rc |= subprocess.call(cmd)
+    return rc

@@ -1,0 +1,48 @@
+"""``safemanip``: the command-line entry point.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``;
+bad input makes a subcommand raise :class:`~safemanip_ros.errors.SafemanipError`,
+which is printed as one line (``safemanip: error: ...``) with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from .. import __version__
+from ..errors import SafemanipError
+from . import bench, check, compile as compile_cmd, demo
+
+SUBCOMMANDS = (check, compile_cmd, demo, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='safemanip',
+        description='Runtime safety monitor for robot manipulation: LTLf properties compiled to DFAs, '
+                    'live on ROS 2 and offline over recorded rollouts.')
+    parser.add_argument('--version', action='version', version=f'safemanip_ros {__version__}')
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND')
+    sub.required = True
+    for module in SUBCOMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SafemanipError as err:
+        print(f'safemanip: error: {err.one_line()}', file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print('safemanip: interrupted', file=sys.stderr)
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(main())

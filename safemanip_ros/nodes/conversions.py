@@ -1,0 +1,40 @@
+"""Conversions between our messages and the core's plain Python values."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from builtin_interfaces.msg import Time
+
+from safemanip_ros.msg import Predicate, PredicateArray
+
+NS_PER_S = 1_000_000_000
+
+
+def time_from_ns(stamp_ns: int) -> Time:
+    return Time(sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S))
+
+
+def ns_from_time(stamp: Time) -> int:
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+def predicate_array(values: Mapping[str, bool | None], stamp_ns: int, source: str, seq: int = 0,
+                    frame_id: str = '') -> PredicateArray:
+    """A ``PredicateArray``; a value of ``None`` is published as unknown."""
+    msg = PredicateArray()
+    msg.header.stamp = time_from_ns(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.seq = seq
+    stamp = msg.header.stamp
+    msg.predicates = [
+        Predicate(name=name, value=bool(value) if value is not None else False, unknown=value is None,
+                  source=source, data_stamp=stamp)
+        for name, value in values.items()
+    ]
+    return msg
+
+
+def predicate_values(msg: PredicateArray) -> dict[str, bool | None]:
+    """Name → value, with ``None`` for unknown predicates."""
+    return {p.name: (None if p.unknown else bool(p.value)) for p in msg.predicates}
