@@ -21,6 +21,8 @@ __version__ = '0.1.0'
 
 
 def _splice_generated_interfaces() -> None:
+    if any(_os.path.isdir(_os.path.join(p, 'msg')) for p in __path__):
+        return  # colcon install: generated and source files share one directory
     here = {_os.path.realpath(p) for p in __path__}
     for entry in _sys.path:
         candidate = _os.path.join(entry or '.', __name__)

@@ -1,0 +1,88 @@
+"""``trace_player``: publish a recorded predicate trace as PredicateArray messages.
+
+Reads a trace in the ``safemanip check`` format (JSONL, one step per line: an
+object of atom → bool, or a list of the true atoms) and publishes one
+``safemanip_ros/PredicateArray`` per step at ``rate_hz``, stamped with the
+node's clock.  With a list step, every predicate named anywhere in the trace
+is published (true or false), so subscribers see explicit false values.
+
+Parameters:
+    trace_file (string, required): the JSONL trace.
+    rate_hz (double, 20.0): steps per second.
+    topic (string, "predicates"): output topic.
+    source (string, "trace_player"): the ``source`` field of each predicate.
+    loop (bool, false): start again after the last step instead of exiting.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from safemanip_ros.msg import PredicateArray
+
+from ..errors import SafemanipError
+from ..ltlf.trace import read_trace
+from .conversions import predicate_array
+
+
+class TracePlayer(Node):
+    def __init__(self) -> None:
+        super().__init__('trace_player')
+        self.declare_parameter('trace_file', '')
+        self.declare_parameter('rate_hz', 20.0)
+        self.declare_parameter('topic', 'predicates')
+        self.declare_parameter('source', 'trace_player')
+        self.declare_parameter('loop', False)
+        path = self.get_parameter('trace_file').value
+        rate_hz = float(self.get_parameter('rate_hz').value)
+        if not path:
+            raise SafemanipError('trace_player: parameter trace_file is required')
+        if rate_hz <= 0:
+            raise SafemanipError(f'trace_player: rate_hz must be > 0, got {rate_hz}')
+        steps = read_trace(path)
+        names = sorted(set().union(*steps))
+        self._frames = [{n: n in step for n in names} for step in steps]
+        self._source = self.get_parameter('source').value
+        self._loop = bool(self.get_parameter('loop').value)
+        self._index = 0
+        self._seq = 0
+        self.done = False
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self._pub = self.create_publisher(PredicateArray, self.get_parameter('topic').value, qos)
+        self._timer = self.create_timer(1.0 / rate_hz, self._tick)
+        self.get_logger().info(f'playing {len(self._frames)} steps of {path} at {rate_hz} Hz')
+
+    def _tick(self) -> None:
+        if self._index >= len(self._frames):
+            if not self._loop:
+                self.done = True
+                self._timer.cancel()
+                return
+            self._index = 0
+        stamp_ns = self.get_clock().now().nanoseconds
+        self._pub.publish(predicate_array(self._frames[self._index], stamp_ns, self._source, self._seq))
+        self._index += 1
+        self._seq += 1
+
+
+def main(args: list[str] | None = None) -> int:
+    rclpy.init(args=args)
+    try:
+        node = TracePlayer()
+    except SafemanipError as err:
+        print(f'trace_player: error: {err.one_line()}', file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        while rclpy.ok() and not node.done:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

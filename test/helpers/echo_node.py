@@ -1,0 +1,35 @@
+"""A real rclpy node, run as its own process by the round-trip tests: it
+subscribes to /roundtrip/in/<Type> for every message type named on the
+command line and republishes each message unchanged on /roundtrip/out/<Type>.
+Prints READY once its subscriptions exist."""
+
+import importlib
+import sys
+
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy
+
+
+def main() -> None:
+    rclpy.init()
+    node = rclpy.create_node('roundtrip_echo')
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    keep = []
+    for spec in sys.argv[1:]:
+        module, name = spec.rsplit('/', 1)
+        cls = getattr(importlib.import_module(module.replace('/', '.')), name)
+        pub = node.create_publisher(cls, f'/roundtrip/out/{name}', qos)
+        keep.append(node.create_subscription(cls, f'/roundtrip/in/{name}', pub.publish, qos))
+        keep.append(pub)
+    print('READY', flush=True)
+    try:
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()
