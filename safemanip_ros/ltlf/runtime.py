@@ -79,7 +79,9 @@ class StepTable:
         """Element-wise successors (vectorised ``DFA.step``)."""
         if self.table is not None:
             return self.table[(states.astype(np.int64) << self.num_atoms) | letters]
-        return _diagram_targets(self.dfa, states.astype(np.int64), letters).astype(np.int32)
+        states, letters = np.broadcast_arrays(np.asarray(states, dtype=np.int64), np.asarray(letters, dtype=np.int64))
+        flat = _diagram_targets(self.dfa, states.ravel(), letters.ravel())
+        return flat.reshape(states.shape).astype(np.int32)
 
     def letters_from_matrix(self, values: np.ndarray) -> np.ndarray:
         """Bit-pack a ``bool[T, num_atoms]`` matrix (columns in ``dfa.atoms`` order)."""

@@ -1,0 +1,95 @@
+"""The ``safemanip`` command-line contract (check, compile, help, version)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from safemanip_ros.cli.main import SUBCOMMANDS
+
+
+def test_version():
+    proc = run_cli('--version')
+    assert proc.returncode == 0 and proc.stdout.strip() == 'safemanip_ros 0.1.0'
+
+
+@pytest.mark.parametrize('sub', [None] + [m.__name__.rsplit('.', 1)[1] for m in SUBCOMMANDS])
+def test_help_everywhere(sub):
+    args = ['--help'] if sub is None else [sub, '--help']
+    proc = run_cli(*args)
+    assert proc.returncode == 0 and 'usage: safemanip' in proc.stdout
+
+
+def test_check_object_and_list_steps(tmp_path):
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{"a": true, "b": false}\n\n["a"]\n{"b": true}\n{}\n')
+    proc = run_cli('check', 'G(a -> F b)', str(trace), '--json')
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out == {'formula': 'G (a -> F b)',
+                   'verdicts': ['presumably_false', 'presumably_false', 'presumably_true', 'presumably_true'],
+                   'accepted': True}
+
+
+def test_check_final_verdicts(tmp_path):
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('["a"]\n[]\n["a", "unrelated"]\n')
+    out = json.loads(run_cli('check', 'G a', str(trace), '--json').stdout)
+    assert out['verdicts'] == ['presumably_true', 'false', 'false'] and out['accepted'] is False
+    out = json.loads(run_cli('check', 'F !a', str(trace), '--json').stdout)
+    assert out['verdicts'] == ['presumably_false', 'true', 'true'] and out['accepted'] is True
+
+
+def test_check_batch(tmp_path):
+    batch = tmp_path / 'b.jsonl'
+    batch.write_text('[["a"], ["b"]]\n[{"a": false}]\n[["a"], {"a": true, "b": true}, []]\n')
+    proc = run_cli('check', 'a U b', '--batch', str(batch), '--json')
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r['accepted'] for r in lines] == [True, False, True]
+    assert lines[0]['verdicts'] == ['presumably_false', 'true']
+    assert lines[1]['verdicts'] == ['false']
+    assert len(lines[2]['verdicts']) == 3
+
+
+@pytest.mark.parametrize('args, content, message', [
+    (['a &&'], None, 'position 3'),
+    (['G a'], '{"a": 1}\n', 't.jsonl:1: value of \'a\' must be true or false'),
+    (['G a'], '["a"]\n{"a": true\n', 't.jsonl:2: invalid JSON'),
+    (['G a'], '"a"\n', 't.jsonl:1: a step must be a JSON object'),
+    (['G a'], '', 'empty trace'),
+    (['G a', '--batch'], '{"a": true}\n', 'batch line must be a JSON array'),
+])
+def test_check_bad_input_exits_2_with_one_line(tmp_path, args, content, message):
+    trace = tmp_path / 't.jsonl'
+    if content is not None:
+        trace.write_text(content)
+    cmd = ['check', args[0]] + (['--batch', str(trace)] if '--batch' in args else [str(trace)])
+    proc = run_cli(*cmd, '--json')
+    assert proc.returncode == 2
+    assert proc.stdout == ''
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('safemanip: error:') and message in lines[0], proc.stderr
+
+
+def test_check_unreadable_file(tmp_path):
+    proc = run_cli('check', 'G a', str(tmp_path / 'missing.jsonl'))
+    assert proc.returncode == 2 and 'missing.jsonl: cannot read trace file' in proc.stderr
+
+
+def test_compile_prints_and_exports(tmp_path):
+    dot, js = tmp_path / 'a.dot', tmp_path / 'a.json'
+    proc = run_cli('compile', 'G(a -> F b)', '--dot', str(dot), '--json', str(js))
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert 'states: 3' in text and 'accepting states: [1]' in text and 'atoms: ["a", "b"]' in text
+    assert 'compile time:' in text
+    assert dot.read_text().startswith('digraph DFA')
+    assert json.loads(js.read_text())['num_states'] == 3
+
+
+def test_compile_syntax_error():
+    proc = run_cli('compile', 'G(a -> ')
+    assert proc.returncode == 2 and 'at position 7' in proc.stderr
