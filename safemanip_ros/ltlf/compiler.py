@@ -130,19 +130,23 @@ class _Progression:
         level_formula, n = self.level_formula, self.n_atoms
         return self.bdd.compose(state, lambda level: self.expand(level_formula[level - n]))
 
-    def explore(self) -> tuple[list[int], list[int], dict[int, int]]:
-        """Breadth-first reachable states: (state BDDs, successor BDDs, index)."""
+    def explore(self) -> tuple[list[int], list[int], dict[int, int], list[list[int]]]:
+        """Breadth-first reachable states: (state BDDs, successor BDDs, index,
+        per state its distinct successors in low-branch-first order)."""
         b = self.bdd
         initial = self.term(True, self.formula)
         states = [initial]
         index = {initial: 0}
         trans: list[int] = []
+        successors: list[list[int]] = []
         queue = deque([initial])
         n = self.n_atoms
         while queue:
             s = queue.popleft()
             t = self.successor_bdd(s)
             trans.append(t)
+            succ: list[int] = []
+            successors.append(succ)
             stack = [t]
             seen: set[int] = set()
             while stack:  # leaves of the atom part, low branch first
@@ -155,13 +159,15 @@ class _Progression:
                         index[c] = len(states)
                         states.append(c)
                         queue.append(c)
+                    succ.append(index[c])
                 else:
                     stack.append(b.high[c])
                     stack.append(b.low[c])
-        return states, trans, index
+        return states, trans, index, successors
 
 
-def _minimise(prog: _Progression, states: list[int], trans: list[int], index: dict[int, int]) -> DFA:
+def _minimise(prog: _Progression, states: list[int], trans: list[int], index: dict[int, int],
+              successors: list[list[int]]) -> DFA:
     b, n = prog.bdd, prog.n_atoms
     accepting = [b.evaluate(s, prog.end_value) for s in states]
     block = [1 if a else 0 for a in accepting]
@@ -206,24 +212,10 @@ def _minimise(prog: _Progression, states: list[int], trans: list[int], index: di
     node_index: dict[tuple[int, int, int], int] = {}
     roots: dict[int, int] = {}
 
-    def leaves_in_order(c: int, out: list[int], seen: set[int]) -> None:
-        stack = [c]
-        while stack:
-            c = stack.pop()
-            if c in seen:
-                continue
-            seen.add(c)
-            if c <= 1 or b.level[c] >= n:
-                out.append(block[index[c]])
-            else:
-                stack.append(b.high[c])
-                stack.append(b.low[c])
-
     while queue:
         blk = queue.popleft()
-        leaves: list[int] = []
-        leaves_in_order(trans[rep[blk]], leaves, set())
-        for target in leaves:
+        for target in successors[rep[blk]]:
+            target = block[target]
             if target not in order:
                 order[target] = len(order)
                 queue.append(target)
@@ -257,8 +249,16 @@ def _minimise(prog: _Progression, states: list[int], trans: list[int], index: di
     acc = [False] * num
     for blk, new_id in order.items():
         acc[new_id] = accepting[rep[blk]]
+    succ_new: list[list[int]] = [[] for _ in range(num)]
+    for blk, new_id in order.items():
+        seen: set[int] = set()
+        for target in successors[rep[blk]]:
+            t = order[block[target]]
+            if t not in seen:
+                seen.add(t)
+                succ_new[new_id].append(t)
     return build_dfa(str(prog.formula), prog.atoms, 0, tuple(acc), tuple(roots[i] for i in range(num)),
-                     tuple(node_atom), tuple(node_low), tuple(node_high))
+                     tuple(node_atom), tuple(node_low), tuple(node_high), successors=succ_new)
 
 
 def compile_formula(formula: Formula | str) -> DFA:
@@ -276,8 +276,7 @@ def compile_formula(formula: Formula | str) -> DFA:
     sys.setrecursionlimit(max(limit, 20000))
     try:
         prog = _Progression(f)
-        states, trans, index = prog.explore()
-        dfa = _minimise(prog, states, trans, index)
+        dfa = _minimise(prog, *prog.explore())
     finally:
         sys.setrecursionlimit(limit)
     return DFA(dfa.formula, dfa.atoms, dfa.initial, dfa.accepting, dfa.labels, dfa.root, dfa.node_atom,

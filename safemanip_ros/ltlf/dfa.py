@@ -103,13 +103,21 @@ class DFA:
         return self.accepting[self.run(letters)[-1]]
 
     def successors(self, state: int) -> list[int]:
-        """Distinct successor states of ``state`` in deterministic order."""
+        """Distinct successor states of ``state`` (depth-first, false branch first)."""
         out: list[int] = []
-        seen: set[int] = set()
-        for _, target in self.guards(state):
-            if target not in seen:
-                seen.add(target)
-                out.append(target)
+        found: set[int] = set()
+        visited: set[int] = set()
+        stack = [self.root[state]]
+        while stack:
+            c = stack.pop()
+            if c < 0:
+                if ~c not in found:
+                    found.add(~c)
+                    out.append(~c)
+            elif c not in visited:
+                visited.add(c)
+                stack.append(self.node_high[c])
+                stack.append(self.node_low[c])
         return out
 
     def guards(self, state: int) -> Iterator[tuple[tuple[tuple[int, bool], ...], int]]:
@@ -235,9 +243,13 @@ def compute_labels(accepting: Sequence[bool], successors: Sequence[Sequence[int]
 
 def build_dfa(formula: str, atoms: tuple[str, ...], initial: int, accepting: tuple[bool, ...],
               root: tuple[int, ...], node_atom: tuple[int, ...], node_low: tuple[int, ...],
-              node_high: tuple[int, ...], compile_time_s: float = 0.0) -> DFA:
-    """Assemble a :class:`DFA`, computing its verdict labels."""
-    skeleton = DFA(formula, atoms, initial, accepting, tuple(Verdict.FALSE for _ in root), root,
-                   node_atom, node_low, node_high)
-    labels = compute_labels(accepting, [skeleton.successors(s) for s in skeleton.states])
+              node_high: tuple[int, ...], compile_time_s: float = 0.0,
+              successors: Sequence[Sequence[int]] | None = None) -> DFA:
+    """Assemble a :class:`DFA`, computing its verdict labels (from
+    ``successors`` when the caller already knows them)."""
+    if successors is None:
+        skeleton = DFA(formula, atoms, initial, accepting, tuple(Verdict.FALSE for _ in root), root,
+                       node_atom, node_low, node_high)
+        successors = [skeleton.successors(s) for s in skeleton.states]
+    labels = compute_labels(accepting, successors)
     return DFA(formula, atoms, initial, accepting, labels, root, node_atom, node_low, node_high, compile_time_s)

@@ -108,11 +108,16 @@ def parse_mona(text: str) -> MonaDFA:
     return MonaDFA(atoms, initial, accepting, tuple(tuple(r) for r in rules))
 
 
+_LTLF2DFA_PARSER = None
+
+
 def mona_dfa(f: Formula) -> MonaDFA:
     """Compile ``f`` with ltlf2dfa + MONA (needs the ``mona`` binary on PATH)."""
-    from ltlf2dfa.parser.ltlf import LTLfParser  # reference tool, imported lazily
-
-    out = LTLfParser()(to_ltlf2dfa(f)).to_dfa(mona_dfa_out=True)
+    global _LTLF2DFA_PARSER
+    if _LTLF2DFA_PARSER is None:
+        from ltlf2dfa.parser.ltlf import LTLfParser  # reference tool, imported lazily
+        _LTLF2DFA_PARSER = LTLfParser()
+    out = _LTLF2DFA_PARSER(to_ltlf2dfa(f)).to_dfa(mona_dfa_out=True)
     return parse_mona(out)
 
 

@@ -1,0 +1,261 @@
+"""LTLf engine benchmarks: our compiler and runtimes beside SafeManip's
+toolchain (ltlf2dfa + MONA, and per-frame ``eval`` of DOT edge guards), in
+one run, with ratios.  Prints figures only; nothing here is a pass/fail test.
+
+    python bench/bench_ltlf.py            # full (several minutes)
+    python bench/bench_ltlf.py --quick    # small sizes, seconds
+
+Baselines:
+* ``mona``: ``ltlf2dfa ... to_dfa(mona_dfa_out=True)`` — formula translation
+  plus the MONA binary, raw automaton out (ltlf2dfa's fast path);
+* ``ltlf2dfa``: plain ``to_dfa()`` (what SafeManip called: MONA plus sympy
+  post-processing into DOT);
+* ``eval``: SafeManip's runtime — each frame, Python ``eval`` of the guard
+  expressions on the current state's edges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from safemanip_ros.ltlf import compile_formula, parse  # noqa: E402
+from safemanip_ros.ltlf.runtime import DFABank, StepTable  # noqa: E402
+
+
+def reach_avoid(n: int) -> str:
+    inner = f'(!a{n} U b{n})'
+    for i in range(n - 1, 0, -1):
+        inner = f'(!a{i} U (b{i} & {inner}))'
+    return inner
+
+
+def responses(n: int) -> str:
+    return ' & '.join(f'G(p{i} -> F q{i})' for i in range(1, n + 1))
+
+
+def formulas_of(name: str) -> list[str]:
+    path = REPO / 'test' / 'data' / name
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith('#')]
+
+
+def _timed(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t, out
+
+
+def _mona_time(text: str) -> float:
+    from safemanip_ros.ltlf.reference import mona_dfa
+    return _timed(mona_dfa, parse(text))[0]
+
+
+def _ltlf2dfa_full_time(text: str) -> float:
+    from ltlf2dfa.parser.ltlf import LTLfParser
+
+    from safemanip_ros.ltlf.reference import to_ltlf2dfa
+    t = time.perf_counter()
+    LTLfParser()(to_ltlf2dfa(parse(text))).to_dfa()
+    return time.perf_counter() - t
+
+
+def _warm_reference() -> None:
+    # Build ltlf2dfa's parser once in the parent so forked children do not pay for it.
+    from safemanip_ros.ltlf.reference import mona_dfa
+    mona_dfa(parse('a U b'))
+
+
+def _in_subprocess(target, args, timeout_s: float):
+    """Run target(*args) in a child; (seconds, peak RSS MiB) or None on timeout/failure."""
+    ctx = mp.get_context('fork')
+    q = ctx.Queue()
+
+    def child():
+        try:
+            t = time.perf_counter()
+            target(*args)
+            dt = time.perf_counter() - t
+            q.put((dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+        except Exception as err:  # reported, not raised: a baseline may fail
+            q.put(('error', str(err)[:200]))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(timeout_s)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        return None
+    out = q.get() if not q.empty() else None
+    return None if out is None or out[0] == 'error' else out
+
+
+def fmt_ratio(base: float | None, ours: float) -> str:
+    return '-' if base is None else f'{base / ours:8.1f}x'
+
+
+def bench_suites() -> dict:
+    print('\n## Compile: every SafeManip and SpecRLBench formula (target < 50 ms each)')
+    print(f"{'suite':24s} {'n':>4s} {'ours max ms':>12s} {'ours med ms':>12s} {'mona med ms':>12s} {'ratio(med)':>10s}")
+    out = {}
+    for name in ('safemanip_formulas.txt', 'specrlbench_finite.txt'):
+        texts = formulas_of(name)
+        ours = [compile_formula(t).compile_time_s for t in texts]
+        mona = [_mona_time(t) for t in texts]
+        med_o, med_m = statistics.median(ours), statistics.median(mona)
+        print(f'{name:24s} {len(texts):4d} {max(ours) * 1e3:12.2f} {med_o * 1e3:12.2f} {med_m * 1e3:12.2f} '
+              f'{fmt_ratio(med_m, med_o):>10s}')
+        out[name] = {'n': len(texts), 'ours_max_ms': max(ours) * 1e3, 'ours_median_ms': med_o * 1e3,
+                     'mona_median_ms': med_m * 1e3}
+    return out
+
+
+def bench_family(title: str, make, sizes, mona_max: int, full_max: int, timeout_s: float) -> list:
+    print(f'\n## Compile: {title}')
+    print(f"{'n':>3s} {'states':>7s} {'ours s':>9s} {'ours MiB':>9s} {'mona s':>9s} {'ratio':>9s} "
+          f"{'ltlf2dfa s':>11s} {'ratio':>9s}")
+    rows = []
+    for n in sizes:
+        text = make(n)
+        dfa = compile_formula(text)
+        ours = _in_subprocess(compile_formula, (text,), timeout_s)
+        ours_s = ours[0] if ours else dfa.compile_time_s
+        ours_mib = ours[1] if ours else float('nan')
+        mona = _in_subprocess(lambda t=text: _mona_time(t), (), timeout_s) if n <= mona_max else None
+        full = _in_subprocess(lambda t=text: _ltlf2dfa_full_time(t), (), timeout_s) if n <= full_max else None
+        mona_s = mona[0] if mona else None
+        full_s = full[0] if full else None
+        print(f'{n:3d} {dfa.num_states:7d} {ours_s:9.3f} {ours_mib:9.0f} '
+              f"{('-' if mona_s is None else f'{mona_s:9.3f}'):>9s} {fmt_ratio(mona_s, ours_s):>9s} "
+              f"{('-' if full_s is None else f'{full_s:11.3f}'):>11s} {fmt_ratio(full_s, ours_s):>9s}")
+        rows.append({'n': n, 'states': dfa.num_states, 'ours_s': ours_s, 'ours_peak_mib': ours_mib,
+                     'mona_s': mona_s, 'ltlf2dfa_s': full_s})
+    print('   (-: not run at that size, or timed out; MONA needs 23.6 s at n=7 and >24 GB at n=8 here)')
+    return rows
+
+
+def _eval_baseline(dfa, frames: list[dict[str, bool]]) -> tuple[float, list[int]]:
+    """SafeManip's runtime: per frame, eval each outgoing edge guard of the state."""
+    edges = []
+    for s in dfa.states:
+        row = []
+        for target, guard in dfa.guard_text(s).items():
+            expr = guard.replace('!', ' not ').replace('&', ' and ').replace('|', ' or ').strip()
+            row.append((compile(expr, '<guard>', 'eval'), target))
+        edges.append(row)
+    state = dfa.initial
+    out = []
+    t = time.perf_counter()
+    for frame in frames:
+        for code, target in edges[state]:
+            if eval(code, {'true': True, 'false': False}, frame):
+                state = target
+                break
+        out.append(state)
+    return time.perf_counter() - t, out
+
+
+def bench_stepping(trace_len: int, bank_size: int, bank_frames: int) -> dict:
+    print('\n## Stepping')
+    rng = np.random.default_rng(7)
+    text = 'G(object_grasped -> ((object_sync U object_dropped) | G(object_sync)))'
+    dfa = compile_formula(text)
+    table = StepTable.from_dfa(dfa)
+    k = len(dfa.atoms)
+    # A realistic predicate stream that never violates (SafeManip's eval
+    # baseline would otherwise sit in the trivial sink): the scripted nominal
+    # pick-and-place rollout, repeated.
+    from safemanip_ros.sim.scripted import pick_and_place
+    nominal = pick_and_place('none').frames
+    one = np.array([sum(int(fr[a]) << j for j, a in enumerate(dfa.atoms)) for fr in nominal], dtype=np.int64)
+    letters = np.tile(one, -(-trace_len // one.size))[:trace_len]
+    table.run(letters[:10000])
+    t_ours, states = _timed(table.run, letters)
+    noise = rng.integers(0, 1 << k, size=trace_len)
+    t_noise, _ = _timed(table.run, noise)
+    n_base = min(trace_len, 50_000)
+    frames = [{a: bool((int(x) >> j) & 1) for j, a in enumerate(dfa.atoms)} for x in letters[:n_base]]
+    t_base, base_states = _eval_baseline(dfa, frames)
+    assert base_states == states[:n_base].tolist()
+    ours_rate, base_rate = trace_len / t_ours, n_base / t_base
+    print(f'one DFA, {trace_len:,} steps (nominal rollouts): {ours_rate / 1e6:8.1f} M steps/s   '
+          f'eval baseline {base_rate / 1e6:6.3f} M steps/s   ratio {ours_rate / base_rate:7.1f}x   (target >= 5 M)')
+    print(f'one DFA, {trace_len:,} steps (i.i.d. noise): {trace_len / t_noise / 1e6:7.1f} M steps/s')
+
+    pool = formulas_of('safemanip_formulas.txt') + formulas_of('specrlbench_finite.txt')
+    dfas = [compile_formula(pool[i % len(pool)]) for i in range(bank_size)]
+    preds = sorted({a for d in dfas for a in d.atoms})
+    bank = DFABank(dfas, preds)
+    frames_m = rng.random((bank_frames, len(preds))) < 0.2
+    bank.run(frames_m[:10])
+    t_bank, out = _timed(bank.run, frames_m)
+    bank_rate = bank_size * bank_frames / t_bank
+    # Baseline: the same DFAs stepped one by one with DFA.step (no eval, already faster than SafeManip's).
+    cols = [[preds.index(a) for a in d.atoms] for d in dfas]
+    sub = min(bank_frames, 50)
+    t = time.perf_counter()
+    cur = [d.initial for d in dfas]
+    for f in range(sub):
+        row = frames_m[f]
+        for i, d in enumerate(dfas):
+            letter = 0
+            for j, c in enumerate(cols[i]):
+                if row[c]:
+                    letter |= 1 << j
+            cur[i] = d.step(cur[i], letter)
+    t_loop = time.perf_counter() - t
+    assert cur == out[sub - 1].tolist()
+    loop_rate = bank_size * sub / t_loop
+    print(f'bank {bank_size} DFAs x {bank_frames} frames: {bank_rate / 1e6:8.1f} M property-steps/s   '
+          f'per-DFA Python loop {loop_rate / 1e6:6.3f} M/s   ratio {bank_rate / loop_rate:7.1f}x   (target >= 50 M)')
+    lat = []
+    for f in range(min(bank_frames, 2000)):
+        t = time.perf_counter()
+        bank.step(frames_m[f])
+        lat.append(time.perf_counter() - t)
+    med = statistics.median(lat) * 1e6
+    p99 = float(np.percentile(lat, 99)) * 1e6
+    print(f'one live frame of the {bank_size}-DFA bank: median {med:6.1f} us, p99 {p99:6.1f} us   '
+          f'per-DFA loop {t_loop / sub * 1e6:8.1f} us   ratio {t_loop / sub * 1e6 / med:6.1f}x   (target < 50 us)')
+    return {'single_msteps_s': ours_rate / 1e6, 'single_noise_msteps_s': trace_len / t_noise / 1e6,
+            'eval_baseline_msteps_s': base_rate / 1e6, 'bank_mprop_steps_s': bank_rate / 1e6,
+            'bank_loop_mprop_steps_s': loop_rate / 1e6, 'frame_median_us': med, 'frame_p99_us': p99}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--quick', action='store_true', help='small sizes; finishes in seconds')
+    ap.add_argument('--json', metavar='FILE', help='also write the figures as JSON')
+    args = ap.parse_args()
+    results: dict = {}
+    _warm_reference()
+    if args.quick:
+        results['reach_avoid'] = bench_family('reach-avoid, n stages (2**n+1 states)', reach_avoid, range(1, 5),
+                                              mona_max=3, full_max=2, timeout_s=60)
+        results['stepping'] = bench_stepping(20_000, 100, 100)
+    else:
+        results['suites'] = bench_suites()
+        results['reach_avoid'] = bench_family('reach-avoid, n stages (2**n+1 states; targets n=7 < 1 s, '
+                                              'n=10 < 30 s and < 2 GB)', reach_avoid, range(1, 11),
+                                              mona_max=6, full_max=3, timeout_s=180)
+        results['responses'] = bench_family('conjunction of n responses G(p_i -> F q_i) (target n=8 < 1 s)',
+                                            responses, range(1, 9), mona_max=8, full_max=2, timeout_s=180)
+        results['stepping'] = bench_stepping(1_000_000, 1000, 1000)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The README starts with the two commands, and its examples work as shown."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / 'README.md').read_text()
+
+
+def _blocks() -> list[str]:
+    return re.findall(r'```bash\n(.*?)```', README, re.S)
+
+
+def test_readme_starts_with_the_two_commands():
+    first = _blocks()[0].splitlines()
+    assert [line.split('#')[0].strip() for line in first] == ['make demo', 'make test']
+    assert README.index('```bash') < README.index('**safemanip_ros** is')
+
+
+def test_ci_runs_the_readme_test_command():
+    lines = [ln for ln in (REPO / '.ci' / 'run').read_text().splitlines() if ln and not ln.startswith('#')]
+    assert lines[-1] == 'exec make test'
+
+
+def test_check_example_prints_what_the_readme_says(tmp_path):
+    block = next(b for b in _blocks() if 'safemanip check' in b)
+    printf, check, expected = block.strip().splitlines()
+    m = re.match(r"printf '(.*)' > trace\.jsonl$", printf)
+    (tmp_path / 'trace.jsonl').write_text(m.group(1).replace('\\n', '\n'))
+    args = shlex.split(check)
+    assert args[0] == '.venv/bin/safemanip'
+    proc = run_cli(*args[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(expected.lstrip('# '))
+
+
+def test_distro_block_uses_existing_names():
+    block = next(b for b in _blocks() if 'colcon build' in b)
+    for exe in re.findall(r'ros2 run safemanip_ros (\w+)', block):
+        assert f'{exe} = ' in (REPO / 'resource' / 'executables.txt').read_text()
+    for launch in re.findall(r'ros2 launch safemanip_ros (\S+)', block):
+        assert (REPO / 'launch' / launch).is_file()
+
+
+def test_docs_mirror_the_normative_documents():
+    shared = REPO.parent / 'shared'
+    for name in ('SEMANTICS.md', 'DESIGN.md'):
+        ours = (REPO / 'docs' / name).read_text().split('\n', 1)[1]
+        if (shared / name).exists():
+            assert ours == (shared / name).read_text(), f'docs/{name} is out of date with ../shared/{name}'
