@@ -24,6 +24,10 @@ from .dfa import DFA
 TABLE_MAX_ATOMS = 12
 """Largest alphabet (atoms) given a dense table; larger ones walk the diagram."""
 
+_LETTER_BITS = 20
+"""Bank letters are computed as a float32 matrix product (exact below 2**24),
+so a bank's dense tables may have at most this many atoms."""
+
 _CHUNK_MIN_STEPS = 4096
 
 
@@ -167,27 +171,43 @@ class DFABank:
             raise KeyError(f'bank DFAs read predicates {missing} that are not in the frame vector '
                            f'(known: {sorted(index)})')
         n = len(self.dfas)
-        self.dense = np.array([t.table is not None for t in self.tables], dtype=bool)
-        k_max = max([len(d.atoms) for d, dn in zip(self.dfas, self.dense) if dn] or [0])
-        # Column P of the padded frame is constant false: unused atom slots read it.
-        pad = len(self.predicates)
-        self._cols = np.full((n, max(k_max, 1)), pad, dtype=np.int64)
-        self._weights = np.zeros((n, max(k_max, 1)), dtype=np.int64)
+        if max_table_atoms > _LETTER_BITS:
+            raise ValueError(f'bank tables support at most {_LETTER_BITS} atoms, got max_table_atoms={max_table_atoms}')
+        # Dense: has a table whose pre-shifted targets fit in int32.
+        self.dense = np.array([t.table is not None and (t.num_states << t.num_atoms) < 2**31
+                               for t in self.tables], dtype=bool)
+        # letters = frame @ weights: weights[p, i] = 2**j when predicate p is
+        # atom j of dense DFA i.  Atoms of one DFA are distinct predicates, so
+        # the sum is the bitwise or; float32 keeps it exact and uses BLAS.
+        self._weights = np.zeros((len(self.predicates), n), dtype=np.float32)
+        # One flat table for all dense DFAs holding *pre-shifted* targets
+        # (target << k_i), so a step is one add and one gather:
+        #   shifted' = flat[shifted + letter + offset].
+        # Slots of diagram-walked DFAs point at a final entry 0 that maps to
+        # itself, keeping their indices in range; they are stepped separately.
+        # Identical tables (instances of one template, repeated properties)
+        # are stored once, which keeps the gather cache-friendly.
         offsets = np.zeros(n, dtype=np.int64)
         shifts = np.zeros(n, dtype=np.int64)
         flat: list[np.ndarray] = []
+        seen_tables: dict[bytes, int] = {}
         total = 0
         for i, (d, t) in enumerate(zip(self.dfas, self.tables)):
-            if t.table is None:
+            if not self.dense[i]:
                 continue
+            k = len(d.atoms)
             for j, a in enumerate(d.atoms):
-                self._cols[i, j] = index[a]
-                self._weights[i, j] = 1 << j
-            offsets[i] = total
-            shifts[i] = len(d.atoms)
-            flat.append(t.table)
-            total += t.table.size
-        self._flat = np.concatenate(flat) if flat else np.zeros(0, np.int32)
+                self._weights[index[a], i] = float(1 << j)
+            shifts[i] = k
+            key = t.table.tobytes() + k.to_bytes(1, 'little')
+            if key not in seen_tables:
+                seen_tables[key] = total
+                flat.append(t.table.astype(np.int32) << k)
+                total += t.table.size
+            offsets[i] = seen_tables[key]
+        offsets[~self.dense] = total
+        flat.append(np.zeros(1, dtype=np.int32))
+        self._flat = np.concatenate(flat)
         self._offsets = offsets
         self._shifts = shifts
         self._sparse = np.nonzero(~self.dense)[0]
@@ -210,28 +230,21 @@ class DFABank:
         else:
             self.state[which] = self.initial[which]
 
-    def _padded(self, frame: np.ndarray) -> np.ndarray:
-        frame = np.asarray(frame, dtype=bool)
-        return np.concatenate([frame, np.zeros(frame.shape[:-1] + (1,), dtype=bool)], axis=-1)
-
     def letters(self, frames: np.ndarray) -> np.ndarray:
         """Per-DFA letters of frames ``bool[..., P]`` → ``int64[..., D]`` (dense DFAs only)."""
-        padded = self._padded(frames)
-        return (padded[..., self._cols].astype(np.int64) * self._weights).sum(axis=-1)
+        frames = np.asarray(frames, dtype=bool)
+        return (frames.astype(np.float32) @ self._weights).astype(np.int64)
 
     def step(self, frame: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
         """Advance every DFA by one frame ``bool[P]``; returns (and keeps) the new states."""
         cur = self.state if states is None else states
-        letters = self.letters(frame)
-        dense_cur = cur.astype(np.int64) if not self._sparse.size else np.where(self.dense, cur, 0)
-        nxt = self._flat[self._offsets + ((dense_cur << self._shifts) | letters)] \
-            if self._flat.size else cur.copy()
+        shifted = np.where(self.dense, cur, 0).astype(np.int64) << self._shifts
+        nxt = (self._flat[shifted + self.letters(frame) + self._offsets] >> self._shifts).astype(np.int32)
         if self._sparse.size:
             frame = np.asarray(frame, dtype=bool)
             for i, cols in zip(self._sparse, self._sparse_cols):
                 letter = int((frame[cols].astype(np.int64) << np.arange(cols.size)).sum())
                 nxt[i] = self.dfas[i].step(int(cur[i]), letter)
-        nxt = nxt.astype(np.int32, copy=False)
         if states is None:
             self.state = nxt
         return nxt
@@ -242,21 +255,22 @@ class DFABank:
         Does not change the bank's current state.
         """
         frames = np.asarray(frames, dtype=bool)
-        T = frames.shape[0]
-        out = np.empty((T, len(self.dfas)), dtype=np.int32)
-        cur = (self.initial if start is None else start).astype(np.int64)
-        if self._flat.size:
-            letters = self.letters(frames)
-            flat, offsets, shifts = self._flat, self._offsets, self._shifts
-            if self._sparse.size:  # sparse DFAs run below; keep their slots in range
-                cur = np.where(self.dense, cur, 0)
-                offsets = np.where(self.dense, offsets, 0)
-            for t in range(T):
-                cur = flat[offsets + ((cur << shifts) | letters[t])]
-                out[t] = cur
+        T, n = frames.shape[0], len(self.dfas)
+        first = self.initial if start is None else np.asarray(start)
+        shifted_out = np.empty((T, n), dtype=np.int32)
+        index = self.letters(frames)
+        index += self._offsets
+        cur = (np.where(self.dense, first, 0).astype(np.int64) << self._shifts).astype(np.int32)
+        flat = self._flat
+        for t in range(T):
+            row = index[t]
+            row += cur                      # in place: index rows are used once
+            cur = shifted_out[t]
+            np.take(flat, row, out=cur, mode='clip')  # 'clip' avoids take's out-buffering; indices are in range
+        out = (shifted_out >> self._shifts).astype(np.int32)
         for i, cols in zip(self._sparse, self._sparse_cols):
             letters_i = self.tables[i].letters_from_matrix(frames[:, cols])
-            out[:, i] = self.tables[i].run(letters_i, int(self.initial[i] if start is None else start[i]))
+            out[:, i] = self.tables[i].run(letters_i, int(first[i]))
         return out
 
     def labels(self, states: np.ndarray) -> np.ndarray:
