@@ -71,26 +71,37 @@ def _ltlf2dfa_full_time(text: str) -> float:
 
 
 def _warm_reference() -> None:
-    # Build ltlf2dfa's parser once in the parent so forked children do not pay for it.
+    # Build ltlf2dfa's parser once so timings exclude its grammar set-up.
     from safemanip_ros.ltlf.reference import mona_dfa
     mona_dfa(parse('a U b'))
 
 
-def _in_subprocess(target, args, timeout_s: float):
-    """Run target(*args) in a child; (seconds, peak RSS MiB) or None on timeout/failure."""
-    ctx = mp.get_context('fork')
+def _child(kind: str, text: str, q) -> None:
+    """Runs in a fresh (spawned) interpreter: time one compile, report peak RSS."""
+    try:
+        if kind != 'ours':
+            _warm_reference()
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t = time.perf_counter()
+        states = None
+        if kind == 'ours':
+            states = compile_formula(text).num_states
+        elif kind == 'mona':
+            _mona_time(text)
+        else:
+            _ltlf2dfa_full_time(text)
+        dt = time.perf_counter() - t
+        q.put((dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss0, states))
+    except Exception as err:  # reported, not raised: a baseline may fail
+        q.put(('error', str(err)[:200]))
+
+
+def _in_subprocess(kind: str, text: str, timeout_s: float):
+    """(seconds, peak RSS MiB, RSS MiB before compiling, states) from a fresh
+    process, or None on timeout/failure."""
+    ctx = mp.get_context('spawn')
     q = ctx.Queue()
-
-    def child():
-        try:
-            t = time.perf_counter()
-            target(*args)
-            dt = time.perf_counter() - t
-            q.put((dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
-        except Exception as err:  # reported, not raised: a baseline may fail
-            q.put(('error', str(err)[:200]))
-
-    p = ctx.Process(target=child)
+    p = ctx.Process(target=_child, args=(kind, text, q))
     p.start()
     p.join(timeout_s)
     if p.is_alive():
@@ -123,23 +134,24 @@ def bench_suites() -> dict:
 
 def bench_family(title: str, make, sizes, mona_max: int, full_max: int, timeout_s: float) -> list:
     print(f'\n## Compile: {title}')
-    print(f"{'n':>3s} {'states':>7s} {'ours s':>9s} {'ours MiB':>9s} {'mona s':>9s} {'ratio':>9s} "
+    print(f"{'n':>3s} {'states':>7s} {'ours s':>9s} {'peak MiB':>9s} {'mona s':>9s} {'ratio':>9s} "
           f"{'ltlf2dfa s':>11s} {'ratio':>9s}")
     rows = []
     for n in sizes:
         text = make(n)
-        dfa = compile_formula(text)
-        ours = _in_subprocess(compile_formula, (text,), timeout_s)
-        ours_s = ours[0] if ours else dfa.compile_time_s
-        ours_mib = ours[1] if ours else float('nan')
-        mona = _in_subprocess(lambda t=text: _mona_time(t), (), timeout_s) if n <= mona_max else None
-        full = _in_subprocess(lambda t=text: _ltlf2dfa_full_time(t), (), timeout_s) if n <= full_max else None
+        ours = _in_subprocess('ours', text, timeout_s)
+        if ours is None:
+            print(f'{n:3d} our compiler failed or timed out after {timeout_s} s')
+            continue
+        ours_s, ours_mib, _, states = ours
+        mona = _in_subprocess('mona', text, timeout_s) if n <= mona_max else None
+        full = _in_subprocess('full', text, timeout_s) if n <= full_max else None
         mona_s = mona[0] if mona else None
         full_s = full[0] if full else None
-        print(f'{n:3d} {dfa.num_states:7d} {ours_s:9.3f} {ours_mib:9.0f} '
+        print(f'{n:3d} {states:7d} {ours_s:9.3f} {ours_mib:9.0f} '
               f"{('-' if mona_s is None else f'{mona_s:9.3f}'):>9s} {fmt_ratio(mona_s, ours_s):>9s} "
               f"{('-' if full_s is None else f'{full_s:11.3f}'):>11s} {fmt_ratio(full_s, ours_s):>9s}")
-        rows.append({'n': n, 'states': dfa.num_states, 'ours_s': ours_s, 'ours_peak_mib': ours_mib,
+        rows.append({'n': n, 'states': states, 'ours_s': ours_s, 'ours_peak_mib': ours_mib,
                      'mona_s': mona_s, 'ltlf2dfa_s': full_s})
     print('   (-: not run at that size, or timed out; MONA needs 23.6 s at n=7 and >24 GB at n=8 here)')
     return rows
