@@ -43,3 +43,11 @@ class TraceError(SafemanipError):
 
 class EnvironmentSetupError(SafemanipError):
     """A missing system prerequisite (compiler, cmake, network, ROS 2 wheels)."""
+
+
+class SpecError(SafemanipError):
+    """An invalid property file, ontology or scene: names file, line and field."""
+
+
+class MonitorInputError(SafemanipError):
+    """A frame the monitor cannot use (unknown predicate, malformed frame)."""

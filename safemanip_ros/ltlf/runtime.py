@@ -160,11 +160,20 @@ class DFABank:
     one frame (``bool[P]``), ``run`` a whole ``bool[T, P]`` matrix.
     """
 
-    def __init__(self, dfas: Sequence[DFA], predicates: Sequence[str],
-                 max_table_atoms: int = TABLE_MAX_ATOMS) -> None:
+    def __init__(self, dfas: Sequence[DFA], predicates: Sequence[str] | Mapping[str, int],
+                 max_table_atoms: int = TABLE_MAX_ATOMS, num_columns: int | None = None) -> None:
+        """``predicates``: the frame vector's column names in order, or a
+        mapping name → column (several names may share a column) together
+        with ``num_columns``."""
         self.dfas = list(dfas)
-        self.predicates = list(predicates)
-        index: Mapping[str, int] = {p: i for i, p in enumerate(self.predicates)}
+        if isinstance(predicates, Mapping):
+            index: Mapping[str, int] = dict(predicates)
+            width = num_columns if num_columns is not None else max(index.values(), default=-1) + 1
+        else:
+            index = {p: i for i, p in enumerate(predicates)}
+            width = len(index)
+        self.predicates = index
+        self.num_columns = width
         self.tables = [StepTable.from_dfa(d, max_table_atoms) for d in self.dfas]
         missing = sorted({a for d in self.dfas for a in d.atoms if a not in index})
         if missing:
@@ -179,7 +188,7 @@ class DFABank:
         # letters = frame @ weights: weights[p, i] = 2**j when predicate p is
         # atom j of dense DFA i.  Atoms of one DFA are distinct predicates, so
         # the sum is the bitwise or; float32 keeps it exact and uses BLAS.
-        self._weights = np.zeros((len(self.predicates), n), dtype=np.float32)
+        self._weights = np.zeros((width, n), dtype=np.float32)
         # One flat table for all dense DFAs holding *pre-shifted* targets
         # (target << k_i), so a step is one add and one gather:
         #   shifted' = flat[shifted + letter + offset].
@@ -235,16 +244,33 @@ class DFABank:
         frames = np.asarray(frames, dtype=bool)
         return (frames.astype(np.float32) @ self._weights).astype(np.int64)
 
-    def step(self, frame: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
-        """Advance every DFA by one frame ``bool[P]``; returns (and keeps) the new states."""
-        cur = self.state if states is None else states
-        shifted = np.where(self.dense, cur, 0).astype(np.int64) << self._shifts
-        nxt = (self._flat[shifted + self.letters(frame) + self._offsets] >> self._shifts).astype(np.int32)
+    def transition(self, states: np.ndarray, frames: np.ndarray, letters: np.ndarray | None = None) -> np.ndarray:
+        """Successor states of ``states`` (``[..., D]``) on ``frames``
+        (``bool[..., P]``); pass ``letters`` when already computed with
+        :meth:`letters` for the same frames."""
+        frames = np.asarray(frames, dtype=bool)
+        if letters is None:
+            letters = self.letters(frames)
+        shifted = np.where(self.dense, states, 0).astype(np.int64) << self._shifts
+        nxt = (self._flat[shifted + letters + self._offsets] >> self._shifts).astype(np.int32)
         if self._sparse.size:
-            frame = np.asarray(frame, dtype=bool)
-            for i, cols in zip(self._sparse, self._sparse_cols):
-                letter = int((frame[cols].astype(np.int64) << np.arange(cols.size)).sum())
-                nxt[i] = self.dfas[i].step(int(cur[i]), letter)
+            self._step_sparse(frames, np.asarray(states), nxt)
+        return nxt
+
+    def _step_sparse(self, frames: np.ndarray, states: np.ndarray, nxt: np.ndarray) -> None:
+        frames2 = frames.reshape(-1, frames.shape[-1])
+        st2, nx2 = states.reshape(-1, states.shape[-1]), nxt.reshape(-1, nxt.shape[-1])
+        for i, cols in zip(self._sparse, self._sparse_cols):
+            weights = np.int64(1) << np.arange(cols.size, dtype=np.int64)
+            letters = frames2[:, cols].astype(np.int64) @ weights
+            for row in range(frames2.shape[0]):
+                nx2[row, i] = self.dfas[i].step(int(st2[row, i]), int(letters[row]))
+
+    def step(self, frame: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
+        """Advance every DFA by one frame ``bool[..., P]``; returns the new
+        states, and keeps them when ``states`` is not given."""
+        cur = self.state if states is None else states
+        nxt = self.transition(cur, frame)
         if states is None:
             self.state = nxt
         return nxt

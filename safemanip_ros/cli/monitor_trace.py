@@ -1,0 +1,69 @@
+"""``safemanip monitor-trace``: run a property suite over one predicate trace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import SpecError
+from ..monitor.core import Monitor
+from ..monitor.frames import read_frames
+from ..spec.ontology import load_ontology, load_scene
+from ..spec.suite import instantiate, load_suite
+
+CONFIG = Path(__file__).resolve().parents[2] / 'config'
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        'monitor-trace', help='run a property suite over a predicate trace',
+        description='Monitor TRACE.jsonl (one frame per line: predicate -> true/false/null, null = unknown; '
+                    'a predicate missing from a frame is unknown) with the properties of --properties and print '
+                    'triggers, violations, episodes and unknown frames per property instance.')
+    p.add_argument('trace', help='JSONL predicate frames')
+    p.add_argument('--properties', required=True, action='append', metavar='P.yaml',
+                   help='property suite file (repeatable)')
+    p.add_argument('--scene', metavar='SCENE.yaml', help='entities present, to bind templated properties')
+    p.add_argument('--ontology', action='append', metavar='ONTOLOGY.yaml',
+                   help=f'ontology file(s) (default: {CONFIG / "ontology"}/*.yaml)')
+    p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
+    p.add_argument('--rate-hz', type=float, help="the trace's frame rate; device windows are rescaled from the "
+                                                 "suite's rate_hz (default: the suite's rate)")
+    p.add_argument('--json', action='store_true', help='print JSON (default: a readable table)')
+    p.set_defaults(func=run)
+
+
+def build_instances(properties: list[str], scene: str | None, ontology: list[str] | None,
+                    only: list[str] | None = None, rate_hz: float | None = None):
+    suite = load_suite(properties)
+    onto = sc = None
+    if scene is not None or any(d.over for d in suite.properties):
+        onto_files = ontology or sorted(str(p) for p in (CONFIG / 'ontology').glob('*.yaml'))
+        onto = load_ontology(onto_files)
+        if scene is not None:
+            sc = load_scene(scene, onto)
+    if sc is None:
+        templated = [d.name for d in suite.properties if d.over and (only is None or d.name in only)]
+        if templated:
+            raise SpecError(f'properties {templated} are templates bound to scene entities: give --scene SCENE.yaml '
+                            f'or --only the others')
+    return instantiate(suite, onto, sc, only=only, rate_hz=rate_hz)
+
+
+def run(args: argparse.Namespace) -> int:
+    iset = build_instances(args.properties, args.scene, args.ontology, args.only, args.rate_hz)
+    monitor = Monitor(iset)
+    values, unknown = read_frames(args.trace, monitor.predicates)
+    result = monitor.run(values[None], unknown[None])[0]
+    out = result.to_dict()
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['frames']} frames, {len(out['properties'])} property instances")
+    print(f"{'instance':58s} {'N':>4s} {'V':>4s} {'U':>5s} pending  episodes")
+    for p in out['properties']:
+        eps = ' '.join(f"[{e['start']},{e['end']}{'' if e['recovered'] else ',open'}]" for e in p['episodes'])
+        print(f"{p['instance'][:58]:58s} {p['triggers']:4d} {p['violations']:4d} {p['unsafe_frames']:5d} "
+              f"{'yes' if p['pending'] else 'no ':7s}  {eps}")
+    return 0

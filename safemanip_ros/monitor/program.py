@@ -1,0 +1,238 @@
+"""Derived predicates as a vectorised dataflow program (SEMANTICS.md §3).
+
+Every grounded predicate, sub-expression, device output and trigger edge is
+a *column* of a boolean frame matrix ``V[b, c]`` (``b``: rollout in the batch,
+``c``: column).  Columns are computed level by level (a column's level is one
+more than its inputs'); within a level, all gates of one kind and all devices
+of one kind are evaluated with a single numpy operation over every rollout.
+Devices keep their state in per-group arrays, so one :class:`Program` steps
+one frame of ``B`` independent rollouts at a time, the same for live (``B=1``)
+and offline batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ltlf import formula as fm
+from ..ltlf.formula import Formula
+from ..spec.expressions import DeviceSpec
+
+FALSE_COL, TRUE_COL = 0, 1
+_GATES = ('not', 'and', 'or', 'eq')
+
+
+@dataclass
+class _Node:
+    op: str                    # 'input', 'const', gate, or device kind
+    inputs: tuple[int, ...]
+    window: int = 0
+    level: int = 0
+
+
+@dataclass
+class _Group:
+    """All nodes of one op at one level."""
+
+    op: str
+    out: np.ndarray            # column indices
+    a: np.ndarray              # first input column per node
+    b: np.ndarray | None       # second input column (binary ops)
+    window: np.ndarray | None  # int64 windows (devices)
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Program:
+    """Columns: 0 = false, 1 = true, then the grounded predicates in order,
+    then computed columns.  ``index`` maps every predicate and derived name to
+    its column."""
+
+    def __init__(self, predicates: list[str], derived: dict[str, DeviceSpec]) -> None:
+        self.predicates = list(predicates)
+        self.nodes: list[_Node] = [_Node('const', ()), _Node('const', ())]
+        self.index: dict[str, int] = {}
+        for p in self.predicates:
+            self.index[p] = len(self.nodes)
+            self.nodes.append(_Node('input', ()))
+        self.num_inputs = len(self.nodes)
+        self._derived = derived
+        self._expr_memo: dict[Formula, int] = {}
+        self._gate_memo: dict[tuple, int] = {}
+        self._resolving: set[str] = set()
+        for name in sorted(derived):
+            self.column_of_name(name)
+        self.groups: list[_Group] = []
+        self.batch = 0
+
+    # ------------------------------------------------------------- building
+    def column_of_name(self, name: str) -> int:
+        col = self.index.get(name)
+        if col is not None:
+            return col
+        spec = self._derived.get(name)
+        if spec is None:
+            raise KeyError(f'unknown predicate {name!r}; known: {sorted(set(self.index) | set(self._derived))}')
+        if name in self._resolving:
+            raise ValueError(f'derived predicate {name!r} depends on itself')
+        self._resolving.add(name)
+        if spec.kind == 'expr':
+            col = self.column_of(spec.args[0])
+        else:
+            ins = tuple(self.column_of(a) for a in spec.args)
+            col = self._add(spec.kind, ins, spec.window_frames, memo=False)
+        self._resolving.discard(name)
+        self.index[name] = col
+        return col
+
+    def column_of(self, f: Formula) -> int:
+        """Column computing the propositional formula ``f``."""
+        col = self._expr_memo.get(f)
+        if col is not None:
+            return col
+        op = f.op
+        if op == fm.TRUE:
+            col = TRUE_COL
+        elif op == fm.FALSE:
+            col = FALSE_COL
+        elif op == fm.ATOM:
+            col = self.column_of_name(f.name)
+        elif op == fm.NOT:
+            col = self._add('not', (self.column_of(f.args[0]),))
+        elif op in (fm.AND, fm.OR):
+            col = self._add('and' if op == fm.AND else 'or', (self.column_of(f.args[0]), self.column_of(f.args[1])))
+        elif op == fm.IMPLIES:
+            col = self._add('or', (self._add('not', (self.column_of(f.args[0]),)), self.column_of(f.args[1])))
+        elif op == fm.IFF:
+            col = self._add('eq', (self.column_of(f.args[0]), self.column_of(f.args[1])))
+        else:
+            raise ValueError(f'temporal operator {op!r} where a propositional expression is required: {f}')
+        self._expr_memo[f] = col
+        return col
+
+    def rose_of(self, f: Formula) -> int:
+        """Column of ``rose(f)`` (shared between identical expressions)."""
+        return self._add('rose', (self.column_of(f),))
+
+    def _add(self, op: str, inputs: tuple[int, ...], window: int = 0, memo: bool = True) -> int:
+        key = (op, inputs, window)
+        if memo:
+            col = self._gate_memo.get(key)
+            if col is not None:
+                return col
+        level = 1 + max((self.nodes[i].level for i in inputs), default=0)
+        col = len(self.nodes)
+        self.nodes.append(_Node(op, inputs, window, level))
+        if memo:
+            self._gate_memo[key] = col
+        return col
+
+    def finalize(self, batch: int) -> None:
+        """Freeze the node list into level-ordered groups for ``batch`` rollouts."""
+        self.batch = batch
+        by_key: dict[tuple[int, str], list[int]] = {}
+        for col, node in enumerate(self.nodes):
+            if node.op in ('const', 'input'):
+                continue
+            by_key.setdefault((node.level, node.op), []).append(col)
+        self.groups = []
+        for (_, op), cols in sorted(by_key.items()):
+            nodes = [self.nodes[c] for c in cols]
+            a = np.array([n.inputs[0] for n in nodes], dtype=np.intp)
+            b = np.array([n.inputs[1] for n in nodes], dtype=np.intp) if len(nodes[0].inputs) > 1 else None
+            window = np.array([n.window for n in nodes], dtype=np.int64)
+            self.groups.append(_Group(op, np.array(cols, dtype=np.intp), a, b, window))
+        self.reset()
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.nodes)
+
+    # ------------------------------------------------------------- running
+    def reset(self, which: np.ndarray | None = None) -> None:
+        """Device states back to 'before frame 0' (``p(-1) = false``)."""
+        for g in self.groups:
+            m = g.out.size
+            init = {
+                'rose': {'prev': np.zeros((self.batch, m), bool)},
+                'fell': {'prev': np.zeros((self.batch, m), bool)},
+                'held': {'count': np.zeros((self.batch, m), np.int64)},
+                # frames since p was last true; window means "never" (output false)
+                'sticky': {'since': np.broadcast_to(g.window, (self.batch, m)).copy() if g.window is not None else None},
+                'debounce': {'out': np.zeros((self.batch, m), bool), 'count': np.zeros((self.batch, m), np.int64)},
+                'latch': {'out': np.zeros((self.batch, m), bool)},
+                'timeout': {'armed': np.zeros((self.batch, m), bool), 'count': np.zeros((self.batch, m), np.int64)},
+            }.get(g.op)
+            if init is None:
+                continue
+            if which is None or not g.state:
+                g.state = init
+            else:
+                for key, arr in init.items():
+                    g.state[key][which] = arr[which]
+
+    def new_frame_matrix(self) -> np.ndarray:
+        v = np.zeros((self.batch, self.num_columns), dtype=bool)
+        v[:, TRUE_COL] = True
+        return v
+
+    def evaluate(self, v: np.ndarray) -> np.ndarray:
+        """Fill the computed columns of ``v`` (``bool[B, C]``, inputs already
+        set) for one frame, advancing device states.  Returns ``v``."""
+        for g in self.groups:
+            x = v[:, g.a]
+            op = g.op
+            if op == 'not':
+                out = ~x
+            elif op == 'and':
+                out = x & v[:, g.b]
+            elif op == 'or':
+                out = x | v[:, g.b]
+            elif op == 'eq':
+                out = x == v[:, g.b]
+            elif op == 'rose':
+                s = g.state
+                out = x & ~s['prev']
+                s['prev'] = x
+            elif op == 'fell':
+                s = g.state
+                out = ~x & s['prev']
+                s['prev'] = x
+            elif op == 'held':
+                s = g.state
+                count = np.where(x, np.minimum(s['count'] + 1, g.window), 0)
+                s['count'] = count
+                out = count >= g.window
+            elif op == 'sticky':
+                s = g.state
+                since = np.where(x, 0, np.minimum(s['since'] + 1, g.window))
+                s['since'] = since
+                out = since < g.window
+            elif op == 'debounce':
+                s = g.state
+                differs = x != s['out']
+                count = np.where(differs, s['count'] + 1, 0)
+                switch = count >= g.window
+                s['out'] = np.where(switch, x, s['out'])
+                s['count'] = np.where(switch, 0, count)
+                out = s['out']
+            elif op == 'latch':
+                s = g.state
+                out = ~v[:, g.b] & (x | s['out'])
+                s['out'] = out
+            elif op == 'timeout':
+                s = g.state
+                stop = v[:, g.b]
+                armed, count = s['armed'], s['count']
+                disarm = armed & stop
+                tick = armed & ~stop
+                arm = ~armed & x & ~stop
+                count = np.where(tick, np.minimum(count + 1, g.window), np.where(arm, 0, count))
+                out = (tick & (count >= g.window)) | (arm & (g.window == 0))
+                s['armed'] = (armed & ~disarm) | arm
+                s['count'] = count
+            else:  # pragma: no cover - finalize only creates the ops above
+                raise AssertionError(op)
+            v[:, g.out] = out
+        return v

@@ -1,0 +1,342 @@
+"""Property suites (YAML) and their instantiation over a scene.
+
+A suite file declares
+
+* ``predicates``: the grounded predicates it reads, each with ``unknown_as``
+  (the value an *unknown* frame stands for before any temporal operator sees
+  it; pick the conservative one) and a description;
+* ``derived``: derived predicates, a device call or an expression each
+  (SEMANTICS.md §3);
+* ``properties``: name, category, formula, trigger, recovery, end_policy,
+  response, severity, description, and optionally ``over`` (template
+  variables bound to scene entities by ontology selectors) and ``needs``
+  (the grounded predicates it reads, checked against the computed set).
+
+Names may contain ``{var}`` placeholders; instantiating a template with a
+binding substitutes entity ids (``object_grasped_{object}`` →
+``object_grasped_mug``).  Every error names the file, line and field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..errors import LtlfSyntaxError, SpecError
+from ..ltlf import parse
+from ..ltlf.formula import Formula
+from .expressions import DeviceSpec, parse_derived, parse_expression
+from .ontology import Ontology, Scene
+from .schema import Field, validate
+from .yamlio import Located, load_yaml
+
+SAFEMANIP_CATEGORIES = ('collision_contact', 'grasp_stability', 'release_stability', 'cross_contamination',
+                        'action_onset', 'mechanism', 'containment', 'enclosure_access')
+RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop')
+SEVERITIES = ('info', 'warning', 'error', 'critical')
+END_POLICIES = ('weak', 'strong')
+_NAME = r'[a-z][a-z0-9_]*'
+_TEMPLATE_NAME = re.compile(r'([a-z0-9_]|\{[a-z][a-z0-9_]*\})+\Z')
+_PLACEHOLDER = re.compile(r'\{([a-z][a-z0-9_]*)\}')
+
+
+def _name_check(value: str) -> str | None:
+    return None if _TEMPLATE_NAME.match(value) and value[0] != '_' else \
+        f'{value!r} is not a name ([a-z][a-z0-9_]*, with {{var}} placeholders in templates)'
+
+
+PROPERTY_SCHEMA = Field('map', keys={
+    'name': Field('str', required=True, check=_name_check),
+    'category': Field('str', required=True, check=lambda v: None if re.fullmatch(_NAME, v) else
+                      f'{v!r} is not a category name'),
+    'formula': Field('str', required=True),
+    'trigger': Field('str', required=True),
+    'recovery': Field('str', required=True),
+    'end_policy': Field('str', choices=END_POLICIES),
+    'response': Field('str', choices=RESPONSES),
+    'severity': Field('str', choices=SEVERITIES),
+    'description': Field('str', required=True),
+    'over': Field('dict', values=Field('dict', values=Field('any'))),
+    'needs': Field('list', items=Field('str')),
+})
+SUITE_SCHEMA = Field('map', keys={
+    'suite': Field('str', required=True, check=lambda v: None if re.fullmatch(_NAME, v) else f'{v!r} is not a name'),
+    'description': Field('str'),
+    'rate_hz': Field('float', minimum=1e-6),
+    'predicates': Field('dict', required=True, values=Field('map', keys={
+        'unknown_as': Field('bool'), 'description': Field('str', required=True), 'source': Field('str')})),
+    'derived': Field('dict', values=Field('str')),
+    'properties': Field('list', required=True, items=PROPERTY_SCHEMA),
+})
+
+
+@dataclass(frozen=True)
+class PredicateDecl:
+    name: str
+    unknown_as: bool
+    description: str
+    where: str
+
+
+@dataclass(frozen=True)
+class PropertyDecl:
+    """A property or template as written in the file."""
+
+    name: str
+    category: str
+    formula: str
+    trigger: str
+    recovery: str
+    end_policy: str
+    response: str
+    severity: str
+    description: str
+    over: dict[str, dict]
+    needs: tuple[str, ...] | None
+    where: str
+    entry: Located = field(repr=False, compare=False, default_factory=Located)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    rate_hz: float
+    predicates: dict[str, PredicateDecl]
+    derived: dict[str, tuple[str, str]]          # template name → (definition text, where)
+    properties: list[PropertyDecl]
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One property bound to entities: the unit with its own monitor state."""
+
+    property: str
+    instance: str
+    binding: tuple[tuple[str, str], ...]
+    category: str
+    severity: str
+    response: str
+    end_policy: str
+    description: str
+    formula: Formula
+    trigger: Formula
+    recovery: Formula
+    needs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class InstanceSet:
+    """Everything the monitor needs: instances, the derived predicates they
+    read (instantiated) and the grounded predicates with ``unknown_as``."""
+
+    instances: list[Instance]
+    derived: dict[str, DeviceSpec]
+    predicates: dict[str, bool]
+    suite: Suite
+
+
+def _substitute(text: str, binding: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: binding.get(m.group(1), m.group(0)), text)
+
+
+def load_suite(paths: Iterable[str | Path] | str | Path) -> Suite:
+    """Load and validate one or more suite files (merged in order)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    name, description, rate = '', '', 20.0
+    predicates: dict[str, PredicateDecl] = {}
+    derived: dict[str, tuple[str, str]] = {}
+    props: list[PropertyDecl] = []
+    sources = []
+    for path in paths:
+        doc = load_yaml(path)
+        if not isinstance(doc, Located):
+            raise SpecError(f'{path}:1: a suite file is a mapping with suite, predicates, properties')
+        validate(doc, SUITE_SCHEMA, doc.where(), '')
+        sources.append(str(path))
+        name = name or doc['suite']
+        description = description or doc.get('description', '')
+        rate = float(doc.get('rate_hz', rate))
+        for pname, decl in doc['predicates'].items():
+            where = doc['predicates'].where(pname)
+            if _name_check(pname):
+                raise SpecError(f'{where}: predicates.{pname}: {_name_check(pname)}')
+            if pname in predicates:
+                raise SpecError(f'{where}: predicates.{pname}: already declared at {predicates[pname].where}')
+            predicates[pname] = PredicateDecl(pname, bool(decl.get('unknown_as', False)), decl['description'], where)
+        for dname, text in (doc.get('derived') or {}).items():
+            where = doc['derived'].where(dname)
+            if _name_check(dname):
+                raise SpecError(f'{where}: derived.{dname}: {_name_check(dname)}')
+            if dname in predicates or dname in derived:
+                raise SpecError(f'{where}: derived.{dname}: name already used by a predicate or derived predicate')
+            parse_derived(_PLACEHOLDER.sub(lambda m: m.group(1), text), f'{where}: derived.{dname}')
+            derived[dname] = (text, where)
+        seen = {p.name for p in props}
+        for i, entry in enumerate(doc['properties']):
+            where = doc['properties'].where(i)
+            if entry['name'] in seen:
+                raise SpecError(f'{where}: properties[{i}].name: duplicate property {entry["name"]!r}')
+            seen.add(entry['name'])
+            over = dict(entry.get('over') or {})
+            for var, sel in over.items():
+                if not re.fullmatch(_NAME, var):
+                    raise SpecError(f'{entry.where("over")}: properties[{i}].over.{var}: variable names match {_NAME}')
+            for fld in ('name', 'formula', 'trigger', 'recovery'):
+                unbound = set(_PLACEHOLDER.findall(entry[fld])) - set(over)
+                if unbound:
+                    raise SpecError(f'{entry.where(fld)}: properties[{i}].{fld}: placeholder(s) '
+                                    f'{sorted(unbound)} are not variables of "over" ({sorted(over) or "none"})')
+            # Syntax is checked now (with placeholders as atoms), so errors point at the file.
+            for fld in ('formula', 'recovery'):
+                try:
+                    parse(_PLACEHOLDER.sub(lambda m: m.group(1), entry[fld]))
+                except LtlfSyntaxError as err:
+                    raise SpecError(f'{entry.where(fld)}: properties[{i}].{fld}: {err.message} at position '
+                                    f'{err.position} of {entry[fld]!r}') from err
+            parse_expression(_PLACEHOLDER.sub(lambda m: m.group(1), entry['trigger']),
+                             f'{entry.where("trigger")}: properties[{i}].trigger')
+            props.append(PropertyDecl(
+                entry['name'], entry['category'], entry['formula'], entry['trigger'], entry['recovery'],
+                entry.get('end_policy', 'weak'), entry.get('response', 'alert'), entry.get('severity', 'error'),
+                entry['description'], over, tuple(entry['needs']) if 'needs' in entry else None, where, entry))
+    return Suite(name, description, rate, predicates, derived, props, tuple(sources))
+
+
+def _bindings(decl: PropertyDecl, ontology: Ontology | None, scene: Scene | None) -> list[dict[str, str]]:
+    if not decl.over:
+        return [{}]
+    if ontology is None or scene is None:
+        raise SpecError(f'{decl.where}: property {decl.name!r} is a template (over: {sorted(decl.over)}); '
+                        f'give a scene and an ontology to bind it')
+    choices = []
+    for var, selector in decl.over.items():
+        choices.append([(var, e) for e in scene.select(ontology, selector)])
+    out = []
+    for combo in itertools.product(*choices):
+        entities = [e for _, e in combo]
+        if len(set(entities)) == len(entities):   # distinct variables bind distinct entities
+            out.append(dict(combo))
+    return out
+
+
+def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | None = None,
+                only: Iterable[str] | None = None, rate_hz: float | None = None) -> InstanceSet:
+    """Bind every property over the scene; resolve derived and grounded predicates.
+
+    ``rate_hz``: the frame rate the instances will run at; device windows
+    (written in frames at the suite's ``rate_hz``) are rescaled to it,
+    rounding to the nearest frame (at least 1; timeouts may be 0).
+
+    Raises SpecError for unknown predicates (listing the known ones), derived
+    cycles (naming them), conflicting instantiations and ``needs`` mismatches.
+    """
+    wanted = set(only) if only is not None else None
+    instances: list[Instance] = []
+    derived: dict[str, tuple[DeviceSpec, str]] = {}
+    predicates: dict[str, bool] = {}
+    for decl in suite.properties:
+        if wanted is not None and decl.name not in wanted:
+            continue
+        for binding in _bindings(decl, ontology, scene):
+            instances.append(_instantiate_one(suite, decl, binding, derived, predicates))
+    if wanted is not None:
+        missing = wanted - {d.name for d in suite.properties}
+        if missing:
+            raise SpecError(f'unknown properties {sorted(missing)}; known: {sorted(d.name for d in suite.properties)}')
+    scale = 1.0 if rate_hz is None else rate_hz / suite.rate_hz
+    if rate_hz is not None and rate_hz <= 0:
+        raise SpecError(f'rate_hz must be > 0, got {rate_hz}')
+    specs = {name: _rescaled(spec, scale) for name, (spec, _) in derived.items()}
+    _check_acyclic(specs, {name: where for name, (_, where) in derived.items()})
+    return InstanceSet(instances, specs, predicates, suite)
+
+
+def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
+                     derived: dict[str, tuple[DeviceSpec, str]], predicates: dict[str, bool]) -> Instance:
+    # Every derived/predicate template whose placeholders this binding fills.
+    local_derived: dict[str, tuple[str, str]] = {}
+    for tname, (text, where) in suite.derived.items():
+        if set(_PLACEHOLDER.findall(tname)) <= set(binding):
+            local_derived[_substitute(tname, binding)] = (_substitute(text, binding), where)
+    local_preds: dict[str, PredicateDecl] = {}
+    for tname, pdecl in suite.predicates.items():
+        if set(_PLACEHOLDER.findall(tname)) <= set(binding):
+            local_preds[_substitute(tname, binding)] = pdecl
+    entry = decl.entry
+
+    def where(fld: str) -> str:
+        return entry.where(fld) if isinstance(entry, Located) and entry else decl.where
+
+    formula = parse(_substitute(decl.formula, binding))
+    recovery = parse(_substitute(decl.recovery, binding))
+    trigger = parse_expression(_substitute(decl.trigger, binding), f'{where("trigger")}: {decl.name}.trigger')
+    needs: set[str] = set()
+    stack = [(a, fld) for fld, f in (('formula', formula), ('recovery', recovery), ('trigger', trigger))
+             for a in sorted(f.atoms)]
+    visited: set[str] = set()
+    while stack:
+        name, fld = stack.pop()
+        if name in visited:
+            continue
+        visited.add(name)
+        if name in local_derived:
+            text, dwhere = local_derived[name]
+            spec = parse_derived(text, f'{dwhere}: derived.{name}')
+            old = derived.get(name)
+            if old is not None and str(old[0]) != str(spec):
+                raise SpecError(f'{dwhere}: derived.{name}: instantiates to {spec} here but {old[0]} elsewhere')
+            derived[name] = (spec, dwhere)
+            stack.extend((a, fld) for a in sorted(spec.inputs))
+        elif name in local_preds:
+            needs.add(name)
+            predicates[name] = local_preds[name].unknown_as
+        else:
+            known = sorted(set(local_preds) | set(local_derived))
+            raise SpecError(f'{where(fld)}: {decl.name}.{fld}: unknown predicate {name!r}; known predicates: '
+                            f'{", ".join(known)}')
+    if decl.needs is not None:
+        declared = {_substitute(n, binding) for n in decl.needs}
+        if declared != needs:
+            raise SpecError(f'{where("needs")}: {decl.name}.needs: declares {sorted(declared)} but the property '
+                            f'reads {sorted(needs)}')
+    name = decl.name if not binding else _substitute(decl.name, binding)
+    inst_id = name if not binding else f'{name}[{",".join(f"{k}={v}" for k, v in sorted(binding.items()))}]'
+    return Instance(decl.name, inst_id, tuple(sorted(binding.items())), decl.category, decl.severity,
+                    decl.response, decl.end_policy, decl.description, formula, trigger, recovery,
+                    frozenset(needs))
+
+
+def _rescaled(spec: DeviceSpec, scale: float) -> DeviceSpec:
+    if scale == 1.0 or spec.kind == 'expr' or not spec.window_frames:
+        return spec
+    floor = 0 if spec.kind == 'timeout' else 1
+    return DeviceSpec(spec.kind, spec.args, max(floor, int(round(spec.window_frames * scale))))
+
+
+def _check_acyclic(specs: Mapping[str, DeviceSpec], wheres: Mapping[str, str]) -> None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(specs[n].inputs):
+            if m not in specs:
+                continue
+            if state.get(m) == 1:
+                cycle = path[path.index(m):] + [m]
+                raise SpecError(f'{wheres[m]}: derived predicates form a cycle: {" -> ".join(cycle)}')
+            if m not in state:
+                visit(m)
+        path.pop()
+        state[n] = 2
+
+    for n in sorted(specs):
+        if n not in state:
+            visit(n)

@@ -1,0 +1,94 @@
+"""YAML loading that remembers where every value came from.
+
+Mappings load as :class:`Located` dicts that know the line of each key, so
+validation errors can say ``file:line: field: problem``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import SpecError
+
+
+class Located(dict):
+    """A dict that knows its file and the (1-based) line of each key."""
+
+    file: str = '<memory>'
+    line: int = 0
+    key_lines: dict[str, int]
+
+    def line_of(self, key: str) -> int:
+        return self.key_lines.get(key, self.line)
+
+    def where(self, key: str | None = None) -> str:
+        return f'{self.file}:{self.line if key is None else self.line_of(key)}'
+
+
+class LocatedList(list):
+    file: str = '<memory>'
+    line: int = 0
+    item_lines: list[int]
+
+    def where(self, index: int | None = None) -> str:
+        line = self.line if index is None or index >= len(self.item_lines) else self.item_lines[index]
+        return f'{self.file}:{line}'
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
+    out = Located()
+    out.file = loader.name
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise SpecError(f'{loader.name}:{key_node.start_mark.line + 1}: mapping keys must be scalars')
+        if key in out:
+            raise SpecError(f'{loader.name}:{key_node.start_mark.line + 1}: duplicate key {key!r}')
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[str(key)] = key_node.start_mark.line + 1
+    return out
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LocatedList:
+    out = LocatedList(loader.construct_object(child, deep=True) for child in node.value)
+    out.file = loader.name
+    out.line = node.start_mark.line + 1
+    out.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Load one YAML document with located mappings and sequences."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding='utf-8')
+    except OSError as err:
+        raise SpecError(f'{path}: cannot read: {err.strerror or err}') from err
+    return loads_yaml(text, str(path))
+
+
+def loads_yaml(text: str, name: str = '<memory>') -> Any:
+    loader = _Loader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark else 0
+        raise SpecError(f'{name}:{line}: invalid YAML: {err.problem or err.context}') from err
+    finally:
+        loader.dispose()

@@ -1,0 +1,83 @@
+"""Smoothing devices (SEMANTICS.md §3) on hand-computed traces, including the
+noisy cases they exist for (1-2 frame flickers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from safemanip_ros.monitor.program import Program
+from safemanip_ros.spec.expressions import parse_derived
+
+
+def run_device(definition: str, **inputs: str) -> str:
+    """Run one derived predicate over input strings like '0110' → output string."""
+    names = sorted(inputs)
+    prog = Program(names, {'out': parse_derived(definition, 'test')})
+    prog.finalize(batch=1)
+    col = prog.index['out']
+    length = len(next(iter(inputs.values())))
+    v = prog.new_frame_matrix()
+    out = []
+    for t in range(length):
+        for n in names:
+            v[0, prog.index[n]] = inputs[n][t] == '1'
+        prog.evaluate(v)
+        out.append('1' if v[0, col] else '0')
+    return ''.join(out)
+
+
+@pytest.mark.parametrize('definition, inputs, expected', [
+    ('rose(p)',        {'p': '1100110'}, '1000100'),      # p(-1) = false, so frame 0 can rise
+    ('fell(p)',        {'p': '1100110'}, '0010001'),
+    ('held(p, 3)',     {'p': '1110111101'}, '0010001100'),  # rises after k frames, falls at once
+    ('held(p, 1)',     {'p': '0110'}, '0110'),
+    ('sticky(p, 3)',   {'p': '0100000100'}, '0111000111'),  # rises at once, falls after k false frames
+    ('sticky(p, 1)',   {'p': '0110'}, '0110'),
+    # debounce: takes p only after p differed from the output on each of the last k frames
+    ('debounce(p, 3)', {'p': '0110111100010001111'}, '0000001111000000011'),
+    ('debounce(p, 1)', {'p': '0110'}, '0110'),
+    ('latch(s, r)',    {'s': '0100010000', 'r': '0001000011'}, '0110011100'),
+    ('latch(s, r)',    {'s': '11', 'r': '11'}, '00'),      # reset wins
+    # timeout(start, stop, 3): armed by start, true from the 3rd frame after, until stop
+    ('timeout(s, x, 3)', {'s': '0100000000', 'x': '0000000100'}, '0000111000'),
+    ('timeout(s, x, 2)', {'s': '0100100000', 'x': '0001000000'}, '0000001111'),
+    ('timeout(s, x, 0)', {'s': '0110', 'x': '0001'}, '0110'),   # k = 0 fires at once
+    ('timeout(s, x, 2)', {'s': '0110', 'x': '0110'}, '0000'),   # start with stop does not arm
+    ('p & !q | false', {'p': '1100', 'q': '1010'}, '0100'),
+    ('p <-> q',        {'p': '1100', 'q': '1010'}, '1001'),
+    ('p -> q',         {'p': '1100', 'q': '1010'}, '1011'),
+])
+def test_device_semantics(definition, inputs, expected):
+    assert run_device(definition, **inputs) == expected
+
+
+def test_contact_tolerance_ignores_flickers_and_dropouts():
+    # 20-frame tolerance = held(p, 21): a 20-frame contact, even with a 1-frame
+    # dropout, never counts; 21 uninterrupted frames do.
+    p = '1' * 20 + '0' + '1' * 10 + '0' + '1' * 21 + '0'
+    out = run_device('held(p, 21)', p=p)
+    assert out.index('1') == 20 + 1 + 10 + 1 + 20
+    assert out.count('1') == 1
+
+
+def test_debounce_filters_short_grasp_flicker():
+    # SafeManip's 5-frame symmetric debounce of the raw grasp signal.
+    raw = '0011111' + '1' * 10 + '00' + '1' * 10 + '00000' + '0' * 5
+    out = run_device('debounce(p, 5)', p=raw)
+    assert out[:6] == '000000' and out[6] == '1'         # needs 5 frames of 1
+    assert '0' not in out[6:29]                          # a 2-frame dropout is ignored
+    assert out.rindex('1') == 32 and out[33:] == '0' * 6  # falls on the 5th frame of 0 (frame 33)
+
+
+def test_devices_are_independent_per_rollout():
+    prog = Program(['p'], {'out': parse_derived('held(p, 2)', 'test')})
+    prog.finalize(batch=2)
+    v = prog.new_frame_matrix()
+    seen = []
+    for a, b in [(1, 0), (1, 1), (0, 1)]:
+        v[:, prog.index['p']] = [a, b]
+        prog.evaluate(v)
+        seen.append(v[:, prog.index['out']].tolist())
+    assert seen == [[False, False], [True, False], [False, True]]
+    prog.reset(np.array([False, True]))
