@@ -1,0 +1,119 @@
+"""The episode state machine of SEMANTICS.md §4 and the metrics of §5 on
+hand-computed traces: every branch, live and batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor_helpers import prop, run_live, run_signals, simple_suite
+
+
+def result_of(tmp_path, signals, **kw):
+    iset = simple_suite(tmp_path, prop(**kw))
+    batch = run_signals(iset, signals)
+    live = run_live(iset, signals)
+    assert batch.to_dict() == live.to_dict()          # one code path, same answer
+    return batch.instances[0]
+
+
+def episodes(r):
+    return [(e.start, e.end, e.recovered) for e in r.episodes]
+
+
+def test_violation_then_recovery_then_second_violation(tmp_path):
+    # G(a -> b): a without b violates; recovery F b closes the episode when b holds.
+    r = result_of(tmp_path, {'a': '0100010000', 'b': '0000100000'})
+    assert (r.triggers, r.violations) == (2, 2)
+    # frame 1 violates, recovery F b holds at frame 4 → [1,4]; frame 5 violates again, never recovers.
+    assert episodes(r) == [(1, 4, True), (5, 9, False)]
+    assert r.unsafe_frames == 4 + 5 and r.frames == 10 and not r.pending
+
+
+def test_recovery_in_the_same_frame(tmp_path):
+    # Violation at frame 2; the recovery formula (F c) already holds on that frame.
+    r = result_of(tmp_path, {'a': '00100', 'b': '00000', 'c': '00100'}, recovery='F c')
+    assert episodes(r) == [(2, 2, True)] and r.unsafe_frames == 1 and r.violations == 1
+
+
+def test_main_dfa_restarts_after_recovery_without_the_recovery_frame(tmp_path):
+    # G(a -> X b): violation when b is missing after a.  Recovery 'true' closes at once;
+    # the recovery frame is not fed to M, so its 'a' does not create a new obligation.
+    r = result_of(tmp_path, {'a': '0110000', 'b': '0000000'}, formula='G(a -> X b)', recovery='true')
+    # frame 2: b missing after a at 1 → violation, closed on frame 2; frame 2's a is not fed.
+    assert episodes(r) == [(2, 2, True)]
+    assert r.violations == 1 and not r.pending
+
+
+def test_open_at_end_of_trace(tmp_path):
+    r = result_of(tmp_path, {'a': '00010', 'b': '00000'}, recovery='G b')
+    # G b is presumably_false after frame 3 (b false) → never recovers; closes unrecovered at T-1.
+    assert episodes(r) == [(3, 4, False)] and r.unsafe_frames == 2
+
+
+def test_pending_weak_end_policy(tmp_path):
+    r = result_of(tmp_path, {'a': '00010', 'b': '00000'}, formula='G(a -> F b)')
+    assert r.violations == 0 and r.pending and episodes(r) == []
+
+
+def test_pending_strong_end_policy_counts_a_violation(tmp_path):
+    r = result_of(tmp_path, {'a': '00010', 'b': '00000'}, formula='G(a -> F b)', end_policy='strong')
+    assert r.violations == 1 and not r.pending and episodes(r) == [(4, 4, False)] and r.unsafe_frames == 1
+
+
+def test_satisfied_obligation_is_not_pending(tmp_path):
+    r = result_of(tmp_path, {'a': '01000', 'b': '00010'}, formula='G(a -> F b)', end_policy='strong')
+    assert r.violations == 0 and not r.pending
+
+
+def test_not_pending_right_after_recovery_at_the_last_frame(tmp_path):
+    # The main DFA restarts at the last frame and has read nothing: nothing is pending.
+    r = result_of(tmp_path, {'a': '01', 'b': '00', 'c': '01'}, formula='G(a -> b)', recovery='F c',
+                  end_policy='strong')
+    assert episodes(r) == [(1, 1, True)] and r.violations == 1 and not r.pending
+
+
+def test_vacuous_never_triggered_property(tmp_path):
+    r = result_of(tmp_path, {'a': '00000', 'b': '11111'})
+    assert r.triggers == 0 and r.violations == 0 and not r.triggered
+
+
+def test_trigger_counts_rising_edges_only(tmp_path):
+    r = result_of(tmp_path, {'a': '1110011', 'b': '1111111'})
+    assert r.triggers == 2 and r.violations == 0
+
+
+def test_unknown_uses_unknown_as_and_is_counted(tmp_path):
+    # b unknown at frames 1-2: with unknown_as false, G(a -> b) is violated at frame 1.
+    iset = simple_suite(tmp_path, prop(), unknown_true=())
+    r = run_signals(iset, {'a': '0110', 'b': '0??1'}).instances[0]
+    assert r.violations == 1 and r.unknown_frames == 2 and r.unknown_by_predicate == {'a': 0, 'b': 2}
+    # Declared unknown_as: true, the same unknown frames do not violate.
+    iset = simple_suite(tmp_path, prop(), unknown_true=('b',))
+    r = run_signals(iset, {'a': '0110', 'b': '0??1'}).instances[0]
+    assert r.violations == 0 and r.unknown_by_predicate == {'a': 0, 'b': 2}
+
+
+def test_derived_predicates_feed_formulas(tmp_path):
+    iset = simple_suite(tmp_path, prop(formula='G !s', trigger='a', recovery='F !s'),
+                        derived='  s: held(a, 3)')
+    r = run_signals(iset, {'a': '0111110011'}).instances[0]
+    # held(a,3) true at frames 3,4,5; violation at 3, recovery F !s holds at 6.
+    assert episodes(r) == [(3, 6, True)] and r.triggers == 2
+
+
+@pytest.mark.parametrize('lengths', [[5, 3, 0, 1]])
+def test_batch_rollouts_of_different_lengths(tmp_path, lengths):
+    import numpy as np
+
+    from monitor_helpers import frames_from_strings
+    from safemanip_ros.monitor.core import Monitor
+    iset = simple_suite(tmp_path, prop())
+    signals = [{'a': '01000', 'b': '00000'}, {'a': '00100', 'b': '00000'}, {'a': '11111', 'b': '00000'},
+               {'a': '10000', 'b': '10000'}]
+    mon = Monitor(iset, batch=4)
+    stacked = [frames_from_strings(mon.predicates, s) for s in signals]
+    values = np.stack([v for v, _ in stacked])
+    results = mon.run(values, None, lengths)
+    assert [r.frames for r in results] == lengths
+    assert [r.instances[0].violations for r in results] == [1, 1, 0, 0]
+    assert results[0].instances[0].episodes[0].end == 4 and results[1].instances[0].episodes[0].end == 2
