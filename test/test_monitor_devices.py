@@ -21,9 +21,9 @@ def run_device(definition: str, **inputs: str) -> str:
     out = []
     for t in range(length):
         for n in names:
-            v[0, prog.index[n]] = inputs[n][t] == '1'
+            v[prog.index[n], 0] = inputs[n][t] == "1"
         prog.evaluate(v)
-        out.append('1' if v[0, col] else '0')
+        out.append("1" if v[col, 0] else "0")
     return ''.join(out)
 
 
@@ -76,8 +76,8 @@ def test_devices_are_independent_per_rollout():
     v = prog.new_frame_matrix()
     seen = []
     for a, b in [(1, 0), (1, 1), (0, 1)]:
-        v[:, prog.index['p']] = [a, b]
+        v[prog.index["p"]] = [a, b]
         prog.evaluate(v)
-        seen.append(v[:, prog.index['out']].tolist())
+        seen.append(v[prog.index["out"]].tolist())
     assert seen == [[False, False], [True, False], [False, True]]
     prog.reset(np.array([False, True]))

@@ -117,3 +117,20 @@ def test_batch_rollouts_of_different_lengths(tmp_path, lengths):
     assert [r.frames for r in results] == lengths
     assert [r.instances[0].violations for r in results] == [1, 1, 0, 0]
     assert results[0].instances[0].episodes[0].end == 4 and results[1].instances[0].episodes[0].end == 2
+
+
+def test_live_step_reports_episode_events(tmp_path):
+    from monitor_helpers import frames_from_strings
+    from safemanip_ros.monitor.core import Monitor
+    iset = simple_suite(tmp_path, prop())
+    mon = Monitor(iset)
+    values, _ = frames_from_strings(mon.predicates, {'a': '01000', 'b': '00010'})
+    events = []
+    for t in range(5):
+        res = mon.step(values[t])
+        events += [('open', e.instance, e.start) for e in res.opened]
+        events += [('close', e.instance, e.start, e.end, e.recovered) for e in res.closed]
+        assert res.verdicts.shape == (1, 1) and res.violated.shape == (1, 1)
+        assert bool(res.violated[0, 0]) == (1 <= t < 3)
+    assert events == [('open', 0, 1), ('close', 0, 1, 3, True)]
+    assert mon.finish()[0].instances[0].violations == 1

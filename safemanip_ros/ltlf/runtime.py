@@ -185,10 +185,15 @@ class DFABank:
         # Dense: has a table whose pre-shifted targets fit in int32.
         self.dense = np.array([t.table is not None and (t.num_states << t.num_atoms) < 2**31
                                for t in self.tables], dtype=bool)
-        # letters = frame @ weights: weights[p, i] = 2**j when predicate p is
-        # atom j of dense DFA i.  Atoms of one DFA are distinct predicates, so
-        # the sum is the bitwise or; float32 keeps it exact and uses BLAS.
-        self._weights = np.zeros((width, n), dtype=np.float32)
+        # letters = sum_j frame[cols[i, j]] * 2**j, as a gather and a small
+        # float32 matrix-vector product (exact below 2**24).  Unused slots of
+        # cols read column ``pad``: a constant-false column appended to frames
+        # that do not already provide one (``false_column``).
+        self._k_max = max([len(d.atoms) for d, t in zip(self.dfas, self.tables) if t.table is not None] or [1])
+        self._pow2 = (2.0 ** np.arange(self._k_max)).astype(np.float32)
+        self._cols = np.full((n, self._k_max), -1, dtype=np.intp)
+        self._padded_cols: dict[int, np.ndarray] = {}
+        self._false_column: int | None = None
         # One flat table for all dense DFAs holding *pre-shifted* targets
         # (target << k_i), so a step is one add and one gather:
         #   shifted' = flat[shifted + letter + offset].
@@ -206,7 +211,7 @@ class DFABank:
                 continue
             k = len(d.atoms)
             for j, a in enumerate(d.atoms):
-                self._weights[index[a], i] = float(1 << j)
+                self._cols[i, j] = index[a]
             shifts[i] = k
             key = t.table.tobytes() + k.to_bytes(1, 'little')
             if key not in seen_tables:
@@ -217,8 +222,11 @@ class DFABank:
         offsets[~self.dense] = total
         flat.append(np.zeros(1, dtype=np.int32))
         self._flat = np.concatenate(flat)
-        self._offsets = offsets
+        if total >= 2**31:
+            raise ValueError(f'bank tables hold {total} entries; at most 2**31 are supported')
+        self._offsets = offsets.astype(np.int32)
         self._shifts = shifts
+        self._shifts32 = shifts.astype(np.int32)
         self._sparse = np.nonzero(~self.dense)[0]
         self._sparse_cols = [np.array([index[a] for a in self.dfas[i].atoms], dtype=np.int64)
                              for i in self._sparse]
@@ -239,32 +247,87 @@ class DFABank:
         else:
             self.state[which] = self.initial[which]
 
-    def letters(self, frames: np.ndarray) -> np.ndarray:
-        """Per-DFA letters of frames ``bool[..., P]`` → ``int64[..., D]`` (dense DFAs only)."""
-        frames = np.asarray(frames, dtype=bool)
-        return (frames.astype(np.float32) @ self._weights).astype(np.int64)
+    def set_false_column(self, column: int) -> None:
+        """Declare a column of the frames that is always false; unused atom
+        slots read it instead of a padding column (saves a copy per frame)."""
+        self._cols[self._cols < 0] = column
+        self._false_column = column
 
-    def transition(self, states: np.ndarray, frames: np.ndarray, letters: np.ndarray | None = None) -> np.ndarray:
+    def letters(self, frames: np.ndarray) -> np.ndarray:
+        """Per-DFA letters of frames ``bool[..., P]`` → ``int32[..., D]`` (dense DFAs only)."""
+        frames = np.asarray(frames, dtype=bool)
+        if self._false_column is None:
+            padded = np.zeros(frames.shape[:-1] + (frames.shape[-1] + 1,), dtype=bool)
+            padded[..., :-1] = frames
+            width = frames.shape[-1]
+            cols = self._padded_cols.get(width)
+            if cols is None:
+                cols = self._padded_cols[width] = np.where(self._cols < 0, width, self._cols)
+            frames = padded
+        else:
+            cols = self._cols
+        bits = frames[..., cols]                               # [..., D, K]
+        return (bits.astype(np.float32) @ self._pow2).astype(np.int32)
+
+    def transition(self, states: np.ndarray, frames: np.ndarray, letters: np.ndarray | None = None,
+                   part: slice | None = None) -> np.ndarray:
         """Successor states of ``states`` (``[..., D]``) on ``frames``
         (``bool[..., P]``); pass ``letters`` when already computed with
-        :meth:`letters` for the same frames."""
+        :meth:`letters` for the same frames.  With ``part``, ``states`` and
+        ``letters`` hold only that contiguous slice of the bank's DFAs."""
         frames = np.asarray(frames, dtype=bool)
+        sl = part if part is not None else slice(0, len(self.dfas))
         if letters is None:
-            letters = self.letters(frames)
-        shifted = np.where(self.dense, states, 0).astype(np.int64) << self._shifts
-        nxt = (self._flat[shifted + letters + self._offsets] >> self._shifts).astype(np.int32)
+            letters = self.letters(frames)[..., sl]
+        shifts = self._shifts32[sl]
         if self._sparse.size:
-            self._step_sparse(frames, np.asarray(states), nxt)
+            states_d = np.where(self.dense[sl], states, 0)
+        else:
+            states_d = states
+        index = (states_d << shifts) + letters + self._offsets[sl]
+        nxt = (self._flat[index] >> shifts).astype(np.int32, copy=False)
+        if self._sparse.size:
+            self._step_sparse(frames, np.asarray(states), nxt, sl)
         return nxt
 
-    def _step_sparse(self, frames: np.ndarray, states: np.ndarray, nxt: np.ndarray) -> None:
+    # Column-major variants: frames ``bool[C, B]``, states and letters ``[D, B]``
+    # (the monitor's layout: gathering a column for every rollout is contiguous).
+    def letters_cm(self, frames_cm: np.ndarray) -> np.ndarray:
+        """Letters ``int32[D, B]`` of column-major frames (needs :meth:`set_false_column`)."""
+        if self._false_column is None:
+            raise ValueError('letters_cm needs set_false_column() first')
+        cols = self._cols
+        out = frames_cm[cols[:, 0]].astype(np.int32)
+        for j in range(1, cols.shape[1]):
+            bit = frames_cm[cols[:, j]].astype(np.int32)
+            bit <<= j
+            out |= bit
+        return out
+
+    def transition_cm(self, states: np.ndarray, frames_cm: np.ndarray, letters: np.ndarray,
+                      part: slice) -> np.ndarray:
+        """Successors of ``states`` (``[D_part, B]``) for the DFAs in ``part``."""
+        shifts = self._shifts32[part][:, None]
+        states_d = np.where(self.dense[part][:, None], states, 0) if self._sparse.size else states
+        index = (states_d << shifts) + letters + self._offsets[part][:, None]
+        nxt = (self._flat[index] >> shifts).astype(np.int32, copy=False)
+        if self._sparse.size:
+            self._step_sparse(frames_cm.T, np.asarray(states).T, nxt.T, part)
+        return nxt
+
+    def labels_cm(self, states: np.ndarray, part: slice) -> np.ndarray:
+        return self._labels[self._label_offsets[part][:, None] + states]
+
+    def _step_sparse(self, frames: np.ndarray, states: np.ndarray, nxt: np.ndarray, sl: slice) -> None:
         frames2 = frames.reshape(-1, frames.shape[-1])
         st2, nx2 = states.reshape(-1, states.shape[-1]), nxt.reshape(-1, nxt.shape[-1])
         for i, cols in zip(self._sparse, self._sparse_cols):
+            if not sl.start <= i < sl.stop:
+                continue
             weights = np.int64(1) << np.arange(cols.size, dtype=np.int64)
             letters = frames2[:, cols].astype(np.int64) @ weights
             for row in range(frames2.shape[0]):
-                nx2[row, i] = self.dfas[i].step(int(st2[row, i]), int(letters[row]))
+                nx2[row, i - sl.start] = self.dfas[i].step(int(st2[row, i - sl.start]), int(letters[row]))
 
     def step(self, frame: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
         """Advance every DFA by one frame ``bool[..., P]``; returns the new
@@ -299,9 +362,10 @@ class DFABank:
             out[:, i] = self.tables[i].run(letters_i, int(first[i]))
         return out
 
-    def labels(self, states: np.ndarray) -> np.ndarray:
+    def labels(self, states: np.ndarray, part: slice | None = None) -> np.ndarray:
         """Verdict codes (``int8``) of per-DFA states (any leading shape)."""
-        return self._labels[self._label_offsets + states]
+        offsets = self._label_offsets if part is None else self._label_offsets[part]
+        return self._labels[offsets + states]
 
     def accepting(self, states: np.ndarray) -> np.ndarray:
         return self._accepting[self._label_offsets + states]

@@ -18,7 +18,7 @@ episode (recovered) and resets the main DFA without feeding it that frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -29,13 +29,15 @@ from ..ltlf.cache import compile_cached
 from ..ltlf.runtime import DFABank
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
-from .program import Program
+from .program import FALSE_COL, Program
 
 _FALSE = int(Verdict.FALSE)
+_TRUE = int(Verdict.TRUE)
 _PF = int(Verdict.PRESUMABLY_FALSE)
+_PT = int(Verdict.PRESUMABLY_TRUE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Episode:
     """A violation episode: frames ``start..end`` inclusive."""
 
@@ -99,16 +101,35 @@ class EpisodeEvent:
     recovered: bool = False
 
 
+_NONE = np.zeros(0, np.intp)
+
+
 @dataclass
 class StepResult:
-    """What one frame produced (arrays are ``[B, D]``)."""
+    """What one frame produced (arrays are ``[B, D]``).
 
-    frame: np.ndarray            # frame index per rollout (before this step's increment)
+    Episode events are kept as index arrays and turned into
+    :class:`EpisodeEvent` objects only when asked for (``opened``/``closed``).
+    """
+
+    frame: np.ndarray            # frame index per rollout (this frame)
     verdicts: np.ndarray         # main DFA verdict codes (Verdict values)
     violated: np.ndarray         # mode after this frame
     recovery_verdicts: np.ndarray
-    opened: list[EpisodeEvent] = field(default_factory=list)
-    closed: list[EpisodeEvent] = field(default_factory=list)
+    opened_mask: np.ndarray | None = None   # [D, B]: episodes opened on this frame
+    closed_at: tuple[np.ndarray, np.ndarray, np.ndarray] = (_NONE, _NONE, _NONE)  # (rollouts, instances, starts)
+
+    @property
+    def opened(self) -> list[EpisodeEvent]:
+        if self.opened_mask is None:
+            return []
+        ds, bs = np.nonzero(self.opened_mask)
+        return [EpisodeEvent(int(b), int(d), int(self.frame[b])) for b, d in zip(bs, ds)]
+
+    @property
+    def closed(self) -> list[EpisodeEvent]:
+        bs, ds, starts = self.closed_at
+        return [EpisodeEvent(int(b), int(d), int(s), int(self.frame[b]), True) for b, d, s in zip(bs, ds, starts)]
 
 
 class Monitor:
@@ -130,52 +151,63 @@ class Monitor:
         self.program = program
         self.batch = batch
         columns = dict(program.index)
-        self.main = DFABank([compile_cached(i.formula, cache_dir) for i in self.instances], columns,
+        # One bank: main DFAs at [0, D), recovery DFAs at [D, 2D), so each
+        # frame's letters for both are gathered in one operation.
+        D = len(self.instances)
+        self.bank = DFABank([compile_cached(i.formula, cache_dir) for i in self.instances] +
+                            [compile_cached(i.recovery, cache_dir) for i in self.instances], columns,
                             num_columns=program.num_columns)
-        self.recovery = DFABank([compile_cached(i.recovery, cache_dir) for i in self.instances], columns,
-                                num_columns=program.num_columns)
+        self.bank.set_false_column(FALSE_COL)
+        self._main = slice(0, D)
+        self._rec = slice(D, 2 * D)
+        self.main_initial = self.bank.initial[self._main]
+        self.recovery_initial = self.bank.initial[self._rec]
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
         pidx = {p: j for j, p in enumerate(self.predicates)}
-        self._needs = np.zeros((len(self.predicates), len(self.instances)), dtype=np.float32)
+        self._needs = np.zeros((len(self.predicates), len(self.instances)), dtype=bool)
         self._needs_lists = []
         for d, inst in enumerate(self.instances):
             cols = sorted(pidx[p] for p in inst.needs)
-            self._needs[cols, d] = 1.0
+            self._needs[cols, d] = True
             self._needs_lists.append(cols)
         self._strong = np.array([i.end_policy == 'strong' for i in self.instances], dtype=bool)
         self.reset()
 
     # ----------------------------------------------------------------- state
+    # Internal arrays are instance-major, ``[D, B]`` (``[P, B]`` for
+    # predicates): each instance's values for every rollout are contiguous.
     def reset(self, which: np.ndarray | None = None) -> None:
         """Start new rollouts (all, or the boolean mask ``which``)."""
         B, D, P = self.batch, len(self.instances), len(self.predicates)
         if which is None:
             which = np.ones(B, dtype=bool)
-            self.m = np.empty((B, D), np.int32)
-            self.r = np.empty((B, D), np.int32)
-            self.violated = np.zeros((B, D), bool)
-            self.fresh = np.ones((B, D), bool)
-            self.open_start = np.full((B, D), -1, np.int64)
-            self.triggers = np.zeros((B, D), np.int64)
-            self.violations = np.zeros((B, D), np.int64)
-            self.unsafe = np.zeros((B, D), np.int64)
-            self.unknown_inst = np.zeros((B, D), np.int64)
-            self.unknown_pred = np.zeros((B, P), np.int64)
+            self.m = np.empty((D, B), np.int32)
+            self.r = np.empty((D, B), np.int32)
+            self.violated = np.zeros((D, B), bool)
+            self.fresh = np.ones((D, B), bool)
+            self.open_start = np.full((D, B), -1, np.int64)
+            self.triggers = np.zeros((D, B), np.int64)
+            self.violations = np.zeros((D, B), np.int64)
+            self.unsafe = np.zeros((D, B), np.int64)
+            self.unknown_inst = np.zeros((D, B), np.int64)
+            self.unknown_pred = np.zeros((P, B), np.int64)
             self.frames = np.zeros(B, np.int64)
-            self.episodes: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(B)]
             self.finished = np.zeros(B, bool)
+            # Closed episodes as array chunks (instances, rollouts, starts, ends, recovered).
+            self._episode_chunks: list[tuple[np.ndarray, ...]] = []
             self._v = self.program.new_frame_matrix()
             self.program.reset()
         else:
             for arr in (self.violated, self.open_start, self.triggers, self.violations, self.unsafe,
-                        self.unknown_inst, self.unknown_pred, self.frames, self.finished):
-                arr[which] = -1 if arr is self.open_start else 0
-            self.fresh[which] = True
-            for b in np.nonzero(which)[0]:
-                self.episodes[b] = []
+                        self.unknown_inst, self.unknown_pred):
+                arr[:, which] = -1 if arr is self.open_start else 0
+            self.frames[which] = 0
+            self.finished[which] = False
+            self.fresh[:, which] = True
+            self._episode_chunks = [tuple(a[~which[ch[1]]] for a in ch) for ch in self._episode_chunks]
             self.program.reset(which)
-        self.m[which] = self.main.initial
-        self.r[which] = self.recovery.initial
+        self.m[:, which] = self.main_initial[:, None]
+        self.r[:, which] = self.recovery_initial[:, None]
 
     # ------------------------------------------------------------------ step
     def step(self, values: np.ndarray, unknown: np.ndarray | None = None,
@@ -196,58 +228,70 @@ class Monitor:
         if values.shape != (B, len(self.predicates)):
             raise MonitorInputError(f'frame has shape {values.shape}, expected ({B}, {len(self.predicates)}) '
                                     f'for predicates {self.predicates}')
+        all_active = active is None or bool(np.all(active))
         act = np.ones(B, bool) if active is None else np.asarray(active, bool)
-        if act.any() and self.finished[act].any():
+        if self.finished[act].any():
             raise MonitorInputError('step() on a finished rollout; call reset() first')
         v = self._v
+        values_cm = values.T
         if unknown is not None:
             unknown = np.asarray(unknown, dtype=bool).reshape(B, -1)
             if unknown.any():
-                values = np.where(unknown, self.unknown_as[None, :], values)
+                values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
                 unk = unknown & act[:, None]
-                self.unknown_pred += unk
-                self.unknown_inst += (unk.astype(np.float32) @ self._needs) > 0
-        v[:, self._pred_col] = values
+                self.unknown_pred += unk.T
+                for b in np.nonzero(unk.any(axis=1))[0]:   # few rollouts have unknowns at once
+                    self.unknown_inst[:, b] += self._needs[unk[b]].any(axis=0)
+        v[self._pred_col] = values_cm
         self.program.evaluate(v)
-        act2 = act[:, None]
-        self.triggers += v[:, self.trigger_cols] & act2
+        trig = v[self.trigger_cols]
+        self.triggers += trig if all_active else trig & act
         t = self.frames.copy()
 
-        main, rec = self.main, self.recovery
-        watching = ~self.violated
-        m_next = main.transition(self.m, v)
-        m = np.where(watching, m_next, self.m)
-        main_labels = main.labels(m)
-        new_viol = watching & (main_labels == _FALSE) & act2
-        letters_r = rec.letters(v)
-        r = np.where(self.violated, rec.transition(self.r, v, letters_r), self.r)
+        bank, MAIN, REC = self.bank, self._main, self._rec
+        letters = bank.letters_cm(v)
+        was_violated = self.violated
+        watching = ~was_violated
+        m = np.where(watching, bank.transition_cm(self.m, v, letters[MAIN], MAIN), self.m)
+        new_viol = watching & (bank.labels_cm(m, MAIN) == _FALSE)
+        if not all_active:
+            new_viol &= act
+        opened_mask = None
+        r_in = self.r
         if new_viol.any():
-            r = np.where(new_viol, rec.transition(np.broadcast_to(rec.initial, r.shape), v, letters_r), r)
+            # A new episode starts the recovery DFA from its initial state on this frame.
+            r_in = np.where(new_viol, self.recovery_initial[:, None], self.r)
             self.violations += new_viol
-            self.open_start = np.where(new_viol, t[:, None], self.open_start)
-        violated = self.violated | new_viol
-        rec_labels = rec.labels(r)
-        opened = [EpisodeEvent(int(b), int(d), int(t[b])) for b, d in zip(*np.nonzero(new_viol))] \
-            if new_viol.any() else []
-        recovered = violated & act2 & ((rec_labels == int(Verdict.TRUE)) | (rec_labels == int(Verdict.PRESUMABLY_TRUE)))
-        closed: list[EpisodeEvent] = []
+            self.open_start = np.where(new_viol, t[None, :], self.open_start)
+            opened_mask = new_viol
+        violated = was_violated | new_viol
+        r = np.where(violated, bank.transition_cm(r_in, v, letters[REC], REC), self.r)
+        rec_labels = bank.labels_cm(r, REC)
+        recovered = violated & ((rec_labels == _TRUE) | (rec_labels == _PT))
+        if not all_active:
+            recovered &= act
+        closed_at = (_NONE, _NONE, _NONE)
         if recovered.any():
-            for b, d in zip(*np.nonzero(recovered)):
-                start = int(self.open_start[b, d])
-                closed.append(EpisodeEvent(int(b), int(d), start, int(t[b]), True))
-                self.episodes[b].append((int(d), start, int(t[b]), True))
-                self.unsafe[b, d] += int(t[b]) - start + 1
-            m = np.where(recovered, np.broadcast_to(main.initial, m.shape), m)
-            violated = violated & ~recovered
+            ds, bs = np.nonzero(recovered)
+            starts = self.open_start[ds, bs]
+            self.unsafe[ds, bs] += t[bs] - starts + 1
+            self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
+            closed_at = (bs, ds, starts)
+            m = np.where(recovered, self.main_initial[:, None], m)
+            violated &= ~recovered
             self.open_start = np.where(recovered, -1, self.open_start)
         # fresh: the main DFA has read nothing since its (re)start.
-        self.fresh = np.where(recovered, True, np.where(watching & act2, False, self.fresh))
-        keep = act2
-        self.m = np.where(keep, m, self.m)
-        self.r = np.where(keep, r, self.r)
-        self.violated = np.where(keep, violated, self.violated)
+        fresh = (self.fresh & ~watching) | recovered
+        if all_active:
+            self.m, self.r, self.violated, self.fresh = m, r, violated, fresh
+        else:
+            self.m = np.where(act, m, self.m)
+            self.r = np.where(act, r, self.r)
+            self.violated = np.where(act, violated, self.violated)
+            self.fresh = np.where(act, fresh, self.fresh)
         self.frames += act
-        return StepResult(t, main.labels(self.m), self.violated.copy(), rec.labels(self.r), opened, closed)
+        rec_out = rec_labels if all_active else bank.labels_cm(self.r, REC)
+        return StepResult(t, bank.labels_cm(self.m, MAIN).T, self.violated.T, rec_out.T, opened_mask, closed_at)
 
     # ---------------------------------------------------------------- finish
     def finish(self, which: np.ndarray | None = None) -> list[RolloutResult | None]:
@@ -256,39 +300,61 @@ class Monitor:
         result per rollout (``None`` for rollouts not finished now)."""
         which = np.ones(self.batch, bool) if which is None else np.asarray(which, bool)
         out: list[RolloutResult | None] = [None] * self.batch
-        labels = self.main.labels(self.m)
-        for b in np.nonzero(which & ~self.finished)[0]:
-            T = int(self.frames[b])
-            last = T - 1
-            pending = np.zeros(len(self.instances), bool)
-            if T > 0:
-                for d in np.nonzero(self.violated[b])[0]:
-                    start = int(self.open_start[b, d])
-                    self.episodes[b].append((int(d), start, last, False))
-                    self.unsafe[b, d] += last - start + 1
-                obligation = ~self.violated[b] & ~self.fresh[b] & (labels[b] == _PF)
-                strong = obligation & self._strong
-                for d in np.nonzero(strong)[0]:
-                    self.violations[b, d] += 1
-                    self.episodes[b].append((int(d), last, last, False))
-                    self.unsafe[b, d] += 1
-                pending = obligation & ~self._strong
+        ending = which & ~self.finished
+        if not ending.any():
+            return out
+        labels = self.bank.labels_cm(self.m, self._main)
+        last = self.frames - 1
+        has_frames = ((self.frames > 0) & ending)[None, :]
+        open_eps = self.violated & has_frames
+        if open_eps.any():
+            ds, bs = np.nonzero(open_eps)
+            starts = self.open_start[ds, bs]
+            self.unsafe[ds, bs] += last[bs] - starts + 1
+            self._episode_chunks.append((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
+        obligation = ~self.violated & ~self.fresh & (labels == _PF) & has_frames
+        strong = obligation & self._strong[:, None]
+        if strong.any():
+            ds, bs = np.nonzero(strong)
+            self.violations[ds, bs] += 1
+            self.unsafe[ds, bs] += 1
+            self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
+        pending = obligation & ~self._strong[:, None]
+        episodes = self._collect_episodes(ending)
+        for b in np.nonzero(ending)[0]:
             self.finished[b] = True
-            out[b] = self._result(b, pending)
+            out[b] = self._result(int(b), pending[:, b], episodes.get(int(b), {}))
         return out
 
-    def _result(self, b: int, pending: np.ndarray) -> RolloutResult:
-        per: list[list[Episode]] = [[] for _ in self.instances]
-        for d, start, end, rec in sorted(self.episodes[b], key=lambda e: (e[0], e[1])):
-            per[d].append(Episode(start, end, rec))
+    def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, list[Episode]]]:
+        """Closed episodes of the rollouts in ``which`` (removed from the
+        chunks), grouped rollout → instance → episodes in start order."""
+        if not self._episode_chunks:
+            return {}
+        cols = [np.concatenate([ch[i] for ch in self._episode_chunks]) for i in range(5)]
+        take = which[cols[1]]
+        self._episode_chunks = [tuple(c[~take] for c in cols)] if (~take).any() else []
+        ds, bs, starts, ends, rec = (c[take] for c in cols)
+        order = np.lexsort((starts, ds, bs))
+        out: dict[int, dict[int, list[Episode]]] = {}
+        for b, d, s, e, r in zip(bs[order].tolist(), ds[order].tolist(), starts[order].tolist(),
+                                 ends[order].tolist(), rec[order].tolist()):
+            out.setdefault(b, {}).setdefault(d, []).append(Episode(s, e, r))
+        return out
+
+    def _result(self, b: int, pending: np.ndarray, episodes: dict[int, list[Episode]]) -> RolloutResult:
+        triggers, violations = self.triggers[:, b].tolist(), self.violations[:, b].tolist()
+        unsafe, unknown_inst = self.unsafe[:, b].tolist(), self.unknown_inst[:, b].tolist()
+        unknown_pred = self.unknown_pred[:, b].tolist()
+        pending_l = pending.tolist()
+        frames = int(self.frames[b])
         results = []
         for d, inst in enumerate(self.instances):
             results.append(InstanceResult(
-                inst.property, inst.instance, inst.category, inst.severity, int(self.triggers[b, d]),
-                int(self.violations[b, d]), bool(pending[d]), int(self.unsafe[b, d]), int(self.frames[b]),
-                int(self.unknown_inst[b, d]),
-                {self.predicates[j]: int(self.unknown_pred[b, j]) for j in self._needs_lists[d]}, per[d]))
-        return RolloutResult(int(self.frames[b]), results)
+                inst.property, inst.instance, inst.category, inst.severity, triggers[d], violations[d],
+                pending_l[d], unsafe[d], frames, unknown_inst[d],
+                {self.predicates[j]: unknown_pred[j] for j in self._needs_lists[d]}, episodes.get(d, [])))
+        return RolloutResult(frames, results)
 
     # ------------------------------------------------------------------- run
     def run(self, values: np.ndarray, unknown: np.ndarray | None = None,

@@ -1,8 +1,9 @@
 """Derived predicates as a vectorised dataflow program (SEMANTICS.md §3).
 
 Every grounded predicate, sub-expression, device output and trigger edge is
-a *column* of a boolean frame matrix ``V[b, c]`` (``b``: rollout in the batch,
-``c``: column).  Columns are computed level by level (a column's level is one
+a *column* ``c`` of a boolean frame matrix stored column-major as ``V[c, b]``
+(``b``: rollout in the batch), so gathering a column for every rollout is
+one contiguous copy.  Columns are computed level by level (a column's level is one
 more than its inputs'); within a level, all gates of one kind and all devices
 of one kind are evaluated with a single numpy operation over every rollout.
 Devices keep their state in per-group arrays, so one :class:`Program` steps
@@ -141,7 +142,7 @@ class Program:
             nodes = [self.nodes[c] for c in cols]
             a = np.array([n.inputs[0] for n in nodes], dtype=np.intp)
             b = np.array([n.inputs[1] for n in nodes], dtype=np.intp) if len(nodes[0].inputs) > 1 else None
-            window = np.array([n.window for n in nodes], dtype=np.int64)
+            window = np.array([n.window for n in nodes], dtype=np.int64)[:, None]
             self.groups.append(_Group(op, np.array(cols, dtype=np.intp), a, b, window))
         self.reset()
 
@@ -153,16 +154,16 @@ class Program:
     def reset(self, which: np.ndarray | None = None) -> None:
         """Device states back to 'before frame 0' (``p(-1) = false``)."""
         for g in self.groups:
-            m = g.out.size
+            shape = (g.out.size, self.batch)
             init = {
-                'rose': {'prev': np.zeros((self.batch, m), bool)},
-                'fell': {'prev': np.zeros((self.batch, m), bool)},
-                'held': {'count': np.zeros((self.batch, m), np.int64)},
+                'rose': {'prev': np.zeros(shape, bool)},
+                'fell': {'prev': np.zeros(shape, bool)},
+                'held': {'count': np.zeros(shape, np.int64)},
                 # frames since p was last true; window means "never" (output false)
-                'sticky': {'since': np.broadcast_to(g.window, (self.batch, m)).copy() if g.window is not None else None},
-                'debounce': {'out': np.zeros((self.batch, m), bool), 'count': np.zeros((self.batch, m), np.int64)},
-                'latch': {'out': np.zeros((self.batch, m), bool)},
-                'timeout': {'armed': np.zeros((self.batch, m), bool), 'count': np.zeros((self.batch, m), np.int64)},
+                'sticky': {'since': np.broadcast_to(g.window, shape).copy() if g.window is not None else None},
+                'debounce': {'out': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
+                'latch': {'out': np.zeros(shape, bool)},
+                'timeout': {'armed': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
             }.get(g.op)
             if init is None:
                 continue
@@ -170,27 +171,28 @@ class Program:
                 g.state = init
             else:
                 for key, arr in init.items():
-                    g.state[key][which] = arr[which]
+                    g.state[key][:, which] = arr[:, which]
 
     def new_frame_matrix(self) -> np.ndarray:
-        v = np.zeros((self.batch, self.num_columns), dtype=bool)
-        v[:, TRUE_COL] = True
+        """A column-major frame matrix ``bool[C, B]`` with the constants set."""
+        v = np.zeros((self.num_columns, self.batch), dtype=bool)
+        v[TRUE_COL] = True
         return v
 
     def evaluate(self, v: np.ndarray) -> np.ndarray:
-        """Fill the computed columns of ``v`` (``bool[B, C]``, inputs already
+        """Fill the computed columns of ``v`` (``bool[C, B]``, inputs already
         set) for one frame, advancing device states.  Returns ``v``."""
         for g in self.groups:
-            x = v[:, g.a]
+            x = v[g.a]
             op = g.op
             if op == 'not':
                 out = ~x
             elif op == 'and':
-                out = x & v[:, g.b]
+                out = x & v[g.b]
             elif op == 'or':
-                out = x | v[:, g.b]
+                out = x | v[g.b]
             elif op == 'eq':
-                out = x == v[:, g.b]
+                out = x == v[g.b]
             elif op == 'rose':
                 s = g.state
                 out = x & ~s['prev']
@@ -219,11 +221,11 @@ class Program:
                 out = s['out']
             elif op == 'latch':
                 s = g.state
-                out = ~v[:, g.b] & (x | s['out'])
+                out = ~v[g.b] & (x | s['out'])
                 s['out'] = out
             elif op == 'timeout':
                 s = g.state
-                stop = v[:, g.b]
+                stop = v[g.b]
                 armed, count = s['armed'], s['count']
                 disarm = armed & stop
                 tick = armed & ~stop
@@ -234,5 +236,5 @@ class Program:
                 s['count'] = count
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
-            v[:, g.out] = out
+            v[g.out] = out
         return v

@@ -1,0 +1,212 @@
+"""Monitor runtime benchmarks: live tick latency and offline throughput of
+the SafeManip suite, beside a baseline that works the way SafeManip's monitor
+does (per frame, per instance: Python ``eval`` of the DFA edge guards on the
+frame's predicate dict, recovery DFA while violated).  Prints figures and
+ratios from one run; nothing here is a pass/fail test.
+
+    python bench/bench_monitor.py [--quick]
+
+The baseline is given the derived predicates (devices) for free — they are
+precomputed by our program and not timed — so its figures flatter it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from safemanip_ros.ltlf.cache import compile_cached  # noqa: E402
+from safemanip_ros.ltlf.verdict import Verdict  # noqa: E402
+from safemanip_ros.monitor.core import Monitor  # noqa: E402
+from safemanip_ros.spec.ontology import Ontology, load_ontology, scene_from_mapping  # noqa: E402
+from safemanip_ros.spec.suite import instantiate, load_suite  # noqa: E402
+
+SUITE = REPO / 'config' / 'properties' / 'safemanip.yaml'
+
+
+def bench_instances(entities: int):
+    """The SafeManip suite bound over ``entities`` scene entities of a type that
+    every template selects (10 global properties + 10 templates per entity)."""
+    onto = Ontology()
+    onto.types['thing'] = {'kind': {'microwave'}, 'hazard': {'contamination'},
+                           'affordance': {'graspable', 'openable', 'closeable'}, 'role': {'storage_fixture'}}
+    scene = scene_from_mapping({f'e{i:03d}': 'thing' for i in range(entities)}, onto, 'bench')
+    return instantiate(load_suite(SUITE), onto, scene)
+
+
+def kitchen_instances():
+    onto = load_ontology([REPO / 'config' / 'ontology' / 'kitchen.yaml'])
+    from safemanip_ros.spec.ontology import load_scene
+    return instantiate(load_suite(SUITE), onto, load_scene(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml', onto))
+
+
+def held_signals(rng, B: int, T: int, P: int, p_true: float | None = None) -> np.ndarray:
+    """Predicate streams whose values hold for 1-40 frames (like real
+    grounding); each predicate's share of true runs is drawn from [0.02, 0.3]
+    unless ``p_true`` fixes it."""
+    n_runs = T // 8 + 2
+    runs = rng.integers(1, 40, size=(B, P, n_runs))
+    share = rng.uniform(0.02, 0.3, size=(1, P, 1)) if p_true is None else p_true
+    vals = rng.random((B, P, n_runs)) < share
+    out = np.zeros((B, T, P), bool)
+    for b in range(B):
+        for p in range(P):
+            seq = np.repeat(vals[b, p], runs[b, p])[:T]
+            out[b, :seq.size, p] = seq
+    return out
+
+
+class EvalBaseline:
+    """SafeManip's runtime: each instance's DFA as edges with Python guard
+    expressions, ``eval``'d against the frame's predicate dict each frame."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.main = [self._edges(compile_cached(i.formula)) for i in monitor.instances]
+        self.rec = [self._edges(compile_cached(i.recovery)) for i in monitor.instances]
+        self.main_dfas = [compile_cached(i.formula) for i in monitor.instances]
+        self.rec_dfas = [compile_cached(i.recovery) for i in monitor.instances]
+        self.names = sorted(monitor.program.index, key=monitor.program.index.get)
+
+    @staticmethod
+    def _edges(dfa):
+        rows = []
+        for s in dfa.states:
+            row = []
+            for target, guard in dfa.guard_text(s).items():
+                expr = guard.replace('!', ' not ').replace('&', ' and ').replace('|', ' or ').strip()
+                row.append((compile(expr, '<guard>', 'eval'), target))
+            rows.append(row)
+        return rows
+
+    def run(self, columns: np.ndarray) -> tuple[float, int]:
+        """Step every instance over precomputed column frames ``bool[T, C]``;
+        returns (seconds, violations)."""
+        index = self.monitor.program.index
+        frames = [{n: bool(row[index[n]]) for n in index} | {'true': True, 'false': False} for row in columns]
+        D = len(self.main)
+        m = [d.initial for d in self.main_dfas]
+        r = [d.initial for d in self.rec_dfas]
+        violated = [False] * D
+        count = 0
+        t0 = time.perf_counter()
+        for frame in frames:
+            for i in range(D):
+                if not violated[i]:
+                    for code, target in self.main[i][m[i]]:
+                        if eval(code, {}, frame):
+                            m[i] = target
+                            break
+                    if self.main_dfas[i].labels[m[i]] is Verdict.FALSE:
+                        violated[i] = True
+                        count += 1
+                        r[i] = self.rec_dfas[i].initial
+                    else:
+                        continue
+                for code, target in self.rec[i][r[i]]:
+                    if eval(code, {}, frame):
+                        r[i] = target
+                        break
+                if self.rec_dfas[i].labels[r[i]].accepting:
+                    violated[i] = False
+                    m[i] = self.main_dfas[i].initial
+        return time.perf_counter() - t0, count
+
+
+def columns_of(monitor: Monitor, values: np.ndarray) -> np.ndarray:
+    """Per-frame column matrices (devices evaluated) for one rollout ``bool[T, P]``."""
+    prog = monitor.program
+    prog.reset()
+    v = prog.new_frame_matrix()
+    out = np.zeros((values.shape[0], prog.num_columns), bool)
+    for t in range(values.shape[0]):
+        v[monitor._pred_col, 0] = values[t]
+        prog.evaluate(v)
+        out[t] = v[:, 0]
+    monitor.reset()
+    return out
+
+
+def bench_live(entities: int, frames: int) -> None:
+    iset = bench_instances(entities)
+    mon = Monitor(iset, batch=1)
+    D, P = len(mon.instances), len(mon.predicates)
+    rng = np.random.default_rng(1)
+    values = held_signals(rng, 1, frames, P)[0]
+    unknown = rng.random((frames, P)) < 0.001
+    for t in range(50):
+        mon.step(values[t], unknown[t])
+    mon.reset()
+    lat = []
+    for t in range(frames):
+        t0 = time.perf_counter()
+        mon.step(values[t], unknown[t])
+        lat.append(time.perf_counter() - t0)
+    mon.finish()
+    p50, p99 = statistics.median(lat) * 1e3, float(np.percentile(lat, 99)) * 1e3
+    base = EvalBaseline(mon)
+    n_base = min(frames, 200)
+    secs, _ = base.run(columns_of(mon, values[:n_base]))
+    base_tick = secs / n_base * 1e3
+    print(f'\n## Live tick: {D} property instances ({P} grounded predicates, {mon.program.num_columns} columns)')
+    print(f'ours: median {p50:.3f} ms, p99 {p99:.3f} ms per frame (target p99 < 1 ms)')
+    print(f'eval baseline (devices not timed): {base_tick:.3f} ms per frame   ratio (baseline/ours p50) '
+          f'{base_tick / p50:.1f}x, vs our p99 {base_tick / p99:.1f}x')
+
+
+def bench_offline(rollouts: int, frames: int) -> None:
+    iset = kitchen_instances()
+    mon = Monitor(iset, batch=rollouts)
+    D, P = len(mon.instances), len(mon.predicates)
+    rng = np.random.default_rng(2)
+    values = held_signals(rng, rollouts, frames, P)
+    t0 = time.perf_counter()
+    results = mon.run(values)
+    secs = time.perf_counter() - t0
+    pf = rollouts * frames * D
+    violations = sum(r.violations for res in results for r in res.instances)
+    stress = held_signals(rng, rollouts, frames, P, p_true=0.3)
+    t0 = time.perf_counter()
+    stress_results = mon.run(stress)
+    stress_secs = time.perf_counter() - t0
+    stress_v = sum(r.violations for res in stress_results for r in res.instances)
+    one = Monitor(iset, batch=1)
+    n_base = min(rollouts, 5)
+    base = EvalBaseline(one)
+    bsecs = 0.0
+    for b in range(n_base):
+        s, _ = base.run(columns_of(one, values[b]))
+        bsecs += s
+    base_rate = n_base * frames * D / bsecs
+    print(f'\n## Offline: SafeManip suite ({D} instances, kitchen scene) over {rollouts} rollouts x {frames} frames')
+    print(f'ours: {secs:.2f} s, {pf / secs / 1e6:.1f} M property-frames/s, results included '
+          f'({violations / rollouts:.1f} violations per rollout) (target >= 20 M)')
+    print(f'ours, stress data (every predicate true 30% of the time): {pf / stress_secs / 1e6:.1f} M '
+          f'property-frames/s ({stress_v / rollouts:.0f} violations per rollout)')
+    print(f'eval baseline (devices not timed): {base_rate / 1e6:.3f} M property-frames/s   ratio '
+          f'{pf / secs / base_rate:.1f}x (target >= 30x)')
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--quick', action='store_true')
+    args = ap.parse_args()
+    if args.quick:
+        bench_live(10, 200)
+        bench_offline(50, 100)
+    else:
+        bench_live(99, 2000)
+        bench_offline(1000, 600)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
