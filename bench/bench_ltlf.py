@@ -181,7 +181,8 @@ def _eval_baseline(dfa, frames: list[dict[str, bool]]) -> tuple[float, list[int]
 def bench_stepping(trace_len: int, bank_size: int, bank_frames: int) -> dict:
     print('\n## Stepping')
     rng = np.random.default_rng(7)
-    text = 'G(object_grasped -> ((object_sync U object_dropped) | G(object_sync)))'
+    # SafeManip's grasp-stability formula over the scripted rollout's predicates.
+    text = 'G(object_grasped_raw_mug -> ((object_sync_mug U object_left_gripper_mug) | G(object_sync_mug)))'
     dfa = compile_formula(text)
     table = StepTable.from_dfa(dfa)
     k = len(dfa.atoms)

@@ -14,11 +14,11 @@ def test_make_demo():
     out = proc.stdout
     assert 'published over Fast DDS between two rclpy nodes' in out
     assert 'all injected violations caught at their frame, no false alarms' in out
-    assert out.count(' ok\n') == 9
+    assert out.count(' ok\n') == 15 and 'FALSE ALARM' not in out and 'MISSED' not in out
 
 
 def test_demo_offline_gives_the_same_table():
     from conftest import run_cli
     proc = run_cli('demo', '--offline')
     assert proc.returncode == 0, proc.stderr
-    assert '(offline)' in proc.stdout and proc.stdout.count(' ok\n') == 9
+    assert '(offline)' in proc.stdout and proc.stdout.count(' ok\n') == 15

@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import run_cli
@@ -55,3 +56,9 @@ def test_docs_mirror_the_normative_documents():
         ours = (REPO / 'docs' / name).read_text().split('\n', 1)[1]
         if (shared / name).exists():
             assert ours == (shared / name).read_text(), f'docs/{name} is out of date with ../shared/{name}'
+
+
+def test_property_docs_are_generated_from_the_suites():
+    proc = subprocess.run([sys.executable, str(REPO / 'tools' / 'gen_property_docs.py'), '--check'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

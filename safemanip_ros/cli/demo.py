@@ -2,11 +2,12 @@
 
 A scripted pick-and-place rollout (nominal and with injected faults) is
 published as ``safemanip_ros/PredicateArray`` messages over real DDS by one
-rclpy node and monitored by another, which steps SafeManip's property DFAs on
-every received frame.  The demo checks that every injected violation is
-caught at its expected frame and that the nominal run raises no alarm, and
-exits non-zero otherwise.  Without rclpy (a pip install with no ROS) it runs
-the same frames through the same DFAs offline and says so.
+rclpy node and monitored by another, which runs the SafeManip property suite
+(devices, DFAs, violation episodes with recovery) on every received frame.
+The demo checks that every injected violation is caught at its expected
+frame and that the nominal run raises no alarm, and exits non-zero
+otherwise.  Without rclpy (a pip install with no ROS) it runs the same frames
+through the same monitor offline and says so.
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Callable
 
 import numpy as np
 
-from ..ltlf.cache import compile_cached
-from ..ltlf.runtime import DFABank
-from ..ltlf.verdict import Verdict
-from ..sim.scripted import DEMO_PROPERTIES, FAULTS, PREDICATES, pick_and_place
+from pathlib import Path
+
+from ..monitor.core import Monitor
+from ..sim.scripted import DEMO_PROPERTIES, ENTITY, FAULTS, pick_and_place
+from ..spec.ontology import load_ontology, scene_from_mapping
+from ..spec.suite import instantiate, load_suite
+
+CONFIG = Path(__file__).resolve().parents[2] / 'config'
+
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,18 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _first_violations(bank: DFABank, names: list[str], frames: list[dict[str, bool]],
-                      step_frame: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, int]:
-    first: dict[str, int] = {}
-    bank.reset()
-    for t, frame in enumerate(frames):
-        vec = np.array([frame[p] for p in PREDICATES], dtype=bool)
-        states = bank.step(vec)
-        labels = bank.labels(states)
-        for i, name in enumerate(names):
-            if labels[i] == Verdict.FALSE and name not in first:
-                first[name] = t
-    return first
+def _monitor(rollout_frames: list[dict[str, bool]], monitor: Monitor) -> dict[str, list[tuple[int, int, bool]]]:
+    """Run the frames live (one step each); property → episodes."""
+    monitor.reset()
+    for frame in rollout_frames:
+        monitor.step(np.array([frame.get(p, False) for p in monitor.predicates], dtype=bool),
+                     np.array([p not in frame for p in monitor.predicates], dtype=bool))
+    result = monitor.finish()[0]
+    return {r.property: [(e.start, e.end, e.recovered) for e in r.episodes] for r in result.instances}
 
 
 def _deliver_over_dds(frames: list[dict[str, bool]], timeout_s: float) -> list[dict[str, bool]]:
@@ -91,10 +92,15 @@ def _deliver_over_dds(frames: list[dict[str, bool]], timeout_s: float) -> list[d
     return received
 
 
+def build_monitor() -> Monitor:
+    onto = load_ontology([CONFIG / 'ontology' / 'kitchen.yaml'])
+    scene = scene_from_mapping({ENTITY: 'mug'}, onto, 'demo')
+    suite = load_suite(CONFIG / 'properties' / 'safemanip.yaml')
+    return Monitor(instantiate(suite, onto, scene, only=DEMO_PROPERTIES))
+
+
 def run(args: argparse.Namespace) -> int:
-    names = list(DEMO_PROPERTIES)
-    dfas = [compile_cached(DEMO_PROPERTIES[n]) for n in names]
-    bank = DFABank(dfas, PREDICATES)
+    monitor = build_monitor()
     use_dds = not args.offline
     if use_dds:
         try:
@@ -103,28 +109,30 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as err:
             print(f'demo: rclpy or safemanip_ros.msg not importable ({err}); running offline')
             use_dds = False
-    print(f"safemanip demo: {len(names)} SafeManip properties over scripted pick-and-place rollouts "
+    print(f"safemanip demo: SafeManip properties over scripted pick-and-place rollouts at 20 Hz "
           f"({'published over Fast DDS between two rclpy nodes' if use_dds else 'offline'})")
-    for name, dfa in zip(names, dfas):
-        print(f'  {name:38s} {dfa.num_states} states  {dfa.formula}')
+    for inst in monitor.instances:
+        print(f'  {inst.instance:50s} {inst.formula}')
     failures = 0
-    print(f"\n{'fault':15s} {'property':38s} {'expected':>8s} {'caught':>8s}  result")
-    for fault in FAULTS:
+    print(f"\n{'fault':14s} {'property':36s} {'expected':>8s} {'caught':>7s}  episodes [start,end,recovered]  result")
+    for fault, text in FAULTS.items():
         rollout = pick_and_place(fault)
         frames = rollout.frames
         if use_dds:
             frames = _deliver_over_dds(rollout.frames, args.timeout_s)
             if frames != rollout.frames:
-                print(f'{fault:15s} DDS delivered {len(frames)}/{len(rollout.frames)} frames intact: FAIL')
+                print(f'{fault:14s} DDS delivered {len(frames)}/{len(rollout.frames)} frames intact: FAIL')
                 failures += 1
                 continue
-        caught = _first_violations(bank, names, frames)
-        for name in names:
-            want, got = rollout.expected_violation_frames.get(name), caught.get(name)
+        episodes = _monitor(frames, monitor)
+        for name in DEMO_PROPERTIES:
+            want = rollout.expected_violation_frames.get(name)
+            got = episodes[name][0][0] if episodes[name] else None
             ok = want == got
             failures += not ok
             verdict = 'ok' if ok else ('MISSED' if got is None else ('FALSE ALARM' if want is None else 'WRONG FRAME'))
-            print(f"{fault:15s} {name:38s} {('-' if want is None else want):>8} {('-' if got is None else got):>8}  "
-                  f'{verdict}')
+            eps = ' '.join(f"[{a},{b},{'y' if r else 'n'}]" for a, b, r in episodes[name]) or '-'
+            print(f"{fault:14s} {name:36s} {('-' if want is None else want):>8} {('-' if got is None else got):>7}  "
+                  f'{eps:30s}  {verdict}')
     print(f"\n{'all injected violations caught at their frame, no false alarms' if not failures else f'{failures} mismatches'}")
     return 0 if failures == 0 else 1
