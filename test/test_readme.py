@@ -62,3 +62,15 @@ def test_property_docs_are_generated_from_the_suites():
     proc = subprocess.run([sys.executable, str(REPO / 'tools' / 'gen_property_docs.py'), '--check'],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_monitor_trace_example_runs(tmp_path):
+    block = next(b for b in _blocks() if 'safemanip monitor-trace' in b)
+    printf, cmd = block.strip().splitlines()
+    m = re.match(r"printf '(.*)' > frames\.jsonl$", printf)
+    (tmp_path / 'frames.jsonl').write_text(m.group(1).replace('\\n', '\n'))
+    args = [a if not a.startswith('config/') else str(REPO / a) for a in shlex.split(cmd)[1:]]
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith('reach_in_fixture_only_when_fully_open[fixture=microwave]'))
+    assert line.split()[1:4] == ['1', '1', '2']   # N, V, U: episode [0, 1] closes when the gripper leaves
