@@ -168,9 +168,12 @@ def bench_offline(rollouts: int, frames: int) -> None:
     D, P = len(mon.instances), len(mon.predicates)
     rng = np.random.default_rng(2)
     values = held_signals(rng, rollouts, frames, P)
-    t0 = time.perf_counter()
-    results = mon.run(values)
-    secs = time.perf_counter() - t0
+    times = []
+    for _ in range(3):   # median of 3: these shared machines are noisy
+        t0 = time.perf_counter()
+        results = mon.run(values)
+        times.append(time.perf_counter() - t0)
+    secs = statistics.median(times)
     pf = rollouts * frames * D
     violations = sum(r.violations for res in results for r in res.instances)
     stress = held_signals(rng, rollouts, frames, P, p_true=0.3)
@@ -187,7 +190,7 @@ def bench_offline(rollouts: int, frames: int) -> None:
         bsecs += s
     base_rate = n_base * frames * D / bsecs
     print(f'\n## Offline: SafeManip suite ({D} instances, kitchen scene) over {rollouts} rollouts x {frames} frames')
-    print(f'ours: {secs:.2f} s, {pf / secs / 1e6:.1f} M property-frames/s, results included '
+    print(f'ours (median of 3): {secs:.2f} s, {pf / secs / 1e6:.1f} M property-frames/s, results included '
           f'({violations / rollouts:.1f} violations per rollout) (target >= 20 M)')
     print(f'ours, stress data (every predicate true 30% of the time): {pf / stress_secs / 1e6:.1f} M '
           f'property-frames/s ({stress_v / rollouts:.0f} violations per rollout)')

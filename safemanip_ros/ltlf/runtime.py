@@ -192,8 +192,8 @@ class DFABank:
         self._k_max = max([len(d.atoms) for d, t in zip(self.dfas, self.tables) if t.table is not None] or [1])
         self._pow2 = (2.0 ** np.arange(self._k_max)).astype(np.float32)
         self._cols = np.full((n, self._k_max), -1, dtype=np.intp)
-        self._padded_cols: dict[int, np.ndarray] = {}
         self._false_column: int | None = None
+        self._weights: np.ndarray | None = None
         # One flat table for all dense DFAs holding *pre-shifted* targets
         # (target << k_i), so a step is one add and one gather:
         #   shifted' = flat[shifted + letter + offset].
@@ -252,22 +252,23 @@ class DFABank:
         slots read it instead of a padding column (saves a copy per frame)."""
         self._cols[self._cols < 0] = column
         self._false_column = column
+        self._weights = None
 
     def letters(self, frames: np.ndarray) -> np.ndarray:
-        """Per-DFA letters of frames ``bool[..., P]`` → ``int32[..., D]`` (dense DFAs only)."""
+        """Per-DFA letters of frames ``bool[..., P]`` → ``int32[..., D]`` (dense DFAs only).
+
+        Computed as ``frames @ W`` with ``W[p, i] = sum of 2**j over the atoms j
+        of DFA i read from column p`` (float32, exact below 2**24): one BLAS
+        call for a whole batch of frames.  ``W`` is built on first use."""
         frames = np.asarray(frames, dtype=bool)
-        if self._false_column is None:
-            padded = np.zeros(frames.shape[:-1] + (frames.shape[-1] + 1,), dtype=bool)
-            padded[..., :-1] = frames
-            width = frames.shape[-1]
-            cols = self._padded_cols.get(width)
-            if cols is None:
-                cols = self._padded_cols[width] = np.where(self._cols < 0, width, self._cols)
-            frames = padded
-        else:
-            cols = self._cols
-        bits = frames[..., cols]                               # [..., D, K]
-        return (bits.astype(np.float32) @ self._pow2).astype(np.int32)
+        if self._weights is None:
+            w = np.zeros((self.num_columns, len(self.dfas)), dtype=np.float32)
+            for i, j in zip(*np.nonzero(self._cols >= 0)):
+                w[self._cols[i, j], i] += float(1 << j)
+            if self._false_column is not None:
+                w[self._false_column] = 0.0
+            self._weights = w
+        return (frames.astype(np.float32) @ self._weights).astype(np.int32)
 
     def transition(self, states: np.ndarray, frames: np.ndarray, letters: np.ndarray | None = None,
                    part: slice | None = None) -> np.ndarray:
@@ -347,7 +348,7 @@ class DFABank:
         T, n = frames.shape[0], len(self.dfas)
         first = self.initial if start is None else np.asarray(start)
         shifted_out = np.empty((T, n), dtype=np.int32)
-        index = self.letters(frames)
+        index = self.letters(frames).astype(np.intp)   # take() wants intp indices (no per-call cast)
         index += self._offsets
         cur = (np.where(self.dense, first, 0).astype(np.int64) << self._shifts).astype(np.int32)
         flat = self._flat
