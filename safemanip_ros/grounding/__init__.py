@@ -1,0 +1,12 @@
+"""Grounding: robot signals (plain numpy values, no ROS) → named predicate
+values ``True``/``False``/``None`` (unknown), one class per source.  The only
+robot-specific layer; configured per robot/scene (config/robots/)."""
+
+from .base import Freshness, InputHealth, Predicates
+from .contacts import ContactConfig, ContactGrounding, ContactSample, WrenchConfig, WrenchGrounding
+from .joints import JointConfig, JointStateGrounding
+from .tf import TfConfig, TfGrounding, TransformTree
+
+__all__ = ['ContactConfig', 'ContactGrounding', 'ContactSample', 'Freshness', 'InputHealth', 'JointConfig',
+           'JointStateGrounding', 'Predicates', 'TfConfig', 'TfGrounding', 'TransformTree', 'WrenchConfig',
+           'WrenchGrounding']

@@ -1,0 +1,78 @@
+"""What every grounding source shares: freshness of its input and honest
+*unknown* values.
+
+A predicate value is ``True``, ``False`` or ``None`` (unknown).  A source's
+predicates are unknown when its newest sample is older than the staleness
+limit, when an input is NaN or missing, or right after an out-of-order stamp;
+each such event is counted in :class:`InputHealth` and never folded into
+``False`` (SEMANTICS.md §1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+Value = bool | None
+Predicates = dict[str, Value]
+
+
+@dataclass
+class InputHealth:
+    """Counters of why a source's predicates were unknown."""
+
+    samples: int = 0
+    stale_evaluations: int = 0
+    nan_values: int = 0
+    missing_inputs: int = 0
+    out_of_order: int = 0
+    clock_jumps: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Freshness:
+    """Tracks one input stream's stamps.
+
+    ``accept(stamp_s)`` is False for a sample older than the newest one (it
+    is dropped and counted), except that a jump back of more than
+    ``clock_jump_s`` is taken as a clock reset (simulation restart, bag loop):
+    counted, and the stream starts over (``reset_needed`` tells the source to
+    forget its history).  ``fresh(now_s)`` says whether the newest sample is
+    within ``staleness_s`` of ``now_s``.
+    """
+
+    staleness_s: float
+    clock_jump_s: float = 1.0
+    health: InputHealth = field(default_factory=InputHealth)
+    last_stamp_s: float | None = None
+    reset_needed: bool = False
+    _rejected_since: float | None = None
+
+    def accept(self, stamp_s: float) -> bool:
+        last = self.last_stamp_s
+        if last is not None and stamp_s < last:
+            if last - stamp_s > self.clock_jump_s:
+                self.health.clock_jumps += 1
+                self.reset_needed = True
+            else:
+                self.health.out_of_order += 1
+                self._rejected_since = stamp_s
+                return False
+        self.last_stamp_s = stamp_s
+        self.health.samples += 1
+        self._rejected_since = None
+        return True
+
+    def fresh(self, now_s: float) -> bool:
+        last = self.last_stamp_s
+        ok = last is not None and 0.0 <= now_s - last <= self.staleness_s and self._rejected_since is None
+        if not ok:
+            self.health.stale_evaluations += 1
+        return ok
+
+
+def all_unknown(names: Mapping[str, object] | list[str]) -> Predicates:
+    return {name: None for name in names}

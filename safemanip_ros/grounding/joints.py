@@ -1,0 +1,164 @@
+"""Joint-state grounding (``sensor_msgs/JointState`` as plain arrays).
+
+Predicates (names as published):
+
+* ``arm_moving`` / ``arm_stopped``: max arm joint speed above / at or below
+  ``moving_speed_rad_s`` (from velocities when present, else from position
+  differences over the stamp interval);
+* ``joint_speed_over_limit``: some arm joint faster than its velocity limit;
+* ``joint_near_limit``: some arm joint within ``near_limit_margin_rad`` of a
+  position limit;
+* ``gripper_closed`` / ``gripper_open``: every finger joint below
+  ``gripper_closed_below_m`` (SafeManip: 0.0399) / every finger at or above
+  ``gripper_open_above_m``;
+* ``gripper_opening`` / ``gripper_closing``: the mean finger position moved
+  more than ``gripper_motion_m`` since the previous sample, outwards / inwards;
+* ``command_divergence``: with a commanded position vector, some arm joint
+  differs from it by more than ``command_divergence_rad``.
+
+A NaN or a configured joint missing from the message makes the predicates
+that read it unknown (counted), never false.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .base import Freshness, Predicates, all_unknown
+
+PREDICATES = ('arm_moving', 'arm_stopped', 'joint_speed_over_limit', 'joint_near_limit', 'gripper_closed',
+              'gripper_open', 'gripper_opening', 'gripper_closing', 'command_divergence')
+
+
+@dataclass
+class JointConfig:
+    """Joints and thresholds (radians, metres, seconds)."""
+
+    arm_joints: list[str]
+    gripper_joints: list[str] = field(default_factory=list)
+    position_limits_rad: dict[str, tuple[float, float]] = field(default_factory=dict)
+    velocity_limits_rad_s: dict[str, float] = field(default_factory=dict)
+    moving_speed_rad_s: float = 0.02
+    near_limit_margin_rad: float = 0.05
+    gripper_closed_below_m: float = 0.0399
+    gripper_open_above_m: float = 0.039
+    gripper_motion_m: float = 1e-3
+    command_divergence_rad: float = 0.1
+    has_command: bool = False          # a command topic is configured
+    staleness_s: float = 0.2
+
+    @property
+    def predicate_names(self) -> tuple[str, ...]:
+        return PREDICATES if self.has_command else PREDICATES[:-1]
+
+
+class JointStateGrounding:
+    """Stateful, deterministic: feed samples with :meth:`update`, read
+    predicates for a frame time with :meth:`evaluate`."""
+
+    def __init__(self, config: JointConfig) -> None:
+        self.config = config
+        self.freshness = Freshness(config.staleness_s)
+        self._arm_idx: np.ndarray | None = None
+        self._names: tuple[str, ...] = ()
+        self._pos: np.ndarray | None = None
+        self._vel: np.ndarray | None = None
+        self._prev_pos: np.ndarray | None = None
+        self._prev_stamp: float | None = None
+        self._stamp: float | None = None
+        self._command: np.ndarray | None = None
+        limits = config.position_limits_rad
+        self._lo = np.array([limits.get(j, (-math.inf, math.inf))[0] for j in config.arm_joints])
+        self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
+        self._vmax = np.array([config.velocity_limits_rad_s.get(j, math.inf) for j in config.arm_joints])
+        self._wanted = list(config.arm_joints) + list(config.gripper_joints)
+
+    @property
+    def health(self):
+        return self.freshness.health
+
+    def set_command(self, positions_rad: Sequence[float] | None) -> None:
+        """The commanded arm positions (``arm_joints`` order), or None."""
+        self._command = None if positions_rad is None else np.asarray(positions_rad, dtype=float)
+
+    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float],
+               velocities: Sequence[float] | None = None) -> None:
+        """One JointState sample; joints are matched by name."""
+        if not self.freshness.accept(stamp_s):
+            return
+        if self.freshness.reset_needed:
+            self._prev_pos = self._prev_stamp = self._pos = self._stamp = None
+            self.freshness.reset_needed = False
+        names = tuple(names)
+        if names != self._names:
+            index = {n: i for i, n in enumerate(names)}
+            self._idx = np.array([index.get(j, -1) for j in self._wanted])
+            self._names = names
+        pos_all = np.asarray(positions, dtype=float)
+        idx = self._idx
+        if pos_all.size != len(names):   # malformed message: every joint unknown
+            idx = np.full(len(self._wanted), -1)
+            pos_all = np.zeros(1)
+        pos = np.where(idx >= 0, pos_all[np.maximum(idx, 0)], np.nan)
+        missing = int((idx < 0).sum())
+        if missing:
+            self.health.missing_inputs += missing
+        vel = None
+        if velocities is not None and len(velocities) == len(names) and len(velocities):
+            v_all = np.asarray(velocities, dtype=float)
+            vel = np.where(idx >= 0, v_all[np.maximum(idx, 0)], np.nan)
+        nan = int(np.isnan(pos).sum() - missing)
+        if nan > 0:
+            self.health.nan_values += nan
+        self._prev_pos, self._prev_stamp = self._pos, self._stamp
+        self._pos, self._vel, self._stamp = pos, vel, stamp_s
+
+    def evaluate(self, now_s: float) -> Predicates:
+        """Predicate values for the frame at ``now_s`` (seconds)."""
+        cfg = self.config
+        if self._pos is None or not self.freshness.fresh(now_s):
+            return all_unknown(cfg.predicate_names)
+        n_arm = len(cfg.arm_joints)
+        arm, grip = self._pos[:n_arm], self._pos[n_arm:]
+        out: Predicates = {}
+        speed = None
+        if self._vel is not None and not np.isnan(self._vel[:n_arm]).any():
+            speed = np.abs(self._vel[:n_arm])
+        elif self._prev_pos is not None and self._stamp is not None and self._prev_stamp is not None \
+                and self._stamp > self._prev_stamp:
+            speed = np.abs(arm - self._prev_pos[:n_arm]) / (self._stamp - self._prev_stamp)
+        arm_ok = not np.isnan(arm).any()
+        if speed is None or np.isnan(speed).any():
+            out['arm_moving'] = out['arm_stopped'] = out['joint_speed_over_limit'] = None
+        else:
+            moving = bool(speed.max(initial=0.0) > cfg.moving_speed_rad_s)
+            out['arm_moving'], out['arm_stopped'] = moving, not moving
+            out['joint_speed_over_limit'] = bool((speed > self._vmax).any())
+        out['joint_near_limit'] = bool(((arm - self._lo < cfg.near_limit_margin_rad) |
+                                        (self._hi - arm < cfg.near_limit_margin_rad)).any()) if arm_ok else None
+        if not cfg.gripper_joints or np.isnan(grip).any():
+            for k in ('gripper_closed', 'gripper_open', 'gripper_opening', 'gripper_closing'):
+                out[k] = None
+        else:
+            out['gripper_closed'] = bool((grip < cfg.gripper_closed_below_m).all())
+            out['gripper_open'] = bool((grip >= cfg.gripper_open_above_m).all())
+            prev = None if self._prev_pos is None else self._prev_pos[n_arm:]
+            if prev is None or np.isnan(prev).any():
+                out['gripper_opening'] = out['gripper_closing'] = None
+            else:
+                delta = float(grip.mean() - prev.mean())
+                out['gripper_opening'] = delta > cfg.gripper_motion_m
+                out['gripper_closing'] = delta < -cfg.gripper_motion_m
+        if not cfg.has_command:
+            return out
+        if self._command is None:
+            out['command_divergence'] = None
+        elif not arm_ok or self._command.shape != arm.shape or np.isnan(self._command).any():
+            out['command_divergence'] = None
+        else:
+            out['command_divergence'] = bool((np.abs(arm - self._command) > cfg.command_divergence_rad).any())
+        return out

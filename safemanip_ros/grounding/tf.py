@@ -1,0 +1,267 @@
+"""Transform tree with time lookup, and the geometric predicates built on it.
+
+:class:`TransformTree` keeps ``/tf`` (timestamped, buffered) and
+``/tf_static`` transforms, and answers "pose of frame B in frame A at time
+t" by chaining parent links, interpolating each dynamic link between its
+bracketing samples (linear translation, spherical rotation) — what tf2's
+``lookup_transform`` does.  A lookup outside a link's buffered interval (more
+than ``tolerance_s`` past its newest sample) returns ``None``: unknown, never
+a stale pose.  (On a ROS distro ``tf2_ros`` could serve the same lookups; this
+implementation gives identical results and needs no ROS.)
+
+:class:`TfGrounding` turns configured entity frames into predicates:
+
+* ``near_<name>``: two frames closer than a distance;
+* ``inside_<name>``: a frame's origin inside a box given in another frame;
+* per object ``o``: ``object_stable_o`` (linear speed < 0.05 m/s and angular
+  < 0.25 rad/s, from consecutive evaluations), ``object_sync_o`` (while
+  grasped, slip relative to the gripper since grasp onset < 0.03 m and
+  < 0.3 rad; true when not grasped), ``object_supported_o`` (origin within
+  ``support_gap_m`` above a support's top and inside its footprint) and
+  ``object_settled_o`` (supported, stable, gripper farther than 0.01 m).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .base import Freshness, Predicates, all_unknown
+
+
+def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
+    """Rotation matrix of a quaternion (x, y, z, w)."""
+    x, y, z, w = q
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def slerp(q0: np.ndarray, q1: np.ndarray, a: float) -> np.ndarray:
+    q0 = q0 / np.linalg.norm(q0)
+    q1 = q1 / np.linalg.norm(q1)
+    dot = float(np.dot(q0, q1))
+    if dot < 0:
+        q1, dot = -q1, -dot
+    if dot > 0.9995:
+        q = q0 + a * (q1 - q0)
+        return q / np.linalg.norm(q)
+    theta = math.acos(dot)
+    return (math.sin((1 - a) * theta) * q0 + math.sin(a * theta) * q1) / math.sin(theta)
+
+
+def make_pose(translation: Sequence[float], quaternion: Sequence[float]) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = quat_to_matrix(quaternion)
+    T[:3, 3] = translation
+    return T
+
+
+def rotation_angle(R: np.ndarray) -> float:
+    return math.acos(max(-1.0, min(1.0, (np.trace(R) - 1) / 2)))
+
+
+@dataclass
+class _Link:
+    parent: str
+    static: bool
+    stamps: list[float] = field(default_factory=list)
+    translations: list[np.ndarray] = field(default_factory=list)
+    rotations: list[np.ndarray] = field(default_factory=list)
+
+
+class TransformTree:
+    """Frames linked child → parent; ``buffer_s`` of history per dynamic link."""
+
+    def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05) -> None:
+        self.links: dict[str, _Link] = {}
+        self.buffer_s = buffer_s
+        self.tolerance_s = tolerance_s
+
+    def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
+                      rotation_xyzw: Sequence[float], static: bool = False) -> bool:
+        """Add one transform; returns False for an out-of-order dynamic sample."""
+        t = np.asarray(translation, dtype=float)
+        q = np.asarray(rotation_xyzw, dtype=float)
+        if np.isnan(t).any() or np.isnan(q).any() or not np.linalg.norm(q) > 0:
+            return False
+        link = self.links.get(child)
+        if link is None or link.parent != parent or link.static != static:
+            link = self.links[child] = _Link(parent, static)
+        if static:
+            link.stamps, link.translations, link.rotations = [stamp_s], [t], [q]
+            return True
+        if link.stamps and stamp_s < link.stamps[-1]:
+            return False
+        link.stamps.append(stamp_s)
+        link.translations.append(t)
+        link.rotations.append(q)
+        while link.stamps and link.stamps[-1] - link.stamps[0] > self.buffer_s:
+            link.stamps.pop(0)
+            link.translations.pop(0)
+            link.rotations.pop(0)
+        return True
+
+    def clear(self) -> None:
+        self.links.clear()
+
+    def _link_pose(self, link: _Link, time_s: float) -> np.ndarray | None:
+        if link.static:
+            return make_pose(link.translations[0], link.rotations[0])
+        stamps = link.stamps
+        if not stamps or time_s < stamps[0] - self.tolerance_s or time_s > stamps[-1] + self.tolerance_s:
+            return None
+        i = bisect.bisect_left(stamps, time_s)
+        if i == 0:
+            return make_pose(link.translations[0], link.rotations[0])
+        if i >= len(stamps):
+            return make_pose(link.translations[-1], link.rotations[-1])
+        t0, t1 = stamps[i - 1], stamps[i]
+        a = 0.0 if t1 == t0 else (time_s - t0) / (t1 - t0)
+        trans = (1 - a) * link.translations[i - 1] + a * link.translations[i]
+        return make_pose(trans, slerp(link.rotations[i - 1], link.rotations[i], a))
+
+    def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray] | None:
+        T = np.eye(4)
+        seen = set()
+        while frame in self.links:
+            if frame in seen:
+                return None   # a cycle in the tree
+            seen.add(frame)
+            link = self.links[frame]
+            pose = self._link_pose(link, time_s)
+            if pose is None:
+                return None
+            T = pose @ T
+            frame = link.parent
+        return frame, T
+
+    def lookup(self, target: str, source: str, time_s: float) -> np.ndarray | None:
+        """4x4 pose of ``source`` in ``target`` at ``time_s``, or None."""
+        a = self._to_root(target, time_s)
+        b = self._to_root(source, time_s)
+        if a is None or b is None or a[0] != b[0]:
+            return None
+        return np.linalg.inv(a[1]) @ b[1]
+
+    def newest_stamp(self) -> float | None:
+        stamps = [link.stamps[-1] for link in self.links.values() if not link.static and link.stamps]
+        return max(stamps) if stamps else None
+
+
+@dataclass
+class TfConfig:
+    world_frame: str
+    gripper_frame: str
+    objects: dict[str, str] = field(default_factory=dict)            # object entity → frame
+    supports: dict[str, tuple[str, tuple[float, float, float]]] = field(default_factory=dict)
+    # support entity → (frame at its top surface centre, half extents x, y, _)
+    near: dict[str, tuple[str, str, float]] = field(default_factory=dict)    # name → (frame a, frame b, m)
+    inside: dict[str, tuple[str, str, tuple[float, float, float], tuple[float, float, float]]] = \
+        field(default_factory=dict)                                   # name → (frame, box frame, min, max)
+    stable_linear_m_s: float = 0.05
+    stable_angular_rad_s: float = 0.25
+    slip_m: float = 0.03
+    slip_rad: float = 0.3
+    support_gap_m: float = 0.02
+    gripper_clearance_m: float = 0.01
+    staleness_s: float = 0.2
+
+
+class TfGrounding:
+    def __init__(self, config: TfConfig, tree: TransformTree | None = None) -> None:
+        self.config = config
+        self.tree = tree or TransformTree()
+        self.freshness = Freshness(config.staleness_s)
+        self._prev_pose: dict[str, tuple[float, np.ndarray]] = {}
+        self._grasp_ref: dict[str, np.ndarray] = {}
+        objs = sorted(config.objects)
+        self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
+                      + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled') for o in objs])
+
+    @property
+    def health(self):
+        return self.freshness.health
+
+    def update(self, stamp_s: float, transforms: Sequence[tuple[str, str, Sequence[float], Sequence[float]]],
+               static: bool = False) -> None:
+        """A TFMessage: (parent, child, translation, rotation xyzw) per transform."""
+        if not static:
+            if not self.freshness.accept(stamp_s):
+                return
+            if self.freshness.reset_needed:
+                for link in self.tree.links.values():
+                    if not link.static:
+                        link.stamps.clear(), link.translations.clear(), link.rotations.clear()
+                self._prev_pose.clear()
+                self._grasp_ref.clear()
+                self.freshness.reset_needed = False
+        for parent, child, trans, rot in transforms:
+            if not self.tree.set_transform(parent, child, stamp_s, trans, rot, static=static):
+                self.health.nan_values += 1
+
+    def evaluate(self, now_s: float, grasped: Mapping[str, bool | None] | None = None) -> Predicates:
+        cfg = self.config
+        if not self.freshness.fresh(now_s):
+            return all_unknown(self.names)
+        out: Predicates = {}
+        lookup = self.tree.lookup
+        for name, (a, b, dist) in sorted(cfg.near.items()):
+            T = lookup(a, b, now_s)
+            out[f'near_{name}'] = None if T is None else bool(np.linalg.norm(T[:3, 3]) < dist)
+        for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
+            T = lookup(box, frame, now_s)
+            out[f'inside_{name}'] = None if T is None else bool(
+                np.all(T[:3, 3] >= np.asarray(lo)) and np.all(T[:3, 3] <= np.asarray(hi)))
+        grasped = grasped or {}
+        for obj, frame in sorted(cfg.objects.items()):
+            W = lookup(cfg.world_frame, frame, now_s)
+            G = lookup(cfg.gripper_frame, frame, now_s)
+            stable = supported = settled = sync = None
+            if W is not None:
+                prev = self._prev_pose.get(obj)
+                if prev is not None and now_s > prev[0]:
+                    dt = now_s - prev[0]
+                    lin = np.linalg.norm(W[:3, 3] - prev[1][:3, 3]) / dt
+                    ang = rotation_angle(prev[1][:3, :3].T @ W[:3, :3]) / dt
+                    stable = bool(lin < cfg.stable_linear_m_s and ang < cfg.stable_angular_rad_s)
+                if prev is None or now_s != prev[0]:
+                    self._prev_pose[obj] = (now_s, W)
+                supported = False
+                for sup, (sframe, half) in cfg.supports.items():
+                    S = lookup(sframe, frame, now_s)
+                    if S is None:
+                        supported = None
+                        break
+                    p = S[:3, 3]
+                    if 0.0 <= p[2] <= cfg.support_gap_m and abs(p[0]) <= half[0] and abs(p[1]) <= half[1]:
+                        supported = True
+                        break
+            g = grasped.get(obj)
+            if g is None and obj in grasped:
+                sync = None
+            elif g and G is not None:
+                ref = self._grasp_ref.setdefault(obj, G)
+                slip_m = float(np.linalg.norm(G[:3, 3] - ref[:3, 3]))
+                slip_rad = rotation_angle(ref[:3, :3].T @ G[:3, :3])
+                sync = slip_m < cfg.slip_m and slip_rad < cfg.slip_rad
+            elif g:
+                sync = None
+            else:
+                self._grasp_ref.pop(obj, None)
+                sync = True
+            if stable is not None and supported is not None and G is not None:
+                settled = bool(stable and supported and np.linalg.norm(G[:3, 3]) > cfg.gripper_clearance_m)
+            out[f'object_stable_{obj}'] = stable
+            out[f'object_sync_{obj}'] = sync
+            out[f'object_supported_{obj}'] = supported
+            out[f'object_settled_{obj}'] = settled
+        return out

@@ -1,0 +1,220 @@
+"""Grounding functions on hand-made signals, including the noisy cases the
+thresholds exist for: flickers, dropouts, NaNs, stale streams, clock jumps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from safemanip_ros.grounding import (ContactConfig, ContactGrounding, ContactSample, JointConfig,
+                                     JointStateGrounding, TfConfig, TfGrounding, TransformTree, WrenchConfig,
+                                     WrenchGrounding)
+
+JOINTS = ['j1', 'j2', 'f1', 'f2']
+
+
+def joint_grounding(**kw):
+    cfg = JointConfig(arm_joints=['j1', 'j2'], gripper_joints=['f1', 'f2'],
+                      position_limits_rad={'j1': (-1.0, 1.0), 'j2': (-2.0, 2.0)},
+                      velocity_limits_rad_s={'j1': 1.0, 'j2': 1.0}, **kw)
+    return JointStateGrounding(cfg)
+
+
+def test_joint_predicates_from_velocities_and_positions():
+    g = joint_grounding()
+    g.update(0.0, JOINTS, [0.0, 0.0, 0.04, 0.04], [0.0, 0.5, 0.0, 0.0])
+    p = g.evaluate(0.01)
+    assert p['arm_moving'] and not p['arm_stopped'] and not p['joint_speed_over_limit']
+    assert p['gripper_open'] and not p['gripper_closed'] and p['gripper_opening'] is None   # no previous sample
+    g.update(0.05, JOINTS, [0.97, 0.0, 0.02, 0.02], [0.0, 1.5, 0.0, 0.0])
+    p = g.evaluate(0.06)
+    assert p['joint_speed_over_limit'] and p['joint_near_limit'] and p['gripper_closing'] and p['gripper_closed']
+
+
+def test_joint_speed_from_position_differences_when_no_velocities():
+    g = joint_grounding()
+    g.update(0.0, JOINTS, [0.0, 0.0, 0.02, 0.02])
+    assert g.evaluate(0.0)['arm_moving'] is None                 # one sample: speed unknown, not false
+    g.update(0.05, JOINTS, [0.0, 0.0005, 0.02, 0.02])            # 0.01 rad/s: below 0.02
+    assert g.evaluate(0.05)['arm_stopped'] is True
+
+
+def test_joint_names_matched_by_name_in_any_order():
+    g = joint_grounding()
+    g.update(0.0, ['f2', 'j2', 'f1', 'j1'], [0.04, 0.0, 0.04, 0.99], [0, 0, 0, 0])
+    assert g.evaluate(0.0)['joint_near_limit'] is True
+
+
+def test_nan_and_missing_joint_are_unknown_and_counted():
+    g = joint_grounding()
+    g.update(0.0, JOINTS, [math.nan, 0.0, 0.04, 0.04], [0, 0, 0, 0])
+    p = g.evaluate(0.0)
+    assert p['joint_near_limit'] is None and p['gripper_open'] is True
+    assert g.health.nan_values == 1
+    g.update(0.05, ['j1', 'j2', 'f1'], [0.0, 0.0, 0.04], [0, 0, 0])   # f2 missing
+    p = g.evaluate(0.05)
+    assert p['gripper_open'] is None and p['gripper_closed'] is None and g.health.missing_inputs == 1
+
+
+def test_stale_stream_is_unknown():
+    g = joint_grounding(staleness_s=0.2)
+    g.update(1.0, JOINTS, [0, 0, 0.04, 0.04], [0, 0, 0, 0])
+    assert g.evaluate(1.2)['gripper_open'] is True
+    assert all(v is None for v in g.evaluate(1.21).values())
+    assert g.health.stale_evaluations == 1
+
+
+def test_out_of_order_and_clock_jump():
+    g = joint_grounding()
+    g.update(1.0, JOINTS, [0, 0, 0.04, 0.04], [0, 0, 0, 0])
+    g.update(0.95, JOINTS, [0, 0, 0.0, 0.0], [0, 0, 0, 0])      # 50 ms back: dropped, counted
+    assert g.health.out_of_order == 1
+    assert all(v is None for v in g.evaluate(1.0).values())     # unknown until an in-order sample
+    g.update(1.05, JOINTS, [0, 0, 0.04, 0.04], [0, 0, 0, 0])
+    assert g.evaluate(1.05)['gripper_open'] is True
+    g.update(0.0, JOINTS, [0, 0, 0.04, 0.04], [0, 0, 0, 0])     # simulator reset: clock jumps back 1 s
+    assert g.health.clock_jumps == 1 and g.evaluate(0.0)['gripper_open'] is True
+    assert g.evaluate(0.0)['gripper_opening'] is None            # history forgotten after the reset
+
+
+def test_command_divergence_only_when_configured():
+    assert 'command_divergence' not in joint_grounding().evaluate(0.0)
+    g = joint_grounding(has_command=True)
+    g.update(0.0, JOINTS, [0.0, 0.5, 0.04, 0.04], [0, 0, 0, 0])
+    assert g.evaluate(0.0)['command_divergence'] is None
+    g.set_command([0.0, 0.3])
+    assert g.evaluate(0.0)['command_divergence'] is True
+    g.set_command([0.05, 0.45])
+    assert g.evaluate(0.0)['command_divergence'] is False
+
+
+def contact_grounding():
+    cfg = ContactConfig(
+        robot_bodies={'link5', 'hand'}, finger_bodies={'lf', 'rf'},
+        body_entity={'mug_geom': 'mug', 'table_geom': 'table', 'shelf_geom': 'shelf', 'chicken_geom': 'chicken',
+                     'plate_geom': 'plate'},
+        movable={'mug', 'chicken', 'plate'}, graspable={'mug'}, target_fixtures=set(),
+        grasp_targets={'mug': {'shelf'}},
+        entity_hazards={'chicken': {'contamination', 'raw'}, 'mug': set(), 'plate': set()})
+    return ContactGrounding(cfg)
+
+
+def test_contacts_grasp_and_forbidden_classes():
+    g = contact_grounding()
+    g.update(0.0, [ContactSample('mug_geom', 'table_geom'), ContactSample('lf', 'mug_geom', 3.0)])
+    p = g.evaluate(0.0)
+    assert p['object_grasped_raw_mug'] is False and p['object_left_gripper_mug'] is False
+    assert p['forbidden_contact'] is False and p['robot_contact_mug'] is True and p['robot_contact_clean']
+    # Two fingers: a grasp; the table the mug rests on becomes its allowed support.
+    g.update(0.05, [ContactSample('mug_geom', 'table_geom'), ContactSample('lf', 'mug_geom'),
+                    ContactSample('rf', 'mug_geom')])
+    assert g.evaluate(0.05)['object_grasped_raw_mug'] is True and not g.evaluate(0.05)['forbidden_contact']
+    # While grasped the mug may touch its target (shelf), not another object.
+    g.update(0.1, [ContactSample('lf', 'mug_geom'), ContactSample('rf', 'mug_geom'),
+                   ContactSample('mug_geom', 'shelf_geom')])
+    assert g.evaluate(0.1)['forbidden_contact'] is False
+    g.update(0.15, [ContactSample('lf', 'mug_geom'), ContactSample('rf', 'mug_geom'),
+                    ContactSample('plate_geom', 'mug_geom')])
+    assert g.evaluate(0.15)['forbidden_contact'] is True
+    # The arm touching a fixture that is not a target, or an unmapped body, is forbidden.
+    g.update(0.2, [ContactSample('link5', 'shelf_geom')])
+    assert g.evaluate(0.2)['forbidden_contact'] is True
+    g.update(0.25, [ContactSample('link5', 'unknown_geom')])
+    assert g.evaluate(0.25)['forbidden_contact'] is True
+
+
+def test_contact_hazards_and_dropouts():
+    g = contact_grounding()
+    g.update(0.0, [ContactSample('hand', 'chicken_geom')])
+    p = g.evaluate(0.0)
+    assert p['robot_touched_raw'] and p['robot_touched_contamination'] and not p['robot_contact_clean']
+    g.update(0.05, [])                      # a one-frame contact dropout is just "no contact" now:
+    assert g.evaluate(0.05)['robot_contact_chicken'] is False   # smoothing is the property's device's job
+    g.update(0.1, [ContactSample('hand', 'chicken_geom', math.nan)])
+    assert g.health.nan_values == 1
+    assert all(v is None for v in g.evaluate(1.0).values())     # stale
+
+
+def test_wrench_threshold_and_nan():
+    g = WrenchGrounding(WrenchConfig(force_threshold_n=10.0, torque_threshold_nm=2.0))
+    assert g.evaluate(0.0)['contact_force_over_threshold'] is None
+    g.update(0.0, [3.0, 4.0, 0.0], [0.0, 0.0, 0.0])
+    assert g.evaluate(0.0)['contact_force_over_threshold'] is False
+    g.update(0.01, [6.0, 8.0, 1.0], [0.0, 0.0, 0.0])
+    assert g.evaluate(0.01)['contact_force_over_threshold'] is True
+    g.update(0.02, [math.nan, 0.0, 0.0], [0.0, 0.0, 0.0])
+    assert g.evaluate(0.02)['contact_force_over_threshold'] is None
+
+
+def _yaw(deg):
+    a = math.radians(deg) / 2
+    return [0.0, 0.0, math.sin(a), math.cos(a)]
+
+
+def test_tf_tree_chains_interpolates_and_refuses_extrapolation():
+    tree = TransformTree(tolerance_s=0.05)
+    tree.set_transform('world', 'base', 0.0, [1, 0, 0], _yaw(0), static=True)
+    tree.set_transform('base', 'hand', 0.0, [0, 0, 0], _yaw(0))
+    tree.set_transform('base', 'hand', 1.0, [0, 2, 0], _yaw(90))
+    T = tree.lookup('world', 'hand', 0.5)
+    assert np.allclose(T[:3, 3], [1, 1, 0])
+    assert math.isclose(math.degrees(math.atan2(T[1, 0], T[0, 0])), 45.0, abs_tol=1e-6)
+    assert tree.lookup('world', 'hand', 1.2) is None            # beyond the newest sample + tolerance
+    T2 = tree.lookup('hand', 'world', 1.0)                      # inverse direction
+    assert np.allclose(np.linalg.inv(T2) @ np.array([0, 0, 0, 1.0]), [1, 2, 0, 1])
+    assert tree.lookup('world', 'nowhere', 0.5) is None
+    assert not tree.set_transform('base', 'hand', 0.5, [0, 0, 0], _yaw(0))   # out of order
+
+
+def tf_grounding():
+    cfg = TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug'},
+                   supports={'table': ('table_top', (0.5, 0.5, 0.0))},
+                   near={'hand_mug': ('hand', 'mug', 0.05)},
+                   inside={'mug_in_box': ('mug', 'box', (-0.1, -0.1, 0.0), (0.1, 0.1, 0.2))})
+    g = TfGrounding(cfg)
+    g.update(0.0, [('world', 'table_top', [0, 0, 0.7], _yaw(0)), ('world', 'box', [2, 0, 0], _yaw(0))], static=True)
+    return g
+
+
+def _frame(g, t, mug_xyz, hand_xyz, mug_yaw=0.0):
+    g.update(t, [('world', 'mug', mug_xyz, _yaw(mug_yaw)), ('world', 'hand', hand_xyz, _yaw(0))])
+    return g
+
+
+def test_tf_stable_supported_settled_near_inside():
+    g = tf_grounding()
+    _frame(g, 0.0, [0, 0, 0.71], [0, 0, 1.0])
+    p = g.evaluate(0.0, {'mug': False})
+    assert p['object_stable_mug'] is None and p['object_supported_mug'] is True and p['object_sync_mug'] is True
+    _frame(g, 0.05, [0.001, 0, 0.71], [0, 0, 1.0])               # 0.02 m/s: stable
+    p = g.evaluate(0.05, {'mug': False})
+    assert p['object_stable_mug'] and p['object_settled_mug'] and not p['near_hand_mug']
+    _frame(g, 0.1, [0.01, 0, 0.71], [0, 0, 1.0])                 # 0.18 m/s: moving
+    assert g.evaluate(0.1, {'mug': False})['object_stable_mug'] is False
+    _frame(g, 0.15, [2.0, 0.0, 0.1], [2.0, 0.0, 0.12])
+    p = g.evaluate(0.15, {'mug': False})
+    assert p['inside_mug_in_box'] and p['near_hand_mug'] and p['object_supported_mug'] is False
+
+
+def test_tf_sync_measures_slip_since_grasp_onset():
+    g = tf_grounding()
+    _frame(g, 0.0, [0, 0, 0.9], [0, 0, 1.0])
+    assert g.evaluate(0.0, {'mug': True})['object_sync_mug'] is True      # onset: reference pose
+    _frame(g, 0.05, [0.1, 0, 0.92], [0.1, 0, 1.0])                          # moves with the hand
+    assert g.evaluate(0.05, {'mug': True})['object_sync_mug'] is True
+    _frame(g, 0.1, [0.2, 0, 0.85], [0.2, 0, 1.0])                           # 5 cm slip (3 cm total limit)
+    assert g.evaluate(0.1, {'mug': True})['object_sync_mug'] is False
+    _frame(g, 0.15, [0.2, 0, 0.9], [0.2, 0, 1.0], mug_yaw=30)               # and rotation
+    assert g.evaluate(0.15, {'mug': True})['object_sync_mug'] is False
+    assert g.evaluate(0.15, {'mug': None})['object_sync_mug'] is None       # grasp unknown → sync unknown
+    assert g.evaluate(0.15, {'mug': False})['object_sync_mug'] is True
+
+
+def test_tf_stale_and_nan():
+    g = tf_grounding()
+    _frame(g, 0.0, [0, 0, 0.71], [0, 0, 1.0])
+    g.update(0.05, [('world', 'mug', [math.nan, 0, 0], _yaw(0))])
+    assert g.health.nan_values == 1
+    assert all(v is None for v in g.evaluate(1.0, {'mug': False}).values())
