@@ -1,0 +1,28 @@
+"""The grounding nodes for one robot/scene configuration.
+
+    ros2 launch safemanip_ros grounding.launch.py robot_config:=/path/to/robot.yaml
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    default = os.path.join(get_package_share_directory('safemanip_ros'), 'config', 'robots', 'panda_demo.yaml')
+    config = LaunchConfiguration('robot_config')
+    return LaunchDescription([
+        DeclareLaunchArgument('robot_config', default_value=default, description='config/robots/*.yaml'),
+        Node(package='safemanip_ros', executable='joint_state_grounding', name='joint_state_grounding',
+             parameters=[{'config': config}], output='screen'),
+        Node(package='safemanip_ros', executable='contact_grounding', name='contact_grounding',
+             parameters=[{'config': config, 'wrench_topic': ''}], output='screen'),
+        Node(package='safemanip_ros', executable='tf_grounding', name='tf_grounding',
+             parameters=[{'config': config, 'grasp_topic': 'predicates/contacts'}], output='screen'),
+        Node(package='safemanip_ros', executable='camera_grounding', name='camera_grounding',
+             parameters=[{'config': config}], output='screen'),
+    ])

@@ -1,0 +1,51 @@
+"""The predicates a robot configuration grounds, with their meanings
+(``safemanip predicates --config FILE`` and docs/grounding.md)."""
+
+from __future__ import annotations
+
+from .config import RobotConfig
+
+JOINT_MEANINGS = {
+    'arm_moving': 'some arm joint moves faster than moving_speed_rad_s',
+    'arm_stopped': 'no arm joint moves faster than moving_speed_rad_s',
+    'joint_speed_over_limit': 'some arm joint is faster than its velocity limit',
+    'joint_near_limit': 'some arm joint is within near_limit_margin_rad of a position limit',
+    'gripper_closed': 'every finger joint is below gripper_closed_below_m (SafeManip: 0.0399)',
+    'gripper_open': 'every finger joint is at or above gripper_open_above_m',
+    'gripper_opening': 'the fingers moved outwards by more than gripper_motion_m since the last sample',
+    'gripper_closing': 'the fingers moved inwards by more than gripper_motion_m since the last sample',
+    'command_divergence': 'an arm joint differs from the commanded position by more than command_divergence_rad',
+}
+
+
+def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
+    """(source, predicate name, meaning) for every grounded predicate."""
+    out = [('joint_states', n, JOINT_MEANINGS[n]) for n in cfg.joints.predicate_names]
+    out.append(('contacts', 'forbidden_contact', 'a robot or grasped-object contact outside the allowed classes'))
+    out.append(('contacts', 'robot_contact_clean', 'the robot touches an entity without the contamination hazard'))
+    for o in sorted(cfg.contacts.graspable):
+        out.append(('contacts', f'object_grasped_raw_{o}', f'at least {cfg.contacts.min_finger_bodies} finger '
+                    f'bodies touch {o}'))
+    for o in sorted(cfg.contacts.graspable):
+        out.append(('contacts', f'object_left_gripper_{o}', f'no finger body touches {o}'))
+    for e in sorted(set(cfg.contacts.body_entity.values())):
+        out.append(('contacts', f'robot_contact_{e}', f'the robot touches {e}'))
+    for h in sorted({h for hs in cfg.contacts.entity_hazards.values() for h in hs}):
+        out.append(('contacts', f'robot_touched_{h}', f'the robot touches an entity with hazard {h}'))
+    out.append(('wrench', 'contact_force_over_threshold',
+                f'wrench force > {cfg.wrench.force_threshold_n} N or torque > {cfg.wrench.torque_threshold_nm} N m'))
+    for name, (a, b, d) in sorted(cfg.tf.near.items()):
+        out.append(('tf', f'near_{name}', f'frames {a} and {b} are closer than {d} m'))
+    for name, (f, box, lo, hi) in sorted(cfg.tf.inside.items()):
+        out.append(('tf', f'inside_{name}', f'origin of {f} inside the box {list(lo)}..{list(hi)} m of {box}'))
+    for o in sorted(cfg.tf.objects):
+        out += [('tf', f'object_stable_{o}', f'{o} moves slower than {cfg.tf.stable_linear_m_s} m/s and '
+                 f'{cfg.tf.stable_angular_rad_s} rad/s'),
+                ('tf', f'object_sync_{o}', f'while grasped, {o} slipped less than {cfg.tf.slip_m} m and '
+                 f'{cfg.tf.slip_rad} rad relative to the gripper since grasp onset (true when not grasped)'),
+                ('tf', f'object_supported_{o}', f'{o} rests within {cfg.tf.support_gap_m} m above a support'),
+                ('tf', f'object_settled_{o}', f'{o} supported, stable, gripper farther than '
+                 f'{cfg.tf.gripper_clearance_m} m')]
+    for name in sorted(cfg.camera.regions):
+        out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
+    return out

@@ -1,0 +1,189 @@
+"""Robot/scene grounding configuration (``config/robots/*.yaml``).
+
+One file says, for one robot in one scene: its joints and limits, which
+simulator bodies are the robot and its fingers, the entities present (their
+ontology type, bodies, TF frame, allowed grasp targets, support extents),
+geometric relations to watch, the camera's markers and colour regions, and
+the thresholds and staleness limits (SafeManip's defaults where they apply).
+:func:`load_robot_config` validates it (errors name file, line and field)
+and builds each grounding source's configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import SpecError
+from ..spec.ontology import Ontology, Scene, load_ontology, scene_from_mapping
+from ..spec.schema import Field, validate
+from ..spec.yamlio import load_yaml
+from .camera import CameraConfig, ColourRegion
+from .contacts import ContactConfig, WrenchConfig
+from .joints import JointConfig
+from .tf import TfConfig
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+
+_STR_LIST = Field('list', items=Field('str'))
+_NUM_LIST = Field('list', items=Field('float'))
+ROBOT_SCHEMA = Field('map', keys={
+    'robot': Field('str', required=True),
+    'description': Field('str'),
+    'rate_hz': Field('float', minimum=1e-3),
+    'ontology': _STR_LIST,
+    'world_frame': Field('str', required=True),
+    'gripper_frame': Field('str', required=True),
+    'camera_frame': Field('str'),
+    'staleness_s': Field('map', keys={k: Field('float', minimum=0.0) for k in
+                                      ('joint_states', 'contacts', 'wrench', 'tf', 'camera')}),
+    'joints': Field('map', required=True, keys={
+        'arm': Field('list', required=True, items=Field('str')),
+        'gripper': _STR_LIST,
+        'position_limits_rad': Field('dict', values=_NUM_LIST),
+        'velocity_limits_rad_s': Field('dict', values=Field('float')),
+        'command_topic': Field('str'),
+    }),
+    'thresholds': Field('map', keys={k: Field('float') for k in (
+        'moving_speed_rad_s', 'near_limit_margin_rad', 'gripper_closed_below_m', 'gripper_open_above_m',
+        'gripper_motion_m', 'command_divergence_rad', 'contact_min_force_n', 'stable_linear_m_s',
+        'stable_angular_rad_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
+        'force_threshold_n', 'torque_threshold_nm')}),
+    'contacts': Field('map', keys={
+        'robot_bodies': _STR_LIST, 'finger_bodies': _STR_LIST, 'min_finger_bodies': Field('int', minimum=1),
+        'target_fixtures': _STR_LIST}),
+    'entities': Field('dict', required=True, values=Field('map', keys={
+        'type': Field('str', required=True), 'bodies': _STR_LIST, 'frame': Field('str'),
+        'grasp_targets': _STR_LIST, 'support_half_extents_m': _NUM_LIST})),
+    'tf': Field('map', keys={'near': Field('dict', values=Field('list')),
+                             'inside': Field('dict', values=Field('list'))}),
+    'camera': Field('map', keys={
+        'dictionary': Field('str'), 'marker_size_m': Field('float', minimum=1e-4),
+        'markers': Field('dict', values=Field('str')),
+        'regions': Field('dict', values=Field('map', keys={
+            'rect_px': Field('list', required=True, items=Field('int')),
+            'hsv_low': Field('list', required=True, items=Field('int')),
+            'hsv_high': Field('list', required=True, items=Field('int')),
+            'min_fraction': Field('float')}))}),
+})
+
+
+@dataclass
+class RobotConfig:
+    name: str
+    source: str
+    rate_hz: float
+    ontology: Ontology
+    scene: Scene
+    joints: JointConfig
+    contacts: ContactConfig
+    wrench: WrenchConfig
+    tf: TfConfig
+    camera: CameraConfig
+    camera_frame: str = 'camera_optical_frame'
+    marker_dictionary: str = 'DICT_4X4_50'
+    marker_size_m: float = 0.05
+    markers: dict[int, str] = field(default_factory=dict)   # marker id → entity frame
+    command_topic: str = ''
+
+
+def load_robot_config(path: str | Path) -> RobotConfig:
+    doc = load_yaml(path)
+    validate(doc, ROBOT_SCHEMA, f'{path}:1', '')
+    base = Path(path).parent
+    onto_files = [str((base / p) if not Path(p).is_absolute() else p) for p in doc.get('ontology', [])] or \
+        sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml'))
+    onto = load_ontology(onto_files)
+    ents = doc['entities']
+    scene = scene_from_mapping({e: spec['type'] for e, spec in ents.items()}, onto, str(path))
+    th = doc.get('thresholds') or {}
+    st = doc.get('staleness_s') or {}
+    j = doc['joints']
+    limits = {}
+    for name, pair in (j.get('position_limits_rad') or {}).items():
+        if len(pair) != 2 or pair[0] >= pair[1]:
+            raise SpecError(f'{j["position_limits_rad"].where(name)}: joints.position_limits_rad.{name}: '
+                            f'expected [lower, upper] with lower < upper, got {list(pair)}')
+        limits[name] = (float(pair[0]), float(pair[1]))
+    for name in list(limits) + list(j.get('velocity_limits_rad_s') or {}):
+        if name not in j['arm']:
+            raise SpecError(f'{j.where()}: joints: limit given for {name!r}, which is not an arm joint '
+                            f'({", ".join(j["arm"])})')
+    joints = JointConfig(
+        list(j['arm']), list(j.get('gripper') or []), limits, dict(j.get('velocity_limits_rad_s') or {}),
+        moving_speed_rad_s=th.get('moving_speed_rad_s', 0.02), near_limit_margin_rad=th.get('near_limit_margin_rad', 0.05),
+        gripper_closed_below_m=th.get('gripper_closed_below_m', 0.0399),
+        gripper_open_above_m=th.get('gripper_open_above_m', 0.039), gripper_motion_m=th.get('gripper_motion_m', 1e-3),
+        command_divergence_rad=th.get('command_divergence_rad', 0.1), has_command=bool(j.get('command_topic')),
+        staleness_s=st.get('joint_states', 0.2))
+    c = doc.get('contacts') or {}
+    body_entity: dict[str, str] = {}
+    for e, spec in ents.items():
+        for body in spec.get('bodies') or []:
+            if body in body_entity:
+                raise SpecError(f'{ents.where(e)}: entities.{e}.bodies: body {body!r} already belongs to '
+                                f'{body_entity[body]!r}')
+            body_entity[body] = e
+    targets = set(c.get('target_fixtures') or [])
+    unknown_targets = targets - set(ents)
+    if unknown_targets:
+        raise SpecError(f'{c.where("target_fixtures")}: contacts.target_fixtures: {sorted(unknown_targets)} are not '
+                        f'entities ({", ".join(ents)})')
+    contacts = ContactConfig(
+        set(c.get('robot_bodies') or []), set(c.get('finger_bodies') or []), body_entity,
+        movable=set(scene.select(onto, {'role': 'movable_object'})),
+        graspable=set(scene.select(onto, {'affordance': 'graspable'})), target_fixtures=targets,
+        grasp_targets={e: set(spec.get('grasp_targets') or []) for e, spec in ents.items()},
+        entity_hazards={e: {h for h in _closure(onto, 'hazard', onto.types[t]['hazard'])}
+                        for e, t in scene.entities.items()},
+        min_finger_bodies=int(c.get('min_finger_bodies', 2)), min_force_n=th.get('contact_min_force_n', 0.0),
+        staleness_s=st.get('contacts', 0.2))
+    wrench = WrenchConfig(th.get('force_threshold_n', 10.0), th.get('torque_threshold_nm', 2.0), st.get('wrench', 0.1))
+    tf_doc = doc.get('tf') or {}
+    near = {}
+    for name, spec in (tf_doc.get('near') or {}).items():
+        if len(spec) != 3:
+            raise SpecError(f'{tf_doc["near"].where(name)}: tf.near.{name}: expected [frame_a, frame_b, distance_m]')
+        near[name] = (str(spec[0]), str(spec[1]), float(spec[2]))
+    inside = {}
+    for name, spec in (tf_doc.get('inside') or {}).items():
+        if len(spec) != 4 or len(spec[2]) != 3 or len(spec[3]) != 3:
+            raise SpecError(f'{tf_doc["inside"].where(name)}: tf.inside.{name}: expected '
+                            f'[frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]]')
+        inside[name] = (str(spec[0]), str(spec[1]), tuple(spec[2]), tuple(spec[3]))
+    supports = {e: (spec.get('frame', e), tuple(spec['support_half_extents_m'][:2]) + (0.0,))
+                for e, spec in ents.items() if 'support_half_extents_m' in spec}
+    objects = {e: ents[e].get('frame', e) for e in sorted(contacts.graspable)}
+    tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
+                  stable_linear_m_s=th.get('stable_linear_m_s', 0.05), stable_angular_rad_s=th.get('stable_angular_rad_s', 0.25),
+                  slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
+                  support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
+                  staleness_s=st.get('tf', 0.2))
+    cam = doc.get('camera') or {}
+    regions = {}
+    for name, r in (cam.get('regions') or {}).items():
+        if len(r['rect_px']) != 4 or len(r['hsv_low']) != 3 or len(r['hsv_high']) != 3:
+            raise SpecError(f'{cam["regions"].where(name)}: camera.regions.{name}: rect_px is [x0, y0, x1, y1], '
+                            f'hsv_low/hsv_high are [h, s, v]')
+        x0, y0, x1, y1 = r['rect_px']
+        regions[name] = ColourRegion(x0, y0, x1, y1, tuple(r['hsv_low']), tuple(r['hsv_high']),
+                                     float(r.get('min_fraction', 0.2)))
+    markers = {}
+    for key, ent in (cam.get('markers') or {}).items():
+        if not str(key).isdigit() or ent not in ents:
+            raise SpecError(f'{cam["markers"].where(key)}: camera.markers.{key}: expected marker id -> entity '
+                            f'({", ".join(ents)})')
+        markers[int(key)] = ents[ent].get('frame', ent)
+    return RobotConfig(doc['robot'], str(path), float(doc.get('rate_hz', 20.0)), onto, scene, joints, contacts,
+                       wrench, tf, CameraConfig(regions, st.get('camera', 0.5)),
+                       camera_frame=doc.get('camera_frame', 'camera_optical_frame'),
+                       marker_dictionary=cam.get('dictionary', 'DICT_4X4_50'),
+                       marker_size_m=float(cam.get('marker_size_m', 0.05)), markers=markers,
+                       command_topic=j.get('command_topic', ''))
+
+
+def _closure(onto: Ontology, dimension: str, values: set[str]) -> set[str]:
+    out: set[str] = set()
+    for v in values:
+        out |= onto.ancestors(dimension, v)
+    return out

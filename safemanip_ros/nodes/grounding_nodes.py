@@ -1,0 +1,274 @@
+"""Grounding nodes: one per signal source, thin adapters around
+:mod:`safemanip_ros.grounding`.
+
+Each node loads the robot/scene configuration (parameter ``config``),
+subscribes to its inputs, and publishes ``safemanip_ros/PredicateArray`` on
+``predicates/<source>`` at ``rate_hz`` (default: the configuration's rate),
+stamped with the node clock (``use_sim_time`` works).  Values that cannot be
+determined (stale, NaN, missing, out of order) are published with
+``unknown = true``.
+
+Executables: ``joint_state_grounding``, ``contact_grounding``,
+``tf_grounding``, ``camera_grounding``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import TransformStamped, WrenchStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from tf2_msgs.msg import TFMessage
+from trajectory_msgs.msg import JointTrajectory
+
+from safemanip_ros.msg import ContactArray, PredicateArray
+
+from ..errors import SafemanipError
+from ..grounding.base import Predicates
+from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, image_to_array
+from ..grounding.config import RobotConfig, load_robot_config
+from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
+from ..grounding.joints import JointStateGrounding
+from ..grounding.tf import TfGrounding
+from .conversions import ns_from_time, predicate_array, predicate_values, time_from_ns
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def _seconds(stamp) -> float:
+    return ns_from_time(stamp) * 1e-9
+
+
+class GroundingNode(Node):
+    """Loads the configuration, publishes the source's predicates on a timer."""
+
+    source = ''
+
+    def __init__(self, node_name: str) -> None:
+        super().__init__(node_name)
+        self.declare_parameter('config', '')
+        self.declare_parameter('rate_hz', 0.0)
+        self.declare_parameter('output_topic', f'predicates/{self.source}')
+        path = self.get_parameter('config').value
+        if not path:
+            raise SafemanipError(f'{node_name}: parameter config (a config/robots/*.yaml file) is required')
+        self.robot: RobotConfig = load_robot_config(path)
+        rate = float(self.get_parameter('rate_hz').value) or self.robot.rate_hz
+        self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
+        self._seq = 0
+        self._timer = self.create_timer(1.0 / rate, self._tick)
+
+    def evaluate(self, now_s: float) -> Predicates:
+        raise NotImplementedError
+
+    def _tick(self) -> None:
+        now_ns = self.get_clock().now().nanoseconds
+        values = self.evaluate(now_ns * 1e-9)
+        self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
+        self._seq += 1
+
+
+class JointStateGroundingNode(GroundingNode):
+    """Subscribes ``joint_states`` (sensor_msgs/JointState) and, when the
+    configuration names one, the command topic (trajectory_msgs/JointTrajectory)."""
+
+    source = 'joint_states'
+
+    def __init__(self) -> None:
+        super().__init__('joint_state_grounding')
+        self.grounding = JointStateGrounding(self.robot.joints)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos_profile_sensor_data)
+        if self.robot.command_topic:
+            self.create_subscription(JointTrajectory, self.robot.command_topic, self._on_command, RELIABLE)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        self.grounding.update(_seconds(msg.header.stamp), msg.name, msg.position,
+                              msg.velocity if len(msg.velocity) == len(msg.name) else None)
+
+    def _on_command(self, msg: JointTrajectory) -> None:
+        if not msg.points:
+            return
+        index = {n: i for i, n in enumerate(msg.joint_names)}
+        target = msg.points[-1].positions
+        arm = self.robot.joints.arm_joints
+        self.grounding.set_command([target[index[j]] if j in index else float('nan') for j in arm])
+
+    def evaluate(self, now_s: float) -> Predicates:
+        return self.grounding.evaluate(now_s)
+
+
+class ContactGroundingNode(GroundingNode):
+    """Subscribes ``contacts`` (safemanip_ros/ContactArray) and ``wrench``
+    (geometry_msgs/WrenchStamped; parameter ``wrench_topic``, empty = none)."""
+
+    source = 'contacts'
+
+    def __init__(self) -> None:
+        super().__init__('contact_grounding')
+        self.declare_parameter('wrench_topic', '')
+        self.grounding = ContactGrounding(self.robot.contacts)
+        self.wrench = WrenchGrounding(self.robot.wrench)
+        self._use_wrench = bool(self.get_parameter('wrench_topic').value)
+        self.create_subscription(ContactArray, 'contacts', self._on_contacts, qos_profile_sensor_data)
+        if self._use_wrench:
+            self.create_subscription(WrenchStamped, self.get_parameter('wrench_topic').value, self._on_wrench,
+                                     qos_profile_sensor_data)
+
+    def _on_contacts(self, msg: ContactArray) -> None:
+        self.grounding.update(_seconds(msg.header.stamp),
+                              [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts])
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        f, t = msg.wrench.force, msg.wrench.torque
+        self.wrench.update(_seconds(msg.header.stamp), (f.x, f.y, f.z), (t.x, t.y, t.z))
+
+    def evaluate(self, now_s: float) -> Predicates:
+        out = self.grounding.evaluate(now_s)
+        if self._use_wrench:
+            out.update(self.wrench.evaluate(now_s))
+        return out
+
+
+class TfGroundingNode(GroundingNode):
+    """Subscribes ``/tf`` and ``/tf_static``; takes grasp state from the
+    contact grounding's ``object_grasped_raw_<object>`` (parameter
+    ``grasp_topic``) for the slip predicates."""
+
+    source = 'tf'
+
+    def __init__(self) -> None:
+        super().__init__('tf_grounding')
+        self.declare_parameter('grasp_topic', 'predicates/contacts')
+        self.grounding = TfGrounding(self.robot.tf)
+        self._grasped: dict[str, bool | None] = {o: None for o in self.robot.tf.objects}
+        self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), qos_profile_sensor_data)
+        self.create_subscription(TFMessage, '/tf_static', lambda m: self._on_tf(m, True), STATIC_TF)
+        self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
+
+    def _on_tf(self, msg: TFMessage, static: bool) -> None:
+        by_stamp: dict[float, list] = {}
+        for t in msg.transforms:
+            tr, q = t.transform.translation, t.transform.rotation
+            by_stamp.setdefault(_seconds(t.header.stamp), []).append(
+                (t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w)))
+        for stamp, transforms in sorted(by_stamp.items()):
+            self.grounding.update(stamp, transforms, static=static)
+
+    def _on_grasp(self, msg: PredicateArray) -> None:
+        values = predicate_values(msg)
+        for obj in self._grasped:
+            key = f'object_grasped_raw_{obj}'
+            if key in values:
+                self._grasped[obj] = values[key]
+
+    def evaluate(self, now_s: float) -> Predicates:
+        return self.grounding.evaluate(now_s, self._grasped)
+
+
+class CameraGroundingNode(GroundingNode):
+    """Subscribes ``image`` (sensor_msgs/Image) and ``camera_info``; publishes
+    colour-region predicates and each configured marker's pose on ``/tf``
+    (parent: the configuration's camera frame, child: the entity frame)."""
+
+    source = 'camera'
+
+    def __init__(self) -> None:
+        super().__init__('camera_grounding')
+        self.grounding = CameraGrounding(self.robot.camera)
+        self.detector = MarkerDetector(self.robot.marker_dictionary, self.robot.marker_size_m) \
+            if self.robot.markers else None
+        self._info: CameraInfo | None = None
+        self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
+        self.create_subscription(CameraInfo, 'camera_info', self._on_info, qos_profile_sensor_data)
+        self.create_subscription(Image, 'image', self._on_image, qos_profile_sensor_data)
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        self._info = msg
+
+    def _on_image(self, msg: Image) -> None:
+        try:
+            img = image_to_array(msg.encoding, msg.height, msg.width, msg.step, bytes(msg.data), bool(msg.is_bigendian))
+        except CameraError as err:
+            self.get_logger().error(str(err), throttle_duration_sec=5.0)
+            self.grounding.health.missing_inputs += 1
+            return
+        stamp_s = _seconds(msg.header.stamp)
+        self.grounding.update(stamp_s, img)
+        if self.detector is None or self._info is None:
+            return
+        poses = self.detector.detect(img, np.array(self._info.k).reshape(3, 3), list(self._info.d))
+        out = TFMessage()
+        for pose in poses:
+            frame = self.robot.markers.get(pose.marker_id)
+            if frame is None:
+                continue
+            t = TransformStamped()
+            t.header.stamp = msg.header.stamp
+            t.header.frame_id = msg.header.frame_id or self.robot.camera_frame
+            t.child_frame_id = frame
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = \
+                (float(v) for v in pose.translation_m)
+            q = _quaternion(pose.rotation)
+            t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = q
+            out.transforms.append(t)
+        if out.transforms:
+            self._tf_pub.publish(out)
+
+    def evaluate(self, now_s: float) -> Predicates:
+        return self.grounding.evaluate(now_s)
+
+
+def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
+    """(x, y, z, w) of a rotation matrix."""
+    w = np.sqrt(max(0.0, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2
+    x = np.sqrt(max(0.0, 1.0 + R[0, 0] - R[1, 1] - R[2, 2])) / 2
+    y = np.sqrt(max(0.0, 1.0 - R[0, 0] + R[1, 1] - R[2, 2])) / 2
+    z = np.sqrt(max(0.0, 1.0 - R[0, 0] - R[1, 1] + R[2, 2])) / 2
+    x = np.copysign(x, R[2, 1] - R[1, 2])
+    y = np.copysign(y, R[0, 2] - R[2, 0])
+    z = np.copysign(z, R[1, 0] - R[0, 1])
+    return float(x), float(y), float(z), float(w)
+
+
+def _run(factory: Callable[[], Node], name: str, args: list[str] | None) -> int:
+    rclpy.init(args=args)
+    try:
+        node = factory()
+    except SafemanipError as err:
+        print(f'{name}: error: {err.one_line()}', file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def joint_state_main(args: list[str] | None = None) -> int:
+    return _run(JointStateGroundingNode, 'joint_state_grounding', args)
+
+
+def contact_main(args: list[str] | None = None) -> int:
+    return _run(ContactGroundingNode, 'contact_grounding', args)
+
+
+def tf_main(args: list[str] | None = None) -> int:
+    return _run(TfGroundingNode, 'tf_grounding', args)
+
+
+def camera_main(args: list[str] | None = None) -> int:
+    return _run(CameraGroundingNode, 'camera_grounding', args)
+
+
+__all__ = ['CameraGroundingNode', 'ContactGroundingNode', 'JointStateGroundingNode', 'TfGroundingNode',
+           'time_from_ns']

@@ -1,0 +1,25 @@
+"""The benchmark scripts run (small sizes) and print their figures.  Nothing
+here depends on how fast they are."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize('script, expect', [
+    ('bench_ltlf.py', ['## Compile: reach-avoid', '## Stepping', 'M steps/s']),
+    ('bench_monitor.py', ['## Live tick', '## Offline', 'M property-frames/s']),
+    ('bench_grounding.py', ['## Grounding cost per message', 'one core at 20 Hz']),
+])
+def test_bench_runs(script, expect):
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / script), '--quick'], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for text in expect:
+        assert text in proc.stdout

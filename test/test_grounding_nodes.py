@@ -1,0 +1,202 @@
+"""Grounding nodes in their own processes over real DDS: messages in →
+expected predicate arrays out (and marker poses on /tf)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+from geometry_msgs.msg import TransformStamped
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from tf2_msgs.msg import TFMessage
+
+from safemanip_ros.msg import Contact, ContactArray, PredicateArray
+from safemanip_ros.nodes.conversions import predicate_values, time_from_ns
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
+BIN = Path(sys.executable).parent
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+STATIC = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+ARM = [f'robot0_joint{i}' for i in range(1, 8)]
+FINGERS = ['gripper0_finger_joint1', 'gripper0_finger_joint2']
+
+pytestmark = pytest.mark.ros
+
+
+class Harness:
+    def __init__(self, executable: str, *params: str) -> None:
+        args = [str(BIN / executable), '--ros-args', '-p', f'config:={CONFIG}']
+        for p in params:
+            args += ['-p', p]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f'test_{executable}', context=self.context)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.latest: dict[str, dict] = {}
+
+    def listen(self, topic: str) -> None:
+        self.node.create_subscription(PredicateArray, topic,
+                                      lambda m: self.latest.__setitem__(topic, predicate_values(m)), RELIABLE)
+
+    def now_stamp(self):
+        return time_from_ns(time.time_ns())
+
+    def spin_until(self, cond, timeout_s: float = 30.0, each=None) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if each is not None:
+                each()
+            self.executor.spin_once(timeout_sec=0.05)
+            if cond():
+                return True
+        return False
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture
+def harness_factory():
+    made = []
+
+    def make(*a):
+        h = Harness(*a)
+        made.append(h)
+        return h
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_joint_state_node(harness_factory):
+    h = harness_factory('joint_state_grounding')
+    topic = 'predicates/joint_states'
+    h.listen(topic)
+    pub = h.node.create_publisher(JointState, 'joint_states', RELIABLE)
+    fingers = [0.04]
+
+    def send():
+        msg = JointState()
+        msg.header.stamp = h.now_stamp()
+        msg.name = ARM + FINGERS
+        msg.position = [0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0] + [fingers[0]] * 2
+        msg.velocity = [0.0] * 9
+        pub.publish(msg)
+
+    assert h.spin_until(lambda: h.latest.get(topic, {}).get('gripper_open') is True, each=send), \
+        h.latest.get(topic)
+    v = h.latest[topic]
+    assert v['arm_stopped'] is True and v['joint_near_limit'] is False and v['gripper_closed'] is False
+
+    def close_gripper():
+        fingers[0] = max(0.0, fingers[0] - 0.004)
+        send()
+    assert h.spin_until(lambda: h.latest[topic].get('gripper_closing') is True, each=close_gripper)
+    # Stop publishing: past the 0.2 s staleness limit everything is unknown, not false.
+    assert h.spin_until(lambda: all(x is None for x in h.latest[topic].values()), timeout_s=10)
+
+
+def test_contact_node(harness_factory):
+    h = harness_factory('contact_grounding')
+    topic = 'predicates/contacts'
+    h.listen(topic)
+    pub = h.node.create_publisher(ContactArray, 'contacts', RELIABLE)
+    pairs = [('gripper0_finger1_pad_collision', 'mug_g0'), ('gripper0_finger2_pad_collision', 'mug_g1')]
+
+    def send():
+        msg = ContactArray()
+        msg.header.stamp = h.now_stamp()
+        msg.contacts = [Contact(body1=a, body2=b, normal_force_n=2.0) for a, b in pairs]
+        pub.publish(msg)
+
+    assert h.spin_until(lambda: h.latest.get(topic, {}).get('object_grasped_raw_mug') is True, each=send), \
+        h.latest.get(topic)
+    v = h.latest[topic]
+    assert v['forbidden_contact'] is False and v['object_left_gripper_mug'] is False
+    assert v['robot_contact_mug'] is True and v['object_grasped_raw_chicken'] is False
+    pairs[:] = [('robot0_link4', 'shelf_top')]     # the arm hits the shelf: forbidden
+    assert h.spin_until(lambda: h.latest[topic].get('forbidden_contact') is True, each=send)
+
+
+def _tf(parent, child, xyz, stamp):
+    t = TransformStamped()
+    t.header.stamp = stamp
+    t.header.frame_id = parent
+    t.child_frame_id = child
+    t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = xyz
+    t.transform.rotation.w = 1.0
+    return t
+
+
+def test_tf_node(harness_factory):
+    h = harness_factory('tf_grounding')
+    topic = 'predicates/tf'
+    h.listen(topic)
+    static = h.node.create_publisher(TFMessage, '/tf_static', STATIC)
+    dyn = h.node.create_publisher(TFMessage, '/tf', RELIABLE)
+    static.publish(TFMessage(transforms=[_tf('world', 'shelf_top', (0.5, 0.0, 0.8), h.now_stamp()),
+                                         _tf('world', 'table_top', (0.0, 0.0, 0.0), h.now_stamp())]))
+
+    def send():
+        stamp = h.now_stamp()
+        dyn.publish(TFMessage(transforms=[_tf('world', 'mug_main', (0.5, 0.0, 0.81), stamp),
+                                          _tf('world', 'chicken_main', (0.0, 0.0, 0.01), stamp),
+                                          _tf('world', 'gripper0_eef', (0.5, 0.0, 1.2), stamp),
+                                          _tf('world', 'microwave_main', (2.0, 0.0, 0.0), stamp)]))
+
+    assert h.spin_until(lambda: h.latest.get(topic, {}).get('object_settled_mug') is True, each=send), \
+        h.latest.get(topic)
+    v = h.latest[topic]
+    assert v['object_supported_mug'] and v['object_stable_mug'] and v['near_gripper_mug'] is False
+    assert v['inside_mug_in_microwave'] is False
+    assert v['object_sync_mug'] is None       # no grasp information yet: unknown, not true
+
+
+def test_camera_node_regions_and_marker_pose(harness_factory):
+    import cv2
+    h = harness_factory('camera_grounding')
+    topic = 'predicates/camera'
+    h.listen(topic)
+    poses: list = []
+    h.node.create_subscription(TFMessage, '/tf', lambda m: poses.extend(m.transforms), RELIABLE)
+    img_pub = h.node.create_publisher(Image, 'image', RELIABLE)
+    info_pub = h.node.create_publisher(CameraInfo, 'camera_info', RELIABLE)
+    K = [600.0, 0, 320, 0, 600.0, 240, 0, 0, 1]
+    # Red patch in the shelf_left region, and marker 7 (the mug) 0.5 m in front of the camera.
+    canvas = np.full((480, 640, 3), 255, np.uint8)
+    cv2.rectangle(canvas, (40, 300), (200, 420), (255, 0, 0), -1)
+    tile = cv2.aruco.generateImageMarker(cv2.aruco.getPredefinedDictionary(cv2.aruco.DICT_4X4_50), 7, 60)
+    canvas[210:270, 290:350] = cv2.cvtColor(tile, cv2.COLOR_GRAY2RGB)   # 60 px = 0.05 m at 0.5 m and f=600
+
+    def send():
+        stamp = h.now_stamp()
+        info = CameraInfo(width=640, height=480, k=K, d=[0.0] * 5, distortion_model='plumb_bob')
+        info.header.stamp = stamp
+        info_pub.publish(info)
+        img = Image(height=480, width=640, encoding='rgb8', step=640 * 3, data=canvas.tobytes())
+        img.header.stamp = stamp
+        img.header.frame_id = 'agentview_optical'
+        img_pub.publish(img)
+
+    assert h.spin_until(lambda: h.latest.get(topic, {}).get('region_occupied_shelf_left') is True and poses,
+                        each=send), (h.latest.get(topic), len(poses))
+    t = poses[-1]
+    assert t.child_frame_id == 'mug_main' and t.header.frame_id == 'agentview_optical'
+    assert math.isclose(t.transform.translation.z, 0.5, abs_tol=0.01)
