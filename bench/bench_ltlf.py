@@ -30,6 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from eval_baseline import EVAL_GLOBALS, guard_edges  # noqa: E402
 from safemanip_ros.ltlf import compile_formula, parse  # noqa: E402
 from safemanip_ros.ltlf.runtime import DFABank, StepTable  # noqa: E402
 
@@ -164,19 +165,13 @@ def bench_family(title: str, make, sizes, mona_max: int, full_max: int, timeout_
 
 def _eval_baseline(dfa, frames: list[dict[str, bool]]) -> tuple[float, list[int]]:
     """SafeManip's runtime: per frame, eval each outgoing edge guard of the state."""
-    edges = []
-    for s in dfa.states:
-        row = []
-        for target, guard in dfa.guard_text(s).items():
-            expr = guard.replace('!', ' not ').replace('&', ' and ').replace('|', ' or ').strip()
-            row.append((compile(expr, '<guard>', 'eval'), target))
-        edges.append(row)
+    edges = guard_edges(dfa)
     state = dfa.initial
     out = []
     t = time.perf_counter()
     for frame in frames:
         for code, target in edges[state]:
-            if eval(code, {'true': True, 'false': False}, frame):
+            if eval(code, EVAL_GLOBALS, frame):
                 state = target
                 break
         out.append(state)

@@ -23,6 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from eval_baseline import EVAL_GLOBALS, guard_edges  # noqa: E402
 from safemanip_ros.ltlf.cache import compile_cached  # noqa: E402
 from safemanip_ros.ltlf.verdict import Verdict  # noqa: E402
 from safemanip_ros.monitor.core import Monitor  # noqa: E402
@@ -70,28 +71,17 @@ class EvalBaseline:
 
     def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self.main = [self._edges(compile_cached(i.formula)) for i in monitor.instances]
-        self.rec = [self._edges(compile_cached(i.recovery)) for i in monitor.instances]
+        self.main = [guard_edges(compile_cached(i.formula)) for i in monitor.instances]
+        self.rec = [guard_edges(compile_cached(i.recovery)) for i in monitor.instances]
         self.main_dfas = [compile_cached(i.formula) for i in monitor.instances]
         self.rec_dfas = [compile_cached(i.recovery) for i in monitor.instances]
         self.names = sorted(monitor.program.index, key=monitor.program.index.get)
-
-    @staticmethod
-    def _edges(dfa):
-        rows = []
-        for s in dfa.states:
-            row = []
-            for target, guard in dfa.guard_text(s).items():
-                expr = guard.replace('!', ' not ').replace('&', ' and ').replace('|', ' or ').strip()
-                row.append((compile(expr, '<guard>', 'eval'), target))
-            rows.append(row)
-        return rows
 
     def run(self, columns: np.ndarray) -> tuple[float, int]:
         """Step every instance over precomputed column frames ``bool[T, C]``;
         returns (seconds, violations)."""
         index = self.monitor.program.index
-        frames = [{n: bool(row[index[n]]) for n in index} | {'true': True, 'false': False} for row in columns]
+        frames = [{n: bool(row[index[n]]) for n in index} for row in columns]
         D = len(self.main)
         m = [d.initial for d in self.main_dfas]
         r = [d.initial for d in self.rec_dfas]
@@ -102,7 +92,7 @@ class EvalBaseline:
             for i in range(D):
                 if not violated[i]:
                     for code, target in self.main[i][m[i]]:
-                        if eval(code, {}, frame):
+                        if eval(code, EVAL_GLOBALS, frame):
                             m[i] = target
                             break
                     if self.main_dfas[i].labels[m[i]] is Verdict.FALSE:
@@ -112,7 +102,7 @@ class EvalBaseline:
                     else:
                         continue
                 for code, target in self.rec[i][r[i]]:
-                    if eval(code, {}, frame):
+                    if eval(code, EVAL_GLOBALS, frame):
                         r[i] = target
                         break
                 if self.rec_dfas[i].labels[r[i]].accepting:

@@ -14,9 +14,6 @@ Executables: ``joint_state_grounding``, ``contact_grounding``,
 
 from __future__ import annotations
 
-import sys
-from typing import Callable
-
 import numpy as np
 import rclpy
 from geometry_msgs.msg import TransformStamped, WrenchStamped
@@ -36,6 +33,7 @@ from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGroundin
 from ..grounding.joints import JointStateGrounding
 from ..grounding.tf import TfGrounding
 from .conversions import ns_from_time, predicate_array, predicate_values, time_from_ns
+from .runner import run_node as _run
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -234,24 +232,6 @@ def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
     y = np.copysign(y, R[0, 2] - R[2, 0])
     z = np.copysign(z, R[1, 0] - R[0, 1])
     return float(x), float(y), float(z), float(w)
-
-
-def _run(factory: Callable[[], Node], name: str, args: list[str] | None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = factory()
-    except SafemanipError as err:
-        print(f'{name}: error: {err.one_line()}', file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
 
 
 def joint_state_main(args: list[str] | None = None) -> int:

@@ -12,11 +12,11 @@ Parameters:
     topic (string, "predicates"): output topic.
     source (string, "trace_player"): the ``source`` field of each predicate.
     loop (bool, false): start again after the last step instead of exiting.
+    wait_for_subscribers (int, 0): hold the first step until this many
+        subscribers are matched (so a reliable subscriber sees step 0).
 """
 
 from __future__ import annotations
-
-import sys
 
 import rclpy
 from rclpy.node import Node
@@ -27,6 +27,7 @@ from safemanip_ros.msg import PredicateArray
 from ..errors import SafemanipError
 from ..ltlf.trace import read_trace
 from .conversions import predicate_array
+from .runner import run_node
 
 
 class TracePlayer(Node):
@@ -37,6 +38,7 @@ class TracePlayer(Node):
         self.declare_parameter('topic', 'predicates')
         self.declare_parameter('source', 'trace_player')
         self.declare_parameter('loop', False)
+        self.declare_parameter('wait_for_subscribers', 0)
         path = self.get_parameter('trace_file').value
         rate_hz = float(self.get_parameter('rate_hz').value)
         if not path:
@@ -48,6 +50,7 @@ class TracePlayer(Node):
         self._frames = [{n: n in step for n in names} for step in steps]
         self._source = self.get_parameter('source').value
         self._loop = bool(self.get_parameter('loop').value)
+        self._wait_for = int(self.get_parameter('wait_for_subscribers').value)
         self._index = 0
         self._seq = 0
         self.done = False
@@ -57,6 +60,8 @@ class TracePlayer(Node):
         self.get_logger().info(f'playing {len(self._frames)} steps of {path} at {rate_hz} Hz')
 
     def _tick(self) -> None:
+        if self._seq == 0 and self._pub.get_subscription_count() < self._wait_for:
+            return
         if self._index >= len(self._frames):
             if not self._loop:
                 self.done = True
@@ -70,19 +75,4 @@ class TracePlayer(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = TracePlayer()
-    except SafemanipError as err:
-        print(f'trace_player: error: {err.one_line()}', file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        while rclpy.ok() and not node.done:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(TracePlayer, 'trace_player', args, until=lambda node: node.done)

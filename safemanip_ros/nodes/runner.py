@@ -1,0 +1,38 @@
+"""Running one node as an executable: clean start-up errors, clean shutdown."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from ..errors import SafemanipError
+
+
+def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
+             until: Callable[[Node], bool] | None = None) -> int:
+    """Create the node and spin it until shutdown (or until ``until(node)``).
+
+    A configuration error at start-up is printed as one line and exits 2."""
+    rclpy.init(args=args)
+    try:
+        node = factory()
+    except SafemanipError as err:
+        print(f'{name}: error: {err.one_line()}', file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        if until is None:
+            rclpy.spin(node)
+        else:
+            while rclpy.ok() and not until(node):
+                rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
