@@ -1,0 +1,325 @@
+"""``monitor``: the live monitor as a lifecycle (managed) node.
+
+* **configure** loads the property suites, binds them over the scene and
+  compiles every DFA (a bad file fails the transition with the file's error);
+* **activate** starts the frame timer (``rate_hz``, default 20 Hz) and an
+  episode;
+* each tick builds one frame from the newest value of every predicate seen
+  on the ``predicate_topics`` (sample-and-hold within ``staleness_s``,
+  *unknown* beyond it or when published as unknown — SEMANTICS.md §1), runs
+  :class:`~safemanip_ros.monitor.core.Monitor`, and publishes
+  ``verdicts`` (VerdictArray), ``violations`` (ViolationEvent, on open and
+  close), ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
+  at episode end), ``status`` (MonitorStatus) and ``/diagnostics``
+  (OK/WARN/ERROR per category);
+* a tick that starts late (timer jitter beyond half a period) or takes longer
+  than the period is counted as an overrun and reported, never dropped;
+* services (std_srvs/Trigger): ``~/start_episode``, ``~/end_episode``,
+  ``~/reload`` (rebuild from the files; on failure the running monitor is
+  kept and the reply says why) and ``~/status`` (JSON in the reply).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+
+from safemanip_ros.msg import (MonitorMetrics, MonitorStatus, PredicateArray, PropertyMetrics, Verdict,
+                               VerdictArray, ViolationEvent)
+
+from ..errors import SafemanipError
+from ..grounding.config import load_robot_config
+from ..monitor.core import Monitor, RolloutResult
+from ..spec.ontology import load_ontology, load_scene
+from ..spec.suite import instantiate, load_suite
+from .conversions import ns_from_time, time_from_ns
+from .runner import run_node
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
+            'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
+DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
+                  'predicates']
+
+
+def build_monitor(properties: list[str], scene: str, robot_config: str, only: list[str],
+                  rate_hz: float) -> Monitor:
+    """The monitor for a suite bound over a scene (from a scene file or the
+    entities of a robot configuration)."""
+    suite = load_suite(properties)
+    onto = sc = None
+    if robot_config:
+        cfg = load_robot_config(robot_config)
+        onto, sc = cfg.ontology, cfg.scene
+    elif scene:
+        onto = load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
+        sc = load_scene(scene, onto)
+    return Monitor(instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz))
+
+
+class MonitorNode(LifecycleNode):
+    def __init__(self) -> None:
+        super().__init__('monitor')
+        self.declare_parameter('properties', [str(CONFIG_DIR / 'properties' / 'safemanip.yaml')])
+        self.declare_parameter('scene', '')
+        self.declare_parameter('robot_config', '')
+        self.declare_parameter('only', [''])
+        self.declare_parameter('rate_hz', 20.0)
+        self.declare_parameter('predicate_topics', DEFAULT_TOPICS)
+        self.declare_parameter('staleness_s', 0.25)
+        self.declare_parameter('metrics_period_s', 1.0)
+        self.monitor: Monitor | None = None
+        self._timer = None
+        self._latest: dict[str, tuple[bool | None, float]] = {}
+        self._episode = ''
+        self._episode_count = 0
+        self._frames_total = 0
+        self._overruns = 0
+        self._max_frame_s = 0.0
+        self._last_tick: float | None = None
+        self._last_metrics = 0.0
+        self._subs = []
+
+    # ------------------------------------------------------------ lifecycle
+    def _build(self) -> Monitor:
+        p = self.get_parameter
+        only = [x for x in p('only').value if x]
+        return build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
+                             float(p('rate_hz').value))
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.monitor = self._build()
+        except SafemanipError as err:
+            self.get_logger().error(f'configure failed: {err.one_line()}')
+            return TransitionCallbackReturn.FAILURE
+        self._pub_verdicts = self.create_lifecycle_publisher(VerdictArray, 'verdicts', RELIABLE)
+        self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', RELIABLE)
+        self._pub_metrics = self.create_lifecycle_publisher(MonitorMetrics, 'metrics', RELIABLE)
+        self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
+        self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        for topic in self.get_parameter('predicate_topics').value:
+            self._subs.append(self.create_subscription(PredicateArray, topic, self._on_predicates, RELIABLE))
+        self._srvs = [self.create_service(Trigger, f'~/{name}', cb) for name, cb in (
+            ('start_episode', self._srv_start), ('end_episode', self._srv_end), ('reload', self._srv_reload),
+            ('status', self._srv_status))]
+        self.get_logger().info(f'configured: {len(self.monitor.instances)} property instances over '
+                               f'{len(self.monitor.predicates)} predicates')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._start_episode()
+        self._timer = self.create_timer(1.0 / float(self.get_parameter('rate_hz').value), self._tick)
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        self._end_episode()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        for s in self._subs:
+            self.destroy_subscription(s)
+        for s in self._srvs:
+            self.destroy_service(s)
+        self._subs, self._srvs = [], []
+        for pub in (self._pub_verdicts, self._pub_events, self._pub_metrics, self._pub_status, self._pub_diag):
+            self.destroy_publisher(pub)
+        self.monitor = None
+        return TransitionCallbackReturn.SUCCESS
+
+    # -------------------------------------------------------------- inputs
+    def _on_predicates(self, msg: PredicateArray) -> None:
+        now = time.monotonic()
+        for p in msg.predicates:
+            self._latest[p.name] = (None if p.unknown else bool(p.value), now)
+
+    def _frame(self) -> tuple[np.ndarray, np.ndarray]:
+        mon = self.monitor
+        now = time.monotonic()
+        limit = float(self.get_parameter('staleness_s').value)
+        values = np.zeros(len(mon.predicates), bool)
+        unknown = np.ones(len(mon.predicates), bool)
+        for j, name in enumerate(mon.predicates):
+            entry = self._latest.get(name)
+            if entry is not None and entry[0] is not None and now - entry[1] <= limit:
+                values[j] = entry[0]
+                unknown[j] = False
+        return values, unknown
+
+    # --------------------------------------------------------------- ticks
+    def _tick(self) -> None:
+        mon = self.monitor
+        if mon is None or not self._episode:
+            return
+        t0 = time.monotonic()
+        period = 1.0 / float(self.get_parameter('rate_hz').value)
+        if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
+            self._overruns += 1
+        self._last_tick = t0
+        values, unknown = self._frame()
+        res = mon.step(values, unknown)
+        stamp_ns = self.get_clock().now().nanoseconds
+        frame = int(res.frame[0])
+        out = VerdictArray(frame=frame, episode_id=self._episode)
+        out.header.stamp = time_from_ns(stamp_ns)
+        labels, violated, rec = res.verdicts[0].tolist(), res.violated[0].tolist(), res.recovery_verdicts[0].tolist()
+        out.verdicts = [Verdict(property=i.property, instance=i.instance, frame=frame, verdict=labels[d],
+                                mode=Verdict.MODE_VIOLATED if violated[d] else Verdict.MODE_WATCHING,
+                                recovery_verdict=rec[d] if violated[d] else Verdict.VERDICT_PRESUMABLY_FALSE)
+                        for d, i in enumerate(mon.instances)]
+        self._pub_verdicts.publish(out)
+        for e in res.opened:
+            self._publish_event(ViolationEvent.EVENT_OPENED, e.instance, e.start, e.start, False, stamp_ns)
+        for e in res.closed:
+            self._publish_event(ViolationEvent.EVENT_CLOSED, e.instance, e.start, e.end, True, stamp_ns)
+        self._frames_total += 1
+        if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
+            self._last_metrics = t0
+            self._publish_metrics(None, stamp_ns)
+            self._publish_status(stamp_ns)
+            self._publish_diagnostics(violated, stamp_ns)
+        elapsed = time.monotonic() - t0
+        self._max_frame_s = max(self._max_frame_s, elapsed)
+        if elapsed > period:
+            self._overruns += 1
+
+    def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
+        inst = self.monitor.instances[d]
+        period_ns = int(1e9 / float(self.get_parameter('rate_hz').value))
+        msg = ViolationEvent(event=kind, property=inst.property, instance=inst.instance, category=inst.category,
+                             severity=SEVERITY[inst.severity], episode_id=self._episode, start_frame=start,
+                             end_frame=end, recovered=recovered,
+                             count=int(self.monitor.violations[d, 0]))
+        msg.binding = [KeyValue(key=k, value=v) for k, v in inst.binding]
+        msg.header.stamp = time_from_ns(stamp_ns)
+        frame_now = int(self.monitor.frames[0]) - 1
+        msg.start_stamp = time_from_ns(stamp_ns - (frame_now - start) * period_ns)
+        msg.end_stamp = time_from_ns(stamp_ns - (frame_now - end) * period_ns)
+        self._pub_events.publish(msg)
+        verb = 'opened' if kind == ViolationEvent.EVENT_OPENED else 'closed (recovered)'
+        self.get_logger().warning(f'violation {verb}: {inst.instance} [{start}, {end}]')
+
+    def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:
+        mon = self.monitor
+        msg = MonitorMetrics(episode_id=self._episode, final=final is not None)
+        msg.header.stamp = time_from_ns(stamp_ns)
+        if final is not None:
+            msg.frames = final.frames
+            msg.properties = [PropertyMetrics(property=r.property, instance=r.instance, category=r.category,
+                                              triggers=r.triggers, violations=r.violations,
+                                              unsafe_frames=r.unsafe_frames, frames=r.frames,
+                                              pending=int(r.pending), unknown_frames=r.unknown_frames)
+                              for r in final.instances]
+        else:
+            msg.frames = int(mon.frames[0])
+            msg.properties = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category,
+                                              triggers=int(mon.triggers[d, 0]), violations=int(mon.violations[d, 0]),
+                                              unsafe_frames=int(mon.unsafe[d, 0]), frames=int(mon.frames[0]),
+                                              unknown_frames=int(mon.unknown_inst[d, 0]))
+                              for d, i in enumerate(mon.instances)]
+        self._pub_metrics.publish(msg)
+
+    def _publish_status(self, stamp_ns: int) -> None:
+        mon = self.monitor
+        msg = MonitorStatus(state='active' if self._timer is not None else 'inactive', episode_id=self._episode,
+                            frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
+                            instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
+                            suite=','.join(self.get_parameter('properties').value),
+                            config=self.get_parameter('robot_config').value or self.get_parameter('scene').value)
+        values, unknown = self._frame()
+        msg.unknown_predicates = [p for p, u in zip(mon.predicates, unknown.tolist()) if u]
+        msg.header.stamp = time_from_ns(stamp_ns)
+        self._pub_status.publish(msg)
+
+    def _publish_diagnostics(self, violated: list[bool], stamp_ns: int) -> None:
+        by_cat: dict[str, list[tuple[bool, str, str]]] = {}
+        for d, inst in enumerate(self.monitor.instances):
+            by_cat.setdefault(inst.category, []).append((violated[d], inst.severity, inst.instance))
+        arr = DiagnosticArray()
+        arr.header.stamp = time_from_ns(stamp_ns)
+        for cat, items in sorted(by_cat.items()):
+            bad = [(sev, name) for v, sev, name in items if v]
+            if not bad:
+                level, text = DiagnosticStatus.OK, 'no open violation'
+            elif any(sev in ('error', 'critical') for sev, _ in bad):
+                level, text = DiagnosticStatus.ERROR, f'{len(bad)} open violation(s)'
+            else:
+                level, text = DiagnosticStatus.WARN, f'{len(bad)} open violation(s)'
+            arr.status.append(DiagnosticStatus(level=level, name=f'safemanip/{cat}', message=text,
+                                               hardware_id=self.get_name(),
+                                               values=[KeyValue(key=n, value='violated') for _, n in bad]))
+        self._pub_diag.publish(arr)
+
+    # ------------------------------------------------------------ episodes
+    def _start_episode(self) -> str:
+        self._episode_count += 1
+        self._episode = f'{self.get_name()}-{self._episode_count:04d}'
+        self.monitor.reset()
+        return self._episode
+
+    def _end_episode(self) -> RolloutResult | None:
+        if not self._episode or self.monitor is None:
+            return None
+        result = self.monitor.finish()[0]
+        self._publish_metrics(result, self.get_clock().now().nanoseconds)
+        self._episode = ''
+        return result
+
+    def _srv_start(self, request, response):
+        if self.monitor is None:
+            response.success, response.message = False, 'not configured'
+            return response
+        previous = self._end_episode()
+        response.success = True
+        response.message = self._start_episode() + ('' if previous is None else f' (ended the previous one after '
+                                                                                 f'{previous.frames} frames)')
+        return response
+
+    def _srv_end(self, request, response):
+        result = self._end_episode()
+        response.success = result is not None
+        response.message = 'no episode running' if result is None else json.dumps(
+            {'frames': result.frames, 'violations': sum(r.violations for r in result.instances)})
+        return response
+
+    def _srv_reload(self, request, response):
+        try:
+            new = self._build()
+        except SafemanipError as err:
+            response.success, response.message = False, f'kept the running properties: {err.one_line()}'
+            return response
+        self._end_episode()
+        self.monitor = new
+        if self._timer is not None:
+            self._start_episode()
+        response.success, response.message = True, f'{len(new.instances)} property instances'
+        return response
+
+    def _srv_status(self, request, response):
+        mon = self.monitor
+        response.success = mon is not None
+        response.message = json.dumps({
+            'episode': self._episode, 'frames': self._frames_total, 'overruns': self._overruns,
+            'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
+            'violated': [] if mon is None else [i.instance for d, i in enumerate(mon.instances)
+                                                if mon.violated[d, 0]]})
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(MonitorNode, 'monitor', args)
+
+
+__all__ = ['MonitorNode', 'build_monitor', 'ns_from_time']

@@ -1,0 +1,137 @@
+"""The lifecycle monitor node in its own process over DDS: configure and
+activate through the lifecycle services, predicates in → verdicts, violation
+events, metrics and diagnostics out; episode, status and reload services."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
+
+from safemanip_ros.msg import MonitorMetrics, MonitorStatus, VerdictArray, ViolationEvent
+from safemanip_ros.nodes.conversions import predicate_array
+
+REPO = Path(__file__).resolve().parents[1]
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def monitor_proc():
+    args = [str(Path(sys.executable).parent / 'monitor'), '--ros-args',
+            '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+            '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
+            '-p', 'only:=[reach_in_fixture_only_when_fully_open, no_forbidden_contact]',
+            '-p', 'metrics_period_s:=0.2']
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _call(node, executor, srv_type, name, request, timeout_s=30.0):
+    client = node.create_client(srv_type, name)
+    assert client.wait_for_service(timeout_sec=timeout_s), f'{name} not available'
+    future = client.call_async(request)
+    deadline = time.monotonic() + timeout_s
+    while not future.done() and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+    assert future.done(), f'{name} did not answer'
+    return future.result()
+
+
+def test_monitor_node_end_to_end(monitor_proc):
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('monitor_node_test', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    events, verdicts, metrics, status, diags = [], [], [], [], []
+    node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+    node.create_subscription(VerdictArray, 'verdicts', verdicts.append, RELIABLE)
+    node.create_subscription(MonitorMetrics, 'metrics', metrics.append, RELIABLE)
+    node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
+    pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
+    try:
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            req = ChangeState.Request()
+            req.transition.id = transition
+            assert _call(node, ex, ChangeState, '/monitor/change_state', req).success
+        frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
+                  'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+
+        def spin_publish(cond, timeout_s=30.0):
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                pub.publish(predicate_array(frames, time.time_ns(), 'test'))
+                ex.spin_once(timeout_sec=0.02)
+                if cond():
+                    return True
+            return False
+
+        assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
+        assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
+        assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access'}
+        frames['reach_in_microwave'] = True        # gripper enters a closed microwave
+        assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
+        opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
+        assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
+        assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
+        assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]
+        assert spin_publish(lambda: any(d.level == b'\x02' for d in diags[-1].status))
+        frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the episode
+        assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
+        closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
+        assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
+        answer = _call(node, ex, Trigger, '/monitor/status', Trigger.Request())
+        assert json.loads(answer.message)['instances'] == 3
+        answer = _call(node, ex, Trigger, '/monitor/end_episode', Trigger.Request())
+        assert answer.success and json.loads(answer.message)['violations'] == 1
+        assert spin_publish(lambda: any(m.final for m in metrics))
+        final = next(m for m in metrics if m.final)
+        by_instance = {p.instance: p for p in final.properties}
+        assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].violations == 1
+        assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].triggers == 1
+        # A reload that fails keeps the running monitor and says why.
+        answer = _call(node, ex, Trigger, '/monitor/start_episode', Trigger.Request())
+        assert answer.success and answer.message.startswith('monitor-0002')
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+def test_monitor_node_unknown_when_nothing_published(monitor_proc):
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('monitor_node_test2', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    status = []
+    node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    try:
+        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            req = ChangeState.Request()
+            req.transition.id = transition
+            assert _call(node, ex, ChangeState, '/monitor/change_state', req).success
+        deadline = time.monotonic() + 30
+        while not status and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        assert status and 'forbidden_contact' in status[-1].unknown_predicates
+        assert status[-1].instances == 3
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
