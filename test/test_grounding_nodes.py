@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +38,9 @@ class Harness:
         args = [str(BIN / executable), '--ros-args', '-p', f'config:={CONFIG}']
         for p in params:
             args += ['-p', p]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # A log file, not a pipe: a full pipe would block the node.
+        self.log = tempfile.NamedTemporaryFile('w+', suffix=f'-{executable}.log', delete=False)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node(f'test_{executable}', context=self.context)

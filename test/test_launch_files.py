@@ -58,7 +58,8 @@ def check_launch_source(source: str, filename: str = '<launch>') -> list[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             assigned[node.targets[0].id] = node.value
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', '')) == 'Node'):
+        if not (isinstance(node, ast.Call) and
+                getattr(node.func, 'id', getattr(node.func, 'attr', '')) in ('Node', 'LifecycleNode')):
             continue
         kw = {k.arg: k.value for k in node.keywords}
         if _const(kw.get('package')) != 'safemanip_ros':
@@ -87,7 +88,12 @@ def check_launch_source(source: str, filename: str = '<launch>') -> list[str]:
                 problems.append(f'{filename}:{node.lineno}: parameter file {path.relative_to(REPO)} does not exist')
             else:
                 data = yaml.safe_load(path.read_text()) or {}
-                section = data.get(node_name, data.get('/**', {})).get('ros__parameters', {})
+                node_section = data.get(node_name, data.get('/**'))
+                if not isinstance(node_section, dict) or 'ros__parameters' not in node_section:
+                    problems.append(f'{filename}:{node.lineno}: {path.relative_to(REPO)} is not a ROS parameter '
+                                    f'file for node {node_name!r} (needs {node_name}: ros__parameters: ...)')
+                    continue
+                section = node_section['ros__parameters']
                 for name in section:
                     if name not in declared:
                         problems.append(f'{filename}:{node.lineno}: parameter {name!r} in '
@@ -144,3 +150,9 @@ def test_checker_reports_missing_parameter_file():
 def test_checker_reports_undeclared_parameter():
     problems = check_launch_source(BROKEN.format(file='trace_player.yaml', exe='trace_player', param='rate_hzz'))
     assert len(problems) == 1 and "'rate_hzz' is not declared" in problems[0]
+
+
+def test_checker_reports_non_parameter_file():
+    problems = check_launch_source(BROKEN.format(file='../params/supervisor_policy.yaml', exe='trace_player',
+                                                 param='rate_hz'))
+    assert len(problems) == 1 and 'is not a ROS parameter file' in problems[0]

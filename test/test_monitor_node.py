@@ -27,13 +27,14 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.fixture
-def monitor_proc():
+def monitor_proc(tmp_path):
     args = [str(Path(sys.executable).parent / 'monitor'), '--ros-args',
             '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
             '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
             '-p', 'only:=[reach_in_fixture_only_when_fully_open, no_forbidden_contact]',
             '-p', 'metrics_period_s:=0.2']
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A log file, not a pipe: a full pipe would block the node.
+    proc = subprocess.Popen(args, stdout=open(tmp_path / 'monitor.log', 'w'), stderr=subprocess.STDOUT, text=True)
     yield proc
     proc.terminate()
     try:

@@ -14,6 +14,8 @@
   (OK/WARN/ERROR per category);
 * a tick that starts late (timer jitter beyond half a period) or takes longer
   than the period is counted as an overrun and reported, never dropped;
+* ``autostart: true`` configures and activates at start-up (no lifecycle
+  manager needed);
 * services (std_srvs/Trigger): ``~/start_episode``, ``~/end_episode``,
   ``~/reload`` (rebuild from the files; on failure the running monitor is
   kept and the reply says why) and ``~/status`` (JSON in the reply).
@@ -77,6 +79,7 @@ class MonitorNode(LifecycleNode):
         self.declare_parameter('predicate_topics', DEFAULT_TOPICS)
         self.declare_parameter('staleness_s', 0.25)
         self.declare_parameter('metrics_period_s', 1.0)
+        self.declare_parameter('autostart', False)
         self.monitor: Monitor | None = None
         self._timer = None
         self._latest: dict[str, tuple[bool | None, float]] = {}
@@ -318,8 +321,16 @@ class MonitorNode(LifecycleNode):
         return response
 
 
+def _autostarted() -> MonitorNode:
+    node = MonitorNode()
+    if node.get_parameter('autostart').value:   # no lifecycle manager: configure and activate now
+        node.trigger_configure()
+        node.trigger_activate()
+    return node
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(MonitorNode, 'monitor', args)
+    return run_node(_autostarted, 'monitor', args)
 
 
 __all__ = ['MonitorNode', 'build_monitor', 'ns_from_time']

@@ -1,0 +1,218 @@
+"""``supervisor``: acts on violations — log, alert, pause, retract, stop —
+and resumes only after recovery plus an operator acknowledgement.  A
+lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
+
+* **pause** publishes a ``trajectory_msgs/JointTrajectory`` holding the
+  current measured joint positions on ``controller_topic`` and, if
+  ``pause_service`` is set, calls that ``std_srvs/Trigger`` (e.g. the policy
+  runner's pause);
+* **retract** sends the last ``retract_window_s`` of measured joint states in
+  reverse, timed within ``retract_max_speed_rad_s`` (or ``safe_pose`` when
+  given), then holds;
+* **stop** holds and calls ``stop_service`` if set;
+* **resume** (after the violations that caused the hold have recovered and
+  ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
+  calls ``resume_service`` if set;
+* **fail-safe**: ``joint_states`` older than ``failsafe_staleness_s`` (once
+  seen) pauses with the reason;
+* every action is published on ``supervisor_actions`` (SupervisorAction) and
+  logged.  The response policy comes from ``policy_file`` (YAML with
+  ``property``/``category``/``severity`` tables) over severity defaults.
+"""
+
+from __future__ import annotations
+
+import time
+
+import rclpy
+import yaml
+from builtin_interfaces.msg import Duration
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from safemanip_ros.msg import SupervisorAction, ViolationEvent
+
+from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
+from .conversions import ns_from_time, time_from_ns
+from .runner import run_node
+
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACTION_ALERT,
+               'pause': SupervisorAction.ACTION_PAUSE, 'retract': SupervisorAction.ACTION_RETRACT,
+               'stop': SupervisorAction.ACTION_STOP, 'resume': SupervisorAction.ACTION_RESUME}
+SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
+                 ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
+
+
+class SupervisorNode(LifecycleNode):
+    def __init__(self) -> None:
+        super().__init__('supervisor')
+        self.declare_parameter('policy_file', '')
+        self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
+        self.declare_parameter('pause_service', '')
+        self.declare_parameter('resume_service', '')
+        self.declare_parameter('stop_service', '')
+        self.declare_parameter('retract_window_s', 2.0)
+        self.declare_parameter('retract_max_speed_rad_s', 0.5)
+        self.declare_parameter('safe_pose', [0.0])
+        self.declare_parameter('joints', [''])
+        self.declare_parameter('failsafe_staleness_s', 0.5)
+        self.declare_parameter('autostart', False)
+        self.supervisor: Supervisor | None = None
+        self._history: JointHistory | None = None
+        self._joint_names: list[str] = []
+        self._last_joint_rx: float | None = None
+        self._frame = 0
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        p = self.get_parameter
+        try:
+            data = {}
+            if p('policy_file').value:
+                with open(p('policy_file').value) as fh:
+                    data = yaml.safe_load(fh) or {}
+            policy = ResponsePolicy.from_mapping(data)
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            self.get_logger().error(f'configure failed: policy_file {p("policy_file").value}: {err}')
+            return TransitionCallbackReturn.FAILURE
+        self.supervisor = Supervisor(policy)
+        self._history = JointHistory(float(p('retract_window_s').value))
+        self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
+        self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
+        self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
+        self.create_subscription(JointState, 'joint_states', self._on_joints, qos_profile_sensor_data)
+        self.create_service(Trigger, '~/acknowledge', lambda rq, rs: self._ack(rs, False))
+        self.create_service(Trigger, '~/acknowledge_stop', lambda rq, rs: self._ack(rs, True))
+        self._clients = {name: self.create_client(Trigger, p(name).value)
+                         for name in ('pause_service', 'resume_service', 'stop_service') if p(name).value}
+        self._active = False
+        self.create_timer(0.05, self._watchdog)
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        return super().on_deactivate(state)
+
+    # ---------------------------------------------------------------- inputs
+    def _on_joints(self, msg: JointState) -> None:
+        wanted = [j for j in self.get_parameter('joints').value if j] or list(msg.name)
+        index = {n: i for i, n in enumerate(msg.name)}
+        if any(j not in index for j in wanted) or len(msg.position) != len(msg.name):
+            return   # incomplete message: not used for holding or retracting
+        self._joint_names = wanted
+        self._history.add(ns_from_time(msg.header.stamp) * 1e-9, [msg.position[index[j]] for j in wanted])
+        self._last_joint_rx = time.monotonic()
+        if self.supervisor.stale:
+            self._act(self.supervisor.on_fresh('joint_states'))
+
+    def _on_violation(self, msg: ViolationEvent) -> None:
+        if not self._active:
+            return
+        self._frame = msg.end_frame if msg.event == ViolationEvent.EVENT_CLOSED else msg.start_frame
+        if msg.event == ViolationEvent.EVENT_OPENED:
+            self._act(self.supervisor.on_violation(msg.instance, msg.property, msg.category,
+                                                   SEVERITY_NAME.get(msg.severity, 'error')))
+        elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
+            self._act(self.supervisor.on_recovered(msg.instance))
+
+    def _watchdog(self) -> None:
+        if not self._active or self._last_joint_rx is None:
+            return
+        limit = float(self.get_parameter('failsafe_staleness_s').value)
+        age = time.monotonic() - self._last_joint_rx
+        if age > limit:
+            self._act(self.supervisor.on_stale('joint_states', age, limit))
+
+    def _ack(self, response, release_stop: bool):
+        actions, message = self.supervisor.acknowledge(release_stop)
+        self._act(actions)
+        response.success = bool(actions)
+        response.message = message
+        return response
+
+    # --------------------------------------------------------------- actions
+    def _act(self, actions: list[Action]) -> None:
+        for a in actions:
+            ok = True
+            if a.action in ('pause', 'stop'):
+                ok = self._hold()
+                ok &= self._call('pause_service' if a.action == 'pause' else 'stop_service')
+            elif a.action == 'retract':
+                ok = self._retract()
+            elif a.action == 'resume':
+                ok = self._call('resume_service')
+            msg = SupervisorAction(action=ACTION_CODE[a.action], property=a.property, instance=a.instance,
+                                   reason=a.reason, frame=self._frame, success=ok)
+            msg.header.stamp = time_from_ns(self.get_clock().now().nanoseconds)
+            self._pub_action.publish(msg)
+            text = f'{a.action}: {a.reason}' + ('' if ok else ' (FAILED)')
+            # rclpy ties a call site to one severity, hence two call sites.
+            if a.action == 'log':
+                self.get_logger().info(text)
+            else:
+                self.get_logger().warning(text)
+
+    def _call(self, name: str) -> bool:
+        client = self._clients.get(name)
+        if client is None:
+            return True
+        if not client.service_is_ready():
+            self.get_logger().error(f'{name} {client.srv_name} is not available')
+            return False
+        client.call_async(Trigger.Request())
+        return True
+
+    def _hold(self) -> bool:
+        q = self._history.latest()
+        if q is None:
+            self.get_logger().error('cannot hold: no joint_states received yet')
+            return False
+        self._send([(0.0, q)])
+        return True
+
+    def _retract(self) -> bool:
+        safe = [float(x) for x in self.get_parameter('safe_pose').value]
+        speed = float(self.get_parameter('retract_max_speed_rad_s').value)
+        q = self._history.latest()
+        if q is None:
+            self.get_logger().error('cannot retract: no joint_states received yet')
+            return False
+        if len(safe) == len(q):
+            import numpy as np
+            path = [(0.0, q), (float(np.max(np.abs(np.asarray(safe) - q))) / speed, np.asarray(safe))]
+        else:
+            path = retract_path(self._history, speed)
+        self._send(path)
+        return True
+
+    def _send(self, points) -> None:
+        traj = JointTrajectory(joint_names=list(self._joint_names))
+        traj.header.stamp = time_from_ns(0)   # zero stamp: execute now
+        for t, q in points:
+            pt = JointTrajectoryPoint(positions=[float(x) for x in q], velocities=[0.0] * len(q))
+            sec = int(t)
+            pt.time_from_start = Duration(sec=sec, nanosec=int((t - sec) * 1e9))
+            traj.points.append(pt)
+        self._pub_traj.publish(traj)
+
+
+def _autostarted() -> SupervisorNode:
+    node = SupervisorNode()
+    if node.get_parameter('autostart').value:   # no lifecycle manager: configure and activate now
+        node.trigger_configure()
+        node.trigger_activate()
+    return node
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(_autostarted, 'supervisor', args)
+
+
+__all__ = ['SupervisorNode', 'rclpy']

@@ -1,0 +1,158 @@
+"""Supervisor: the pure state machine and retract paths, then the node in its
+own process over DDS (pause arrives on the controller topic, retract reverses
+the recorded path, stale joint states → fail-safe pause, recovery +
+acknowledgement → resume)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from safemanip_ros.msg import SupervisorAction, ViolationEvent
+from safemanip_ros.nodes.conversions import time_from_ns
+from safemanip_ros.supervisor import JointHistory, ResponsePolicy, Supervisor, retract_path
+
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def test_policy_lookup_order_and_defaults():
+    pol = ResponsePolicy.from_mapping({'property': {'p': 'retract'}, 'category': {'c': 'stop'},
+                                       'severity': {'warning': 'pause'}})
+    assert pol.response('p', 'c', 'info') == 'retract'
+    assert pol.response('q', 'c', 'info') == 'stop'
+    assert pol.response('q', 'd', 'warning') == 'pause'
+    assert pol.response('q', 'd', 'critical') == 'stop' and pol.response('q', 'd', 'info') == 'log'
+    with pytest.raises(ValueError, match="'jump'"):
+        ResponsePolicy.from_mapping({'category': {'c': 'jump'}})
+
+
+def test_hold_until_recovered_and_acknowledged():
+    sup = Supervisor(ResponsePolicy())
+    assert [a.action for a in sup.on_violation('i1', 'p', 'c', 'error')] == ['pause']
+    assert [a.action for a in sup.on_violation('i2', 'p', 'c', 'warning')] == ['alert']
+    assert sup.acknowledge()[1] == 'not resuming: i1 not recovered'
+    sup.on_recovered('i1')
+    actions, msg = sup.acknowledge()
+    assert [a.action for a in actions] == ['resume'] and not sup.holding
+    assert [a.action for a in sup.on_stale('joint_states', 0.6, 0.5)] == ['pause']
+    assert sup.acknowledge()[1].endswith('still stale')
+    sup.on_fresh('joint_states')
+    assert sup.acknowledge()[1] == 'resumed'
+    sup.on_violation('i3', 'p', 'c', 'critical')
+    sup.on_recovered('i3')
+    assert sup.acknowledge()[1].startswith('not resuming: stopped')
+    assert sup.acknowledge(release_stop=True)[1] == 'resumed'
+
+
+def test_retract_path_reverses_within_speed():
+    h = JointHistory(window_s=1.02)
+    for k in range(30):                      # 1.5 s of motion at 20 Hz; the first 0.5 s falls out
+        h.add(k * 0.05, [0.01 * k, -0.02 * k])
+    path = retract_path(h, max_speed_rad_s=0.5)
+    qs = np.array([q for _, q in path])
+    assert np.allclose(qs[0], [0.29, -0.58]) and np.allclose(qs[-1], [0.09, -0.18])
+    assert (np.diff(qs[:, 0]) < 0).all()     # moving back along the way it came
+    ts = np.array([t for t, _ in path])
+    speeds = np.abs(np.diff(qs, axis=0)).max(axis=1) / np.diff(ts)
+    assert speeds.max() <= 0.5 + 1e-9
+
+
+@pytest.mark.ros
+def test_supervisor_node_over_dds(tmp_path):
+    policy = tmp_path / 'policy.yaml'
+    policy.write_text('property:\n  retract_me: retract\n')
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'supervisor'), '--ros-args',
+                             '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
+                             '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
+                             '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5'],
+                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT, text=True)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('supervisor_test', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    trajs, actions = [], []
+    node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    js_pub = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    ev_pub = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+    k = [0]
+
+    def publish_joints():
+        k[0] += 1
+        js_pub.publish(JointState(name=['b', 'x', 'a'], position=[-0.02 * k[0], 9.0, 0.01 * k[0]],
+                                  header=_header()))
+
+    def spin(cond, timeout_s=30.0, joints=True):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if joints:
+                publish_joints()
+            ex.spin_once(timeout_sec=0.05)
+            if cond():
+                return True
+        return False
+
+    def call(srv_type, name, req):
+        client = node.create_client(srv_type, name)
+        assert client.wait_for_service(timeout_sec=30)
+        fut = client.call_async(req)
+        assert spin(fut.done), f'{name}: ' + (tmp_path / 'supervisor.log').read_text()[-3000:]
+        return fut.result()
+
+    def event(kind, instance, prop, severity=ViolationEvent.SEVERITY_ERROR):
+        ev_pub.publish(ViolationEvent(event=kind, instance=instance, property=prop, category='c', severity=severity,
+                                      start_frame=5, end_frame=9, recovered=kind == ViolationEvent.EVENT_CLOSED))
+
+    try:
+        for t in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            req = ChangeState.Request()
+            req.transition.id = t
+            assert call(ChangeState, '/supervisor/change_state', req).success
+        assert spin(lambda: k[0] > 10 and ev_pub.get_subscription_count() > 0)
+        event(ViolationEvent.EVENT_OPENED, 'p1[x=1]', 'p1')             # error → pause: hold current position
+        assert spin(lambda: trajs and any(a.action == SupervisorAction.ACTION_PAUSE for a in actions))
+        hold = trajs[-1]
+        assert hold.joint_names == ['a', 'b'] and len(hold.points) == 1
+        assert hold.points[0].positions[1] == pytest.approx(-2 * hold.points[0].positions[0])
+        assert call(Trigger, '/supervisor/acknowledge', Trigger.Request()).message == 'not resuming: p1[x=1] not recovered'
+        event(ViolationEvent.EVENT_CLOSED, 'p1[x=1]', 'p1')
+        assert spin(lambda: any('recovered' in a.reason for a in actions))
+        assert call(Trigger, '/supervisor/acknowledge', Trigger.Request()).message == 'resumed'
+        assert spin(lambda: any(a.action == SupervisorAction.ACTION_RESUME for a in actions))
+        trajs.clear()
+        event(ViolationEvent.EVENT_OPENED, 'retract_me', 'retract_me')     # policy: retract along the path
+        assert spin(lambda: trajs and len(trajs[-1].points) > 3)
+        pts = np.array([p.positions for p in trajs[-1].points])
+        assert (np.diff(pts[:, 0]) < 0).all() and (np.diff(pts[:, 1]) > 0).all()   # reversed motion
+        event(ViolationEvent.EVENT_CLOSED, 'retract_me', 'retract_me')
+        assert spin(lambda: sum('recovered' in a.reason for a in actions) >= 2)
+        assert call(Trigger, '/supervisor/acknowledge', Trigger.Request()).message == 'resumed'
+        n_before = len(actions)
+        # Joint states stop: the fail-safe pauses with the reason.
+        assert spin(lambda: any('fail-safe: joint_states stale' in a.reason for a in actions[n_before:]),
+                    joints=False)
+        stale = next(a for a in actions[n_before:] if 'fail-safe' in a.reason)
+        assert stale.action == SupervisorAction.ACTION_PAUSE
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _header():
+    from std_msgs.msg import Header
+    return Header(stamp=time_from_ns(time.time_ns()))
