@@ -76,7 +76,8 @@ def test_supervisor_node_over_dds(tmp_path):
     proc = subprocess.Popen([str(Path(sys.executable).parent / 'supervisor'), '--ros-args',
                              '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
                              '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
-                             '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5'],
+                             '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
+                             '-p', f'bag_path:={tmp_path / "bag"}'],
                             stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT, text=True)
     ctx = rclpy.Context()
     rclpy.init(context=ctx)

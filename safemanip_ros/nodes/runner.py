@@ -13,7 +13,7 @@ from ..errors import SafemanipError
 
 
 def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
-             until: Callable[[Node], bool] | None = None) -> int:
+             until: Callable[[Node], bool] | None = None, on_exit: Callable[[Node], None] | None = None) -> int:
     """Create the node and spin it until shutdown (or until ``until(node)``).
 
     A configuration error at start-up is printed as one line and exits 2."""
@@ -33,6 +33,8 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if on_exit is not None:
+            on_exit(node)
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

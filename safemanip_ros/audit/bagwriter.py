@@ -1,0 +1,151 @@
+"""Crash-safe rosbag2 writing: a bag made of short splits.
+
+A :class:`SplitBagWriter` writes a standard rosbag2 directory (MCAP by
+default, SQLite3 selectable) whose storage is split every ``split_s``
+seconds, like ``ros2 bag record --max-bag-duration``.  Each split is written
+by rosbags into a hidden scratch folder and, when complete, moved into the
+bag and listed in ``metadata.yaml`` (rewritten atomically).  A process
+killed at any moment therefore leaves a bag that ``ros2 bag`` and rosbags
+read, missing at most the split that was open: ``split_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+
+from rosbags.rosbag2 import StoragePlugin, Writer
+from ruamel.yaml import YAML
+
+from ..errors import SafemanipError
+from .types import typestore
+
+STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
+
+
+class BagWriteError(SafemanipError):
+    """A bag that cannot be written (names the path and the problem)."""
+
+
+@dataclass
+class _Split:
+    writer: Writer
+    folder: Path
+    connections: dict
+    first_ns: int
+
+
+class SplitBagWriter:
+    def __init__(self, path: str | Path, storage: str = 'mcap', split_s: float = 1.0,
+                 custom_data: dict[str, str] | None = None) -> None:
+        if storage not in STORAGES:
+            raise BagWriteError(f'{path}: unknown storage {storage!r}; choose one of {sorted(STORAGES)}')
+        self.path = Path(path)
+        if self.path.exists():
+            raise BagWriteError(f'{self.path}: already exists; choose a new bag path')
+        self.storage = storage
+        self.split_ns = int(split_s * 1e9)
+        self.custom_data = dict(custom_data or {})
+        self.topics: dict[str, str] = {}
+        self._split: _Split | None = None
+        self._index = 0
+        self._files: list[dict] = []
+        self._scratch = self.path / '.open'
+        try:
+            self._scratch.mkdir(parents=True)
+        except OSError as err:
+            raise BagWriteError(f'{self.path}: cannot create: {err.strerror or err}') from err
+        self._write_metadata()
+
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        if msgtype not in typestore().fielddefs:
+            raise BagWriteError(f'{self.path}: unknown message type {msgtype!r} for {topic}')
+        self.topics[topic] = msgtype
+
+    def write(self, topic: str, timestamp_ns: int, cdr: bytes) -> None:
+        """One serialized (CDR) message; rotates the split when it is old enough."""
+        if topic not in self.topics:
+            raise BagWriteError(f'{self.path}: topic {topic} was not added (add_topic first)')
+        if self._split is not None and timestamp_ns - self._split.first_ns >= self.split_ns:
+            self._close_split()
+        if self._split is None:
+            self._open_split(timestamp_ns)
+        split = self._split
+        conn = split.connections.get(topic)
+        if conn is None:
+            conn = split.connections[topic] = split.writer.add_connection(topic, self.topics[topic],
+                                                                          typestore=typestore())
+        split.writer.write(conn, timestamp_ns, cdr)
+
+    def rotate_if_due(self, now_ns: int) -> None:
+        """Close the open split if it began ``split_s`` or more before ``now_ns``
+        (call periodically, so a quiet topic does not keep a split open)."""
+        if self._split is not None and now_ns - self._split.first_ns >= self.split_ns:
+            self._close_split()
+
+    def flush(self) -> None:
+        """Close the open split now (call at least every ``split_s`` when idle)."""
+        if self._split is not None:
+            self._close_split()
+
+    def close(self) -> None:
+        self.flush()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # ------------------------------------------------------------- internals
+    def _open_split(self, first_ns: int) -> None:
+        folder = self._scratch / f'split_{self._index}'
+        writer = Writer(folder, version=9, storage_plugin=STORAGES[self.storage])
+        writer.open()
+        self._split = _Split(writer, folder, {}, first_ns)
+
+    def _close_split(self) -> None:
+        split, self._split = self._split, None
+        split.writer.close()
+        meta = YAML(typ='safe').load((split.folder / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
+        src = split.folder / meta['relative_file_paths'][0]
+        name = f'{self.path.name}_{self._index}{src.suffix}'
+        src.replace(self.path / name)
+        shutil.rmtree(split.folder, ignore_errors=True)
+        self._index += 1
+        meta['files'][0]['path'] = name
+        self._files.append(meta)
+        self._write_metadata()
+
+    def _write_metadata(self) -> None:
+        files = self._files
+        start = min((f['starting_time']['nanoseconds_since_epoch'] for f in files), default=0)
+        end = max((f['starting_time']['nanoseconds_since_epoch'] + f['duration']['nanoseconds'] for f in files),
+                  default=0)
+        topics: dict[str, dict] = {}
+        for f in files:
+            for entry in f['topics_with_message_count']:
+                name = entry['topic_metadata']['name']
+                if name in topics:
+                    topics[name]['message_count'] += entry['message_count']
+                else:
+                    topics[name] = {'topic_metadata': dict(entry['topic_metadata']),
+                                    'message_count': entry['message_count']}
+        info = {
+            'version': 9,
+            'storage_identifier': self.storage,
+            'relative_file_paths': [f['files'][0]['path'] for f in files],
+            'duration': {'nanoseconds': max(0, end - start)},
+            'starting_time': {'nanoseconds_since_epoch': start},
+            'message_count': sum(f['message_count'] for f in files),
+            'topics_with_message_count': list(topics.values()),
+            'compression_format': '',
+            'compression_mode': '',
+            'files': [f['files'][0] for f in files],
+            'custom_data': self.custom_data or None,
+            'ros_distro': 'rosbags',
+        }
+        yaml = YAML(typ='safe')
+        yaml.default_flow_style = False
+        text = StringIO()
+        yaml.dump({'rosbag2_bagfile_information': info}, text)
+        tmp = self.path / 'metadata.yaml.tmp'
+        tmp.write_text(text.getvalue())
+        tmp.replace(self.path / 'metadata.yaml')
