@@ -88,3 +88,41 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path):
     lost = [t for i, t in sent if i >= len(seqs)]
     # At most the last second (plus a little delivery latency) is missing.
     assert len(seqs) > 0 and (not lost or killed_at - lost[0] <= 1.1), (len(seqs), killed_at - lost[0])
+
+
+@pytest.mark.ros
+def test_bag_player_replays_a_recording(tmp_path):
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap')
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    for i in range(20):
+        m = Arr(header=Header(stamp=Time(sec=i, nanosec=0), frame_id=''), seq=i,
+                predicates=[Pred(name='a', value=bool(i % 2), unknown=False, source='t',
+                                 data_stamp=Time(sec=i, nanosec=0))])
+        w.write('/predicates', i * 50_000_000, ts.serialize_cdr(m, 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('replay_test', context=ctx)
+    got = []
+    node.create_subscription(PredicateArray, 'predicates', lambda m: got.append(predicate_values(m) | {'seq': m.seq}),
+                             RELIABLE)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
+                             f'bag:={tmp_path / "bag"}', '-p', 'wait_for_subscribers:=1', '-p', 'rate:=2.0'],
+                            stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+    assert got == [{'a': bool(i % 2), 'seq': i} for i in range(20)]
+    bad = subprocess.run([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
+                          f'bag:={tmp_path / "nope"}'], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and 'nope: cannot open bag' in bad.stderr

@@ -1,0 +1,99 @@
+"""``safemanip watch``: a live operator view in the terminal.
+
+Subscribes to the monitor's ``verdicts``, ``violations`` and ``status`` and
+the supervisor's ``supervisor_actions`` and redraws a compact table twice a
+second: every property instance with its verdict and mode, then the most
+recent violation events and supervisor actions.  ``--once`` prints one
+snapshot as soon as verdicts arrive and exits (for scripts and logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import deque
+
+VERDICTS = {0: 'FALSE', 1: 'true', 2: 'presumably false', 3: 'presumably true'}
+ACTIONS = {0: 'log', 1: 'alert', 2: 'PAUSE', 3: 'RETRACT', 4: 'STOP', 5: 'resume'}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser('watch', help='live terminal table of verdicts, violations and supervisor actions',
+                       description=__doc__.split('\n\n')[1] if __doc__ else None)
+    p.add_argument('--once', action='store_true', help='print one snapshot when verdicts arrive, then exit')
+    p.add_argument('--timeout-s', type=float, default=30.0, help='with --once: give up after this long')
+    p.add_argument('--recent', type=int, default=8, help='how many recent events to show')
+    p.set_defaults(func=run)
+
+
+def render(verdicts, status, events, actions, width: int = 100) -> str:
+    lines = []
+    if status is not None:
+        lines.append(f'episode {status.episode_id or "-"}  frames {status.frames}  overruns {status.overruns}  '
+                     f'violated {status.violated}/{status.instances}  unknown predicates: '
+                     f'{", ".join(status.unknown_predicates[:6]) or "none"}'
+                     f'{" ..." if len(status.unknown_predicates) > 6 else ""}')
+    if verdicts is not None:
+        lines.append(f'{"property instance":60s} {"verdict":17s} mode')
+        for v in sorted(verdicts.verdicts, key=lambda v: (v.mode == 0, v.instance)):
+            mark = '!!' if v.mode == 1 else '  '
+            lines.append(f'{mark}{v.instance[:58]:58s} {VERDICTS.get(v.verdict, "?"):17s} '
+                         f'{"VIOLATED" if v.mode == 1 else "watching"}')
+    lines.append('recent violations:')
+    for e in events:
+        kind = {0: 'opened', 1: 'closed', 2: 'pending'}.get(e.event, '?')
+        lines.append(f'  frame {e.start_frame:>6}-{e.end_frame:<6} {kind:7s} {e.instance} '
+                     f'{"(recovered)" if e.recovered else ""}')
+    lines.append('supervisor actions:')
+    for a in actions:
+        lines.append(f'  {ACTIONS.get(a.action, "?"):8s} {a.reason}{"" if a.success else "  [FAILED]"}')
+    return '\n'.join(line[:width] for line in lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from safemanip_ros.msg import MonitorStatus, SupervisorAction, VerdictArray, ViolationEvent
+
+    qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+    state = {'verdicts': None, 'status': None}
+    events: deque = deque(maxlen=args.recent)
+    actions: deque = deque(maxlen=args.recent)
+    rclpy.init()
+    node = rclpy.create_node('safemanip_watch')
+    node.create_subscription(VerdictArray, 'verdicts', lambda m: state.__setitem__('verdicts', m), qos)
+    node.create_subscription(MonitorStatus, 'status', lambda m: state.__setitem__('status', m), qos)
+    node.create_subscription(ViolationEvent, 'violations', lambda m: events.append(m), qos)
+    node.create_subscription(SupervisorAction, 'supervisor_actions', lambda m: actions.append(m), qos)
+    try:
+        if args.once:
+            deadline = time.monotonic() + args.timeout_s
+            while state['verdicts'] is None and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.05)
+            for _ in range(10):   # let events of the same moment arrive
+                rclpy.spin_once(node, timeout_sec=0.02)
+            if state['verdicts'] is None:
+                print(f'safemanip watch: no verdicts on /verdicts within {args.timeout_s} s (is the monitor active?)',
+                      file=sys.stderr)
+                return 1
+            print(render(state['verdicts'], state['status'], events, actions))
+            return 0
+        next_draw = 0.0
+        while rclpy.ok():
+            rclpy.spin_once(node, timeout_sec=0.05)
+            if time.monotonic() >= next_draw:
+                next_draw = time.monotonic() + 0.5
+                width = os.get_terminal_size().columns if sys.stdout.isatty() else 100
+                sys.stdout.write('\x1b[H\x1b[2J' + render(state['verdicts'], state['status'], events, actions, width)
+                                 + '\n')
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

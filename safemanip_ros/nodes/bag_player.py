@@ -1,0 +1,89 @@
+"""``bag_player``: replay a recorded rosbag2 bag (MCAP or SQLite3, via rosbags)
+into live topics, for feeding recorded inputs to the live nodes (what
+``ros2 bag play`` does where rosbag2 is not installed).
+
+Parameters:
+    bag (string, required): the bag directory.
+    topics (string list, all): only these topics.
+    rate (double, 1.0): playback speed factor (bag time / wall time).
+    wait_for_subscribers (int, 0): wait until every publisher has this many
+        subscribers before the first message.
+Messages keep their recorded content (the stamps inside are not rewritten);
+``/tf_static`` is published transient-local like tf2 does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosbags.rosbag2 import Reader
+
+from ..errors import SafemanipError
+from .runner import run_node
+
+RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class BagPlayer(Node):
+    def __init__(self) -> None:
+        super().__init__('bag_player')
+        self.declare_parameter('bag', '')
+        self.declare_parameter('topics', [''])
+        self.declare_parameter('rate', 1.0)
+        self.declare_parameter('wait_for_subscribers', 0)
+        path = self.get_parameter('bag').value
+        if not path:
+            raise SafemanipError('bag_player: parameter bag is required')
+        wanted = {t for t in self.get_parameter('topics').value if t}
+        try:
+            self.reader = Reader(path)
+            self.reader.open()
+        except Exception as err:   # rosbags raises several types; name the file either way
+            raise SafemanipError(f'{path}: cannot open bag: {err}') from err
+        self.connections = [c for c in self.reader.connections if not wanted or c.topic in wanted]
+        if wanted - {c.topic for c in self.connections}:
+            raise SafemanipError(f'{path}: topics {sorted(wanted - {c.topic for c in self.connections})} not in '
+                                 f'the bag (it has {sorted({c.topic for c in self.reader.connections})})')
+        self.publishers_by_topic = {}
+        for c in self.connections:
+            pkg, _, name = c.msgtype.split('/')
+            cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
+            if c.topic not in self.publishers_by_topic:
+                self.publishers_by_topic[c.topic] = self.create_publisher(
+                    cls, c.topic, STATIC if c.topic == '/tf_static' else RELIABLE)
+        self._messages = self.reader.messages(connections=self.connections)
+        self.done = False
+        self._started: tuple[float, int] | None = None
+        self._pending = None
+        self.create_timer(0.002, self._tick)
+
+    def _tick(self) -> None:
+        need = int(self.get_parameter('wait_for_subscribers').value)
+        if self._started is None:
+            if any(p.get_subscription_count() < need for p in self.publishers_by_topic.values()):
+                return
+        rate = float(self.get_parameter('rate').value)
+        while True:
+            if self._pending is None:
+                try:
+                    self._pending = next(self._messages)
+                except StopIteration:
+                    self.done = True
+                    self.reader.close()
+                    return
+            conn, stamp_ns, raw = self._pending
+            if self._started is None:
+                self._started = (time.monotonic(), stamp_ns)
+            due = self._started[0] + (stamp_ns - self._started[1]) * 1e-9 / rate
+            if time.monotonic() < due:
+                return
+            self.publishers_by_topic[conn.topic].publish(bytes(raw))
+            self._pending = None
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(BagPlayer, 'bag_player', args, until=lambda node: node.done)

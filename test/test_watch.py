@@ -1,0 +1,57 @@
+"""`safemanip watch --once` shows what the monitor and supervisor publish."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from safemanip_ros.msg import SupervisorAction, Verdict, VerdictArray, ViolationEvent
+
+RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+pytestmark = pytest.mark.ros
+
+
+def test_watch_once_snapshot():
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '30'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('watch_test', context=ctx)
+    vp = node.create_publisher(VerdictArray, 'verdicts', RELIABLE)
+    ep = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+    ap = node.create_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
+    try:
+        deadline = time.monotonic() + 30
+        while vp.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ep.publish(ViolationEvent(event=0, instance='grasp_remains_synced_until_dropped[object=mug]', start_frame=45,
+                                  end_frame=45))
+        ap.publish(SupervisorAction(action=SupervisorAction.ACTION_PAUSE, reason='violation of grasp', success=True))
+        time.sleep(0.2)
+        vp.publish(VerdictArray(frame=46, verdicts=[
+            Verdict(instance='grasp_remains_synced_until_dropped[object=mug]', verdict=0, mode=1),
+            Verdict(instance='no_forbidden_contact', verdict=3, mode=0)]))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith('!!grasp_remains_synced_until_dropped[object=mug]') and 'VIOLATED' in lines[1]
+    assert 'no_forbidden_contact' in lines[2] and 'presumably true' in lines[2]
+    assert any('opened' in ln and 'frame     45' in ln for ln in lines)
+    assert any(ln.strip().startswith('PAUSE') and 'violation of grasp' in ln for ln in lines)
+
+
+def test_watch_once_times_out_clearly():
+    proc = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '1'],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and 'no verdicts on /verdicts within 1.0 s' in proc.stderr
