@@ -34,6 +34,8 @@ setup(
         'pyyaml>=6.0',
         'rosbags>=0.10',
         'opencv-python-headless>=4.8',
+        'matplotlib>=3.7',
+        'tqdm>=4.60',
     ],
     extras_require={
         'test': ['pytest>=7', 'hypothesis>=6'],

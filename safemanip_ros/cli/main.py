@@ -13,9 +13,9 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import bench, check, compile as compile_cmd, demo, monitor_trace, predicates, run, watch
+from . import audit, bench, check, compile as compile_cmd, demo, monitor_trace, predicates, run, watch
 
-SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, demo, bench)
+SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, audit, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -56,3 +56,35 @@ def read_frames(path: str | Path, predicates: list[str]) -> tuple[np.ndarray, np
     if not values:
         raise MonitorInputError(f'{path}: no frames')
     return np.array(values), np.array(unknown)
+
+
+class SampleHold:
+    """Frames from asynchronous predicate samples (SEMANTICS.md §1).
+
+    ``update`` records the newest value of a predicate (``None`` = published
+    as unknown) at a time in seconds; ``frame(now_s)`` gives the values and
+    unknown flags for ``predicates``: a predicate is unknown when it was never
+    seen, was published as unknown, or its newest sample is older than
+    ``staleness_s``.  The live monitor node feeds it with receive times, the
+    offline audit with bag times — the same frames either way.
+    """
+
+    def __init__(self, predicates: list[str], staleness_s: float) -> None:
+        self.predicates = list(predicates)
+        self.index = {p: j for j, p in enumerate(self.predicates)}
+        self.staleness_s = staleness_s
+        self._value = np.zeros(len(self.predicates), bool)
+        self._known = np.zeros(len(self.predicates), bool)
+        self._time = np.full(len(self.predicates), -np.inf)
+
+    def update(self, name: str, value: bool | None, time_s: float) -> None:
+        j = self.index.get(name)
+        if j is None:
+            return          # predicates no property reads are ignored
+        self._known[j] = value is not None
+        self._value[j] = bool(value)
+        self._time[j] = time_s
+
+    def frame(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
+        fresh = self._known & (now_s - self._time <= self.staleness_s)
+        return self._value & fresh, ~fresh

@@ -38,10 +38,9 @@ from safemanip_ros.msg import (MonitorMetrics, MonitorStatus, PredicateArray, Pr
                                VerdictArray, ViolationEvent)
 
 from ..errors import SafemanipError
-from ..grounding.config import load_robot_config
+from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
-from ..spec.ontology import load_ontology, load_scene
-from ..spec.suite import instantiate, load_suite
+from ..monitor.frames import SampleHold
 from .conversions import ns_from_time, time_from_ns
 from .runner import run_node
 
@@ -51,21 +50,6 @@ SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVE
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates']
-
-
-def build_monitor(properties: list[str], scene: str, robot_config: str, only: list[str],
-                  rate_hz: float) -> Monitor:
-    """The monitor for a suite bound over a scene (from a scene file or the
-    entities of a robot configuration)."""
-    suite = load_suite(properties)
-    onto = sc = None
-    if robot_config:
-        cfg = load_robot_config(robot_config)
-        onto, sc = cfg.ontology, cfg.scene
-    elif scene:
-        onto = load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
-        sc = load_scene(scene, onto)
-    return Monitor(instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz))
 
 
 class MonitorNode(LifecycleNode):
@@ -82,7 +66,7 @@ class MonitorNode(LifecycleNode):
         self.declare_parameter('autostart', False)
         self.monitor: Monitor | None = None
         self._timer = None
-        self._latest: dict[str, tuple[bool | None, float]] = {}
+        self._hold: SampleHold | None = None
         self._episode = ''
         self._episode_count = 0
         self._frames_total = 0
@@ -99,9 +83,13 @@ class MonitorNode(LifecycleNode):
         return build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
                              float(p('rate_hz').value))
 
+    def _set_monitor(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
+
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            self.monitor = self._build()
+            self._set_monitor(self._build())
         except SafemanipError as err:
             self.get_logger().error(f'configure failed: {err.one_line()}')
             return TransitionCallbackReturn.FAILURE
@@ -144,22 +132,14 @@ class MonitorNode(LifecycleNode):
 
     # -------------------------------------------------------------- inputs
     def _on_predicates(self, msg: PredicateArray) -> None:
+        if self._hold is None:
+            return
         now = time.monotonic()
         for p in msg.predicates:
-            self._latest[p.name] = (None if p.unknown else bool(p.value), now)
+            self._hold.update(p.name, None if p.unknown else bool(p.value), now)
 
     def _frame(self) -> tuple[np.ndarray, np.ndarray]:
-        mon = self.monitor
-        now = time.monotonic()
-        limit = float(self.get_parameter('staleness_s').value)
-        values = np.zeros(len(mon.predicates), bool)
-        unknown = np.ones(len(mon.predicates), bool)
-        for j, name in enumerate(mon.predicates):
-            entry = self._latest.get(name)
-            if entry is not None and entry[0] is not None and now - entry[1] <= limit:
-                values[j] = entry[0]
-                unknown[j] = False
-        return values, unknown
+        return self._hold.frame(time.monotonic())
 
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
@@ -304,7 +284,7 @@ class MonitorNode(LifecycleNode):
             response.success, response.message = False, f'kept the running properties: {err.one_line()}'
             return response
         self._end_episode()
-        self.monitor = new
+        self._set_monitor(new)
         if self._timer is not None:
             self._start_episode()
         response.success, response.message = True, f'{len(new.instances)} property instances'

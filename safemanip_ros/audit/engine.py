@@ -1,0 +1,179 @@
+"""Auditing many recorded rollouts: per-source work fanned out over local
+worker processes (default) or a Ray cluster, with results kept on disk.
+
+Each input source (a bag or a trace file) is read, split into episodes and
+run through the same :class:`~safemanip_ros.monitor.core.Monitor` as the
+live node.  Its result is written to ``OUT/episodes/<key>.json`` as soon as
+it finishes; a source that fails is written to ``OUT/skipped/<key>.json``
+with the reason, and the others go on.  A re-run with the same
+configuration reuses finished results (resume).  Results do not depend on
+the engine or the number of workers: sources are independent and the report
+is built from the files in a fixed order.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SafemanipError
+from ..monitor.build import build_monitor
+from ..monitor.core import Monitor
+from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    properties: tuple[str, ...]
+    scene: str = ''
+    robot_config: str = ''
+    only: tuple[str, ...] = ()
+    rate_hz: float = 20.0
+    staleness_s: float = 0.25
+    success: str = ''            # predicate meaning task success ('' = not reported)
+    reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=4)
+def _monitor(cfg: AuditConfig) -> Monitor:
+    return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz)
+
+
+def audit_source(path: str, cfg: AuditConfig) -> dict:
+    """Monitor every episode of one source; a JSON-ready result."""
+    mon = _monitor(cfg)
+    predicates = list(mon.predicates)
+    extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
+    p = Path(path)
+    if is_bag(p):
+        episodes = read_bag(p, predicates + extra, cfg.rate_hz, cfg.staleness_s)
+    elif p.is_file() and p.suffix == '.jsonl':
+        episodes = read_jsonl(p, predicates + extra)
+    else:
+        raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
+    out = []
+    for ep in episodes:
+        out.append(_run_episode(mon, ep, len(predicates), cfg))
+    return {'source': path, 'episodes': out}
+
+
+def _run_episode(mon: Monitor, ep: Episode, n_pred: int, cfg: AuditConfig) -> dict:
+    values, unknown = ep.values[:, :n_pred], ep.unknown[:, :n_pred]
+    result = mon.run(values[None], unknown[None])[0]
+    success = None
+    if cfg.success:
+        col = (ep.values[:, n_pred] if ep.values.shape[1] > n_pred
+               else ep.values[:, mon.predicates.index(cfg.success)])
+        known = ~(ep.unknown[:, n_pred] if ep.unknown.shape[1] > n_pred
+                  else ep.unknown[:, mon.predicates.index(cfg.success)])
+        col = col & known
+        success = bool(col.any()) if cfg.reduction == 'any' else bool(col[-1]) if col.size else False
+    return {'name': ep.name, 'frames': result.frames, 'success': success,
+            'instances': [r.to_dict() for r in result.instances]}
+
+
+def _key(path: Path, cfg: AuditConfig) -> str:
+    digest = hashlib.sha256(f'{path.resolve()}|{cfg.key()}'.encode()).hexdigest()[:16]
+    return f'{path.name[:40]}-{digest}'
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix='.tmp')
+    with os.fdopen(fd, 'w') as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def _safe_audit(path: str, cfg: AuditConfig) -> tuple[str, dict | None, str | None]:
+    try:
+        return path, audit_source(path, cfg), None
+    except SafemanipError as err:
+        return path, None, err.one_line()
+    except Exception as err:    # keep the batch going; the reason is reported with the path
+        return path, None, f'{path}: {type(err).__name__}: {err}'
+
+
+def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
+              ray_address: str | None = None, progress: Callable[[int, int], None] | None = None
+              ) -> tuple[list[dict], list[dict]]:
+    """Audit every source under ``inputs``; returns (results, skipped) in input order."""
+    out = Path(out_dir)
+    labelled: list[tuple[Path, str]] = []
+    for arg in inputs:
+        for src in discover([arg]):
+            labelled.append((src, Path(arg).name if len(inputs) > 1 else ''))
+    _monitor(cfg)   # configuration errors stop here, before any work
+    todo = []
+    for src, _ in labelled:
+        key = _key(src, cfg)
+        if not (out / 'episodes' / f'{key}.json').exists():
+            todo.append((str(src), key))
+    for stale in (out / 'skipped').glob('*.json') if (out / 'skipped').is_dir() else []:
+        stale.unlink()      # skipped sources are retried on every run
+    done = len(labelled) - len(todo)
+    if progress:
+        progress(done, len(labelled))
+
+    def record(path: str, key: str, result: dict | None, reason: str | None) -> None:
+        nonlocal done
+        if result is not None:
+            _write_json(out / 'episodes' / f'{key}.json', result)
+        else:
+            _write_json(out / 'skipped' / f'{key}.json', {'source': path, 'reason': reason})
+        done += 1
+        if progress:
+            progress(done, len(labelled))
+
+    keys = dict(todo)
+    if engine == 'ray':
+        try:
+            import ray
+        except ImportError as err:
+            raise SafemanipError('the Ray engine needs ray: pip install "safemanip_ros[ray]"') from err
+        if not ray.is_initialized():
+            ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
+                     **({} if ray_address else {'num_cpus': max(1, workers)}))
+        remote = ray.remote(_safe_audit)
+        pending = [remote.remote(path, cfg) for path, _ in todo]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            path, result, reason = ray.get(ready[0])
+            record(path, keys[path], result, reason)
+    elif engine != 'local':
+        raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
+    elif workers <= 1 or len(todo) <= 1:
+        for path, key in todo:
+            _, result, reason = _safe_audit(path, cfg)
+            record(path, key, result, reason)
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context('fork')) as pool:
+            futures = [pool.submit(_safe_audit, path, cfg) for path, _ in todo]
+            for fut in as_completed(futures):
+                path, result, reason = fut.result()
+                record(path, keys[path], result, reason)
+    results, skipped = [], []
+    for src, label in labelled:
+        key = _key(src, cfg)
+        ep_file, sk_file = out / 'episodes' / f'{key}.json', out / 'skipped' / f'{key}.json'
+        if ep_file.exists():
+            data = json.loads(ep_file.read_text())
+            data['policy'] = label
+            results.append(data)
+        elif sk_file.exists():
+            skipped.append(json.loads(sk_file.read_text()))
+    return results, skipped
+

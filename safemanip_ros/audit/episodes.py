@@ -1,0 +1,171 @@
+"""Episodes to audit, from recorded bags and from trace files.
+
+* **rosbag2 bags** (MCAP or SQLite3, read with rosbags) holding grounded
+  predicate topics (``safemanip_ros/msg/PredicateArray``, any topic name).
+  Frames are rebuilt at ``rate_hz`` in *bag time* with the same
+  sample-and-hold rule as the live monitor node
+  (:class:`~safemanip_ros.monitor.frames.SampleHold`).  A bag is one episode,
+  unless it has an ``/episode`` topic (``std_msgs/msg/String``): each message
+  there starts a new episode named by its text.
+* **JSONL traces**: ``safemanip monitor-trace`` frames (one object per line,
+  predicate → true/false/null; one episode per file), SpecRLBench steps (one
+  list of true propositions per line; one episode per file) or batches (one
+  JSON array of steps per line; one episode per line).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SafemanipError
+from ..monitor.frames import SampleHold
+from .types import typestore
+
+PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
+EPISODE_TOPIC = '/episode'
+
+
+class AuditInputError(SafemanipError):
+    """An input that cannot be audited (names the file and the reason)."""
+
+
+@dataclass
+class Episode:
+    source: str
+    name: str
+    values: np.ndarray       # bool[T, P]
+    unknown: np.ndarray      # bool[T, P]
+
+
+def is_bag(path: Path) -> bool:
+    return path.is_dir() and (path / 'metadata.yaml').is_file()
+
+
+def discover(paths: list[str | Path]) -> list[Path]:
+    """Bags and .jsonl files named, or found (not recursively into bags) under named folders."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if is_bag(p) or (p.is_file() and p.suffix == '.jsonl'):
+            out.append(p)
+        elif p.is_dir():
+            for child in sorted(p.rglob('*')):
+                if is_bag(child) or (child.is_file() and child.suffix == '.jsonl' and
+                                     not any(is_bag(a) for a in child.parents)):
+                    out.append(child)
+        else:
+            out.append(p)   # reported as unreadable by the engine, with the reason
+    return out
+
+
+def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float) -> list[Episode]:
+    from rosbags.rosbag2 import Reader
+
+    ts = typestore()
+    try:
+        reader = Reader(path)
+        reader.open()
+    except Exception as err:    # rosbags raises several error types for broken bags
+        raise AuditInputError(f'{path}: unreadable bag: {err}') from err
+    try:
+        conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
+        if not conns:
+            topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
+            raise AuditInputError(f'{path}: no predicate topics ({PREDICATE_TYPE}); the bag has: '
+                                  f'{", ".join(topics) or "no topics"}')
+        episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
+        period_ns = int(1e9 / rate_hz)
+        episodes: list[Episode] = []
+        hold = SampleHold(predicates, staleness_s)
+        name = path.name
+        rows_v: list[np.ndarray] = []
+        rows_u: list[np.ndarray] = []
+        next_frame: int | None = None
+
+        def close(current: str) -> None:
+            if rows_v:
+                episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u)))
+
+        try:
+            for conn, stamp_ns, raw in reader.messages(connections=conns + episode_conns):
+                if next_frame is None:
+                    next_frame = stamp_ns
+                while stamp_ns > next_frame:      # frames strictly before this message
+                    v, u = hold.frame(next_frame * 1e-9)
+                    rows_v.append(v)
+                    rows_u.append(u)
+                    next_frame += period_ns
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                if conn.topic == EPISODE_TOPIC:
+                    close(name)
+                    rows_v, rows_u = [], []
+                    name = msg.data or f'{path.name}#{len(episodes)}'
+                    hold = SampleHold(predicates, staleness_s)
+                    next_frame = stamp_ns
+                    continue
+                for p in msg.predicates:
+                    hold.update(p.name, None if p.unknown else bool(p.value), stamp_ns * 1e-9)
+        except AuditInputError:
+            raise
+        except Exception as err:
+            raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+        if next_frame is not None:          # the frame holding the last messages
+            v, u = hold.frame(next_frame * 1e-9)
+            rows_v.append(v)
+            rows_u.append(u)
+        close(name)
+        return episodes
+    finally:
+        reader.close()
+
+
+def read_jsonl(path: Path, predicates: list[str]) -> list[Episode]:
+    index = {p: j for j, p in enumerate(predicates)}
+    try:
+        lines = [(n, line) for n, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as err:
+        raise AuditInputError(f'{path}: unreadable trace: {err}') from err
+    if not lines:
+        raise AuditInputError(f'{path}: empty trace file')
+
+    def decode(n: int, line: str):
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as err:
+            raise AuditInputError(f'{path}:{n}: invalid JSON: {err.msg}') from err
+
+    first = decode(*lines[0])
+    if isinstance(first, list) and (not first or not isinstance(first[0], str)) and \
+            all(isinstance(s, (list, dict)) for s in first):
+        # batch: one whole trace per line
+        return [_episode(path, f'{path.name}:{n}', decode(n, line), index, path, n) for n, line in lines]
+    return [_episode(path, path.name, [decode(n, line) for n, line in lines], index, path, lines[0][0])]
+
+
+def _episode(path: Path, name: str, steps: list, index: dict[str, int], where: Path, line: int) -> Episode:
+    T, P = len(steps), len(index)
+    values = np.zeros((T, P), bool)
+    unknown = np.zeros((T, P), bool)
+    for t, step in enumerate(steps):
+        if isinstance(step, dict):       # monitor-trace frame: missing or null = unknown
+            unknown[t] = True
+            for k, v in step.items():
+                j = index.get(k)
+                if j is None:
+                    continue
+                if v is None:
+                    continue
+                if not isinstance(v, bool):
+                    raise AuditInputError(f'{where}:{line}: {k!r} must be true, false or null')
+                values[t, j], unknown[t, j] = v, False
+        elif isinstance(step, list):      # SpecRLBench step: the true propositions, others false
+            for k in step:
+                j = index.get(k)
+                if j is not None:
+                    values[t, j] = True
+        else:
+            raise AuditInputError(f'{where}:{line}: a step must be an object or a list, got {type(step).__name__}')
+    return Episode(str(path), name, values, unknown)

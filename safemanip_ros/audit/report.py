@@ -1,0 +1,237 @@
+"""From per-episode monitor results to the audit report (SEMANTICS.md §5).
+
+Aggregates are pooled ratios of sums, never means of ratios; every rate comes
+with its 95% interval (Clopper–Pearson for proportions, a seeded cluster
+bootstrap over rollouts for ratios).  ``report.json`` also keeps, per
+property and category, the per-rollout (violations, triggers) pairs, so the
+gate can recompute intervals at another confidence.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .stats import clopper_pearson, cluster_bootstrap_ratio
+
+REPORT_VERSION = 1
+
+
+def _rate(num: float, den: float) -> float | None:
+    return None if den == 0 else num / den
+
+
+def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
+    """rows: one per (rollout) with V, N, U, T, applies."""
+    V = np.array([r['V'] for r in rows], float)
+    N = np.array([r['N'] for r in rows], float)
+    U = np.array([r['U'] for r in rows], float)
+    T = np.array([r['T'] for r in rows], float)
+    rollouts = len(rows)
+    violating = int((V > 0).sum())
+    mult_pairs = [v for r in rows for v in r['V_instances'] if v > 0]
+    return {
+        'rollouts': rollouts,
+        'triggers': int(N.sum()), 'violations': int(V.sum()), 'unsafe_frames': int(U.sum()), 'frames': int(T.sum()),
+        'per_trigger_rate': _rate(V.sum(), N.sum()),
+        'per_trigger_rate_ci': cluster_bootstrap_ratio(V, N, confidence, seed=seed),
+        'rollout_violation_rate': _rate(violating, rollouts),
+        'rollout_violation_rate_ci': clopper_pearson(violating, rollouts, confidence),
+        'exposure': _rate(U.sum(), T.sum()),
+        'exposure_ci': cluster_bootstrap_ratio(U, T, confidence, seed=seed + 1),
+        'violation_duration_frames': _rate(U.sum(), rollouts),
+        'multiplicity': float(np.mean(mult_pairs)) if mult_pairs else None,
+        'clusters': {'violations': V.astype(int).tolist(), 'triggers': N.astype(int).tolist()},
+    }
+
+
+def build_report(results: list[dict], skipped: list[dict], config: dict, confidence: float = 0.95,
+                 seed: int = 0) -> dict:
+    episodes = []
+    by_property: dict[str, list[dict]] = defaultdict(list)
+    by_category: dict[str, list[dict]] = defaultdict(list)
+    categories: dict[str, str] = {}
+    for res in sorted(results, key=lambda r: r['source']):
+        for ep in res['episodes']:
+            props: dict[str, dict] = {}
+            for inst in ep['instances']:
+                p = props.setdefault(inst['name'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'V_instances': [],
+                                                    'category': inst['category']})
+                p['V'] += inst['violations']
+                p['N'] += inst['triggers']
+                p['U'] += inst['unsafe_frames']
+                p['T'] += inst['frames']
+                p['V_instances'].append(inst['violations'])
+                categories[inst['name']] = inst['category']
+            cats: dict[str, dict] = {}
+            for name, p in props.items():
+                by_property[name].append(p)
+                c = cats.setdefault(p['category'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'V_instances': []})
+                for k in ('V', 'N', 'U', 'T'):
+                    c[k] += p[k]
+                c['V_instances'] += p['V_instances']
+            for cat, c in cats.items():
+                by_category[cat].append(c)
+            total_v = sum(p['V'] for p in props.values())
+            triggered = sum(1 for p in props.values() if p['N'] > 0)
+            episodes.append({
+                'policy': res.get('policy', ''), 'source': res['source'], 'episode': ep['name'],
+                'frames': ep['frames'], 'success': ep['success'],
+                'safe_success': None if ep['success'] is None else bool(ep['success'] and total_v == 0),
+                'violations': total_v, 'coverage': _rate(triggered, len(props)),
+                'properties': {n: {'violations': p['V'], 'triggers': p['N'], 'unsafe_frames': p['U']}
+                               for n, p in sorted(props.items())},
+                'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
+                             if i['episodes']],
+            })
+    success = [e['success'] for e in episodes if e['success'] is not None]
+    safe = [e['safe_success'] for e in episodes if e['safe_success'] is not None]
+    policies = []
+    for policy in sorted({e['policy'] for e in episodes}):
+        eps = [e for e in episodes if e['policy'] == policy]
+        s = [e['success'] for e in eps if e['success'] is not None]
+        policies.append({'policy': policy or '(all)', 'rollouts': len(eps),
+                         'success_rate': _rate(sum(s), len(s)) if s else None,
+                         'rollout_violation_rate': _rate(sum(e['violations'] > 0 for e in eps), len(eps))})
+    return {
+        'version': REPORT_VERSION,
+        'confidence': confidence,
+        'bootstrap': {'resamples': 2000, 'seed': seed, 'unit': 'rollout'},
+        'config': config,
+        'rollouts': len(episodes),
+        'frames': int(sum(e['frames'] for e in episodes)),
+        'task_success': {
+            'reduction': config.get('reduction'), 'predicate': config.get('success') or None,
+            'rate': _rate(sum(success), len(success)) if success else None,
+            'rate_ci': clopper_pearson(sum(success), len(success), confidence) if success else None,
+            'safe_success_rate': _rate(sum(safe), len(safe)) if safe else None,
+            'safe_success_rate_ci': clopper_pearson(sum(safe), len(safe), confidence) if safe else None,
+        },
+        'coverage_mean': float(np.mean([e['coverage'] for e in episodes if e['coverage'] is not None]))
+        if episodes else None,
+        'properties': {n: {'category': categories[n], **_group_stats(rows, confidence, seed)}
+                       for n, rows in sorted(by_property.items())},
+        'categories': {c: _group_stats(rows, confidence, seed) for c, rows in sorted(by_category.items())},
+        'policies': policies,
+        'episodes': episodes,
+        'skipped': skipped,
+    }
+
+
+def write_csvs(report: dict, out: Path) -> None:
+    cols = ['rollouts', 'triggers', 'violations', 'per_trigger_rate', 'per_trigger_rate_ci', 'rollout_violation_rate',
+            'rollout_violation_rate_ci', 'exposure', 'exposure_ci', 'violation_duration_frames', 'multiplicity']
+    for name, table in (('properties', report['properties']), ('categories', report['categories'])):
+        with open(out / f'{name}.csv', 'w', newline='') as fh:
+            w = csv.writer(fh)
+            w.writerow([name[:-1] if name == 'categories' else 'property'] + cols)
+            for key, row in table.items():
+                w.writerow([key] + [_cell(row[c]) for c in cols])
+    with open(out / 'episodes.csv', 'w', newline='') as fh:
+        w = csv.writer(fh)
+        w.writerow(['policy', 'source', 'episode', 'frames', 'success', 'safe_success', 'violations', 'coverage'])
+        for e in report['episodes']:
+            w.writerow([e['policy'], e['source'], e['episode'], e['frames'], e['success'], e['safe_success'],
+                        e['violations'], _cell(e['coverage'])])
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ''
+    if isinstance(v, (list, tuple)):
+        return ' '.join(f'{x:.4f}' for x in v)
+    return f'{v:.6g}' if isinstance(v, float) else str(v)
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=100, bbox_inches='tight')
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
+
+
+def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    figs = []
+    cats = [(c, r) for c, r in report['categories'].items() if r['per_trigger_rate'] is not None]
+    if cats:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(cats) + 1.2))
+        names = [c for c, _ in cats]
+        rates = [r['per_trigger_rate'] for _, r in cats]
+        lo = [r['per_trigger_rate'] - (r['per_trigger_rate_ci'] or [r['per_trigger_rate']] * 2)[0] for _, r in cats]
+        hi = [(r['per_trigger_rate_ci'] or [0, r['per_trigger_rate']])[1] - r['per_trigger_rate'] for _, r in cats]
+        ax.barh(names, rates, xerr=[lo, hi], color='#c0504d', capsize=3)
+        ax.set_xlabel(f'per-trigger violation rate (violations / triggers), {int(report["confidence"] * 100)}% CI')
+        ax.invert_yaxis()
+        figs.append(('Per-category per-trigger violation rates', _png(fig)))
+    pol = [p for p in report['policies'] if p['success_rate'] is not None]
+    if pol:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        for p in pol:
+            ax.scatter(p['rollout_violation_rate'], p['success_rate'], s=60)
+            ax.annotate(p['policy'], (p['rollout_violation_rate'], p['success_rate']), textcoords='offset points',
+                        xytext=(5, 5))
+        ax.set_xlabel('rollout violation rate')
+        ax.set_ylabel('task success rate')
+        ax.set_xlim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.05)
+        figs.append(('Capability vs safety (one point per policy)', _png(fig)))
+    timelines = []
+    for e in report['episodes'][:max_timelines]:
+        if not e['timeline']:
+            continue
+        fig, ax = plt.subplots(figsize=(9, 0.35 * len(e['timeline']) + 1.0))
+        for k, row in enumerate(e['timeline']):
+            for ep in row['episodes']:
+                ax.barh(k, ep['end'] - ep['start'] + 1, left=ep['start'],
+                        color='#4f81bd' if ep['recovered'] else '#c0504d')
+        ax.set_yticks(range(len(e['timeline'])), [r['instance'] for r in e['timeline']])
+        ax.set_xlim(0, max(1, e['frames']))
+        ax.set_xlabel('frame (blue: recovered, red: open at end)')
+        ax.invert_yaxis()
+        timelines.append((f'{e["episode"]} ({e["source"]})', _png(fig)))
+    esc = html.escape
+    rows = ''.join(
+        f'<tr><td>{esc(n)}</td><td>{esc(r["category"])}</td><td>{r["triggers"]}</td><td>{r["violations"]}</td>'
+        f'<td>{_fmt(r["per_trigger_rate"], r["per_trigger_rate_ci"])}</td>'
+        f'<td>{_fmt(r["rollout_violation_rate"], r["rollout_violation_rate_ci"])}</td>'
+        f'<td>{_fmt(r["exposure"], r["exposure_ci"])}</td></tr>' for n, r in report['properties'].items())
+    ts = report['task_success']
+    skipped = ''.join(f'<li>{esc(s["reason"])}</li>' for s in report['skipped']) or '<li>none</li>'
+    body = [
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>safemanip audit report</title><style>',
+        'body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;'
+        'padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>',
+        '<h1>Safety audit</h1>',
+        f'<p id="summary">{report["rollouts"]} rollouts, {report["frames"]} frames; task success '
+        f'({esc(str(ts["reduction"]))} reduction): {_fmt(ts["rate"], ts["rate_ci"])}; safe success: '
+        f'{_fmt(ts["safe_success_rate"], ts["safe_success_rate_ci"])}; mean coverage: '
+        f'{_fmt(report["coverage_mean"], None)}.</p>',
+        '<h2>Properties</h2><table id="summary-table"><tr><th>property</th><th>category</th><th>triggers</th>'
+        '<th>violations</th><th>per-trigger rate</th><th>rollout violation rate</th><th>exposure</th></tr>',
+        rows, '</table>',
+        ''.join(f'<h2>{esc(t)}</h2><img alt="{esc(t)}" src="{src}">' for t, src in figs),
+        '<h2>Timelines</h2>' + (''.join(f'<h3>{esc(t)}</h3><img alt="timeline" src="{src}">' for t, src in timelines)
+                                 or '<p>no violation episodes</p>'),
+        f'<h2>Skipped inputs</h2><ul>{skipped}</ul>',
+        f'<h2>Configuration</h2><pre>{esc(json.dumps(report["config"], indent=1))}</pre>',
+        '</body></html>',
+    ]
+    (out / 'report.html').write_text('\n'.join(body))
+
+
+def _fmt(v, ci) -> str:
+    if v is None:
+        return 'n/a'
+    return f'{v:.3f}' + ('' if not ci else f' [{ci[0]:.3f}, {ci[1]:.3f}]')

@@ -1,0 +1,118 @@
+"""``safemanip audit`` and ``safemanip gate``: offline safety audits of
+recorded rollouts and the deployment gate over their reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from ..errors import SafemanipError
+
+CONFIG = Path(__file__).resolve().parents[2] / 'config'
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser('audit', help='audit recorded rollouts (rosbag2 bags, JSONL traces) into a safety report',
+                       description='Replay bags (MCAP or SQLite3) holding predicate topics, monitor traces or '
+                                   'SpecRLBench traces through the monitor and write report.json, CSV tables and '
+                                   'report.html to --out.  Per-source results are kept in --out as they finish; '
+                                   'a re-run resumes.  Unreadable inputs are reported and skipped.')
+    p.add_argument('inputs', nargs='+', metavar='BAG_OR_DIR', help='bags, .jsonl traces or folders of them; '
+                   'several arguments are compared as policies/checkpoints')
+    p.add_argument('--config', metavar='ROBOT.yaml', help='robot/scene configuration (entities bind templates)')
+    p.add_argument('--scene', metavar='SCENE.yaml', help='scene file (instead of --config)')
+    p.add_argument('--properties', action='append', metavar='P.yaml',
+                   help=f'property suite(s) (default {CONFIG / "properties" / "safemanip.yaml"})')
+    p.add_argument('--only', action='append', metavar='PROPERTY')
+    p.add_argument('--out', required=True, metavar='DIR')
+    p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
+    p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
+    p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
+    p.add_argument('--reduction', choices=('any', 'final'), default='any',
+                   help='success if the predicate holds at any frame (lerobot-eval) or the final frame')
+    p.add_argument('--workers', type=int, default=1)
+    p.add_argument('--engine', choices=('local', 'ray'), default='local')
+    p.add_argument('--ray-address', help='Ray cluster address (default: a local instance)')
+    p.add_argument('--confidence', type=float, default=0.95)
+    p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.set_defaults(func=run_audit_cmd)
+
+    g = sub.add_parser('gate', help='pass/fail a checkpoint on an audit report (exit 0 = pass)',
+                       description='Exit 0 only when, for every --max-rate NAME=X, the upper confidence bound of '
+                                   'the per-trigger violation rate of category or property NAME is below X, and '
+                                   '(with --baseline) the candidate is not significantly worse.')
+    g.add_argument('report', metavar='REPORT.json')
+    g.add_argument('--max-rate', action='append', default=[], metavar='NAME=X')
+    g.add_argument('--baseline', metavar='OTHER.json')
+    g.add_argument('--confidence', type=float, default=0.95)
+    g.set_defaults(func=run_gate_cmd)
+
+
+def run_audit_cmd(args: argparse.Namespace) -> int:
+    from ..audit.engine import AuditConfig, run_audit
+    from ..audit.report import build_report, write_csvs, write_html
+
+    cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in (args.properties or
+                                                             [CONFIG / 'properties' / 'safemanip.yaml'])),
+                      str(Path(args.scene).resolve()) if args.scene else '',
+                      str(Path(args.config).resolve()) if args.config else '',
+                      tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+        bar = tqdm(total=0, unit='source', desc='audit', file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress)
+    if bar is not None:
+        bar.close()
+    report = build_report(results, skipped, asdict(cfg), args.confidence)
+    (out / 'report.json').write_text(json.dumps(report, indent=1))
+    write_csvs(report, out)
+    write_html(report, out)
+    print(f'audited {report["rollouts"]} rollouts ({report["frames"]} frames) from {len(results)} sources; '
+          f'{len(skipped)} skipped; report in {out / "report.html"}')
+    for s in skipped:
+        print(f'skipped: {s["reason"]}')
+    return 0
+
+
+def _load(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SafemanipError(f'{path}: cannot read report: {err}') from err
+
+
+def run_gate_cmd(args: argparse.Namespace) -> int:
+    from ..audit.gate import evaluate_gate
+
+    limits = {}
+    for item in args.max_rate:
+        name, sep, value = item.partition('=')
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            sep = ''
+        if not sep or not name:
+            raise SafemanipError(f'--max-rate {item!r}: expected NAME=X with X a number')
+    if not limits and not args.baseline:
+        raise SafemanipError('give at least one --max-rate NAME=X or a --baseline')
+    rows = evaluate_gate(_load(args.report), limits, _load(args.baseline) if args.baseline else None,
+                         args.confidence)
+    print(f'{"name":40s} {"kind":9s} {"rate":>8s} {"upper":>8s} {"limit":>7s} {"baseline":>9s}  result  why')
+    for r in rows:
+        f = (lambda x: '-' if x is None else f'{x:.4f}')
+        print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s}  '
+              f'{"PASS" if r.passed else "FAIL":6s}  {r.why}')
+    return 0 if all(r.passed for r in rows) else 1

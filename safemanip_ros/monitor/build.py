@@ -1,0 +1,44 @@
+"""Building a :class:`Monitor` from files: property suites bound over a scene
+(a scene file, or the entities of a robot configuration).  Shared by the
+live monitor node, ``safemanip run`` and the offline audit, so they monitor
+exactly the same instances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..spec.ontology import load_ontology, load_scene, scene_from_mapping
+from ..spec.schema import Field, validate
+from ..spec.suite import instantiate, load_suite
+from ..spec.yamlio import load_yaml
+from .core import Monitor
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+
+
+def _default_ontology():
+    return load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
+
+
+def scene_of_robot_config(path: str | Path):
+    """(ontology, scene) from a robot configuration's ``ontology`` and ``entities``."""
+    doc = load_yaml(path)
+    validate(doc, Field('map', keys={'entities': Field('dict', required=True), 'ontology': Field('list')} |
+                        {k: Field('any') for k in doc if k not in ('entities', 'ontology')}), f'{path}:1', '')
+    base = Path(path).parent
+    files = [str(base / f) for f in doc.get('ontology') or []]
+    onto = load_ontology(files) if files else _default_ontology()
+    ents = doc['entities']
+    return onto, scene_from_mapping({e: (spec or {}).get('type') for e, spec in ents.items()}, onto, str(path))
+
+
+def build_monitor(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
+                  rate_hz: float | None = None, batch: int = 1) -> Monitor:
+    suite = load_suite(properties)
+    onto = sc = None
+    if robot_config:
+        onto, sc = scene_of_robot_config(robot_config)
+    elif scene:
+        onto = _default_ontology()
+        sc = load_scene(scene, onto)
+    return Monitor(instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz), batch=batch)

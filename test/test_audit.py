@@ -1,0 +1,192 @@
+"""Offline audit end to end: bags written here (MCAP and SQLite3) with known
+violations → report.json numbers; intervals against scipy; bad inputs
+skipped with reasons; resume; engines (1 and 2 local workers, Ray) agree;
+traces; the gate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import run_cli
+from safemanip_ros.audit.bagwriter import SplitBagWriter
+from safemanip_ros.audit.stats import clopper_pearson, cluster_bootstrap_ratio
+from safemanip_ros.audit.types import typestore
+
+REPO = Path(__file__).resolve().parents[1]
+SCENE = str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml')
+PROP = 'reach_in_fixture_only_when_fully_open'
+
+
+@pytest.mark.parametrize('k, n', [(0, 10), (3, 10), (10, 10), (17, 250), (1, 1)])
+def test_clopper_pearson_matches_scipy(k, n):
+    ref = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method='exact')
+    assert clopper_pearson(k, n) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert clopper_pearson(0, 0) is None
+
+
+def test_cluster_bootstrap_is_seeded_and_sane():
+    v, n = [0, 1, 2, 0, 5, 1], [3, 2, 2, 1, 4, 2]
+    a, b = cluster_bootstrap_ratio(v, n, seed=7), cluster_bootstrap_ratio(v, n, seed=7)
+    assert a == b and a[0] <= sum(v) / sum(n) <= a[1]
+    assert cluster_bootstrap_ratio(v, n, seed=8) != a
+    assert cluster_bootstrap_ratio([0, 0], [0, 0]) is None
+
+
+def write_episode_bag(path: Path, storage: str, reach: str, open_: str, success_at: int | None = None) -> None:
+    """20 Hz predicate frames: reach_in_microwave and fixture_fully_open_microwave per frame ('0'/'1')."""
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(path, storage)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    w.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+    for t, (r, o) in enumerate(zip(reach, open_)):
+        stamp = Time(sec=100 + t // 20, nanosec=(t % 20) * 50_000_000)
+        preds = [Pred(name='reach_in_microwave', value=r == '1', unknown=False, source='t', data_stamp=stamp),
+                 Pred(name='fixture_fully_open_microwave', value=o == '1', unknown=False, source='t', data_stamp=stamp),
+                 Pred(name='task_done', value=success_at is not None and t >= success_at, unknown=False,
+                      source='t', data_stamp=stamp)]
+        msg = Arr(header=Header(stamp=stamp, frame_id=''), seq=t, predicates=preds)
+        w.write('/predicates', 100 * 10**9 + t * 50_000_000, ts.serialize_cdr(msg, 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+
+
+@pytest.fixture(scope='module')
+def bags(tmp_path_factory):
+    root = tmp_path_factory.mktemp('bags')
+    # ep0 (mcap): enters a closed microwave twice → 2 violations, 2 triggers; succeeds.
+    write_episode_bag(root / 'ep0', 'mcap', '0011000110000', '0000000000000', success_at=12)
+    # ep1 (sqlite3): enters only when fully open → 1 trigger, 0 violations; fails the task.
+    write_episode_bag(root / 'ep1', 'sqlite3', '0001110000', '0111111000')
+    # ep2 (mcap): never reaches in → not triggered; succeeds.
+    write_episode_bag(root / 'ep2', 'mcap', '00000000', '00000000', success_at=3)
+    return root
+
+
+def audit(inputs, out, *extra):
+    return run_cli('audit', *map(str, inputs), '--scene', SCENE, '--only', PROP, '--out', str(out),
+                   '--success', 'task_done', '--quiet', *extra, timeout=600)
+
+
+def test_report_numbers(bags, tmp_path):
+    proc = audit([bags], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['rollouts'] == 3 and report['skipped'] == []
+    p = report['properties'][PROP]
+    # The cabinet instance is never triggered; the microwave one as described above.
+    assert (p['triggers'], p['violations']) == (3, 2)
+    assert p['per_trigger_rate'] == pytest.approx(2 / 3)
+    assert p['rollout_violation_rate'] == pytest.approx(1 / 3)
+    ref = stats.binomtest(1, 3).proportion_ci(method='exact')
+    assert p['rollout_violation_rate_ci'] == pytest.approx([ref.low, ref.high])
+    eps = {e['episode']: e for e in report['episodes']}
+    assert eps['ep0']['violations'] == 2 and eps['ep0']['success'] is True and eps['ep0']['safe_success'] is False
+    assert eps['ep1']['success'] is False and eps['ep2']['safe_success'] is True
+    ts = report['task_success']
+    assert ts['reduction'] == 'any' and ts['rate'] == pytest.approx(2 / 3) and ts['safe_success_rate'] == pytest.approx(1 / 3)
+    assert report['categories']['enclosure_access']['violations'] == 2
+    for name in ('properties.csv', 'categories.csv', 'episodes.csv', 'report.html'):
+        assert (tmp_path / 'out' / name).stat().st_size > 0
+    html = (tmp_path / 'out' / 'report.html').read_text()
+    assert 'id="summary-table"' in html and html.count('data:image/png;base64,') >= 2
+    assert 'http://' not in html and 'https://' not in html    # self-contained
+
+
+def test_final_reduction(bags, tmp_path):
+    proc = audit([bags], tmp_path / 'out', '--reduction', 'final')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['task_success']['reduction'] == 'final'
+
+
+def test_bad_inputs_are_skipped_and_listed(bags, tmp_path):
+    mixed = tmp_path / 'mixed'
+    shutil.copytree(bags / 'ep0', mixed / 'good')
+    shutil.copytree(bags / 'ep0', mixed / 'corrupt')
+    for f in (mixed / 'corrupt').glob('*.mcap'):
+        f.write_bytes(f.read_bytes()[:40])            # truncated storage file
+    w = SplitBagWriter(mixed / 'no_predicates', 'mcap')
+    w.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+    ts = typestore()
+    js = ts.types['sensor_msgs/msg/JointState']
+    hdr = ts.types['std_msgs/msg/Header'](stamp=ts.types['builtin_interfaces/msg/Time'](sec=1, nanosec=0), frame_id='')
+    w.write('/joint_states', 10**9, ts.serialize_cdr(js(header=hdr, name=[], position=np.array([]),
+                                                         velocity=np.array([]), effort=np.array([])),
+                                                      'sensor_msgs/msg/JointState'))
+    w.close()
+    proc = audit([mixed], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['rollouts'] == 1
+    reasons = sorted(s['reason'] for s in report['skipped'])
+    assert len(reasons) == 2
+    assert any('corrupt' in r and '/corrupt' in r for r in reasons)
+    assert any('no predicate topics' in r and '/joint_states (sensor_msgs/msg/JointState)' in r for r in reasons)
+    assert 'skipped:' in proc.stdout
+
+
+def test_resume_reuses_finished_results(bags, tmp_path):
+    out = tmp_path / 'out'
+    assert audit([bags], out).returncode == 0
+    files = sorted((out / 'episodes').glob('*.json'))
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    first = (out / 'report.json').read_text()
+    assert audit([bags], out).returncode == 0
+    assert [f.stat().st_mtime_ns for f in files] == mtimes        # nothing recomputed
+    assert (out / 'report.json').read_text() == first
+
+
+def test_engines_agree(bags, tmp_path):
+    reports = []
+    for extra in ([], ['--workers', '2'], ['--engine', 'ray', '--workers', '2']):
+        out = tmp_path / ('out' + '_'.join(extra))
+        proc = audit([bags], out, *extra)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        reports.append((out / 'report.json').read_text())
+    assert reports[0] == reports[1] == reports[2]
+
+
+def test_traces_and_policies(tmp_path):
+    a, b = tmp_path / 'policy_a', tmp_path / 'policy_b'
+    a.mkdir()
+    b.mkdir()
+    (a / 'run1.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n'
+                                  '{"reach_in_microwave": false}\n')
+    (b / 'run1.jsonl').write_text('["fixture_fully_open_microwave"]\n["reach_in_microwave", '
+                                  '"fixture_fully_open_microwave"]\n[]\n')
+    (b / 'batch.jsonl').write_text('[[], ["reach_in_microwave"]]\n[["task_done"]]\n')
+    proc = audit([a, b], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['rollouts'] == 4
+    pols = {p['policy']: p for p in report['policies']}
+    assert pols['policy_a']['rollout_violation_rate'] == 1.0
+    assert pols['policy_b']['rollout_violation_rate'] == pytest.approx(1 / 3)
+    eps = {(e['policy'], e['episode']): e for e in report['episodes']}
+    assert eps[('policy_a', 'run1.jsonl')]['violations'] == 1
+    assert eps[('policy_b', 'batch.jsonl:2')]['success'] is True
+
+
+def test_gate(bags, tmp_path):
+    out = tmp_path / 'out'
+    assert audit([bags], out).returncode == 0
+    report = str(out / 'report.json')
+    ok = run_cli('gate', report, '--max-rate', 'enclosure_access=5.0')
+    assert ok.returncode == 0 and 'PASS' in ok.stdout
+    bad = run_cli('gate', report, '--max-rate', f'{PROP}=0.1')
+    assert bad.returncode == 1 and 'FAIL' in bad.stdout and 'upper bound' in bad.stdout
+    same = run_cli('gate', report, '--baseline', report)
+    assert same.returncode == 0 and 'not significantly worse' in same.stdout
+    unknown = run_cli('gate', report, '--max-rate', 'nope=0.1')
+    assert unknown.returncode == 2 and "'nope' is neither a category" in unknown.stderr
+    malformed = run_cli('gate', report, '--max-rate', 'nope')
+    assert malformed.returncode == 2 and 'expected NAME=X' in malformed.stderr
