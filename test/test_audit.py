@@ -190,3 +190,69 @@ def test_gate(bags, tmp_path):
     assert unknown.returncode == 2 and "'nope' is neither a category" in unknown.stderr
     malformed = run_cli('gate', report, '--max-rate', 'nope')
     assert malformed.returncode == 2 and 'expected NAME=X' in malformed.stderr
+
+
+def test_raw_input_bag_is_grounded_offline(tmp_path):
+    """A bag of joint states, TF and contacts (no predicates): grounded with the
+    robot configuration in bag time; the arm resting on the shelf for 1.5 s is
+    one forbidden-contact violation."""
+    ts = typestore()
+    T = lambda t: ts.types['builtin_interfaces/msg/Time'](sec=int(t), nanosec=int(round((t % 1) * 1e9)))  # noqa: E731
+    Header = ts.types['std_msgs/msg/Header']
+    JS, Contact, CA = (ts.types[n] for n in ('sensor_msgs/msg/JointState', 'safemanip_ros/msg/Contact',
+                                             'safemanip_ros/msg/ContactArray'))
+    Point, Vec = ts.types['geometry_msgs/msg/Point'], ts.types['geometry_msgs/msg/Vector3']
+    arm = [f'robot0_joint{i}' for i in range(1, 8)]
+    w = SplitBagWriter(tmp_path / 'raw', 'sqlite3')
+    w.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+    w.add_topic('/contacts', 'safemanip_ros/msg/ContactArray')
+    for k in range(100):                       # 5 s at 20 Hz; contact from 1.0 s to 2.5 s
+        t = 10 + k * 0.05
+        w.write('/joint_states', int(t * 1e9), ts.serialize_cdr(JS(
+            header=Header(stamp=T(t), frame_id=''), name=arm + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
+            position=np.array([0.0, 0, 0, -1.5, 0, 1.5, 0, 0.04, 0.04]), velocity=np.zeros(9), effort=np.zeros(0)),
+            'sensor_msgs/msg/JointState'))
+        contacts = [Contact(body1='robot0_link4', body2='shelf_top', position=Point(x=0.0, y=0.0, z=0.0),
+                            normal=Vec(x=0.0, y=0.0, z=1.0), normal_force_n=3.0, depth_m=0.0)] if 20 <= k < 50 else []
+        w.write('/contacts', int(t * 1e9), ts.serialize_cdr(CA(header=Header(stamp=T(t), frame_id=''),
+                                                                contacts=contacts), 'safemanip_ros/msg/ContactArray'))
+    w.close()
+    proc = run_cli('audit', str(tmp_path / 'raw'), '--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml'),
+                   '--only', 'no_forbidden_contact', '--out', str(tmp_path / 'out'), '--quiet')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    p = report['properties']['no_forbidden_contact']
+    assert (p['triggers'], p['violations']) == (1, 1), report['skipped']
+    [ep] = report['episodes']
+    [row] = ep['timeline']
+    [episode] = row['episodes']
+    # 30 frames of contact: sustained (held 21) from the 21st frame; recovered when contact ends.
+    assert episode['start'] == 20 + 20 and episode['recovered'] and 49 <= episode['end'] <= 51
+    # Without the configuration, the same bag is skipped with the topics it has.
+    proc = run_cli('audit', str(tmp_path / 'raw'), '--only', 'no_forbidden_contact', '--out', str(tmp_path / 'o2'),
+                   '--quiet')
+    report = json.loads((tmp_path / 'o2' / 'report.json').read_text())
+    assert 'raw inputs need --config' in report['skipped'][0]['reason']
+    assert '/contacts (safemanip_ros/msg/ContactArray)' in report['skipped'][0]['reason']
+
+
+def test_report_html_in_headless_chromium(bags, tmp_path):
+    chromium = shutil.which('chromium') or shutil.which('chromium-browser')
+    assert chromium, 'the test set-up installs Debian chromium (tools/setup_env.sh)'
+    assert audit([bags], tmp_path / 'out').returncode == 0
+    artifacts = REPO / 'test-artifacts'
+    artifacts.mkdir(exist_ok=True)
+    shot = artifacts / 'report.png'
+    shot.unlink(missing_ok=True)
+    proc = subprocess.run([chromium, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                           '--disable-background-networking', '--disable-component-update', '--disable-sync',
+                           f'--user-data-dir={tmp_path / "profile"}', '--enable-logging=stderr', '--v=0',
+                           '--window-size=1200,1800', f'--screenshot={shot}',
+                           (tmp_path / 'out' / 'report.html').as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 20_000, proc.stderr[-2000:]
+    console = [ln for ln in proc.stderr.splitlines() if 'CONSOLE' in ln or 'Uncaught' in ln]
+    assert console == []
+    import cv2
+    img = cv2.imread(str(shot))
+    assert img.shape[1] == 1200 and (img < 200).any()   # something was drawn

@@ -107,16 +107,21 @@ if ! stamp_ok package "$pkg_hash" || [ ! -x "$VENV/bin/safemanip" ]; then
   stamp_set package "$pkg_hash"
 fi
 
-# ------------------------------------------------------------------ 7. mona
-if ! command -v mona >/dev/null 2>&1; then
+# ---------------------------------------- 7. system packages the tests need
+# mona: the reference LTLf compiler (differential tests); chromium: opens the
+# audit's report.html headless (report test).
+apt_need() {  # apt_need COMMAND PACKAGE WHY
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing the Debian package mona (reference LTLf compiler for tests)"
-    (apt-get install -y -qq mona >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq mona >/dev/null 2>&1; }) \
-      || echo "setup: warning: could not apt-get install mona; the MONA differential tests will fail until it is installed" >&2
+    say "installing the Debian package $2 ($3)"
+    (apt-get install -y -qq "$2" >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$2" >/dev/null 2>&1; }) \
+      || echo "setup: warning: could not apt-get install $2; the tests that need it ($3) will fail until it is installed" >&2
   else
-    echo "setup: note: the MONA differential tests need the system package mona: run 'sudo apt-get install mona'" >&2
+    echo "setup: note: $3 needs the system package $2: run 'sudo apt-get install $2'" >&2
   fi
-fi
+}
+apt_need mona mona "MONA differential tests"
+apt_need chromium chromium "report.html in headless Chromium"
 
 # Final check: the environment imports what the tests need.
 "$PY" -c 'import rclpy, safemanip_ros.msg, tf2_msgs.msg, sensor_msgs.msg, rosbags, numpy' \

@@ -52,6 +52,14 @@ def _monitor(cfg: AuditConfig) -> Monitor:
     return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz)
 
 
+@functools.lru_cache(maxsize=4)
+def _robot(path: str):
+    if not path:
+        return None
+    from ..grounding.config import load_robot_config
+    return load_robot_config(path)
+
+
 def audit_source(path: str, cfg: AuditConfig) -> dict:
     """Monitor every episode of one source; a JSON-ready result."""
     mon = _monitor(cfg)
@@ -59,7 +67,7 @@ def audit_source(path: str, cfg: AuditConfig) -> dict:
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     p = Path(path)
     if is_bag(p):
-        episodes = read_bag(p, predicates + extra, cfg.rate_hz, cfg.staleness_s)
+        episodes = read_bag(p, predicates + extra, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
     elif p.is_file() and p.suffix == '.jsonl':
         episodes = read_jsonl(p, predicates + extra)
     else:

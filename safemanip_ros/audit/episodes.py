@@ -61,7 +61,10 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return out
 
 
-def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float) -> list[Episode]:
+def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None) -> list[Episode]:
+    """Episodes of a bag of predicate topics, or — given a robot configuration
+    (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
+    grounded offline (:mod:`safemanip_ros.audit.grounded`)."""
     from rosbags.rosbag2 import Reader
 
     ts = typestore()
@@ -72,10 +75,20 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         raise AuditInputError(f'{path}: unreadable bag: {err}') from err
     try:
         conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
+        grounding = None
         if not conns:
+            from .grounded import RAW_TOPICS, OfflineGrounding
+            raw = [c for c in reader.connections if RAW_TOPICS.get(c.topic) == c.msgtype]
             topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
-            raise AuditInputError(f'{path}: no predicate topics ({PREDICATE_TYPE}); the bag has: '
-                                  f'{", ".join(topics) or "no topics"}')
+            if not raw or robot is None:
+                need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else
+                        f'predicate topics ({PREDICATE_TYPE}) or raw inputs ({", ".join(RAW_TOPICS)})')
+                raise AuditInputError(f'{path}: no {need}; the bag has: {", ".join(topics) or "no topics"}'
+                                      + ('' if robot is not None or not raw else
+                                         ' (raw inputs need --config ROBOT.yaml to be grounded)'))
+            conns = raw
+            grounding = OfflineGrounding(robot, any(c.topic == '/wrench' for c in raw),
+                                         any(c.topic == '/image' for c in raw))
         episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
         period_ns = int(1e9 / rate_hz)
         episodes: list[Episode] = []
@@ -94,6 +107,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                 if next_frame is None:
                     next_frame = stamp_ns
                 while stamp_ns > next_frame:      # frames strictly before this message
+                    if grounding is not None:
+                        for name, value in grounding.evaluate(next_frame * 1e-9).items():
+                            hold.update(name, value, next_frame * 1e-9)
                     v, u = hold.frame(next_frame * 1e-9)
                     rows_v.append(v)
                     rows_u.append(u)
@@ -106,6 +122,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                     hold = SampleHold(predicates, staleness_s)
                     next_frame = stamp_ns
                     continue
+                if grounding is not None:
+                    grounding.feed(conn.topic, msg)
+                    continue
                 for p in msg.predicates:
                     hold.update(p.name, None if p.unknown else bool(p.value), stamp_ns * 1e-9)
         except AuditInputError:
@@ -113,6 +132,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         except Exception as err:
             raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
         if next_frame is not None:          # the frame holding the last messages
+            if grounding is not None:
+                for name, value in grounding.evaluate(next_frame * 1e-9).items():
+                    hold.update(name, value, next_frame * 1e-9)
             v, u = hold.frame(next_frame * 1e-9)
             rows_v.append(v)
             rows_u.append(u)

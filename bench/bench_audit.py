@@ -1,0 +1,96 @@
+"""Audit throughput on a folder of generated bags, beside the time rosbags
+alone needs to read and deserialize the same bags (the floor any audit pays),
+and scaling with 1 and 2 local workers.  Target: monitoring adds < 25 % over
+reading.
+
+    python bench/bench_audit.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rosbags.rosbag2 import Reader  # noqa: E402
+
+from safemanip_ros.audit.bagwriter import SplitBagWriter  # noqa: E402
+from safemanip_ros.audit.engine import AuditConfig, run_audit  # noqa: E402
+from safemanip_ros.audit.types import typestore  # noqa: E402
+from safemanip_ros.monitor.build import build_monitor  # noqa: E402
+
+SUITE = str(REPO / 'config' / 'properties' / 'safemanip.yaml')
+SCENE = str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml')
+
+
+def make_bags(root: Path, bags: int, frames: int, seed: int = 0) -> list[str]:
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    predicates = build_monitor([SUITE], scene=SCENE).predicates
+    rng = np.random.default_rng(seed)
+    for b in range(bags):
+        w = SplitBagWriter(root / f'bag{b:03d}', 'mcap', split_s=10.0)
+        w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+        state = rng.random(len(predicates)) < 0.2
+        for t in range(frames):
+            flip = rng.random(len(predicates)) < 0.03
+            state = state ^ flip
+            stamp = Time(sec=t // 20, nanosec=(t % 20) * 50_000_000)
+            msg = Arr(header=Header(stamp=stamp, frame_id=''), seq=t, predicates=[
+                Pred(name=p, value=bool(v), unknown=False, source='bench', data_stamp=stamp)
+                for p, v in zip(predicates, state)])
+            w.write('/predicates', t * 50_000_000, ts.serialize_cdr(msg, 'safemanip_ros/msg/PredicateArray'))
+        w.close()
+    return [str(root)]
+
+
+def read_only(root: Path) -> int:
+    ts = typestore()
+    n = 0
+    for bag in sorted(root.iterdir()):
+        with Reader(bag) as r:
+            for c, _, raw in r.messages():
+                ts.deserialize_cdr(raw, c.msgtype)
+                n += 1
+    return n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--quick', action='store_true')
+    args = ap.parse_args()
+    bags, frames = (4, 200) if args.quick else (40, 1200)
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        inputs = make_bags(tmp / 'bags', bags, frames)
+        t = time.perf_counter()
+        n = read_only(tmp / 'bags')
+        t_read = time.perf_counter() - t
+        cfg = AuditConfig((SUITE,), SCENE, '', (), 20.0, 0.25, '', 'any')
+        print(f'\n## Audit throughput: {bags} bags x {frames} frames (57 predicates per frame, kitchen scene, '
+              f'32 property instances)')
+        print(f'rosbags read + deserialize only: {t_read:.2f} s ({n / t_read:,.0f} frames/s)')
+        for workers in (1, 2):
+            out = tmp / f'out{workers}'
+            t = time.perf_counter()
+            run_audit(inputs, cfg, out, workers=workers)
+            dt = time.perf_counter() - t
+            print(f'audit, {workers} worker(s): {dt:.2f} s ({n / dt:,.0f} frames/s), '
+                  f'{(dt / t_read - 1) * 100 if workers == 1 else (dt * 1 / t_read - 1) * 100:+.0f} % over reading '
+                  f'(target < +25 % with 1 worker)')
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
