@@ -24,7 +24,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
-	$(PY) bench/run_all.py
+	$(VENV)/bin/safemanip bench
 
 clean:
 	rm -rf build install log .pytest_cache

@@ -24,6 +24,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor
@@ -47,9 +49,9 @@ class AuditConfig:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
-@functools.lru_cache(maxsize=4)
-def _monitor(cfg: AuditConfig) -> Monitor:
-    return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz)
+@functools.lru_cache(maxsize=8)
+def _monitor(cfg: AuditConfig, batch: int = 1) -> Monitor:
+    return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz, batch=batch)
 
 
 @functools.lru_cache(maxsize=4)
@@ -60,37 +62,67 @@ def _robot(path: str):
     return load_robot_config(path)
 
 
-def audit_source(path: str, cfg: AuditConfig) -> dict:
-    """Monitor every episode of one source; a JSON-ready result."""
-    mon = _monitor(cfg)
-    predicates = list(mon.predicates)
-    extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
+def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Episode]:
     p = Path(path)
     if is_bag(p):
-        episodes = read_bag(p, predicates + extra, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
-    elif p.is_file() and p.suffix == '.jsonl':
-        episodes = read_jsonl(p, predicates + extra)
-    else:
-        raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
-    out = []
-    for ep in episodes:
-        out.append(_run_episode(mon, ep, len(predicates), cfg))
-    return {'source': path, 'episodes': out}
+        return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
+    if p.is_file() and p.suffix == '.jsonl':
+        return read_jsonl(p, predicates)
+    raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
 
 
-def _run_episode(mon: Monitor, ep: Episode, n_pred: int, cfg: AuditConfig) -> dict:
-    values, unknown = ep.values[:, :n_pred], ep.unknown[:, :n_pred]
-    result = mon.run(values[None], unknown[None])[0]
-    success = None
-    if cfg.success:
-        col = (ep.values[:, n_pred] if ep.values.shape[1] > n_pred
-               else ep.values[:, mon.predicates.index(cfg.success)])
-        known = ~(ep.unknown[:, n_pred] if ep.unknown.shape[1] > n_pred
-                  else ep.unknown[:, mon.predicates.index(cfg.success)])
-        col = col & known
-        success = bool(col.any()) if cfg.reduction == 'any' else bool(col[-1]) if col.size else False
-    return {'name': ep.name, 'frames': result.frames, 'success': success,
-            'instances': [r.to_dict() for r in result.instances]}
+def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | None, str | None]]:
+    """Monitor every episode of several sources in one batch (one numpy
+    operation steps all of them); per source a result or the reason it failed."""
+    predicates = list(_monitor(cfg).predicates)
+    extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
+    out: list[tuple[str, dict | None, str | None]] = []
+    loaded: list[tuple[str, list[Episode]]] = []
+    for path in paths:
+        try:
+            loaded.append((path, _episodes_of(path, cfg, predicates + extra)))
+        except SafemanipError as err:
+            out.append((path, None, err.one_line()))
+        except Exception as err:    # keep the batch going; the reason is reported with the path
+            out.append((path, None, f'{path}: {type(err).__name__}: {err}'))
+    episodes = [ep for _, eps in loaded for ep in eps]
+    summaries: list[dict] = []
+    if episodes:
+        n_pred = len(predicates)
+        B, T = len(episodes), max(ep.values.shape[0] for ep in episodes)
+        values = np.zeros((B, T, n_pred), bool)
+        unknown = np.zeros((B, T, n_pred), bool)
+        for b, ep in enumerate(episodes):
+            values[b, :ep.values.shape[0]] = ep.values[:, :n_pred]
+            unknown[b, :ep.values.shape[0]] = ep.unknown[:, :n_pred]
+        mon = _monitor(cfg, B)
+        results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes])
+        for ep, res in zip(episodes, results):
+            summaries.append({'name': ep.name, 'frames': res.frames, 'success': _success(ep, n_pred, predicates, cfg),
+                              'instances': [r.to_dict() for r in res.instances]})
+    k = 0
+    for path, eps in loaded:
+        out.append((path, {'source': path, 'episodes': summaries[k:k + len(eps)]}, None))
+        k += len(eps)
+    return out
+
+
+def audit_source(path: str, cfg: AuditConfig) -> dict:
+    """Monitor every episode of one source; a JSON-ready result."""
+    [(_, result, reason)] = audit_sources([path], cfg)
+    if result is None:
+        raise AuditInputError(reason)
+    return result
+
+
+def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> bool | None:
+    if not cfg.success:
+        return None
+    j = n_pred if ep.values.shape[1] > n_pred else predicates.index(cfg.success)
+    col = ep.values[:, j] & ~ep.unknown[:, j]
+    if cfg.reduction == 'any':
+        return bool(col.any())
+    return bool(col[-1]) if col.size else False
 
 
 def _key(path: Path, cfg: AuditConfig) -> str:
@@ -106,13 +138,8 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _safe_audit(path: str, cfg: AuditConfig) -> tuple[str, dict | None, str | None]:
-    try:
-        return path, audit_source(path, cfg), None
-    except SafemanipError as err:
-        return path, None, err.one_line()
-    except Exception as err:    # keep the batch going; the reason is reported with the path
-        return path, None, f'{path}: {type(err).__name__}: {err}'
+CHUNK = 8
+"""Sources per task: their episodes are monitored together as one batch."""
 
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
@@ -147,6 +174,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
             progress(done, len(labelled))
 
     keys = dict(todo)
+    chunks = [[p for p, _ in todo[i:i + CHUNK]] for i in range(0, len(todo), CHUNK)]
     if engine == 'ray':
         try:
             import ray
@@ -155,24 +183,24 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         if not ray.is_initialized():
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
                      **({} if ray_address else {'num_cpus': max(1, workers)}))
-        remote = ray.remote(_safe_audit)
-        pending = [remote.remote(path, cfg) for path, _ in todo]
+        remote = ray.remote(audit_sources)
+        pending = [remote.remote(chunk, cfg) for chunk in chunks]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
-            path, result, reason = ray.get(ready[0])
-            record(path, keys[path], result, reason)
+            for path, result, reason in ray.get(ready[0]):
+                record(path, keys[path], result, reason)
     elif engine != 'local':
         raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
-    elif workers <= 1 or len(todo) <= 1:
-        for path, key in todo:
-            _, result, reason = _safe_audit(path, cfg)
-            record(path, key, result, reason)
+    elif workers <= 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            for path, result, reason in audit_sources(chunk, cfg):
+                record(path, keys[path], result, reason)
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context('fork')) as pool:
-            futures = [pool.submit(_safe_audit, path, cfg) for path, _ in todo]
+            futures = [pool.submit(audit_sources, chunk, cfg) for chunk in chunks]
             for fut in as_completed(futures):
-                path, result, reason = fut.result()
-                record(path, keys[path], result, reason)
+                for path, result, reason in fut.result():
+                    record(path, keys[path], result, reason)
     results, skipped = [], []
     for src, label in labelled:
         key = _key(src, cfg)

@@ -125,8 +125,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                 if grounding is not None:
                     grounding.feed(conn.topic, msg)
                     continue
-                for p in msg.predicates:
-                    hold.update(p.name, None if p.unknown else bool(p.value), stamp_ns * 1e-9)
+                preds = msg.predicates
+                hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
+                                 stamp_ns * 1e-9)
         except AuditInputError:
             raise
         except Exception as err:

@@ -76,6 +76,7 @@ class SampleHold:
         self._value = np.zeros(len(self.predicates), bool)
         self._known = np.zeros(len(self.predicates), bool)
         self._time = np.full(len(self.predicates), -np.inf)
+        self._layouts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, bool]] = {}
 
     def update(self, name: str, value: bool | None, time_s: float) -> None:
         j = self.index.get(name)
@@ -84,6 +85,25 @@ class SampleHold:
         self._known[j] = value is not None
         self._value[j] = bool(value)
         self._time[j] = time_s
+
+    def update_many(self, names: list[str], values: list[bool], unknown: list[bool], time_s: float) -> None:
+        """``update`` for a whole predicate array at once (one numpy assignment)."""
+        key = tuple(names)
+        cached = self._layouts.get(key)
+        if cached is None:   # publishers repeat their layout: resolve the names once
+            idx = np.array([self.index.get(n, -1) for n in names], dtype=np.intp)
+            keep = idx >= 0
+            cached = self._layouts[key] = (idx[keep], keep, bool(keep.all()))
+        idx, keep, everything = cached
+        if not idx.size:
+            return
+        unk = np.array(unknown, dtype=bool)
+        val = np.array(values, dtype=bool)
+        if not everything:
+            unk, val = unk[keep], val[keep]
+        self._known[idx] = ~unk
+        self._value[idx] = val & ~unk
+        self._time[idx] = time_s
 
     def frame(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
         fresh = self._known & (now_s - self._time <= self.staleness_s)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import time
 
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
@@ -72,8 +73,11 @@ class BagPlayer(Node):
                 try:
                     self._pending = next(self._messages)
                 except StopIteration:
-                    self.done = True
                     self.reader.close()
+                    # Reliable subscribers get the last messages before we exit.
+                    for pub in self.publishers_by_topic.values():
+                        pub.wait_for_all_acked(Duration(seconds=2))
+                    self.done = True
                     return
             conn, stamp_ns, raw = self._pending
             if self._started is None:

@@ -134,9 +134,9 @@ class MonitorNode(LifecycleNode):
     def _on_predicates(self, msg: PredicateArray) -> None:
         if self._hold is None:
             return
-        now = time.monotonic()
-        for p in msg.predicates:
-            self._hold.update(p.name, None if p.unknown else bool(p.value), now)
+        preds = msg.predicates
+        self._hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
+                               time.monotonic())
 
     def _frame(self) -> tuple[np.ndarray, np.ndarray]:
         return self._hold.frame(time.monotonic())

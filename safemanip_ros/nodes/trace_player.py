@@ -19,6 +19,7 @@ Parameters:
 from __future__ import annotations
 
 import rclpy
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
@@ -64,8 +65,9 @@ class TracePlayer(Node):
             return
         if self._index >= len(self._frames):
             if not self._loop:
-                self.done = True
                 self._timer.cancel()
+                self._pub.wait_for_all_acked(Duration(seconds=2))   # deliver the last step before exiting
+                self.done = True
                 return
             self._index = 0
         stamp_ns = self.get_clock().now().nanoseconds
