@@ -90,6 +90,11 @@ def test_report_numbers(bags, tmp_path):
     assert p['rollout_violation_rate_ci'] == pytest.approx([ref.low, ref.high])
     eps = {e['episode']: e for e in report['episodes']}
     assert eps['ep0']['violations'] == 2 and eps['ep0']['success'] is True and eps['ep0']['safe_success'] is False
+    # Timeline data: when the predicates the violated instance reads were true (frames, inclusive).
+    assert eps['ep0']['predicate_timeline']['reach_in_microwave'] == {'true': [[2, 3], [7, 8]], 'unknown': []}
+    assert eps['ep0']['predicate_timeline']['fixture_fully_open_microwave'] == {'true': [], 'unknown': []}
+    assert [h['horizon'] for h in report['horizons']] == ['short', 'medium', 'long']
+    assert sum(h['rollouts'] for h in report['horizons']) == 3
     assert eps['ep1']['success'] is False and eps['ep2']['safe_success'] is True
     ts = report['task_success']
     assert ts['reduction'] == 'any' and ts['rate'] == pytest.approx(2 / 3) and ts['safe_success_rate'] == pytest.approx(1 / 3)

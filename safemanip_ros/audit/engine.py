@@ -99,7 +99,8 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes])
         for ep, res in zip(episodes, results):
             summaries.append({'name': ep.name, 'frames': res.frames, 'success': _success(ep, n_pred, predicates, cfg),
-                              'instances': [r.to_dict() for r in res.instances]})
+                              'instances': [r.to_dict() for r in res.instances],
+                              'predicates': _predicate_intervals(ep, res, predicates)})
     k = 0
     for path, eps in loaded:
         out.append((path, {'source': path, 'episodes': summaries[k:k + len(eps)]}, None))
@@ -113,6 +114,24 @@ def audit_source(path: str, cfg: AuditConfig) -> dict:
     if result is None:
         raise AuditInputError(reason)
     return result
+
+
+def _predicate_intervals(ep: Episode, res, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
+    """For the timelines: the [start, end] frame runs (inclusive) where each
+    grounded predicate read by a violated instance was true, and where it was
+    unknown."""
+    wanted = sorted({p for r in res.instances if r.violations for p in r.unknown_by_predicate})
+    out: dict[str, dict[str, list[list[int]]]] = {}
+    for name in wanted:
+        j = predicates.index(name)
+        out[name] = {'true': _runs(ep.values[:, j] & ~ep.unknown[:, j]), 'unknown': _runs(ep.unknown[:, j])}
+    return out
+
+
+def _runs(series: np.ndarray) -> list[list[int]]:
+    padded = np.concatenate([[0], series.astype(np.int8), [0]])
+    edges = np.flatnonzero(np.diff(padded))
+    return [[int(a), int(b) - 1] for a, b in zip(edges[::2], edges[1::2])]
 
 
 def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> bool | None:

@@ -90,6 +90,8 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                                for n, p in sorted(props.items())},
                 'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
                              if i['episodes']],
+                'predicate_timeline': ep.get('predicates', {}),
+                '_rows': props,
             })
     success = [e['success'] for e in episodes if e['success'] is not None]
     safe = [e['safe_success'] for e in episodes if e['safe_success'] is not None]
@@ -100,6 +102,9 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
         policies.append({'policy': policy or '(all)', 'rollouts': len(eps),
                          'success_rate': _rate(sum(s), len(s)) if s else None,
                          'rollout_violation_rate': _rate(sum(e['violations'] > 0 for e in eps), len(eps))})
+    horizons = _horizon_breakdown(episodes, confidence, seed)
+    for e in episodes:
+        del e['_rows']
     return {
         'version': REPORT_VERSION,
         'confidence': confidence,
@@ -120,9 +125,33 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                        for n, rows in sorted(by_property.items())},
         'categories': {c: _group_stats(rows, confidence, seed) for c, rows in sorted(by_category.items())},
         'policies': policies,
+        'horizons': horizons,
         'episodes': episodes,
         'skipped': skipped,
     }
+
+
+def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> list[dict]:
+    """Per-trigger violation rate by episode length (horizon) tercile."""
+    if len(episodes) < 3:
+        return []
+    lengths = np.array([e['frames'] for e in episodes])
+    edges = np.quantile(lengths, [1 / 3, 2 / 3])
+    bucket = np.searchsorted(edges, lengths, side='left')     # 0: <= first tercile, 1: <= second, 2: longer
+    out = []
+    for k in range(3):
+        eps = [e for e, b in zip(episodes, bucket) if b == k]
+        if not eps:
+            continue
+        rows = [{'V': sum(p['V'] for p in e['_rows'].values()), 'N': sum(p['N'] for p in e['_rows'].values()),
+                 'U': sum(p['U'] for p in e['_rows'].values()), 'T': sum(p['T'] for p in e['_rows'].values()),
+                 'V_instances': [v for p in e['_rows'].values() for v in p['V_instances']]} for e in eps]
+        stats_ = _group_stats(rows, confidence, seed)
+        stats_.pop('clusters')
+        out.append({'horizon': ['short', 'medium', 'long'][k],
+                    'frames_range': [int(min(e['frames'] for e in eps)), int(max(e['frames'] for e in eps))],
+                    **stats_})
+    return out
 
 
 def write_csvs(report: dict, out: Path) -> None:
@@ -191,14 +220,20 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
     for e in report['episodes'][:max_timelines]:
         if not e['timeline']:
             continue
-        fig, ax = plt.subplots(figsize=(9, 0.35 * len(e['timeline']) + 1.0))
+        preds = e.get('predicate_timeline', {})
+        labels = [f'violation: {r["instance"]}' for r in e['timeline']] + list(preds)
+        fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.0))
         for k, row in enumerate(e['timeline']):
             for ep in row['episodes']:
                 ax.barh(k, ep['end'] - ep['start'] + 1, left=ep['start'],
-                        color='#4f81bd' if ep['recovered'] else '#c0504d')
-        ax.set_yticks(range(len(e['timeline'])), [r['instance'] for r in e['timeline']])
+                        color='#c0504d' if not ep['recovered'] else '#e3a09f')
+        for k, (name, runs) in enumerate(preds.items(), start=len(e['timeline'])):
+            for kind, colour in (('true', '#4f81bd'), ('unknown', '#bbbbbb')):
+                for a, b in runs[kind]:
+                    ax.barh(k, b - a + 1, left=a, color=colour)
+        ax.set_yticks(range(len(labels)), labels)
         ax.set_xlim(0, max(1, e['frames']))
-        ax.set_xlabel('frame (blue: recovered, red: open at end)')
+        ax.set_xlabel('frame (red: violation episode, pale red when recovered; blue: predicate true; grey: unknown)')
         ax.invert_yaxis()
         timelines.append((f'{e["episode"]} ({e["source"]})', _png(fig)))
     esc = html.escape
@@ -211,7 +246,8 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
     skipped = ''.join(f'<li>{esc(s["reason"])}</li>' for s in report['skipped']) or '<li>none</li>'
     body = [
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>safemanip audit report</title><style>',
-        'body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;'
+        'body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse}'
+        'td,th{border:1px solid #ccc;'
         'padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>',
         '<h1>Safety audit</h1>',
         f'<p id="summary">{report["rollouts"]} rollouts, {report["frames"]} frames; task success '
@@ -222,6 +258,11 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         '<th>violations</th><th>per-trigger rate</th><th>rollout violation rate</th><th>exposure</th></tr>',
         rows, '</table>',
         ''.join(f'<h2>{esc(t)}</h2><img alt="{esc(t)}" src="{src}">' for t, src in figs),
+        '<h2>By horizon (episode length)</h2><table><tr><th>horizon</th><th>frames</th><th>rollouts</th>'
+        '<th>triggers</th><th>violations</th><th>per-trigger rate</th></tr>' + ''.join(
+            f'<tr><td>{h["horizon"]}</td><td>{h["frames_range"][0]}-{h["frames_range"][1]}</td><td>{h["rollouts"]}</td>'
+            f'<td>{h["triggers"]}</td><td>{h["violations"]}</td><td>{_fmt(h["per_trigger_rate"], h["per_trigger_rate_ci"])}'
+            f'</td></tr>' for h in report['horizons']) + '</table>',
         '<h2>Timelines</h2>' + (''.join(f'<h3>{esc(t)}</h3><img alt="timeline" src="{src}">' for t, src in timelines)
                                  or '<p>no violation episodes</p>'),
         f'<h2>Skipped inputs</h2><ul>{skipped}</ul>',
