@@ -102,17 +102,22 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             if rows_v:
                 episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u)))
 
+        def emit(frame_ns: int) -> None:
+            """Append the frame at ``frame_ns`` (grounding raw inputs first)."""
+            now_s = frame_ns * 1e-9
+            if grounding is not None:
+                for pname, value in grounding.evaluate(now_s).items():
+                    hold.update(pname, value, now_s)
+            v, u = hold.frame(now_s)
+            rows_v.append(v)
+            rows_u.append(u)
+
         try:
             for conn, stamp_ns, raw in reader.messages(connections=conns + episode_conns):
                 if next_frame is None:
                     next_frame = stamp_ns
                 while stamp_ns > next_frame:      # frames strictly before this message
-                    if grounding is not None:
-                        for name, value in grounding.evaluate(next_frame * 1e-9).items():
-                            hold.update(name, value, next_frame * 1e-9)
-                    v, u = hold.frame(next_frame * 1e-9)
-                    rows_v.append(v)
-                    rows_u.append(u)
+                    emit(next_frame)
                     next_frame += period_ns
                 msg = ts.deserialize_cdr(raw, conn.msgtype)
                 if conn.topic == EPISODE_TOPIC:
@@ -120,6 +125,8 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                     rows_v, rows_u = [], []
                     name = msg.data or f'{path.name}#{len(episodes)}'
                     hold = SampleHold(predicates, staleness_s)
+                    if grounding is not None:
+                        grounding = grounding.fresh_copy()
                     next_frame = stamp_ns
                     continue
                 if grounding is not None:
@@ -133,12 +140,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         except Exception as err:
             raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
         if next_frame is not None:          # the frame holding the last messages
-            if grounding is not None:
-                for name, value in grounding.evaluate(next_frame * 1e-9).items():
-                    hold.update(name, value, next_frame * 1e-9)
-            v, u = hold.frame(next_frame * 1e-9)
-            rows_v.append(v)
-            rows_u.append(u)
+            emit(next_frame)
         close(name)
         return episodes
     finally:

@@ -18,7 +18,7 @@ from ..grounding.camera import CameraError, CameraGrounding, image_to_array
 from ..grounding.config import RobotConfig
 from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
 from ..grounding.joints import JointStateGrounding
-from ..grounding.tf import TfGrounding
+from ..grounding.tf import TfGrounding, transforms_by_stamp
 
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
               '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
@@ -34,23 +34,23 @@ class OfflineGrounding:
 
     def __init__(self, robot: RobotConfig, use_wrench: bool, use_camera: bool) -> None:
         self.robot = robot
+        self._flags = (use_wrench, use_camera)
         self.joints = JointStateGrounding(robot.joints)
         self.contacts = ContactGrounding(robot.contacts)
         self.tf = TfGrounding(robot.tf)
         self.wrench = WrenchGrounding(robot.wrench) if use_wrench else None
         self.camera = CameraGrounding(robot.camera) if use_camera and robot.camera.regions else None
 
+    def fresh_copy(self) -> 'OfflineGrounding':
+        """The same sources with no history (a new episode starts)."""
+        return OfflineGrounding(self.robot, *self._flags)
+
     def feed(self, topic: str, msg) -> None:
         if topic == '/joint_states':
             vel = msg.velocity if len(msg.velocity) == len(msg.name) else None
             self.joints.update(_s(msg.header.stamp), list(msg.name), np.asarray(msg.position, float), vel)
         elif topic in ('/tf', '/tf_static'):
-            by_stamp: dict[float, list] = {}
-            for t in msg.transforms:
-                tr, q = t.transform.translation, t.transform.rotation
-                by_stamp.setdefault(_s(t.header.stamp), []).append(
-                    (t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w)))
-            for stamp, items in sorted(by_stamp.items()):
+            for stamp, items in transforms_by_stamp(msg.transforms):
                 self.tf.update(stamp, items, static=topic == '/tf_static')
         elif topic == '/contacts':
             self.contacts.update(_s(msg.header.stamp),

@@ -265,3 +265,16 @@ class TfGrounding:
             out[f'object_supported_{obj}'] = supported
             out[f'object_settled_{obj}'] = settled
         return out
+
+
+def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:
+    """Group ``geometry_msgs/TransformStamped`` objects (rclpy or rosbags, read
+    by attribute) into (stamp seconds, [(parent, child, translation,
+    rotation xyzw)]) in time order, the form :meth:`TfGrounding.update` takes."""
+    by_stamp: dict[float, list] = {}
+    for t in transforms:
+        tr, q = t.transform.translation, t.transform.rotation
+        stamp = t.header.stamp.sec + t.header.stamp.nanosec * 1e-9
+        by_stamp.setdefault(stamp, []).append(
+            (t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w)))
+    return sorted(by_stamp.items())

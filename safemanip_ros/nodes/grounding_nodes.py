@@ -31,7 +31,7 @@ from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, ima
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
 from ..grounding.joints import JointStateGrounding
-from ..grounding.tf import TfGrounding
+from ..grounding.tf import TfGrounding, transforms_by_stamp
 from .conversions import ns_from_time, predicate_array, predicate_values, time_from_ns
 from .runner import run_node as _run
 
@@ -150,12 +150,7 @@ class TfGroundingNode(GroundingNode):
         self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
 
     def _on_tf(self, msg: TFMessage, static: bool) -> None:
-        by_stamp: dict[float, list] = {}
-        for t in msg.transforms:
-            tr, q = t.transform.translation, t.transform.rotation
-            by_stamp.setdefault(_seconds(t.header.stamp), []).append(
-                (t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w)))
-        for stamp, transforms in sorted(by_stamp.items()):
+        for stamp, transforms in transforms_by_stamp(msg.transforms):
             self.grounding.update(stamp, transforms, static=static)
 
     def _on_grasp(self, msg: PredicateArray) -> None:

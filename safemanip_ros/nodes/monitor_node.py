@@ -42,7 +42,7 @@ from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
 from .conversions import ns_from_time, time_from_ns
-from .runner import run_node
+from .runner import autostarted, run_node
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
@@ -301,16 +301,8 @@ class MonitorNode(LifecycleNode):
         return response
 
 
-def _autostarted() -> MonitorNode:
-    node = MonitorNode()
-    if node.get_parameter('autostart').value:   # no lifecycle manager: configure and activate now
-        node.trigger_configure()
-        node.trigger_activate()
-    return node
-
-
 def main(args: list[str] | None = None) -> int:
-    return run_node(_autostarted, 'monitor', args)
+    return run_node(autostarted(MonitorNode), 'monitor', args)
 
 
 __all__ = ['MonitorNode', 'build_monitor', 'ns_from_time']

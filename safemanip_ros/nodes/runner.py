@@ -38,3 +38,15 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
+    """Wrap a lifecycle node factory: with its ``autostart`` parameter true,
+    the node configures and activates itself (no lifecycle manager needed)."""
+    def make() -> Node:
+        node = factory()
+        if node.get_parameter('autostart').value:
+            node.trigger_configure()
+            node.trigger_activate()
+        return node
+    return make

@@ -45,7 +45,7 @@ from ..audit.bagwriter import SplitBagWriter
 from ..errors import SafemanipError
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import ns_from_time, time_from_ns
-from .runner import run_node
+from .runner import autostarted, run_node
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -273,16 +273,8 @@ class SupervisorNode(LifecycleNode):
         self._pub_traj.publish(traj)
 
 
-def _autostarted() -> SupervisorNode:
-    node = SupervisorNode()
-    if node.get_parameter('autostart').value:   # no lifecycle manager: configure and activate now
-        node.trigger_configure()
-        node.trigger_activate()
-    return node
-
-
 def main(args: list[str] | None = None) -> int:
-    return run_node(_autostarted, 'supervisor', args, on_exit=lambda node: node.close_bag())
+    return run_node(autostarted(SupervisorNode), 'supervisor', args, on_exit=lambda node: node.close_bag())
 
 
 __all__ = ['SupervisorNode', 'rclpy']
