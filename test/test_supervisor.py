@@ -77,7 +77,8 @@ def test_supervisor_node_over_dds(tmp_path):
                              '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
                              '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
                              '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
-                             '-p', f'bag_path:={tmp_path / "bag"}'],
+                             '-p', f'bag_path:={tmp_path / "bag"}',
+                             '-p', "failsafe_topics:=['predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']"],
                             stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT, text=True)
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -147,6 +148,15 @@ def test_supervisor_node_over_dds(tmp_path):
                     joints=False)
         stale = next(a for a in actions[n_before:] if 'fail-safe' in a.reason)
         assert stale.action == SupervisorAction.ACTION_PAUSE
+        # A configured sensor (here a grounding source) that goes silent is reported by name too.
+        from safemanip_ros.nodes.conversions import predicate_array
+        from safemanip_ros.msg import PredicateArray
+        pred_pub = node.create_publisher(PredicateArray, 'predicates/contacts', RELIABLE)
+        assert spin(lambda: pred_pub.get_subscription_count() > 0, joints=False)
+        for _ in range(5):
+            pred_pub.publish(predicate_array({'a': True}, time.time_ns(), 'test'))
+            ex.spin_once(timeout_sec=0.05)
+        assert spin(lambda: any('fail-safe: /predicates/contacts stale' in a.reason for a in actions), joints=False)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)

@@ -13,7 +13,9 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
 * **resume** (after the violations that caused the hold have recovered and
   ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
   calls ``resume_service`` if set;
-* **fail-safe**: ``joint_states`` older than ``failsafe_staleness_s`` (once
+* **fail-safe**: ``joint_states`` older than ``failsafe_staleness_s``, or a
+  sensor of ``failsafe_topics`` (``topic:package/msg/Type:limit_s``) older
+  than its limit (once
   seen) pauses with the reason;
 * every action is published on ``supervisor_actions`` (SupervisorAction) and
   logged.  The response policy comes from ``policy_file`` (YAML with
@@ -79,6 +81,7 @@ class SupervisorNode(LifecycleNode):
         self.declare_parameter('safe_pose', [0.0])
         self.declare_parameter('joints', [''])
         self.declare_parameter('failsafe_staleness_s', 0.5)
+        self.declare_parameter('failsafe_topics', [''])
         self.declare_parameter('autostart', False)
         self.declare_parameter('record', True)
         self.declare_parameter('bag_path', '')
@@ -116,6 +119,24 @@ class SupervisorNode(LifecycleNode):
         self._clients = {name: self.create_client(Trigger, p(name).value)
                          for name in ('pause_service', 'resume_service', 'stop_service') if p(name).value}
         self._active = False
+        # Watched sensors: source name → [limit_s, last receive time or None].
+        self._watched: dict[str, list] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
+        for spec in p('failsafe_topics').value:
+            if not spec:
+                continue
+            parts = spec.rsplit(':', 2)
+            try:
+                topic, msgtype, limit = parts[0], parts[1], float(parts[2])
+                pkg, _, name = msgtype.split('/')
+                cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
+            except (ValueError, IndexError, ImportError, AttributeError):
+                self.get_logger().error(f'configure failed: failsafe_topics entry {spec!r}: expected '
+                                        f'topic:package/msg/Type:limit_s')
+                return TransitionCallbackReturn.FAILURE
+            source = self.resolve_topic_name(topic)
+            self._watched[source] = [limit, None]
+            self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
+                                     raw=True)
         self.create_timer(0.05, self._watchdog)
         if p('record').value:
             try:
@@ -179,8 +200,12 @@ class SupervisorNode(LifecycleNode):
         self._joint_names = wanted
         self._history.add(ns_from_time(msg.header.stamp) * 1e-9, [msg.position[index[j]] for j in wanted])
         self._last_joint_rx = time.monotonic()
-        if self.supervisor.stale:
-            self._act(self.supervisor.on_fresh('joint_states'))
+        self._seen('joint_states')
+
+    def _seen(self, source: str) -> None:
+        self._watched[source][1] = time.monotonic()
+        if source in self.supervisor.stale:
+            self._act(self.supervisor.on_fresh(source))
 
     def _on_violation(self, msg: ViolationEvent) -> None:
         if not self._active:
@@ -193,12 +218,12 @@ class SupervisorNode(LifecycleNode):
             self._act(self.supervisor.on_recovered(msg.instance))
 
     def _watchdog(self) -> None:
-        if not self._active or self._last_joint_rx is None:
+        if not self._active:
             return
-        limit = float(self.get_parameter('failsafe_staleness_s').value)
-        age = time.monotonic() - self._last_joint_rx
-        if age > limit:
-            self._act(self.supervisor.on_stale('joint_states', age, limit))
+        now = time.monotonic()
+        for source, (limit, last) in self._watched.items():
+            if last is not None and now - last > limit:   # only sensors that have been seen
+                self._act(self.supervisor.on_stale(source, now - last, limit))
 
     def _ack(self, response, release_stop: bool):
         actions, message = self.supervisor.acknowledge(release_stop)
