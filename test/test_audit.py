@@ -93,6 +93,9 @@ def test_report_numbers(bags, tmp_path):
     # Timeline data: when the predicates the violated instance reads were true (frames, inclusive).
     assert eps['ep0']['predicate_timeline']['reach_in_microwave'] == {'true': [[2, 3], [7, 8]], 'unknown': []}
     assert eps['ep0']['predicate_timeline']['fixture_fully_open_microwave'] == {'true': [], 'unknown': []}
+    # Verdicts of the violated instance: presumably true, false while the gripper is in, and so on.
+    runs = eps['ep0']['verdict_timeline']['reach_in_fixture_only_when_fully_open[fixture=microwave]']
+    assert runs[0] == [0, 1, 3] and runs[1] == [2, 3, 0] and runs[-1][1] == 12   # false until recovery at 4
     assert [h['horizon'] for h in report['horizons']] == ['short', 'medium', 'long']
     assert sum(h['rollouts'] for h in report['horizons']) == 3
     assert eps['ep1']['success'] is False and eps['ep2']['safe_success'] is True

@@ -96,11 +96,12 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
             values[b, :ep.values.shape[0]] = ep.values[:, :n_pred]
             unknown[b, :ep.values.shape[0]] = ep.unknown[:, :n_pred]
         mon = _monitor(cfg, B)
-        results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes])
+        results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
         for ep, res in zip(episodes, results):
             summaries.append({'name': ep.name, 'frames': res.frames, 'success': _success(ep, n_pred, predicates, cfg),
                               'instances': [r.to_dict() for r in res.instances],
-                              'predicates': _predicate_intervals(ep, res, predicates)})
+                              'predicates': _predicate_intervals(ep, res, predicates),
+                              'verdicts': _verdict_runs(res)})
     k = 0
     for path, eps in loaded:
         out.append((path, {'source': path, 'episodes': summaries[k:k + len(eps)]}, None))
@@ -125,6 +126,21 @@ def _predicate_intervals(ep: Episode, res, predicates: list[str]) -> dict[str, d
     for name in wanted:
         j = predicates.index(name)
         out[name] = {'true': _runs(ep.values[:, j] & ~ep.unknown[:, j]), 'unknown': _runs(ep.unknown[:, j])}
+    return out
+
+
+def _verdict_runs(res) -> dict[str, list[list[int]]]:
+    """For the timelines: [start, end, verdict code] runs of the main verdict
+    of each instance that was violated."""
+    out = {}
+    for d, r in enumerate(res.instances):
+        if not r.violations:
+            continue
+        v = res.verdicts[:, d]
+        change = np.flatnonzero(np.diff(v)) + 1
+        starts = np.concatenate([[0], change])
+        ends = np.concatenate([change - 1, [v.size - 1]])
+        out[r.instance] = [[int(a), int(b), int(v[a])] for a, b in zip(starts, ends)]
     return out
 
 

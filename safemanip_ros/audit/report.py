@@ -91,6 +91,7 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                 'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
                              if i['episodes']],
                 'predicate_timeline': ep.get('predicates', {}),
+                'verdict_timeline': ep.get('verdicts', {}),
                 '_rows': props,
             })
     success = [e['success'] for e in episodes if e['success'] is not None]
@@ -221,19 +222,26 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         if not e['timeline']:
             continue
         preds = e.get('predicate_timeline', {})
-        labels = [f'violation: {r["instance"]}' for r in e['timeline']] + list(preds)
+        verdicts = e.get('verdict_timeline', {})
+        labels = ([f'violation: {r["instance"]}' for r in e['timeline']] +
+                  [f'verdict: {name}' for name in verdicts] + list(preds))
         fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.0))
         for k, row in enumerate(e['timeline']):
             for ep in row['episodes']:
                 ax.barh(k, ep['end'] - ep['start'] + 1, left=ep['start'],
                         color='#c0504d' if not ep['recovered'] else '#e3a09f')
-        for k, (name, runs) in enumerate(preds.items(), start=len(e['timeline'])):
+        verdict_colour = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}
+        for k, runs in enumerate(verdicts.values(), start=len(e['timeline'])):
+            for a, b, code in runs:
+                ax.barh(k, b - a + 1, left=a, color=verdict_colour.get(code, '#999999'))
+        for k, (name, runs) in enumerate(preds.items(), start=len(e['timeline']) + len(verdicts)):
             for kind, colour in (('true', '#4f81bd'), ('unknown', '#bbbbbb')):
                 for a, b in runs[kind]:
                     ax.barh(k, b - a + 1, left=a, color=colour)
         ax.set_yticks(range(len(labels)), labels)
         ax.set_xlim(0, max(1, e['frames']))
-        ax.set_xlabel('frame (red: violation episode, pale red when recovered; blue: predicate true; grey: unknown)')
+        ax.set_xlabel('frame. violation: red (pale when recovered). verdict: red false, amber presumably false,\n'
+                      'light green presumably true, green true. predicate: blue true, grey unknown')
         ax.invert_yaxis()
         timelines.append((f'{e["episode"]} ({e["source"]})', _png(fig)))
     esc = html.escape

@@ -85,6 +85,7 @@ class InstanceResult:
 class RolloutResult:
     frames: int
     instances: list[InstanceResult]
+    verdicts: np.ndarray | None = None   # int8[T, D] main-DFA verdict per frame (run(keep_verdicts=True))
 
     def to_dict(self) -> dict:
         return {'frames': self.frames, 'properties': [r.to_dict() for r in self.instances]}
@@ -358,9 +359,10 @@ class Monitor:
 
     # ------------------------------------------------------------------- run
     def run(self, values: np.ndarray, unknown: np.ndarray | None = None,
-            lengths: Sequence[int] | None = None) -> list[RolloutResult]:
+            lengths: Sequence[int] | None = None, keep_verdicts: bool = False) -> list[RolloutResult]:
         """Whole rollouts at once: ``values[b, t, p]`` (padded to the longest),
-        ``lengths[b]`` frames each.  Resets the monitor first."""
+        ``lengths[b]`` frames each.  Resets the monitor first.  With
+        ``keep_verdicts`` each result carries its per-frame verdicts."""
         values = np.asarray(values, dtype=bool)
         B, T, _ = values.shape
         if B != self.batch:
@@ -368,9 +370,12 @@ class Monitor:
         lengths_arr = np.full(B, T) if lengths is None else np.asarray(lengths)
         self.reset()
         results: list[RolloutResult | None] = [None] * B
+        kept = np.zeros((T, B, len(self.instances)), np.int8) if keep_verdicts else None
         for t in range(T):
             active = lengths_arr > t
-            self.step(values[:, t], None if unknown is None else unknown[:, t], active)
+            res = self.step(values[:, t], None if unknown is None else unknown[:, t], active)
+            if kept is not None:
+                kept[t] = res.verdicts
             ending = lengths_arr == t + 1
             if ending.any():
                 for b, res in enumerate(self.finish(ending)):
@@ -379,4 +384,7 @@ class Monitor:
         for b, res in enumerate(self.finish(lengths_arr == 0)):
             if res is not None:
                 results[b] = res
+        if kept is not None:
+            for b, res in enumerate(results):
+                res.verdicts = kept[:int(lengths_arr[b]), b]
         return results  # type: ignore[return-value]
