@@ -173,8 +173,10 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-CHUNK = 8
-"""Sources per task: their episodes are monitored together as one batch."""
+CHUNK = 16
+"""Most sources per task: their episodes are monitored together as one batch
+(one numpy step serves them all).  Results are written per finished task, so
+this bounds the work an interruption can lose."""
 
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
@@ -209,7 +211,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
             progress(done, len(labelled))
 
     keys = dict(todo)
-    chunks = [[p for p, _ in todo[i:i + CHUNK]] for i in range(0, len(todo), CHUNK)]
+    # Near-equal chunks of at most CHUNK sources, at least one per worker.
+    n_chunks = max(min(len(todo), max(1, workers)), -(-len(todo) // CHUNK)) if todo else 0
+    chunks = [[p for p, _ in todo[i::n_chunks]] for i in range(n_chunks)]
     if engine == 'ray':
         try:
             import ray
