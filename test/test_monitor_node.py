@@ -54,6 +54,13 @@ def _call(node, executor, srv_type, name, request, timeout_s=30.0):
     return future.result()
 
 
+def _configure_and_activate(node, executor) -> None:
+    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+        req = ChangeState.Request()
+        req.transition.id = transition
+        assert _call(node, executor, ChangeState, '/monitor/change_state', req).success
+
+
 def test_monitor_node_end_to_end(monitor_proc):
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -68,10 +75,7 @@ def test_monitor_node_end_to_end(monitor_proc):
     node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
     pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
     try:
-        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
-            req = ChangeState.Request()
-            req.transition.id = transition
-            assert _call(node, ex, ChangeState, '/monitor/change_state', req).success
+        _configure_and_activate(node, ex)
         frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
                   'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
 
@@ -124,10 +128,7 @@ def test_monitor_node_unknown_when_nothing_published(monitor_proc):
     status = []
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
     try:
-        for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
-            req = ChangeState.Request()
-            req.transition.id = transition
-            assert _call(node, ex, ChangeState, '/monitor/change_state', req).success
+        _configure_and_activate(node, ex)
         deadline = time.monotonic() + 30
         while not status and time.monotonic() < deadline:
             ex.spin_once(timeout_sec=0.05)
