@@ -218,3 +218,21 @@ def test_tf_stale_and_nan():
     g.update(0.05, [('world', 'mug', [math.nan, 0, 0], _yaw(0))])
     assert g.health.nan_values == 1
     assert all(v is None for v in g.evaluate(1.0, {'mug': False}).values())
+
+
+def test_fixture_joint_states():
+    from safemanip_ros.grounding.joints import FixtureConfig, FixtureGrounding
+    g = FixtureGrounding(FixtureConfig({'microwave': ('hinge', 0.0, -1.5), 'drawer': ('slide', 0.0, 0.4)}))
+    g.update(0.0, ['hinge', 'slide'], [-0.05, 0.39])
+    p = g.evaluate(0.0)
+    assert p['fixture_fully_closed_microwave'] and not p['fixture_fully_open_microwave']
+    assert p['fixture_fully_open_drawer'] and p['fixture_opening_drawer'] is None      # no previous sample
+    g.update(0.05, ['hinge', 'slide'], [-0.95, 0.30])                                 # 63 % open; drawer closing
+    p = g.evaluate(0.05)
+    assert p['fixture_fully_open_microwave'] and p['fixture_opening_microwave'] and not p['fixture_closing_microwave']
+    assert p['fixture_closing_drawer'] and p['fixture_fully_open_drawer'] is True      # 75 % open, moving in
+    g.update(0.1, ['slide'], [float('nan')])                                           # hinge missing, slide NaN
+    p = g.evaluate(0.1)
+    assert p['fixture_fully_open_microwave'] is None and p['fixture_fully_open_drawer'] is None
+    assert g.health.missing_inputs == 1 and g.health.nan_values == 1
+    assert all(v is None for v in g.evaluate(1.0).values())                           # stale

@@ -98,15 +98,16 @@ def test_joint_state_node(harness_factory):
     def send():
         msg = JointState()
         msg.header.stamp = h.now_stamp()
-        msg.name = ARM + FINGERS
-        msg.position = [0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0] + [fingers[0]] * 2
-        msg.velocity = [0.0] * 9
+        msg.name = ARM + FINGERS + ['microwave_door_hinge']
+        msg.position = [0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0] + [fingers[0]] * 2 + [-1.2]
+        msg.velocity = [0.0] * 10
         pub.publish(msg)
 
     assert h.spin_until(lambda: h.latest.get(topic, {}).get('gripper_open') is True, each=send), \
         h.latest.get(topic)
     v = h.latest[topic]
     assert v['arm_stopped'] is True and v['joint_near_limit'] is False and v['gripper_closed'] is False
+    assert v['fixture_fully_open_microwave'] is True and v['fixture_fully_closed_microwave'] is False
 
     def close_gripper():
         fingers[0] = max(0.0, fingers[0] - 0.004)

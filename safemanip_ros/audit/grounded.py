@@ -17,7 +17,7 @@ import numpy as np
 from ..grounding.camera import CameraError, CameraGrounding, image_to_array
 from ..grounding.config import RobotConfig
 from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
-from ..grounding.joints import JointStateGrounding
+from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.tf import TfGrounding, transforms_by_stamp
 
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
@@ -36,6 +36,7 @@ class OfflineGrounding:
         self.robot = robot
         self._flags = (use_wrench, use_camera)
         self.joints = JointStateGrounding(robot.joints)
+        self.fixtures = FixtureGrounding(robot.fixtures)
         self.contacts = ContactGrounding(robot.contacts)
         self.tf = TfGrounding(robot.tf)
         self.wrench = WrenchGrounding(robot.wrench) if use_wrench else None
@@ -49,6 +50,7 @@ class OfflineGrounding:
         if topic == '/joint_states':
             vel = msg.velocity if len(msg.velocity) == len(msg.name) else None
             self.joints.update(_s(msg.header.stamp), list(msg.name), np.asarray(msg.position, float), vel)
+            self.fixtures.update(_s(msg.header.stamp), list(msg.name), np.asarray(msg.position, float))
         elif topic in ('/tf', '/tf_static'):
             for stamp, items in transforms_by_stamp(msg.transforms):
                 self.tf.update(stamp, items, static=topic == '/tf_static')
@@ -69,6 +71,8 @@ class OfflineGrounding:
 
     def evaluate(self, now_s: float) -> dict[str, bool | None]:
         out = self.joints.evaluate(now_s)
+        if self.fixtures.names:
+            out.update(self.fixtures.evaluate(now_s))
         contact = self.contacts.evaluate(now_s)
         out.update(contact)
         grasped = {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects}

@@ -21,6 +21,13 @@ JOINT_MEANINGS = {
 def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
     """(source, predicate name, meaning) for every grounded predicate."""
     out = [('joint_states', n, JOINT_MEANINGS[n]) for n in cfg.joints.predicate_names]
+    fx = cfg.fixtures
+    for f, (joint, closed, opened) in sorted(fx.joints.items()):
+        out += [('joint_states', f'fixture_fully_open_{f}', f'{joint} at >= {fx.fully_open_fraction:.0%} of its range '
+                 f'({closed} closed .. {opened} open)'),
+                ('joint_states', f'fixture_fully_closed_{f}', f'{joint} at <= {fx.fully_closed_fraction:.0%} of its range'),
+                ('joint_states', f'fixture_opening_{f}', f'{joint} moved towards open by > {fx.motion_per_sample} per sample'),
+                ('joint_states', f'fixture_closing_{f}', f'{joint} moved towards closed by > {fx.motion_per_sample} per sample')]
     out.append(('contacts', 'forbidden_contact', 'a robot or grasped-object contact outside the allowed classes'))
     out.append(('contacts', 'robot_contact_clean', 'the robot touches an entity without the contamination hazard'))
     for o in sorted(cfg.contacts.graspable):

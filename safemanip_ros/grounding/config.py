@@ -20,7 +20,7 @@ from ..spec.schema import Field, validate
 from ..spec.yamlio import load_yaml
 from .camera import CameraConfig, ColourRegion
 from .contacts import ContactConfig, WrenchConfig
-from .joints import JointConfig
+from .joints import FixtureConfig, JointConfig
 from .tf import TfConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
@@ -55,6 +55,9 @@ ROBOT_SCHEMA = Field('map', keys={
     'entities': Field('dict', required=True, values=Field('map', keys={
         'type': Field('str', required=True), 'bodies': _STR_LIST, 'frame': Field('str'),
         'grasp_targets': _STR_LIST, 'support_half_extents_m': _NUM_LIST})),
+    'fixtures': Field('dict', values=Field('map', keys={
+        'joint': Field('str', required=True), 'closed': Field('float', required=True),
+        'open': Field('float', required=True)})),
     'tf': Field('map', keys={'near': Field('dict', values=Field('list')),
                              'inside': Field('dict', values=Field('list'))}),
     'camera': Field('map', keys={
@@ -80,6 +83,7 @@ class RobotConfig:
     wrench: WrenchConfig
     tf: TfConfig
     camera: CameraConfig
+    fixtures: FixtureConfig = field(default_factory=FixtureConfig)
     camera_frame: str = 'camera_optical_frame'
     marker_dictionary: str = 'DICT_4X4_50'
     marker_size_m: float = 0.05
@@ -174,8 +178,16 @@ def load_robot_config(path: str | Path) -> RobotConfig:
             raise SpecError(f'{cam["markers"].where(key)}: camera.markers.{key}: expected marker id -> entity '
                             f'({", ".join(ents)})')
         markers[int(key)] = ents[ent].get('frame', ent)
+    fixtures = {}
+    for name, spec in (doc.get('fixtures') or {}).items():
+        if name not in ents:
+            raise SpecError(f'{doc["fixtures"].where(name)}: fixtures.{name}: not an entity ({", ".join(ents)})')
+        if spec['open'] == spec['closed']:
+            raise SpecError(f'{doc["fixtures"].where(name)}: fixtures.{name}: open and closed positions are equal')
+        fixtures[name] = (spec['joint'], float(spec['closed']), float(spec['open']))
     return RobotConfig(doc['robot'], str(path), float(doc.get('rate_hz', 20.0)), onto, scene, joints, contacts,
                        wrench, tf, CameraConfig(regions, st.get('camera', 0.5)),
+                       fixtures=FixtureConfig(fixtures, staleness_s=st.get('joint_states', 0.2)),
                        camera_frame=doc.get('camera_frame', 'camera_optical_frame'),
                        marker_dictionary=cam.get('dictionary', 'DICT_4X4_50'),
                        marker_size_m=float(cam.get('marker_size_m', 0.05)), markers=markers,

@@ -162,3 +162,76 @@ class JointStateGrounding:
         else:
             out['command_divergence'] = bool((np.abs(arm - self._command) > cfg.command_divergence_rad).any())
         return out
+
+
+@dataclass
+class FixtureConfig:
+    """Articulated fixtures (doors, drawers) measured by a joint: fixture →
+    (joint name, closed position, fully open position), radians or metres."""
+
+    joints: dict[str, tuple[str, float, float]] = field(default_factory=dict)
+    fully_open_fraction: float = 0.60     # SafeManip: fully open at >= 60 % of the range
+    fully_closed_fraction: float = 0.05   # and fully closed at <= 5 %
+    motion_per_sample: float = 1e-3       # opening/closing: joint change per sample
+    staleness_s: float = 0.2
+
+
+class FixtureGrounding:
+    """``fixture_fully_open_<f>``, ``fixture_fully_closed_<f>``,
+    ``fixture_opening_<f>``, ``fixture_closing_<f>`` from the fixture joints
+    found in JointState samples (unknown when a joint is missing or NaN)."""
+
+    def __init__(self, config: FixtureConfig) -> None:
+        self.config = config
+        self.freshness = Freshness(config.staleness_s)
+        self.names = [f'fixture_{k}_{f}' for f in sorted(config.joints)
+                      for k in ('fully_open', 'fully_closed', 'opening', 'closing')]
+        self._pos: dict[str, float] = {}
+        self._prev: dict[str, float] = {}
+
+    @property
+    def health(self):
+        return self.freshness.health
+
+    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float]) -> None:
+        if not self.config.joints or not self.freshness.accept(stamp_s):
+            return
+        if self.freshness.reset_needed:
+            self._pos, self._prev = {}, {}
+            self.freshness.reset_needed = False
+        index = {n: i for i, n in enumerate(names)}
+        self._prev = self._pos
+        self._pos = {}
+        for fixture, (joint, _, _) in self.config.joints.items():
+            i = index.get(joint)
+            if i is None or i >= len(positions):
+                self.health.missing_inputs += 1
+                continue
+            q = float(positions[i])
+            if math.isnan(q):
+                self.health.nan_values += 1
+                continue
+            self._pos[fixture] = q
+
+    def evaluate(self, now_s: float) -> Predicates:
+        cfg = self.config
+        if not self.freshness.fresh(now_s):
+            return all_unknown(self.names)
+        out: Predicates = {}
+        for fixture, (_, closed, opened) in sorted(cfg.joints.items()):
+            q = self._pos.get(fixture)
+            if q is None:
+                for k in ('fully_open', 'fully_closed', 'opening', 'closing'):
+                    out[f'fixture_{k}_{fixture}'] = None
+                continue
+            frac = (q - closed) / (opened - closed)
+            out[f'fixture_fully_open_{fixture}'] = frac >= cfg.fully_open_fraction
+            out[f'fixture_fully_closed_{fixture}'] = frac <= cfg.fully_closed_fraction
+            prev = self._prev.get(fixture)
+            if prev is None:
+                out[f'fixture_opening_{fixture}'] = out[f'fixture_closing_{fixture}'] = None
+            else:
+                towards_open = (q - prev) * (1.0 if opened > closed else -1.0)
+                out[f'fixture_opening_{fixture}'] = towards_open > cfg.motion_per_sample
+                out[f'fixture_closing_{fixture}'] = towards_open < -cfg.motion_per_sample
+        return out

@@ -30,7 +30,7 @@ from ..grounding.base import Predicates
 from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, image_to_array
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
-from ..grounding.joints import JointStateGrounding
+from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.tf import TfGrounding, transforms_by_stamp
 from .conversions import ns_from_time, predicate_array, predicate_values, time_from_ns
 from .runner import run_node as _run
@@ -81,13 +81,16 @@ class JointStateGroundingNode(GroundingNode):
     def __init__(self) -> None:
         super().__init__('joint_state_grounding')
         self.grounding = JointStateGrounding(self.robot.joints)
+        self.fixtures = FixtureGrounding(self.robot.fixtures)
         self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos_profile_sensor_data)
         if self.robot.command_topic:
             self.create_subscription(JointTrajectory, self.robot.command_topic, self._on_command, RELIABLE)
 
     def _on_joint_state(self, msg: JointState) -> None:
-        self.grounding.update(_seconds(msg.header.stamp), msg.name, msg.position,
+        stamp = _seconds(msg.header.stamp)
+        self.grounding.update(stamp, msg.name, msg.position,
                               msg.velocity if len(msg.velocity) == len(msg.name) else None)
+        self.fixtures.update(stamp, msg.name, msg.position)
 
     def _on_command(self, msg: JointTrajectory) -> None:
         if not msg.points:
@@ -98,7 +101,10 @@ class JointStateGroundingNode(GroundingNode):
         self.grounding.set_command([target[index[j]] if j in index else float('nan') for j in arm])
 
     def evaluate(self, now_s: float) -> Predicates:
-        return self.grounding.evaluate(now_s)
+        out = self.grounding.evaluate(now_s)
+        if self.fixtures.names:
+            out.update(self.fixtures.evaluate(now_s))
+        return out
 
 
 class ContactGroundingNode(GroundingNode):
