@@ -236,3 +236,19 @@ def test_fixture_joint_states():
     assert p['fixture_fully_open_microwave'] is None and p['fixture_fully_open_drawer'] is None
     assert g.health.missing_inputs == 1 and g.health.nan_values == 1
     assert all(v is None for v in g.evaluate(1.0).values())                           # stale
+
+
+def test_tf_pick_approach():
+    g = tf_grounding()
+    for k, z in enumerate([1.0, 0.9, 0.75, 0.74, 0.73, 0.73]):      # the hand comes down onto the mug at 0.71
+        _frame(g, 0.05 * k, [0, 0, 0.71], [0, 0, z])
+        p = g.evaluate(0.05 * k, {'mug': False})
+    assert p['gripper_approaching_mug'] is False and p['pick_approach'] is False   # stopped: no longer closer
+    g2 = tf_grounding()
+    seen = []
+    for k, z in enumerate([1.0, 0.8, 0.75, 0.74]):
+        _frame(g2, 0.05 * k, [0, 0, 0.71], [0, 0, z])
+        p = g2.evaluate(0.05 * k, {'mug': False})
+        seen.append((p['gripper_approaching_mug'], p['pick_approach']))
+    assert seen == [(None, None), (False, False), (True, True), (True, True)]
+    assert g2.evaluate(0.15, {'mug': True})['pick_approach'] is False                # something is grasped

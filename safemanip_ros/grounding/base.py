@@ -68,7 +68,8 @@ class Freshness:
 
     def fresh(self, now_s: float) -> bool:
         last = self.last_stamp_s
-        ok = last is not None and 0.0 <= now_s - last <= self.staleness_s and self._rejected_since is None
+        # A sample stamped (by rounding) a hair after now still counts as fresh.
+        ok = last is not None and -1e-6 <= now_s - last <= self.staleness_s and self._rejected_since is None
         if not ok:
             self.health.stale_evaluations += 1
         return ok

@@ -52,7 +52,11 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
                  f'{cfg.tf.slip_rad} rad relative to the gripper since grasp onset (true when not grasped)'),
                 ('tf', f'object_supported_{o}', f'{o} rests within {cfg.tf.support_gap_m} m above a support'),
                 ('tf', f'object_settled_{o}', f'{o} supported, stable, gripper farther than '
-                 f'{cfg.tf.gripper_clearance_m} m')]
+                 f'{cfg.tf.gripper_clearance_m} m'),
+                ('tf', f'gripper_approaching_{o}', f'the gripper is within {cfg.tf.approach_m} m of {o} and closer '
+                 f'than at the previous frame')]
+    if cfg.tf.objects:
+        out.append(('tf', 'pick_approach', 'the gripper approaches some graspable object while nothing is grasped'))
     for name in sorted(cfg.camera.regions):
         out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
     return out

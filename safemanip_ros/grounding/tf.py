@@ -18,7 +18,11 @@ implementation gives identical results and needs no ROS.)
   grasped, slip relative to the gripper since grasp onset < 0.03 m and
   < 0.3 rad; true when not grasped), ``object_supported_o`` (origin within
   ``support_gap_m`` above a support's top and inside its footprint) and
-  ``object_settled_o`` (supported, stable, gripper farther than 0.01 m).
+  ``object_settled_o`` (supported, stable, gripper farther than 0.01 m);
+* ``gripper_approaching_o``: the gripper within ``approach_m`` (0.05 m) of
+  the object and closer than at the previous frame; ``pick_approach``: the
+  gripper approaching some object while nothing is grasped (SafeManip's pick
+  onset test, before its 10-frame persistence, which the property file adds).
 """
 
 from __future__ import annotations
@@ -173,6 +177,7 @@ class TfConfig:
     slip_rad: float = 0.3
     support_gap_m: float = 0.02
     gripper_clearance_m: float = 0.01
+    approach_m: float = 0.05
     staleness_s: float = 0.2
 
 
@@ -184,8 +189,10 @@ class TfGrounding:
         self._prev_pose: dict[str, tuple[float, np.ndarray]] = {}
         self._grasp_ref: dict[str, np.ndarray] = {}
         objs = sorted(config.objects)
+        self._prev_distance: dict[str, float] = {}
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
-                      + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled') for o in objs])
+                      + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled') for o in objs]
+                      + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else []))
 
     @property
     def health(self):
@@ -264,6 +271,22 @@ class TfGrounding:
             out[f'object_sync_{obj}'] = sync
             out[f'object_supported_{obj}'] = supported
             out[f'object_settled_{obj}'] = settled
+            approaching = None
+            if G is not None:
+                dist = float(np.linalg.norm(G[:3, 3]))
+                prev = self._prev_distance.get(obj)
+                approaching = None if prev is None else bool(dist < cfg.approach_m and dist < prev)
+                self._prev_distance[obj] = dist
+            out[f'gripper_approaching_{obj}'] = approaching
+        if cfg.objects:
+            approach = [out[f'gripper_approaching_{o}'] for o in cfg.objects]
+            held = [grasped.get(o) for o in cfg.objects]
+            if any(a is True for a in approach) and all(h is False for h in held):
+                out['pick_approach'] = True
+            elif all(a is False for a in approach) or any(h is True for h in held):
+                out['pick_approach'] = False
+            else:
+                out['pick_approach'] = None
         return out
 
 
