@@ -6,7 +6,6 @@ and its generated messages."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 
 from safemanip_ros.grounding import (ContactConfig, ContactGrounding, ContactSample, JointConfig,
                                      JointStateGrounding, TfConfig, TfGrounding, TransformTree, WrenchConfig,

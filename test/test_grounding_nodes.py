@@ -4,7 +4,6 @@ expected predicate arrays out (and marker poses on /tf)."""
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import tempfile

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import rclpy
-from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 

@@ -15,7 +15,6 @@ Executables: ``joint_state_grounding``, ``contact_grounding``,
 from __future__ import annotations
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -32,7 +31,7 @@ from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.tf import TfGrounding, transforms_by_stamp
-from .conversions import ns_from_time, predicate_array, predicate_values, time_from_ns
+from .conversions import ns_from_time, predicate_array, predicate_values
 from .runner import run_node as _run
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -251,5 +250,4 @@ def camera_main(args: list[str] | None = None) -> int:
     return _run(CameraGroundingNode, 'camera_grounding', args)
 
 
-__all__ = ['CameraGroundingNode', 'ContactGroundingNode', 'JointStateGroundingNode', 'TfGroundingNode',
-           'time_from_ns']
+__all__ = ['CameraGroundingNode', 'ContactGroundingNode', 'JointStateGroundingNode', 'TfGroundingNode']

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -41,7 +40,7 @@ from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
-from .conversions import ns_from_time, time_from_ns
+from .conversions import time_from_ns
 from .runner import autostarted, run_node
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
@@ -305,4 +304,4 @@ def main(args: list[str] | None = None) -> int:
     return run_node(autostarted(MonitorNode), 'monitor', args)
 
 
-__all__ = ['MonitorNode', 'build_monitor', 'ns_from_time']
+__all__ = ['MonitorNode']

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import time
 
-import rclpy
 import yaml
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -302,4 +301,4 @@ def main(args: list[str] | None = None) -> int:
     return run_node(autostarted(SupervisorNode), 'supervisor', args, on_exit=lambda node: node.close_bag())
 
 
-__all__ = ['SupervisorNode', 'rclpy']
+__all__ = ['SupervisorNode']

@@ -18,7 +18,6 @@ Parameters:
 
 from __future__ import annotations
 
-import rclpy
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
