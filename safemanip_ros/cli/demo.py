@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 import numpy as np
-
-from pathlib import Path
 
 from ..monitor.core import Monitor
 from ..sim.scripted import DEMO_PROPERTIES, ENTITY, FAULTS, pick_and_place
@@ -105,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if use_dds:
         try:
             import rclpy  # noqa: F401
+
             import safemanip_ros.msg  # noqa: F401
         except ImportError as err:
             print(f'demo: rclpy or safemanip_ros.msg not importable ({err}); running offline')

@@ -13,7 +13,8 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import audit, bench, check, compile as compile_cmd, demo, monitor_trace, predicates, run, watch
+from . import audit, bench, check, demo, monitor_trace, predicates, run, watch
+from . import compile as compile_cmd
 
 SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, audit, demo, bench)
 

@@ -35,8 +35,12 @@ def run(args: argparse.Namespace) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..grounding.config import load_robot_config
-    from ..nodes.grounding_nodes import (CameraGroundingNode, ContactGroundingNode, JointStateGroundingNode,
-                                         TfGroundingNode)
+    from ..nodes.grounding_nodes import (
+        CameraGroundingNode,
+        ContactGroundingNode,
+        JointStateGroundingNode,
+        TfGroundingNode,
+    )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.supervisor_node import SupervisorNode
 

@@ -33,8 +33,15 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
-from safemanip_ros.msg import (MonitorMetrics, MonitorStatus, PredicateArray, PropertyMetrics, Verdict,
-                               VerdictArray, ViolationEvent)
+from safemanip_ros.msg import (
+    MonitorMetrics,
+    MonitorStatus,
+    PredicateArray,
+    PropertyMetrics,
+    Verdict,
+    VerdictArray,
+    ViolationEvent,
+)
 
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
