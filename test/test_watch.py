@@ -28,7 +28,8 @@ def test_watch_once_snapshot():
     ap = node.create_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
     try:
         deadline = time.monotonic() + 30
-        while vp.get_subscription_count() == 0 and time.monotonic() < deadline:
+        # Every publisher must be matched, or a volatile message can be lost.
+        while min(p.get_subscription_count() for p in (vp, ep, ap)) == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         ep.publish(ViolationEvent(event=0, instance='grasp_remains_synced_until_dropped[object=mug]', start_frame=45,
                                   end_frame=45))
