@@ -61,12 +61,21 @@ def _configure_and_activate(node, executor) -> None:
         assert _call(node, executor, ChangeState, '/monitor/change_state', req).success
 
 
-def test_monitor_node_end_to_end(monitor_proc):
+@pytest.fixture
+def client():
+    """A test node in its own context, with an executor; shut down afterwards."""
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = rclpy.create_node('monitor_node_test', context=ctx)
     ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
+    yield node, ex
+    node.destroy_node()
+    rclpy.shutdown(context=ctx)
+
+
+def test_monitor_node_end_to_end(monitor_proc, client):
+    node, ex = client
     events, verdicts, metrics, status, diags = [], [], [], [], []
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
     node.create_subscription(VerdictArray, 'verdicts', verdicts.append, RELIABLE)
@@ -74,66 +83,65 @@ def test_monitor_node_end_to_end(monitor_proc):
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
     node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
     pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
-    try:
-        _configure_and_activate(node, ex)
-        frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
-                  'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+    _configure_and_activate(node, ex)
+    frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
+              'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
 
-        def spin_publish(cond, timeout_s=30.0):
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                pub.publish(predicate_array(frames, time.time_ns(), 'test'))
-                ex.spin_once(timeout_sec=0.02)
-                if cond():
-                    return True
-            return False
+    def spin_publish(cond, timeout_s=30.0):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pub.publish(predicate_array(frames, time.time_ns(), 'test'))
+            ex.spin_once(timeout_sec=0.02)
+            if cond():
+                return True
+        return False
 
-        assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
-        assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
-        assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access'}
-        frames['reach_in_microwave'] = True        # gripper enters a closed microwave
-        assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
-        opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
-        assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
-        assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
-        assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]
-        assert spin_publish(lambda: any(d.level == b'\x02' for d in diags[-1].status))
-        frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the episode
-        assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
-        closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
-        assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
-        answer = _call(node, ex, Trigger, '/monitor/status', Trigger.Request())
-        assert json.loads(answer.message)['instances'] == 3
-        answer = _call(node, ex, Trigger, '/monitor/end_episode', Trigger.Request())
-        assert answer.success and json.loads(answer.message)['violations'] == 1
-        assert spin_publish(lambda: any(m.final for m in metrics))
-        final = next(m for m in metrics if m.final)
-        by_instance = {p.instance: p for p in final.properties}
-        assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].violations == 1
-        assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].triggers == 1
-        # A reload that fails keeps the running monitor and says why.
-        answer = _call(node, ex, Trigger, '/monitor/start_episode', Trigger.Request())
-        assert answer.success and answer.message.startswith('monitor-0002')
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
+    assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
+    assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
+    assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access'}
+    frames['reach_in_microwave'] = True        # gripper enters a closed microwave
+    assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
+    opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
+    assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
+    assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
+    assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]
+    assert spin_publish(lambda: any(d.level == b'\x02' for d in diags[-1].status))
+    frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the episode
+    assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
+    closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
+    assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
+    answer = _call(node, ex, Trigger, '/monitor/status', Trigger.Request())
+    assert json.loads(answer.message)['instances'] == 3
+    answer = _call(node, ex, Trigger, '/monitor/end_episode', Trigger.Request())
+    assert answer.success and json.loads(answer.message)['violations'] == 1
+    assert spin_publish(lambda: any(m.final for m in metrics))
+    final = next(m for m in metrics if m.final)
+    by_instance = {p.instance: p for p in final.properties}
+    assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].violations == 1
+    assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].triggers == 1
+    answer = _call(node, ex, Trigger, '/monitor/start_episode', Trigger.Request())
+    assert answer.success and answer.message.startswith('monitor-0002')
+    answer = _call(node, ex, Trigger, '/monitor/reload', Trigger.Request())
+    assert answer.success and answer.message == '3 property instances'
+    # A reload from a broken file keeps the running monitor and says why.
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    req = SetParameters.Request(parameters=[Parameter(name='properties', value=ParameterValue(
+        type=ParameterType.PARAMETER_STRING_ARRAY, string_array_value=['/nonexistent/suite.yaml']))])
+    assert _call(node, ex, SetParameters, '/monitor/set_parameters', req).results[0].successful
+    answer = _call(node, ex, Trigger, '/monitor/reload', Trigger.Request())
+    assert not answer.success and 'kept the running properties' in answer.message
+    assert '/nonexistent/suite.yaml: cannot read' in answer.message
+    assert json.loads(_call(node, ex, Trigger, '/monitor/status', Trigger.Request()).message)['instances'] == 3
 
 
-def test_monitor_node_unknown_when_nothing_published(monitor_proc):
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('monitor_node_test2', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
+def test_monitor_node_unknown_when_nothing_published(monitor_proc, client):
+    node, ex = client
     status = []
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
-    try:
-        _configure_and_activate(node, ex)
-        deadline = time.monotonic() + 30
-        while not status and time.monotonic() < deadline:
-            ex.spin_once(timeout_sec=0.05)
-        assert status and 'forbidden_contact' in status[-1].unknown_predicates
-        assert status[-1].instances == 3
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
+    _configure_and_activate(node, ex)
+    deadline = time.monotonic() + 30
+    while not status and time.monotonic() < deadline:
+        ex.spin_once(timeout_sec=0.05)
+    assert status and 'forbidden_contact' in status[-1].unknown_predicates
+    assert status[-1].instances == 3
