@@ -80,4 +80,7 @@ def test_devices_are_independent_per_rollout():
         prog.evaluate(v)
         seen.append(v[prog.index["out"]].tolist())
     assert seen == [[False, False], [True, False], [False, True]]
-    prog.reset(np.array([False, True]))
+    prog.reset(np.array([False, True]))        # rollout 1 starts over: its count of true frames is gone
+    v[prog.index["p"]] = [1, 1]
+    prog.evaluate(v)
+    assert v[prog.index["out"]].tolist() == [False, False]

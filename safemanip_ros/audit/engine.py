@@ -31,7 +31,6 @@ from ..monitor.build import build_monitor
 from ..monitor.core import Monitor
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
 
 
 @dataclass(frozen=True)

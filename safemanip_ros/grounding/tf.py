@@ -156,10 +156,6 @@ class TransformTree:
             return None
         return np.linalg.inv(a[1]) @ b[1]
 
-    def newest_stamp(self) -> float | None:
-        stamps = [link.stamps[-1] for link in self.links.values() if not link.static and link.stamps]
-        return max(stamps) if stamps else None
-
 
 @dataclass
 class TfConfig:

@@ -139,18 +139,3 @@ class BDD:
         while f > 1:
             f = self.high[f] if value_of_level(self.level[f]) else self.low[f]
         return f == 1
-
-    def support(self, f: int) -> set[int]:
-        """Levels ``f`` depends on."""
-        seen: set[int] = set()
-        levels: set[int] = set()
-        stack = [f]
-        while stack:
-            n = stack.pop()
-            if n <= 1 or n in seen:
-                continue
-            seen.add(n)
-            levels.add(self.level[n])
-            stack.append(self.low[n])
-            stack.append(self.high[n])
-        return levels

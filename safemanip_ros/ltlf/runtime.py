@@ -234,7 +234,6 @@ class DFABank:
         label_offsets = np.cumsum([0] + [d.num_states for d in self.dfas])[:-1]
         self._label_offsets = label_offsets.astype(np.int64)
         self._labels = np.concatenate([t.labels for t in self.tables]) if self.dfas else np.zeros(0, np.int8)
-        self._accepting = np.concatenate([t.accepting for t in self.tables]) if self.dfas else np.zeros(0, bool)
         self.state = self.initial.copy()
 
     def __len__(self) -> int:
@@ -367,6 +366,3 @@ class DFABank:
         """Verdict codes (``int8``) of per-DFA states (any leading shape)."""
         offsets = self._label_offsets if part is None else self._label_offsets[part]
         return self._labels[offsets + states]
-
-    def accepting(self, states: np.ndarray) -> np.ndarray:
-        return self._accepting[self._label_offsets + states]
