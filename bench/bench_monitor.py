@@ -90,6 +90,7 @@ class EvalBaseline:
         t0 = time.perf_counter()
         for frame in frames:
             for i in range(D):
+                opened_now = False
                 if not violated[i]:
                     for code, target in self.main[i][m[i]]:
                         if eval(code, EVAL_GLOBALS, frame):
@@ -99,6 +100,7 @@ class EvalBaseline:
                         violated[i] = True
                         count += 1
                         r[i] = self.rec_dfas[i].initial
+                        opened_now = True
                     else:
                         continue
                 for code, target in self.rec[i][r[i]]:
@@ -108,6 +110,11 @@ class EvalBaseline:
                 if self.rec_dfas[i].labels[r[i]].accepting:
                     violated[i] = False
                     m[i] = self.main_dfas[i].initial
+                    if not opened_now:          # §4 step 3: M re-reads the closing frame
+                        for code, target in self.main[i][m[i]]:
+                            if eval(code, EVAL_GLOBALS, frame):
+                                m[i] = target
+                                break
         return time.perf_counter() - t0, count
 
 

@@ -59,3 +59,66 @@ def simple_suite(tmp_path: Path, properties: str, predicates=('a', 'b', 'c'), de
 def prop(name='p', formula='G(a -> b)', trigger='a', recovery='F b', end_policy='weak', extra=''):
     return (f'  - name: {name}\n    category: test\n    formula: "{formula}"\n    trigger: "{trigger}"\n'
             f'    recovery: "{recovery}"\n    end_policy: {end_policy}\n    description: test property\n{extra}')
+
+
+def reference_run(monitor: Monitor, values: np.ndarray, unknown: np.ndarray | None = None) -> list[dict]:
+    """SEMANTICS.md §4 transcribed literally, one instance at a time, on the
+    compiled DFA objects (scalar ``DFA.step``): the oracle for the vectorised
+    :class:`Monitor`.  Derived predicates come from the monitor's own program
+    (the devices have their own tests).  Returns, per instance, triggers,
+    violations, pending and episodes ``(start, end, recovered)``."""
+    from safemanip_ros.ltlf.cache import compile_cached
+    from safemanip_ros.ltlf.verdict import Verdict
+
+    prog = monitor.program
+    prog.reset()
+    frame = prog.new_frame_matrix()
+    T = values.shape[0]
+    columns = []
+    for t in range(T):
+        row = np.where(unknown[t], monitor.unknown_as, values[t]) if unknown is not None else values[t]
+        frame[monitor._pred_col, 0] = row
+        prog.evaluate(frame)
+        columns.append(frame[:, 0].copy())
+    prog.reset()
+    monitor.reset()
+
+    def letter(dfa, col):
+        return dfa.letter({a: bool(col[prog.index[a]]) for a in dfa.atoms})
+
+    out = []
+    for d, inst in enumerate(monitor.instances):
+        M, R = compile_cached(inst.formula), compile_cached(inst.recovery)
+        m, r, mode, start, fresh = M.initial, R.initial, 'watching', -1, True
+        triggers, episodes = 0, []
+        for t, col in enumerate(columns):
+            triggers += bool(col[monitor.trigger_cols[d]])
+            opened_now = False
+            if mode == 'watching':                                    # step 1
+                m, fresh = M.step(m, letter(M, col)), False
+                if M.labels[m] is Verdict.FALSE:
+                    mode, start, opened_now = 'violated', t, True
+                    r = R.step(R.initial, letter(R, col))
+            elif mode == 'violated':                                  # step 2
+                r = R.step(r, letter(R, col))
+            if mode == 'violated' and R.labels[r] in (Verdict.TRUE, Verdict.PRESUMABLY_TRUE):   # step 3
+                episodes.append((start, t, True))
+                mode = 'watching'
+                if opened_now:
+                    m, fresh = M.initial, True
+                else:
+                    m, fresh = M.step(M.initial, letter(M, col)), False
+        pending = False
+        if T:
+            if mode == 'violated':
+                episodes.append((start, T - 1, False))
+            elif M.labels[m] is Verdict.FALSE:
+                episodes.append((T - 1, T - 1, False))
+            elif M.labels[m] is Verdict.PRESUMABLY_FALSE and not fresh:
+                if inst.end_policy == 'strong':
+                    episodes.append((T - 1, T - 1, False))
+                else:
+                    pending = True
+        out.append({'triggers': triggers, 'violations': len(episodes), 'pending': pending,
+                    'episodes': sorted(episodes)})
+    return out

@@ -145,3 +145,31 @@ def test_accepts_matches_semantics(text):
     for trace in ([{'a'}], [set(), {'b'}], [{'a'}, {'b'}, set(), {'a', 'b'}]):
         trace = [frozenset(s) for s in trace]
         assert dfa.accepts([dfa.letter(s) for s in trace]) == holds(f, trace)
+
+
+@pytest.mark.parametrize('k', [20, 100, 1000])
+def test_bounded_response_windows_are_linear(k):
+    """``G(a -> F[0,k] b)`` and ``G(a -> G[0,k] !c)`` have k + 2 states after the
+    first frame (idle, one per remaining deadline 1..k, the sink) plus the
+    initial state that has read nothing, and they are reached without
+    enumerating subsets of pending deadlines (k = 1000 would not finish)."""
+    for text in (f'G(a -> F[0,{k}] b)', f'G(a -> G[0,{k}] !c)', f'F[0,{k}] a'):
+        assert compile_formula(text).num_states == k + 3, text
+
+
+def test_bounded_response_window_semantics_at_k_100():
+    dfa = compile_formula('G(a -> F[0,100] b)')
+    trigger = [{'a'}] + [set()] * 99                                          # frames 0..99
+    assert dfa.accepts([dfa.letter(s) for s in trigger + [{'b'}]])          # b on the last frame of the window
+    assert not dfa.accepts([dfa.letter(s) for s in trigger + [set(), {'b'}]])  # one frame late
+    # Two overlapping triggers: the earlier deadline decides (F[0,i] & F[0,j] = F[0,min]).
+    two = [{'a'}] + [set()] * 9 + [{'a'}] + [set()] * 95 + [{'b'}]
+    assert not dfa.accepts([dfa.letter(s) for s in two])
+
+
+def test_nested_bounded_window_size_is_cubic_and_minimal():
+    # The minimal DFA of G(a -> F[0,k] (b & F[0,k] c)) grows as k^3 (the earliest b-deadline of
+    # triggers without a b, the earliest b-deadline of those with one, and the c-deadline):
+    # the compiler is exact here, not approximate.
+    sizes = [compile_formula(f'G(a -> F[0,{k}] (b & F[0,{k}] c))').num_states for k in (2, 3, 4, 5)]
+    assert sizes == [12, 22, 37, 58]

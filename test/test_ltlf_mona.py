@@ -76,3 +76,26 @@ def test_parse_mona_output():
     m = parse_mona(text)
     assert m.atoms == ('a', 'b') and m.accepting == {1}
     assert m.table(('a', 'b'))[1].tolist() == [1, 2, 1, 1]
+
+
+# Bounded windows: the compiler keeps obligations in normal form by subsumption
+# (F[0,i] p & F[0,j] p = F[0,min(i,j)] p), so these must still agree with MONA.
+BOUNDED_TEMPLATES = [
+    'G(a -> F[0,{k}] b)', 'G(a -> G[0,{k}] !c)', 'G(a -> F[0,{k}] (b & F[0,{k}] c))',
+    'G(a -> F[1,{k}] b)', 'G(a -> G[1,{k}] b)', 'F[0,{k}] a & G[1,{k}] b', 'G(a -> (b U F[0,{k}] c))',
+    'G(a -> F[0,{k}] b) & G(c -> F[0,{j}] b)', 'G(a -> F[0,{k}] b) | G(c -> G[0,{j}] b)',
+    'G(a -> WX F[0,{k}] b)', 'G(F[0,{k}] a -> G[0,{j}] b)', '!G(a -> F[0,{k}] b)',
+    'G(a -> (F[0,{k}] b <-> F[0,{j}] c))', 'G(a -> F[0,{k}] G[0,{j}] b)', 'G(a -> G[0,{k}] F[0,{j}] b)',
+]
+
+
+@pytest.mark.parametrize('k', [2, 3, 5])
+@pytest.mark.parametrize('template', BOUNDED_TEMPLATES)
+def test_bounded_windows_match_mona(template, k):
+    _assert_equivalent(template.format(k=k, j=max(k - 2, 0)))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(formulas(atoms=('a', 'b', 'c'), max_leaves=6, max_bound=4))
+def test_random_bounded_formulas_over_three_atoms_match_mona(f):
+    _assert_equivalent(str(f))

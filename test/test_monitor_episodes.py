@@ -35,13 +35,41 @@ def test_recovery_in_the_same_frame(tmp_path):
     assert episodes(r) == [(2, 2, True)] and r.unsafe_frames == 1 and r.violations == 1
 
 
-def test_main_dfa_restarts_after_recovery_without_the_recovery_frame(tmp_path):
-    # G(a -> X b): violation when b is missing after a.  Recovery 'true' closes at once;
-    # the recovery frame is not fed to M, so its 'a' does not create a new obligation.
+def test_episode_opened_and_closed_on_one_frame_restarts_at_m0(tmp_path):
+    # G(a -> X b): violation when b is missing after a.  Recovery 'true' closes at once.
+    # The episode opened on the closing frame, so M restarts at m0 (§4 step 3): frame 2's
+    # 'a' is the event this episode already counted and creates no new obligation.
     r = result_of(tmp_path, {'a': '0110000', 'b': '0000000'}, formula='G(a -> X b)', recovery='true')
-    # frame 2: b missing after a at 1 → violation, closed on frame 2; frame 2's a is not fed.
     assert episodes(r) == [(2, 2, True)]
     assert r.violations == 1 and not r.pending
+
+
+def test_restarted_main_dfa_reads_the_closing_frame(tmp_path):
+    # G(a -> b), recovery F c.  a without b at 1 opens [1, ...]; c at 3 closes it.  M restarts
+    # on frame 3 itself, m <- delta(m0, v_3): the new trigger a at 3 (no b) fails at once, so the
+    # next episode opens on frame 4 (episodes never overlap) and never recovers.
+    r = result_of(tmp_path, {'a': '0101000', 'b': '0000000', 'c': '0001000'}, recovery='F c')
+    assert episodes(r) == [(1, 3, True), (4, 6, False)]
+    assert (r.triggers, r.violations, r.unsafe_frames) == (2, 2, 3 + 3)
+    # The same trigger on the closing frame with b true is checked and satisfied.
+    r = result_of(tmp_path, {'a': '0101000', 'b': '0001000', 'c': '0001000'}, recovery='F c')
+    assert episodes(r) == [(1, 3, True)]
+
+
+def test_restarted_main_dfa_reads_the_closing_frame_with_pending_obligation(tmp_path):
+    # G(a -> F b), strong end policy, recovery F c: the a on the closing frame 3 opens an
+    # obligation that is still open at the end, so it counts (strong) at T-1.
+    r = result_of(tmp_path, {'a': '0101', 'b': '0000', 'c': '0001'}, formula='G(a -> X b)',
+                  recovery='F c', end_policy='strong')
+    assert episodes(r) == [(2, 3, True), (3, 3, False)] and r.violations == 2
+
+
+def test_restarted_main_dfa_failing_on_the_last_frame_is_a_one_frame_episode(tmp_path):
+    # As above, but the trace ends on the closing frame: the restarted M is false at T-1,
+    # which counts as a one-frame, unrecovered episode at T-1.
+    r = result_of(tmp_path, {'a': '0101', 'b': '0000', 'c': '0001'}, recovery='F c')
+    assert episodes(r) == [(1, 3, True), (3, 3, False)]
+    assert r.violations == 2 and not r.pending
 
 
 def test_open_at_end_of_trace(tmp_path):

@@ -52,8 +52,9 @@ CASES = {
         {'robot_contact_chicken': Z(5) + O(2) + Z(8), 'robot_contact_clean': Z(10) + O(2) + Z(3),
          'sanitized': Z(8) + O(1) + Z(6)}, 10),
     'place_preconditions_safe': (
-        'mug', {'object_left_gripper_mug': Z(10) + O(5)},
-        {'object_left_gripper_mug': Z(10) + O(5), 'preconditions_satisfied_place_mug': Z(10) + O(5)}, 10),
+        'mug', {'object_grasped_raw_mug': O(8) + Z(7), 'object_left_gripper_mug': Z(10) + O(5)},
+        {'object_grasped_raw_mug': O(8) + Z(7), 'object_left_gripper_mug': Z(10) + O(5),
+         'preconditions_satisfied_place_mug': Z(10) + O(5)}, 10),
     'fixture_open_obstacle_retract': (
         'microwave', {'fixture_open_obstacle_hit_microwave': Z(5) + O(1) + Z(104)},
         {'fixture_open_obstacle_hit_microwave': Z(5) + O(1) + Z(104),

@@ -1,4 +1,5 @@
-"""Write docs/properties/<suite>.md from config/properties/<suite>.yaml.
+"""Write docs/properties/<suite>.md from config/properties/<suite>.yaml (plus the
+hand-written <suite>.notes.md beside it, when there is one).
 
 Usage: python tools/gen_property_docs.py [--check]
 With --check, exit 1 when a document is out of date (the test suite runs this).
@@ -40,6 +41,9 @@ def render(path: Path) -> str:
         lines.append('')
     lines += ['## Grounded predicates', '', '| name | unknown counts as | meaning |', '|---|---|---|']
     lines += [f'| `{d.name}` | {str(d.unknown_as).lower()} | {d.description} |' for d in suite.predicates.values()]
+    notes = path.with_suffix('.notes.md')
+    if notes.exists():   # hand-written notes (fidelity, deliberate differences) kept beside the suite
+        lines += ['', f'<!-- from config/properties/{notes.name} -->', '', notes.read_text().rstrip('\n')]
     return '\n'.join(lines) + '\n'
 
 

@@ -15,6 +15,16 @@ Method (formula progression with BDDs):
   Its part above the first obligation variable is a decision diagram over
   the letter; where it stops are the successor states.  Atoms a state does
   not depend on are never enumerated.
+* Bounded obligations are kept in normal form by subsumption, so bounded
+  windows cost linear, not exponential, exploration: obligations
+  ``X F[l,h] φ`` with the same ``φ``, ``l`` and strength form a *chain*
+  ordered by implication (``F[l,i] φ → F[l,j] φ`` for ``i ≤ j``; for ``G``
+  the other way round), so ``F[0,i] φ ∧ F[0,j] φ ≡ F[0,min(i,j)] φ`` and
+  ``G[0,i] φ ∧ G[0,j] φ ≡ G[0,max(i,j)] φ``.  Every successor BDD is
+  rewritten to the unique function that agrees with it on the assignments
+  that respect every chain (the only ones a trace can produce), so two
+  states that differ only on impossible obligation combinations are one
+  state.  ``G(a -> F[0,k] b)`` explores ``k + 2`` states instead of ``2^k``.
 * States are minimised by partition refinement on these symbolic transitions
   and renumbered breadth-first, so the result is the unique minimal DFA with
   a deterministic numbering.
@@ -25,6 +35,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from typing import Callable
 
 from . import formula as fm
 from .bdd import BDD
@@ -32,7 +43,7 @@ from .dfa import DFA, build_dfa
 from .formula import Formula
 from .parser import parse
 
-COMPILER_VERSION = 1
+COMPILER_VERSION = 2
 
 
 class _Progression:
@@ -48,6 +59,12 @@ class _Progression:
         self.level_strong: list[bool] = []      # per obligation level - n_atoms
         self.level_formula: list[Formula] = []
         self.expand_cache: dict[Formula, int] = {}
+        # Implication chains of bounded obligations: level → (chain id, rank),
+        # where a true obligation of rank r implies every one of rank ≥ r in
+        # its chain (and a false one every one of rank ≤ r is false).
+        self.chain_of_level: dict[int, tuple[int, int]] = {}
+        self.chain_ids: dict[tuple, int] = {}
+        self.normal_cache: dict[int, int] = {}
 
     # ------------------------------------------------------------ expansion
     def term(self, strong: bool, f: Formula) -> int:
@@ -62,7 +79,99 @@ class _Progression:
             self.term_level[key] = level
             self.level_strong.append(strong)
             self.level_formula.append(f)
+            if f.op in (fm.BOUNDED_EVENTUALLY, fm.BOUNDED_ALWAYS):
+                assert f.bounds is not None
+                lo, hi = f.bounds
+                chain = self.chain_ids.setdefault((strong, f.op, f.args[0], lo), len(self.chain_ids))
+                self.chain_of_level[level] = (chain, hi if f.op == fm.BOUNDED_EVENTUALLY else -hi)
         return self.bdd.var(level)
+
+    def normalise(self, f: int) -> int:
+        """The canonical form of the state ``f`` (a BDD over obligations)
+        modulo the obligation chains: a function of the chains' consistent
+        assignments only, testing each chain just at its breakpoints.
+
+        A consistent assignment of a chain is a threshold ``m`` (obligations
+        of rank ≥ m true, the others false), so ``f`` restricted to it is a
+        function ``h(m)`` that only changes where ``f`` tests a chain
+        variable.  The result tests a chain variable only where ``h``
+        changes and reads the interval of ``m`` from the lowest-ranked true
+        variable tested — a fixed rule, so two states equal on every
+        consistent assignment get the same BDD.  ``F[0,i] φ ∧ F[0,j] φ``
+        thus becomes the single test ``F[0,min(i,j)] φ``."""
+        if not self.chain_of_level or f <= 1:
+            return f
+        r = self.normal_cache.get(f)
+        if r is not None:
+            return r
+        b, chains = self.bdd, self.chain_of_level
+        present: dict[int, list[tuple[int, int]]] = {}
+        seen: set[int] = set()
+        stack = [f]
+        while stack:
+            n = stack.pop()
+            if n <= 1 or n in seen:
+                continue
+            seen.add(n)
+            ch = chains.get(b.level[n])
+            if ch is not None:
+                present.setdefault(ch[0], []).append((ch[1], b.level[n]))
+            stack.append(b.low[n])
+            stack.append(b.high[n])
+        g = f
+        for cid in sorted(present):
+            ranked = sorted(set(present[cid]))
+            if len(ranked) < 2:
+                continue       # one test of a chain is already its breakpoint form
+            levels = [lvl for _, lvl in ranked]
+            # h[j]: the ranks below ranked[j] false, the others true.
+            h = [self._restrict(g, {lvl: i >= j for i, lvl in enumerate(levels)}) for j in range(len(levels) + 1)]
+            g = h[-1]
+            for j in range(len(levels) - 1, -1, -1):
+                if h[j] != h[j + 1]:
+                    g = b.ite(b.var(levels[j]), h[j], g)
+        self.normal_cache[f] = g
+        return g
+
+    def _restrict(self, f: int, values: dict[int, bool]) -> int:
+        """``f`` with the variables at the given levels fixed."""
+        b = self.bdd
+        memo: dict[int, int] = {}
+
+        def rec(n: int) -> int:
+            if n <= 1:
+                return n
+            r = memo.get(n)
+            if r is None:
+                lvl = b.level[n]
+                v = values.get(lvl)
+                if v is None:
+                    r = b.node(lvl, rec(b.low[n]), rec(b.high[n]))
+                else:
+                    r = rec(b.high[n] if v else b.low[n])
+                memo[n] = r
+            return r
+
+        return rec(f)
+
+    def normalise_leaves(self, t: int) -> int:
+        """``t`` (a transition BDD) with every successor state normalised."""
+        if not self.chain_of_level:
+            return t
+        b, n_atoms = self.bdd, self.n_atoms
+        memo: dict[int, int] = {}
+
+        def rec(c: int) -> int:
+            r = memo.get(c)
+            if r is None:
+                if c <= 1 or b.level[c] >= n_atoms:
+                    r = self.normalise(c)
+                else:
+                    r = b.node(b.level[c], rec(b.low[c]), rec(b.high[c]))
+                memo[c] = r
+            return r
+
+        return rec(t)
 
     def expand(self, f: Formula) -> int:
         r = self.expand_cache.get(f)
@@ -143,7 +252,7 @@ class _Progression:
         n = self.n_atoms
         while queue:
             s = queue.popleft()
-            t = self.successor_bdd(s)
+            t = self.normalise_leaves(self.successor_bdd(s))
             trans.append(t)
             succ: list[int] = []
             successors.append(succ)
@@ -166,14 +275,22 @@ class _Progression:
         return states, trans, index, successors
 
 
-def _minimise(prog: _Progression, states: list[int], trans: list[int], index: dict[int, int],
-              successors: list[list[int]]) -> DFA:
+def _refine(prog: _Progression, block: list[int], trans: list[int], index: dict[int, int],
+            successors: list[list[int]]) -> list[int]:
+    """The coarsest partition refining ``block`` (accepting or not) in which
+    equivalent states have equivalent symbolic transitions.
+
+    Moore's refinement, made incremental: a state's signature (its
+    transition decision diagram with successor states replaced by their
+    blocks) only changes when a successor changes block, so each round
+    re-signs just the predecessors of the states that moved.  Blocks are
+    uniform in signature after every round, so a block splits by comparing
+    its re-signed members with the block's signature.  A chain of ``k``
+    states thus costs ``O(k)`` signatures, not ``O(k²)``."""
     b, n = prog.bdd, prog.n_atoms
-    accepting = [b.evaluate(s, prog.end_value) for s in states]
-    block = [1 if a else 0 for a in accepting]
-    num_blocks = len(set(block))
-    while True:
-        interned: dict[tuple, int] = {}
+    interned: dict[tuple, int] = {}          # persistent: keys name stable block ids
+
+    def signer() -> Callable[[int], int]:
         memo: dict[int, int] = {}
 
         def sig(c: int) -> int:
@@ -191,13 +308,50 @@ def _minimise(prog: _Progression, states: list[int], trans: list[int], index: di
             r = interned.setdefault(key, len(interned))
             memo[c] = r
             return r
+        return sig
 
-        sigs = [(block[i], sig(trans[i])) for i in range(len(states))]
-        renumber: dict[tuple[int, int], int] = {}
-        new_block = [renumber.setdefault(s, len(renumber)) for s in sigs]
-        if len(renumber) == num_blocks:
-            break
-        block, num_blocks = new_block, len(renumber)
+    predecessors: list[set[int]] = [set() for _ in trans]
+    for i, succ in enumerate(successors):
+        for j in succ:
+            predecessors[j].add(i)
+    members: dict[int, set[int]] = {}
+    for i, blk in enumerate(block):
+        members.setdefault(blk, set()).add(i)
+    block_sig: dict[int, int] = {}
+    next_id = max(block, default=-1) + 1
+    dirty = set(range(len(trans)))
+    while dirty:
+        sig = signer()
+        by_block: dict[int, dict[int, list[int]]] = {}
+        for i in sorted(dirty):
+            by_block.setdefault(block[i], {}).setdefault(sig(trans[i]), []).append(i)
+        moved: list[int] = []
+        for blk, groups in by_block.items():
+            keep = block_sig.get(blk)
+            if keep is None or (keep not in groups and len(members[blk]) == sum(map(len, groups.values()))):
+                keep = next(iter(groups))     # every member re-signed: one group keeps the id
+            block_sig[blk] = keep
+            for s_, group in groups.items():
+                if s_ == keep:
+                    continue
+                new_id, next_id = next_id, next_id + 1
+                members[new_id] = set(group)
+                members[blk].difference_update(group)
+                block_sig[new_id] = s_
+                for i in group:
+                    block[i] = new_id
+                moved += group
+        dirty = set()
+        for i in moved:
+            dirty |= predecessors[i]
+    return block
+
+
+def _minimise(prog: _Progression, states: list[int], trans: list[int], index: dict[int, int],
+              successors: list[list[int]]) -> DFA:
+    b, n = prog.bdd, prog.n_atoms
+    accepting = [b.evaluate(s, prog.end_value) for s in states]
+    block = _refine(prog, [1 if a else 0 for a in accepting], trans, index, successors)
 
     # Breadth-first renumbering of blocks from the initial block, following
     # each representative's decision diagram low branch first.

@@ -13,7 +13,12 @@ computed; then the episode state machine of §4 runs — ``watching`` instances
 step the main DFA and a ``false`` verdict opens a violation episode and
 starts the recovery DFA on the same frame; ``violated`` instances step the
 recovery DFA; a ``true``/``presumably_true`` recovery verdict closes the
-episode (recovered) and resets the main DFA without feeding it that frame.
+episode (recovered) and restarts the main DFA *on that frame*
+(m ← δ_M(m₀, v_t)), so a trigger rising on the closing frame is checked like
+any other — except when the episode opened on the same frame (m ← m₀: that
+frame's event is the one already counted).  A restarted M that is already
+``false`` opens the next episode on the following frame (or, at the end of
+the trace, counts as a one-frame episode at T-1).
 """
 
 from __future__ import annotations
@@ -278,11 +283,16 @@ class Monitor:
             self.unsafe[ds, bs] += t[bs] - starts + 1
             self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
             closed_at = (bs, ds, starts)
-            m = np.where(recovered, self.main_initial[:, None], m)
+            # §4 step 3: restart M on the closing frame, m ← δ_M(m₀, v_t); an
+            # episode that opened on this very frame restarts at m₀ instead.
+            init = np.broadcast_to(self.main_initial[:, None], m.shape)
+            reread = bank.transition_cm(init, v, letters[MAIN], MAIN)
+            m = np.where(recovered, np.where(new_viol, init, reread), m)
             violated &= ~recovered
             self.open_start = np.where(recovered, -1, self.open_start)
-        # fresh: the main DFA has read nothing since its (re)start.
-        fresh = (self.fresh & ~watching) | recovered
+        # fresh: the main DFA has read nothing since its (re)start (only a
+        # restart at m₀, i.e. an episode opened and closed on this frame).
+        fresh = np.where(recovered, new_viol, self.fresh & ~watching)
         if all_active:
             self.m, self.r, self.violated, self.fresh = m, r, violated, fresh
         else:
@@ -313,6 +323,14 @@ class Monitor:
             starts = self.open_start[ds, bs]
             self.unsafe[ds, bs] += last[bs] - starts + 1
             self._episode_chunks.append((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
+        # A restarted M that failed on the closing frame T-1 (false is a sink)
+        # counts as a one-frame, unrecovered episode at T-1.
+        failed = ~self.violated & (labels == _FALSE) & has_frames
+        if failed.any():
+            ds, bs = np.nonzero(failed)
+            self.violations[ds, bs] += 1
+            self.unsafe[ds, bs] += 1
+            self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         obligation = ~self.violated & ~self.fresh & (labels == _PF) & has_frames
         strong = obligation & self._strong[:, None]
         if strong.any():
