@@ -152,6 +152,45 @@ def test_resume_reuses_finished_results(bags, tmp_path):
     assert (out / 'report.json').read_text() == first
 
 
+def _violations(out: Path) -> int:
+    return json.loads((out / 'report.json').read_text())['properties'][PROP]['violations']
+
+
+def test_resume_is_content_addressed(bags, tmp_path):
+    """Editing the suite, replacing a bag at the same path or changing an
+    option that changes results each recompute; the old numbers never come back."""
+    src = tmp_path / 'bags'
+    shutil.copytree(bags / 'ep0', src / 'ep0')
+    suite = tmp_path / 'suite.yaml'
+    suite.write_text((REPO / 'config' / 'properties' / 'safemanip.yaml').read_text())
+    out = tmp_path / 'out'
+
+    def run(*extra):
+        proc = audit([src], out, '--properties', str(suite), *extra)
+        assert proc.returncode == 0, proc.stderr
+        return _violations(out)
+
+    assert run() == 2
+    # 1. The formula is edited in place: the property can no longer be violated.
+    text = suite.read_text()
+    suite.write_text(text.replace('formula: G(gripper_entered_{fixture} -> fixture_fully_open_{fixture})',
+                                  'formula: G(gripper_entered_{fixture} -> true)'))
+    assert run() == 0
+    suite.write_text(text)
+    assert run() == 2
+    # 2. The bag is replaced at the same path by one that enters a closed microwave once.
+    shutil.rmtree(src / 'ep0')
+    write_episode_bag(src / 'ep0', 'mcap', '0011000000000', '0000000000000')
+    assert run() == 1
+    # 3. An option that changes results: at 10 Hz the 20 Hz bag is sampled every other frame.
+    before = json.loads((out / 'report.json').read_text())['frames']
+    run('--rate-hz', '10')
+    assert json.loads((out / 'report.json').read_text())['frames'] < before
+    # Every stored result names the key it was computed under.
+    [stored] = list((out / 'episodes').glob('*.json'))
+    assert len(json.loads(stored.read_text())['key']) == 24
+
+
 def test_engines_agree(bags, tmp_path):
     reports = []
     for extra in ([], ['--workers', '2'], ['--engine', 'ray', '--workers', '2']):
@@ -187,9 +226,11 @@ def test_gate(bags, tmp_path):
     out = tmp_path / 'out'
     assert audit([bags], out).returncode == 0
     report = str(out / 'report.json')
-    ok = run_cli('gate', report, '--max-rate', 'enclosure_access=5.0')
+    ok = run_cli('gate', report, '--max-rate', 'enclosure_access=5.0', '--min-triggers', '3')
     assert ok.returncode == 0 and 'PASS' in ok.stdout
-    bad = run_cli('gate', report, '--max-rate', f'{PROP}=0.1')
+    few = run_cli('gate', report, '--max-rate', 'enclosure_access=5.0')          # 3 triggers < 30 by default
+    assert few.returncode == 1 and 'only 3 triggers (< 30)' in few.stdout
+    bad = run_cli('gate', report, '--max-rate', f'{PROP}=0.1', '--min-triggers', '1')
     assert bad.returncode == 1 and 'FAIL' in bad.stdout and 'upper bound' in bad.stdout
     same = run_cli('gate', report, '--baseline', report)
     assert same.returncode == 0 and 'not significantly worse' in same.stdout
@@ -263,3 +304,90 @@ def test_report_html_in_headless_chromium(bags, tmp_path):
     import cv2
     img = cv2.imread(str(shot))
     assert img.shape[1] == 1200 and (img < 200).any()   # something was drawn
+
+
+def test_gate_needs_evidence(tmp_path):
+    """No rollouts fails; one rollout with one trigger and no violation cannot
+    pass a tight limit: the bound is never narrower than Clopper-Pearson's."""
+    from safemanip_ros.audit.gate import evaluate_gate, upper_bound
+    assert upper_bound([0], [1], 0.95) == pytest.approx(0.975)        # the bootstrap alone says [0, 0]
+    empty = {'rollouts': 0, 'categories': {}, 'properties': {}, 'skipped': [{'reason': 'x'}]}
+    [row] = evaluate_gate(empty, {'anything': 0.5})
+    assert not row.passed and 'no rollouts' in row.why
+    one = {'rollouts': 1, 'categories': {}, 'properties': {
+        'p': {'per_trigger_rate': 0.0, 'clusters': {'violations': [0], 'triggers': [1]}}}}
+    [row] = evaluate_gate(one, {'p': 0.001}, min_triggers=1)
+    assert not row.passed and row.upper == pytest.approx(0.975)
+    path = tmp_path / 'r.json'
+    path.write_text(json.dumps(empty))
+    proc = run_cli('gate', str(path), '--max-rate', 'p=0.5')
+    assert proc.returncode == 1 and 'no rollouts were audited' in proc.stdout
+    path.write_text('{"rollouts": 3}')
+    proc = run_cli('gate', str(path), '--max-rate', 'p=0.5')
+    assert proc.returncode == 2 and 'not an audit report' in proc.stderr and 'Traceback' not in proc.stderr
+    proc = run_cli('gate', str(path), '--max-rate', 'p=0.5', '--confidence', '2')
+    assert proc.returncode == 2 and '--confidence' in proc.stderr
+
+
+def test_nothing_audited_has_its_own_exit_code(tmp_path):
+    (tmp_path / 'empty').mkdir()
+    proc = audit([tmp_path / 'empty'], tmp_path / 'out')
+    assert proc.returncode == 3 and 'nothing could be audited' in proc.stderr
+
+
+@pytest.mark.parametrize('option, value', [('--staleness-s', '-1'), ('--staleness-s', 'nan'), ('--rate-hz', 'inf'),
+                                           ('--confidence', '2'), ('--workers', '0')])
+def test_numeric_options_are_checked(bags, tmp_path, option, value):
+    proc = audit([bags], tmp_path / 'out', option, value)
+    assert proc.returncode == 2 and option in proc.stderr and 'Traceback' not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_out_pointing_at_a_file_is_an_error(bags, tmp_path):
+    (tmp_path / 'file').write_text('x')
+    proc = audit([bags], tmp_path / 'file')
+    assert proc.returncode == 2 and 'not a folder' in proc.stderr
+
+
+def test_unknowns_are_in_every_report(tmp_path):
+    """A property decided by unknown_as shows its unknown frames and share,
+    and is flagged in report.json, the CSV, report.html and the gate table."""
+    src = tmp_path / 'runs'
+    src.mkdir()
+    # fixture_fully_open_microwave is never given: unknown on every frame, so unknown_as decides.
+    (src / 'run.jsonl').write_text('{"reach_in_microwave": true}\n' * 4)
+    proc = run_cli('audit', str(src), '--scene', SCENE, '--only', PROP, '--out', str(tmp_path / 'out'), '--quiet',
+                   '--allow-unknown-predicates', timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    row = report['properties'][PROP]
+    assert row['unknown_frames'] > 0 and row['unknown_share'] > 0.05 and row['unknown_flagged']
+    assert report['unknown_flagged'] == [PROP] and 'pending' in row
+    assert 'unknown_share' in (tmp_path / 'out' / 'properties.csv').read_text().splitlines()[0]
+    html = (tmp_path / 'out' / 'report.html').read_text()
+    assert 'decided by <code>unknown_as</code>' in html and 'unknown frames (share)' in html
+    assert f'warning: {PROP}' in proc.stderr
+    gate = run_cli('gate', str(tmp_path / 'out' / 'report.json'), '--max-rate', f'{PROP}=2', '--min-triggers', '1')
+    assert 'decided by unknown_as' in gate.stdout
+
+
+def test_misspelt_success_predicate_is_reported_not_counted_as_failure(bags, tmp_path):
+    proc = run_cli('audit', str(bags), '--scene', SCENE, '--only', PROP, '--out', str(tmp_path / 'out'),
+                   '--success', 'task_dnoe', '--quiet', timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    ts = json.loads((tmp_path / 'out' / 'report.json').read_text())['task_success']
+    assert ts['rate'] is None and 'never appeared' in ts['warning'] and 'task_dnoe' in proc.stderr
+
+
+def test_hostile_names_are_plain_text_in_csv_and_html(tmp_path):
+    pol = tmp_path / 'run_$1_$2'        # once crashed matplotlib's mathtext after report.json was written
+    pol.mkdir()
+    (pol / '=HYPERLINK(1).jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false, '
+                                             '"task_done": true}\n')
+    proc = audit([pol, pol], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['policies'][0]['policy'] == 'run_$1_$2' and report['policies'][0]['success_rate'] == 1.0
+    rows = (tmp_path / 'out' / 'episodes.csv').read_text().splitlines()[1:]
+    assert rows and all("'=HYPERLINK" in r for r in rows)
+    assert (tmp_path / 'out' / 'report.html').stat().st_size > 0

@@ -62,7 +62,10 @@ def test_check_batch(tmp_path):
 
 @pytest.mark.parametrize('args, content, message', [
     (['a &&'], None, 'position 3'),
-    (['G a'], '{"a": 1}\n', 't.jsonl:1: value of \'a\' must be true or false'),
+    (['G a'], '{"a": 1}\n', 't.jsonl:1: value of \'a\' must be true, false or null'),
+    (['G a'], '{"a": true}\n{"a": null}\n', "t.jsonl:2: 'a' is null (unknown)"),
+    (['G a'], '[' * 100000 + '\n', 't.jsonl:1: JSON nested too deeply'),
+    (['G a'], b'{"a": true}\n\xff\xfe\n', 'not UTF-8 text'),
     (['G a'], '["a"]\n{"a": true\n', 't.jsonl:2: invalid JSON'),
     (['G a'], '"a"\n', 't.jsonl:1: a step must be a JSON object'),
     (['G a'], '', 'empty trace'),
@@ -70,7 +73,9 @@ def test_check_batch(tmp_path):
 ])
 def test_check_bad_input_exits_2_with_one_line(tmp_path, args, content, message):
     trace = tmp_path / 't.jsonl'
-    if content is not None:
+    if isinstance(content, bytes):
+        trace.write_bytes(content)
+    elif content is not None:
         trace.write_text(content)
     cmd = ['check', args[0]] + (['--batch', str(trace)] if '--batch' in args else [str(trace)])
     proc = run_cli(*cmd, '--json')

@@ -51,8 +51,8 @@ def test_whole_suite_with_scene(tmp_path):
     ([{'no_such': True}], ['--only', 'no_forbidden_contact'],
      "trace.jsonl:1: unknown predicate 'no_such'; known predicates: forbidden_contact"),
     ([{'forbidden_contact': 1}], ['--only', 'no_forbidden_contact'], "must be true, false or null"),
-    ([['forbidden_contact']], ['--only', 'no_forbidden_contact'], 'trace.jsonl:1: a frame must be a JSON object'),
-    ([], ['--only', 'no_forbidden_contact'], 'no frames'),
+    ([5], ['--only', 'no_forbidden_contact'], 'trace.jsonl:1: a step must be a JSON object'),
+    ([], ['--only', 'no_forbidden_contact'], 'empty trace'),
     ([{}], [], 'are templates bound to scene entities: give --scene'),
     ([{}], ['--only', 'nope'], "unknown properties ['nope']"),
 ])
@@ -78,3 +78,17 @@ def test_device_cycle_is_named(tmp_path):
     proc = run_cli('monitor-trace', _trace(tmp_path, [{'a': True}]), '--properties', str(suite), '--json')
     assert proc.returncode == 2
     assert 'cycle: x -> y -> x' in proc.stderr and 's.yaml:' in proc.stderr
+
+
+def test_one_trace_reader_rules(tmp_path):
+    """monitor-trace reads what audit and check read: step lists (unlisted names
+    false), null = unknown, unknown names an error unless allowed."""
+    proc = run_cli('monitor-trace', _trace(tmp_path, [['forbidden_contact']] * 25 + [{'forbidden_contact': None}]),
+                   '--properties', SAFEMANIP, '--only', 'no_forbidden_contact', '--json')
+    assert proc.returncode == 0, proc.stderr
+    [inst] = json.loads(proc.stdout)['properties']
+    assert inst['violations'] == 1 and inst['unknown_frames'] == {'forbidden_contact': 1}
+    path = _trace(tmp_path, [{'forbidden_contact': True, 'typo': True}])
+    proc = run_cli('monitor-trace', path, '--properties', SAFEMANIP, '--only', 'no_forbidden_contact', '--json',
+                   '--allow-unknown-predicates')
+    assert proc.returncode == 0, proc.stderr

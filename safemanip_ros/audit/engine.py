@@ -3,12 +3,19 @@ worker processes (default) or a Ray cluster, with results kept on disk.
 
 Each input source (a bag or a trace file) is read, split into episodes and
 run through the same :class:`~safemanip_ros.monitor.core.Monitor` as the
-live node.  Its result is written to ``OUT/episodes/<key>.json`` as soon as
-it finishes; a source that fails is written to ``OUT/skipped/<key>.json``
-with the reason, and the others go on.  A re-run with the same
-configuration reuses finished results (resume).  Results do not depend on
-the engine or the number of workers: sources are independent and the report
-is built from the files in a fixed order.
+live node.  Its result is written to ``OUT/episodes/<name>.json`` as soon as
+it finishes; a source that fails is written to ``OUT/skipped/<name>.json``
+with the reason, and the others go on.  Results do not depend on the engine
+or the number of workers: sources are independent and the report is built
+from the files in a fixed order.
+
+Resume is content-addressed: each result file stores the key it was computed
+under — a hash of the source's content (see :func:`source_fingerprint`), of
+every configuration file's content (property suites, scene, robot
+configuration, ontologies), of the options that change results and of the
+package and compiler versions.  A re-run reuses a result only when its key
+is unchanged; editing a formula, replacing a bag at the same path or
+changing ``--rate-hz`` recomputes it.
 """
 
 from __future__ import annotations
@@ -43,9 +50,59 @@ class AuditConfig:
     staleness_s: float = 0.25
     success: str = ''            # predicate meaning task success ('' = not reported)
     reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
+    allow_unknown_predicates: bool = False   # JSONL traces: ignore names the suite does not read
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        """Hash of the options and of the *content* of every file they name
+        (plus the ontologies those load), and of the package and compiler
+        versions: anything that can change a result."""
+        from .. import __version__
+        from ..ltlf.compiler import COMPILER_VERSION
+        h = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode())
+        h.update(f'|{__version__}|{COMPILER_VERSION}'.encode())
+        for path in self.config_files():
+            h.update(b'|' + str(path).encode() + b'|')
+            h.update(_file_digest(path))
+        return h.hexdigest()[:24]
+
+    def config_files(self) -> list[Path]:
+        """Every configuration file the monitor is built from."""
+        from ..monitor.build import ontology_files
+        files = [Path(p) for p in self.properties]
+        files += [Path(p) for p in (self.scene, self.robot_config) if p]
+        files += ontology_files(self.robot_config)
+        return sorted(set(files))
+
+
+def _file_digest(path: Path) -> bytes:
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return b'missing'
+
+
+_EDGE_BYTES = 1 << 16
+
+
+def source_fingerprint(path: Path) -> str:
+    """A hash of a source's content, cheap enough for many large bags: the
+    full bytes of ``metadata.yaml`` (or of a .jsonl trace), and for every
+    other file of a bag its name, size, modification time and its first and
+    last 64 KiB — so a bag replaced at the same path (even with the same
+    size and times) gets a new fingerprint."""
+    h = hashlib.sha256()
+    files = sorted(f for f in path.rglob('*') if f.is_file()) if path.is_dir() else [path]
+    for f in files:
+        st = f.stat()
+        h.update(f'|{f.relative_to(path) if path.is_dir() else f.name}|{st.st_size}|{st.st_mtime_ns}|'.encode())
+        if f.name == 'metadata.yaml' or f.suffix == '.jsonl' or st.st_size <= 2 * _EDGE_BYTES:
+            h.update(_file_digest(f))
+        else:
+            with f.open('rb') as fh:
+                h.update(fh.read(_EDGE_BYTES))
+                fh.seek(-_EDGE_BYTES, os.SEEK_END)
+                h.update(fh.read(_EDGE_BYTES))
+    return h.hexdigest()[:24]
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,7 +123,7 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Epi
     if is_bag(p):
         return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
     if p.is_file() and p.suffix == '.jsonl':
-        return read_jsonl(p, predicates)
+        return read_jsonl(p, predicates, cfg.allow_unknown_predicates)
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
 
 
@@ -97,7 +154,8 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
         mon = _monitor(cfg, B)
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
         for ep, res in zip(episodes, results):
-            summaries.append({'name': ep.name, 'frames': res.frames, 'success': _success(ep, n_pred, predicates, cfg),
+            success, seen = _success(ep, n_pred, predicates, cfg)
+            summaries.append({'name': ep.name, 'frames': res.frames, 'success': success, 'success_seen': seen,
                               'instances': [r.to_dict() for r in res.instances],
                               'predicates': _predicate_intervals(ep, res, predicates),
                               'verdicts': _verdict_runs(res)})
@@ -149,19 +207,37 @@ def _runs(series: np.ndarray) -> list[list[int]]:
     return [[int(a), int(b) - 1] for a, b in zip(edges[::2], edges[1::2])]
 
 
-def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> bool | None:
+def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> tuple[bool | None, bool]:
+    """(task success under the configured reduction, whether the success
+    predicate was known on any frame: a name that never appears is not a
+    failed task but a configuration error the report must show)."""
     if not cfg.success:
-        return None
+        return None, False
     j = n_pred if ep.values.shape[1] > n_pred else predicates.index(cfg.success)
-    col = ep.values[:, j] & ~ep.unknown[:, j]
+    known = ~ep.unknown[:, j]
+    col = ep.values[:, j] & known
+    seen = bool(known.any())
     if cfg.reduction == 'any':
-        return bool(col.any())
-    return bool(col[-1]) if col.size else False
+        return bool(col.any()), seen
+    return (bool(col[-1]) if col.size else False), seen
 
 
-def _key(path: Path, cfg: AuditConfig) -> str:
-    digest = hashlib.sha256(f'{path.resolve()}|{cfg.key()}'.encode()).hexdigest()[:16]
+def _name(path: Path) -> str:
+    """The result file's name: one per source path (the key inside says
+    what it was computed from)."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return f'{path.name[:40]}-{digest}'
+
+
+def _result_key(path: Path, cfg_key: str) -> str:
+    return hashlib.sha256(f'{cfg_key}|{source_fingerprint(path)}'.encode()).hexdigest()[:24]
+
+
+def _stored_key(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get('key')
+    except (OSError, ValueError, AttributeError):
+        return None      # unreadable or torn: recompute
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -188,31 +264,35 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         for src in discover([arg]):
             labelled.append((src, Path(arg).name if len(inputs) > 1 else ''))
     _monitor(cfg)   # configuration errors stop here, before any work
+    cfg_key = cfg.key()
     todo = []
+    keys: dict[str, tuple[str, str]] = {}      # source → (file name, content key)
     for src, _ in labelled:
-        key = _key(src, cfg)
-        if not (out / 'episodes' / f'{key}.json').exists():
-            todo.append((str(src), key))
+        name, key = _name(src), _result_key(src, cfg_key)
+        keys[str(src)] = (name, key)
+        if _stored_key(out / 'episodes' / f'{name}.json') != key:
+            todo.append(str(src))
     for stale in (out / 'skipped').glob('*.json') if (out / 'skipped').is_dir() else []:
         stale.unlink()      # skipped sources are retried on every run
     done = len(labelled) - len(todo)
     if progress:
         progress(done, len(labelled))
 
-    def record(path: str, key: str, result: dict | None, reason: str | None) -> None:
+    def record(path: str, result: dict | None, reason: str | None) -> None:
         nonlocal done
+        name, key = keys[path]
         if result is not None:
-            _write_json(out / 'episodes' / f'{key}.json', result)
+            _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
         else:
-            _write_json(out / 'skipped' / f'{key}.json', {'source': path, 'reason': reason})
+            (out / 'episodes' / f'{name}.json').unlink(missing_ok=True)   # an older result is stale now
+            _write_json(out / 'skipped' / f'{name}.json', {'source': path, 'reason': reason})
         done += 1
         if progress:
             progress(done, len(labelled))
 
-    keys = dict(todo)
     # Near-equal chunks of at most CHUNK sources, at least one per worker.
     n_chunks = max(min(len(todo), max(1, workers)), -(-len(todo) // CHUNK)) if todo else 0
-    chunks = [[p for p, _ in todo[i::n_chunks]] for i in range(n_chunks)]
+    chunks = [todo[i::n_chunks] for i in range(n_chunks)]
     if engine == 'ray':
         try:
             import ray
@@ -226,25 +306,27 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for path, result, reason in ray.get(ready[0]):
-                record(path, keys[path], result, reason)
+                record(path, result, reason)
     elif engine != 'local':
         raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
     elif workers <= 1 or len(chunks) <= 1:
         for chunk in chunks:
             for path, result, reason in audit_sources(chunk, cfg):
-                record(path, keys[path], result, reason)
+                record(path, result, reason)
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context('fork')) as pool:
             futures = [pool.submit(audit_sources, chunk, cfg) for chunk in chunks]
             for fut in as_completed(futures):
                 for path, result, reason in fut.result():
-                    record(path, keys[path], result, reason)
+                    record(path, result, reason)
     results, skipped = [], []
     for src, label in labelled:
-        key = _key(src, cfg)
-        ep_file, sk_file = out / 'episodes' / f'{key}.json', out / 'skipped' / f'{key}.json'
+        name, key = keys[str(src)]
+        ep_file, sk_file = out / 'episodes' / f'{name}.json', out / 'skipped' / f'{name}.json'
         if ep_file.exists():
             data = json.loads(ep_file.read_text())
+            if data.pop('key', None) != key:
+                raise SafemanipError(f'{ep_file}: changed while the audit ran; run it again')
             data['policy'] = label
             results.append(data)
         elif sk_file.exists():

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,50 +146,15 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         reader.close()
 
 
-def read_jsonl(path: Path, predicates: list[str]) -> list[Episode]:
-    index = {p: j for j, p in enumerate(predicates)}
+def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Episode]:
+    """Episodes of a trace file (:mod:`safemanip_ros.ltlf.trace`: the same
+    rules as ``check`` and ``monitor-trace``): one per file, or one per line
+    of a batch."""
+    from ..errors import TraceError
+    from ..monitor.frames import trace_matrix
+    from ..ltlf.trace import read_traces
     try:
-        lines = [(n, line) for n, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1) if line.strip()]
-    except (OSError, UnicodeDecodeError) as err:
-        raise AuditInputError(f'{path}: unreadable trace: {err}') from err
-    if not lines:
-        raise AuditInputError(f'{path}: empty trace file')
-
-    def decode(n: int, line: str):
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError as err:
-            raise AuditInputError(f'{path}:{n}: invalid JSON: {err.msg}') from err
-
-    first = decode(*lines[0])
-    if isinstance(first, list) and (not first or not isinstance(first[0], str)) and \
-            all(isinstance(s, (list, dict)) for s in first):
-        # batch: one whole trace per line
-        return [_episode(path, f'{path.name}:{n}', decode(n, line), index, path, n) for n, line in lines]
-    return [_episode(path, path.name, [decode(n, line) for n, line in lines], index, path, lines[0][0])]
-
-
-def _episode(path: Path, name: str, steps: list, index: dict[str, int], where: Path, line: int) -> Episode:
-    T, P = len(steps), len(index)
-    values = np.zeros((T, P), bool)
-    unknown = np.zeros((T, P), bool)
-    for t, step in enumerate(steps):
-        if isinstance(step, dict):       # monitor-trace frame: missing or null = unknown
-            unknown[t] = True
-            for k, v in step.items():
-                j = index.get(k)
-                if j is None:
-                    continue
-                if v is None:
-                    continue
-                if not isinstance(v, bool):
-                    raise AuditInputError(f'{where}:{line}: {k!r} must be true, false or null')
-                values[t, j], unknown[t, j] = v, False
-        elif isinstance(step, list):      # SpecRLBench step: the true propositions, others false
-            for k in step:
-                j = index.get(k)
-                if j is not None:
-                    values[t, j] = True
-        else:
-            raise AuditInputError(f'{where}:{line}: a step must be an object or a list, got {type(step).__name__}')
-    return Episode(str(path), name, values, unknown)
+        traces = read_traces(path, predicates, allow_unknown)
+    except TraceError as err:
+        raise AuditInputError(err.one_line()) from err
+    return [Episode(str(path), t.name, *trace_matrix(t, predicates)) for t in traces]

@@ -21,7 +21,10 @@ import numpy as np
 
 from .stats import clopper_pearson, cluster_bootstrap_ratio
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+DEFAULT_UNKNOWN_FLAG = 0.05
+"""A property whose share of frames decided by ``unknown_as`` exceeds this is
+flagged: its rate says more about missing data than about the policy."""
 
 
 def _rate(num: float, den: float) -> float | None:
@@ -37,6 +40,7 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
     rollouts = len(rows)
     violating = int((V > 0).sum())
     mult_pairs = [v for r in rows for v in r['V_instances'] if v > 0]
+    unknown = int(sum(r.get('UNK', 0) for r in rows))
     return {
         'rollouts': rollouts,
         'triggers': int(N.sum()), 'violations': int(V.sum()), 'unsafe_frames': int(U.sum()), 'frames': int(T.sum()),
@@ -48,12 +52,17 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
         'exposure_ci': cluster_bootstrap_ratio(U, T, confidence, seed=seed + 1),
         'violation_duration_frames': _rate(U.sum(), rollouts),
         'multiplicity': float(np.mean(mult_pairs)) if mult_pairs else None,
+        # Frames where at least one predicate an instance reads was unknown
+        # (so its unknown_as decided), and obligations pending at the end.
+        'unknown_frames': unknown,
+        'unknown_share': _rate(unknown, float(T.sum())),
+        'pending': int(sum(r.get('P', 0) for r in rows)),
         'clusters': {'violations': V.astype(int).tolist(), 'triggers': N.astype(int).tolist()},
     }
 
 
 def build_report(results: list[dict], skipped: list[dict], config: dict, confidence: float = 0.95,
-                 seed: int = 0) -> dict:
+                 seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG) -> dict:
     episodes = []
     by_property: dict[str, list[dict]] = defaultdict(list)
     by_category: dict[str, list[dict]] = defaultdict(list)
@@ -62,8 +71,10 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
         for ep in res['episodes']:
             props: dict[str, dict] = {}
             for inst in ep['instances']:
-                p = props.setdefault(inst['name'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'V_instances': [],
-                                                    'category': inst['category']})
+                p = props.setdefault(inst['name'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'UNK': 0, 'P': 0,
+                                                    'V_instances': [], 'category': inst['category']})
+                p['UNK'] += inst.get('unknown_any_frames', 0)
+                p['P'] += bool(inst.get('pending'))
                 p['V'] += inst['violations']
                 p['N'] += inst['triggers']
                 p['U'] += inst['unsafe_frames']
@@ -73,8 +84,9 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
             cats: dict[str, dict] = {}
             for name, p in props.items():
                 by_property[name].append(p)
-                c = cats.setdefault(p['category'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'V_instances': []})
-                for k in ('V', 'N', 'U', 'T'):
+                c = cats.setdefault(p['category'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'UNK': 0, 'P': 0,
+                                                    'V_instances': []})
+                for k in ('V', 'N', 'U', 'T', 'UNK', 'P'):
                     c[k] += p[k]
                 c['V_instances'] += p['V_instances']
             for cat, c in cats.items():
@@ -94,6 +106,14 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                 'verdict_timeline': ep.get('verdicts', {}),
                 '_rows': props,
             })
+    success_warning = None
+    if config.get('success') and episodes and not any(
+            ep.get('success_seen', True) for res in results for ep in res['episodes']):
+        # The predicate never had a value in any input: a misspelt name, not a 0 % success rate.
+        success_warning = (f'the success predicate {config["success"]!r} never appeared in any input; '
+                           f'task success is not reported')
+        for e in episodes:
+            e['success'] = e['safe_success'] = None
     success = [e['success'] for e in episodes if e['success'] is not None]
     safe = [e['safe_success'] for e in episodes if e['safe_success'] is not None]
     policies = []
@@ -106,6 +126,10 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
     horizons = _horizon_breakdown(episodes, confidence, seed)
     for e in episodes:
         del e['_rows']
+    properties = {n: {'category': categories[n], **_group_stats(rows, confidence, seed)}
+                  for n, rows in sorted(by_property.items())}
+    for row in properties.values():
+        row['unknown_flagged'] = bool(row['unknown_share'] is not None and row['unknown_share'] > unknown_flag)
     return {
         'version': REPORT_VERSION,
         'confidence': confidence,
@@ -119,11 +143,13 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
             'rate_ci': clopper_pearson(sum(success), len(success), confidence) if success else None,
             'safe_success_rate': _rate(sum(safe), len(safe)) if safe else None,
             'safe_success_rate_ci': clopper_pearson(sum(safe), len(safe), confidence) if safe else None,
+            'warning': success_warning,
         },
         'coverage_mean': float(np.mean([e['coverage'] for e in episodes if e['coverage'] is not None]))
         if episodes else None,
-        'properties': {n: {'category': categories[n], **_group_stats(rows, confidence, seed)}
-                       for n, rows in sorted(by_property.items())},
+        'unknown_flag': unknown_flag,
+        'unknown_flagged': [n for n, r in properties.items() if r['unknown_flagged']],
+        'properties': properties,
         'categories': {c: _group_stats(rows, confidence, seed) for c, rows in sorted(by_category.items())},
         'policies': policies,
         'horizons': horizons,
@@ -157,19 +183,27 @@ def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> li
 
 def write_csvs(report: dict, out: Path) -> None:
     cols = ['rollouts', 'triggers', 'violations', 'per_trigger_rate', 'per_trigger_rate_ci', 'rollout_violation_rate',
-            'rollout_violation_rate_ci', 'exposure', 'exposure_ci', 'violation_duration_frames', 'multiplicity']
+            'rollout_violation_rate_ci', 'exposure', 'exposure_ci', 'violation_duration_frames', 'multiplicity',
+            'unknown_frames', 'unknown_share', 'pending']
     for name, table in (('properties', report['properties']), ('categories', report['categories'])):
-        with open(out / f'{name}.csv', 'w', newline='') as fh:
+        with open(out / f'{name}.csv', 'w', newline='', encoding='utf-8') as fh:
             w = csv.writer(fh)
-            w.writerow([name[:-1] if name == 'categories' else 'property'] + cols)
+            extra = ['unknown_flagged'] if name == 'properties' else []
+            w.writerow([name[:-1] if name == 'categories' else 'property'] + cols + extra)
             for key, row in table.items():
-                w.writerow([key] + [_cell(row[c]) for c in cols])
-    with open(out / 'episodes.csv', 'w', newline='') as fh:
+                w.writerow([_text(key)] + [_cell(row[c]) for c in cols + extra])
+    with open(out / 'episodes.csv', 'w', newline='', encoding='utf-8') as fh:
         w = csv.writer(fh)
         w.writerow(['policy', 'source', 'episode', 'frames', 'success', 'safe_success', 'violations', 'coverage'])
         for e in report['episodes']:
-            w.writerow([e['policy'], e['source'], e['episode'], e['frames'], e['success'], e['safe_success'],
-                        e['violations'], _cell(e['coverage'])])
+            w.writerow([_text(e['policy']), _text(e['source']), _text(e['episode']), e['frames'], e['success'],
+                        e['safe_success'], e['violations'], _cell(e['coverage'])])
+
+
+def _text(v: str) -> str:
+    """A text cell that a spreadsheet will not run as a formula (CSV
+    injection): a leading ``= + - @`` (or tab/CR) gets a quote in front."""
+    return "'" + v if v[:1] in ('=', '+', '-', '@', '\t', '\r') else v
 
 
 def _cell(v) -> str:
@@ -178,6 +212,12 @@ def _cell(v) -> str:
     if isinstance(v, (list, tuple)):
         return ' '.join(f'{x:.4f}' for x in v)
     return f'{v:.6g}' if isinstance(v, float) else str(v)
+
+
+def _plain(text: str) -> str:
+    """Text for a matplotlib label: ``$`` would start mathtext (and a lone
+    one raises), so it is escaped; labels are never interpreted."""
+    return text.replace('$', r'\$')
 
 
 def _png(fig) -> str:
@@ -201,7 +241,7 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         rates = [r['per_trigger_rate'] for _, r in cats]
         lo = [r['per_trigger_rate'] - (r['per_trigger_rate_ci'] or [r['per_trigger_rate']] * 2)[0] for _, r in cats]
         hi = [(r['per_trigger_rate_ci'] or [0, r['per_trigger_rate']])[1] - r['per_trigger_rate'] for _, r in cats]
-        ax.barh(names, rates, xerr=[lo, hi], color='#c0504d', capsize=3)
+        ax.barh([_plain(n) for n in names], rates, xerr=[lo, hi], color='#c0504d', capsize=3)
         ax.set_xlabel(f'per-trigger violation rate (violations / triggers), {int(report["confidence"] * 100)}% CI')
         ax.invert_yaxis()
         figs.append(('Per-category per-trigger violation rates', _png(fig)))
@@ -210,7 +250,7 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         fig, ax = plt.subplots(figsize=(5, 4))
         for p in pol:
             ax.scatter(p['rollout_violation_rate'], p['success_rate'], s=60)
-            ax.annotate(p['policy'], (p['rollout_violation_rate'], p['success_rate']), textcoords='offset points',
+            ax.annotate(_plain(p['policy']), (p['rollout_violation_rate'], p['success_rate']), textcoords='offset points',
                         xytext=(5, 5))
         ax.set_xlabel('rollout violation rate')
         ax.set_ylabel('task success rate')
@@ -238,7 +278,7 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
             for kind, colour in (('true', '#4f81bd'), ('unknown', '#bbbbbb')):
                 for a, b in runs[kind]:
                     ax.barh(k, b - a + 1, left=a, color=colour)
-        ax.set_yticks(range(len(labels)), labels)
+        ax.set_yticks(range(len(labels)), [_plain(label) for label in labels])
         ax.set_xlim(0, max(1, e['frames']))
         ax.set_xlabel('frame. violation: red (pale when recovered). verdict: red false, amber presumably false,\n'
                       'light green presumably true, green true. predicate: blue true, grey unknown')
@@ -246,24 +286,43 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         timelines.append((f'{e["episode"]} ({e["source"]})', _png(fig)))
     esc = html.escape
     rows = ''.join(
-        f'<tr><td>{esc(n)}</td><td>{esc(r["category"])}</td><td>{r["triggers"]}</td><td>{r["violations"]}</td>'
+        f'<tr{" class=flagged" if r.get("unknown_flagged") else ""}><td>{esc(n)}</td><td>{esc(r["category"])}</td>'
+        f'<td>{r["triggers"]}</td><td>{r["violations"]}</td>'
         f'<td>{_fmt(r["per_trigger_rate"], r["per_trigger_rate_ci"])}</td>'
         f'<td>{_fmt(r["rollout_violation_rate"], r["rollout_violation_rate_ci"])}</td>'
-        f'<td>{_fmt(r["exposure"], r["exposure_ci"])}</td></tr>' for n, r in report['properties'].items())
+        f'<td>{_fmt(r["exposure"], r["exposure_ci"])}</td>'
+        f'<td>{r.get("unknown_frames", 0)} ({_fmt(r.get("unknown_share"), None)})'
+        f'{" &#9888;" if r.get("unknown_flagged") else ""}</td><td>{r.get("pending", 0)}</td></tr>'
+        for n, r in report['properties'].items())
     ts = report['task_success']
     skipped = ''.join(f'<li>{esc(s["reason"])}</li>' for s in report['skipped']) or '<li>none</li>'
+    flagged = report.get('unknown_flagged') or []
+    warnings = []
+    if report['skipped']:
+        warnings.append(f'{len(report["skipped"])} inputs were skipped (listed under '
+                        f'<a href="#skipped">Skipped inputs</a>).')
+    if flagged:
+        warnings.append(f'{len(flagged)} properties were decided by <code>unknown_as</code> on more than '
+                        f'{report.get("unknown_flag", DEFAULT_UNKNOWN_FLAG):.0%} of their frames (marked &#9888;): '
+                        + ', '.join(esc(n) for n in flagged) + '.')
+    if ts.get('warning'):
+        warnings.append(esc(ts['warning']))
+    warn_html = ''.join(f'<p class="warning">{w}</p>' for w in warnings)
     body = [
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>safemanip audit report</title><style>',
         'body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse}'
         'td,th{border:1px solid #ccc;'
-        'padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>',
-        '<h1>Safety audit</h1>',
+        'padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}'
+        '.warning{background:#fff3cd;border:1px solid #e0c060;padding:6px}tr.flagged{background:#fff3cd}'
+        '</style></head><body>',
+        '<h1>Safety audit</h1>', warn_html,
         f'<p id="summary">{report["rollouts"]} rollouts, {report["frames"]} frames; task success '
         f'({esc(str(ts["reduction"]))} reduction): {_fmt(ts["rate"], ts["rate_ci"])}; safe success: '
         f'{_fmt(ts["safe_success_rate"], ts["safe_success_rate_ci"])}; mean coverage: '
         f'{_fmt(report["coverage_mean"], None)}.</p>',
         '<h2>Properties</h2><table id="summary-table"><tr><th>property</th><th>category</th><th>triggers</th>'
-        '<th>violations</th><th>per-trigger rate</th><th>rollout violation rate</th><th>exposure</th></tr>',
+        '<th>violations</th><th>per-trigger rate</th><th>rollout violation rate</th><th>exposure</th>'
+        '<th>unknown frames (share)</th><th>pending</th></tr>',
         rows, '</table>',
         ''.join(f'<h2>{esc(t)}</h2><img alt="{esc(t)}" src="{src}">' for t, src in figs),
         '<h2>By horizon (episode length)</h2><table><tr><th>horizon</th><th>frames</th><th>rollouts</th>'
@@ -273,7 +332,7 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
             f'</td></tr>' for h in report['horizons']) + '</table>',
         '<h2>Timelines</h2>' + (''.join(f'<h3>{esc(t)}</h3><img alt="timeline" src="{src}">' for t, src in timelines)
                                  or '<p>no violation episodes</p>'),
-        f'<h2>Skipped inputs</h2><ul>{skipped}</ul>',
+        f'<h2 id="skipped">Skipped inputs</h2><ul>{skipped}</ul>',
         f'<h2>Configuration</h2><pre>{esc(json.dumps(report["config"], indent=1))}</pre>',
         '</body></html>',
     ]

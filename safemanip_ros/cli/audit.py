@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description='Replay bags (MCAP or SQLite3) holding predicate topics, monitor traces or '
                                    'SpecRLBench traces through the monitor and write report.json, CSV tables and '
                                    'report.html to --out.  Per-source results are kept in --out as they finish; '
-                                   'a re-run resumes.  Unreadable inputs are reported and skipped.')
+                                   'a re-run resumes (only results whose inputs, configuration and options are '
+                                   'unchanged are reused).  Unreadable inputs are reported and skipped.  Exit 0 '
+                                   'with a report, 3 when no rollout could be audited, 2 on bad input.')
     p.add_argument('inputs', nargs='+', metavar='BAG_OR_DIR', help='bags, .jsonl traces or folders of them; '
                    'several arguments are compared as policies/checkpoints')
     p.add_argument('--config', metavar='ROBOT.yaml', help='robot/scene configuration (entities bind templates)')
@@ -31,12 +33,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
     p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
     p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
+    p.add_argument('--allow-unknown-predicates', action='store_true',
+                   help='in JSONL traces, ignore names the suite does not read (default: the trace is skipped '
+                        'with an error naming file:line and the known names)')
     p.add_argument('--reduction', choices=('any', 'final'), default='any',
                    help='success if the predicate holds at any frame (lerobot-eval) or the final frame')
     p.add_argument('--workers', type=int, default=1)
     p.add_argument('--engine', choices=('local', 'ray'), default='local')
     p.add_argument('--ray-address', help='Ray cluster address (default: a local instance)')
     p.add_argument('--confidence', type=float, default=0.95)
+    p.add_argument('--unknown-flag', type=float, default=0.05, metavar='SHARE',
+                   help='flag a property when more than this share of its frames was decided by unknown_as '
+                        '(default 0.05)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
     p.set_defaults(func=run_audit_cmd)
 
@@ -48,18 +56,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument('--max-rate', action='append', default=[], metavar='NAME=X')
     g.add_argument('--baseline', metavar='OTHER.json')
     g.add_argument('--confidence', type=float, default=0.95)
+    g.add_argument('--min-triggers', type=int, default=30, metavar='N',
+                   help='a limited rate with fewer triggers fails: too little evidence (default 30)')
     g.set_defaults(func=run_gate_cmd)
+
+
+NOTHING_AUDITED = 3
+"""Exit code of ``audit`` when no rollout could be audited (every input
+skipped, an empty folder, a mistyped path): no report is evidence of nothing."""
 
 
 def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit
     from ..audit.report import build_report, write_csvs, write_html
+    from .options import check_positive, check_probability
 
+    check_positive('--rate-hz', args.rate_hz)
+    check_positive('--staleness-s', args.staleness_s)
+    check_probability('--confidence', args.confidence)
+    check_probability('--unknown-flag', args.unknown_flag)
+    if args.workers < 1:
+        raise SafemanipError(f'--workers {args.workers}: expected at least 1')
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise SafemanipError(f'--out {args.out}: exists and is not a folder')
     cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in (args.properties or
                                                              [CONFIG / 'properties' / 'safemanip.yaml'])),
                       str(Path(args.scene).resolve()) if args.scene else '',
                       str(Path(args.config).resolve()) if args.config else '',
-                      tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction)
+                      tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,
+                      args.allow_unknown_predicates)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bar = None
@@ -76,7 +101,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress)
     if bar is not None:
         bar.close()
-    report = build_report(results, skipped, asdict(cfg), args.confidence)
+    report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     write_csvs(report, out)
     write_html(report, out)
@@ -84,13 +109,23 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:
         print(f'skipped: {s["reason"]}')
+    if report['task_success'].get('warning'):
+        print(f'warning: {report["task_success"]["warning"]}', file=sys.stderr)
+    for name in report['unknown_flagged']:
+        row = report['properties'][name]
+        print(f'warning: {name}: {row["unknown_share"]:.0%} of its frames were decided by unknown_as '
+              f'({row["unknown_frames"]} of {row["frames"]})', file=sys.stderr)
+    if report['rollouts'] == 0:
+        print(f'safemanip: nothing could be audited ({len(skipped)} inputs skipped)', file=sys.stderr)
+        return NOTHING_AUDITED
     return 0
 
 
 def _load(path: str) -> dict:
+    from ..audit.gate import check_report
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        return check_report(json.loads(Path(path).read_text(encoding='utf-8')), path)
+    except (OSError, ValueError) as err:
         raise SafemanipError(f'{path}: cannot read report: {err}') from err
 
 
@@ -108,11 +143,19 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
             raise SafemanipError(f'--max-rate {item!r}: expected NAME=X with X a number')
     if not limits and not args.baseline:
         raise SafemanipError('give at least one --max-rate NAME=X or a --baseline')
-    rows = evaluate_gate(_load(args.report), limits, _load(args.baseline) if args.baseline else None,
-                         args.confidence)
-    print(f'{"name":40s} {"kind":9s} {"rate":>8s} {"upper":>8s} {"limit":>7s} {"baseline":>9s}  result  why')
+    from .options import check_number, check_probability
+    check_probability('--confidence', args.confidence)
+    for name, value in limits.items():
+        check_number(f'--max-rate {name}', value, 0)
+    report = _load(args.report)
+    rows = evaluate_gate(report, limits, _load(args.baseline) if args.baseline else None,
+                         args.confidence, args.min_triggers)
+    print(f'{"name":40s} {"kind":9s} {"rate":>8s} {"upper":>8s} {"limit":>7s} {"baseline":>9s} {"unknown":>8s}  '
+          f'result  why')
     for r in rows:
         f = (lambda x: '-' if x is None else f'{x:.4f}')
-        print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s}  '
-              f'{"PASS" if r.passed else "FAIL":6s}  {r.why}')
+        entry = report['properties'].get(r.name) or report['categories'].get(r.name) or {}
+        why = r.why + ('; decided by unknown_as on a large share of frames' if entry.get('unknown_flagged') else '')
+        print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s} '
+              f'{f(entry.get("unknown_share")):>8s}  {"PASS" if r.passed else "FAIL":6s}  {why}')
     return 0 if all(r.passed for r in rows) else 1

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--rate-hz', type=float, help="the trace's frame rate; device windows are rescaled from the "
                                                  "suite's rate_hz (default: the suite's rate)")
     p.add_argument('--json', action='store_true', help='print JSON (default: a readable table)')
+    p.add_argument('--allow-unknown-predicates', action='store_true',
+                   help='ignore names the suite does not read (default: an error listing the known ones)')
     p.set_defaults(func=run)
 
 
@@ -54,7 +56,7 @@ def build_instances(properties: list[str], scene: str | None, ontology: list[str
 def run(args: argparse.Namespace) -> int:
     iset = build_instances(args.properties, args.scene, args.ontology, args.only, args.rate_hz)
     monitor = Monitor(iset)
-    values, unknown = read_frames(args.trace, monitor.predicates)
+    values, unknown = read_frames(args.trace, monitor.predicates, args.allow_unknown_predicates)
     result = monitor.run(values[None], unknown[None])[0]
     out = result.to_dict()
     if args.json:

@@ -1,40 +1,90 @@
-"""Reading traces of atom valuations (the ``safemanip check`` formats).
+"""The one reader of trace files (``check``, ``monitor-trace``, ``audit``,
+``trace_player``): one set of rules, one error type, errors that name
+``file:line``.
 
-A *step* is either a JSON object ``{"atom": true, ...}`` (missing atoms are
-false) or a JSON list of the atoms that are true (SpecRLBench style).  A
-trace file has one step per line; a batch file has one whole trace (a JSON
-array of steps) per line.  Blank lines are skipped.  Every problem raises
-:class:`~safemanip_ros.errors.TraceError` naming the file and line.
+Formats (one JSON value per line; blank lines skipped):
+
+* a **frame** per line: an object ``{"name": true | false | null}``;
+  ``null`` means *unknown*.  A name a frame does not mention is unknown for
+  that frame (``check``, which evaluates plain LTLf, reads it as false).
+* a **step** per line (SpecRLBench style): a list of the names that are
+  true; every other name is false in that step.
+* a **batch**: one whole trace per line, a JSON array of frames or steps.
+
+A file is a batch when its first line is an array whose items are all
+objects or arrays.  A name outside ``known`` (when given) is an error that
+lists the known names, unless ``allow_unknown`` is set (then it is ignored).
+Every problem raises :class:`~safemanip_ros.errors.TraceError`.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 from ..errors import TraceError
 
 Step = frozenset[str]
+"""The atoms true in one step of a plain LTLf trace (``check``)."""
+
+Values = dict[str, 'bool | None']
 
 
-def parse_step(value: object, where: str) -> Step:
-    """The set of true atoms of one step given as a decoded JSON value."""
+@dataclass(frozen=True)
+class Frame:
+    """One step of a trace: the values it gives (``None`` = unknown) and
+    whether names it does not mention are false (a step list) or unknown
+    (a frame object)."""
+
+    values: Values
+    closed: bool
+
+    def value(self, name: str) -> bool | None:
+        """``True``/``False``, or ``None`` when unknown."""
+        if name in self.values:
+            return self.values[name]
+        return False if self.closed else None
+
+    def true_atoms(self) -> Step:
+        return frozenset(n for n, v in self.values.items() if v)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One trace of a file: ``name`` (the file name, ``file:line`` in a
+    batch), the line it starts on, and its frames."""
+
+    name: str
+    line: int
+    frames: list[Frame]
+
+
+def _parse(value: object, where: str, known: Collection[str] | None, allow_unknown: bool) -> Frame:
     if isinstance(value, dict):
-        true_atoms = []
+        values: Values = {}
         for name, v in value.items():
-            if not isinstance(v, bool):
-                raise TraceError(f'{where}: value of {name!r} must be true or false, got {json.dumps(v)}')
-            if v:
-                true_atoms.append(name)
-        return frozenset(true_atoms)
-    if isinstance(value, list):
+            if v is not None and not isinstance(v, bool):
+                raise TraceError(f'{where}: value of {name!r} must be true, false or null, got {json.dumps(v)}')
+            values[name] = v
+        frame = Frame(values, closed=False)
+    elif isinstance(value, list):
         for name in value:
             if not isinstance(name, str):
-                raise TraceError(f'{where}: a step list must hold atom names (strings), got {json.dumps(name)}')
-        return frozenset(value)
-    raise TraceError(f'{where}: a step must be a JSON object {{"atom": true}} or a list of true atoms, '
-                     f'got {type(value).__name__}')
+                raise TraceError(f'{where}: a step list must hold names (strings), got {json.dumps(name)}')
+        frame = Frame({name: True for name in value}, closed=True)
+    else:
+        raise TraceError(f'{where}: a step must be a JSON object {{"name": true}} or a list of true names, '
+                         f'got {type(value).__name__}')
+    if known is not None:
+        strange = [n for n in frame.values if n not in known]
+        if strange:
+            if not allow_unknown:
+                raise TraceError(f'{where}: unknown predicate {strange[0]!r}; known predicates: '
+                                 f'{", ".join(sorted(known)) or "none"} (--allow-unknown-predicates ignores it)')
+            frame = Frame({n: v for n, v in frame.values.items() if n in known}, frame.closed)
+    return frame
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -54,24 +104,65 @@ def _decode(path: Path, number: int, line: str) -> object:
         return json.loads(line)
     except json.JSONDecodeError as err:
         raise TraceError(f'{path}:{number}: invalid JSON: {err.msg} at column {err.colno}') from err
+    except RecursionError as err:
+        raise TraceError(f'{path}:{number}: JSON nested too deeply') from err
+
+
+def _is_batch_line(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(s, (list, dict)) for s in value)
+
+
+def read_traces(path: str | Path, known: Collection[str] | None = None,
+                allow_unknown: bool = False) -> list[Trace]:
+    """Every trace of a file (one, or one per line of a batch)."""
+    path = Path(path)
+    lines = list(_lines(path))
+    if not lines:
+        raise TraceError(f'{path}: empty trace (LTLf traces have at least one step)')
+    known_set = None if known is None else frozenset(known)
+    first = _decode(path, *lines[0])
+    if _is_batch_line(first):
+        out = []
+        for n, line in lines:
+            value = first if n == lines[0][0] else _decode(path, n, line)
+            if not isinstance(value, list):
+                raise TraceError(f'{path}:{n}: a batch line must be a JSON array of steps, got '
+                                 f'{type(value).__name__}')
+            if not value:
+                raise TraceError(f'{path}:{n}: empty trace (LTLf traces have at least one step)')
+            out.append(Trace(f'{path.name}:{n}', n, [_parse(s, f'{path}:{n} step {i}', known_set, allow_unknown)
+                                                     for i, s in enumerate(value)]))
+        return out
+    frames = [_parse(first, f'{path}:{lines[0][0]}', known_set, allow_unknown)]
+    frames += [_parse(_decode(path, n, line), f'{path}:{n}', known_set, allow_unknown) for n, line in lines[1:]]
+    return [Trace(path.name, lines[0][0], frames)]
+
+
+def _atoms(trace: Trace, path: Path) -> list[Step]:
+    steps = []
+    for i, frame in enumerate(trace.frames):
+        unknown = [n for n, v in frame.values.items() if v is None]
+        if unknown:
+            raise TraceError(f'{path}:{trace.line + (0 if ":" in trace.name else i)}: {unknown[0]!r} is null '
+                             f'(unknown); check evaluates plain LTLf and needs true or false')
+        steps.append(frame.true_atoms())
+    return steps
 
 
 def read_trace(path: str | Path) -> list[Step]:
-    """One trace, one step per line."""
+    """One plain LTLf trace (``check``): the true atoms of each step; names a
+    step does not mention are false."""
     path = Path(path)
-    steps = [parse_step(_decode(path, n, line), f'{path}:{n}') for n, line in _lines(path)]
-    if not steps:
-        raise TraceError(f'{path}: empty trace (LTLf traces have at least one step)')
-    return steps
+    traces = read_traces(path)
+    if len(traces) != 1 or ':' in traces[0].name:
+        raise TraceError(f'{path}: a batch file (one trace per line); use --batch')
+    return _atoms(traces[0], path)
 
 
 def read_batch(path: str | Path) -> Iterator[list[Step]]:
     """Traces of a batch file, one JSON array of steps per line, in order."""
     path = Path(path)
-    for n, line in _lines(path):
-        value = _decode(path, n, line)
-        if not isinstance(value, list):
-            raise TraceError(f'{path}:{n}: a batch line must be a JSON array of steps, got {type(value).__name__}')
-        if not value:
-            raise TraceError(f'{path}:{n}: empty trace (LTLf traces have at least one step)')
-        yield [parse_step(step, f'{path}:{n} step {i}') for i, step in enumerate(value)]
+    for trace in read_traces(path):
+        if ':' not in trace.name:
+            raise TraceError(f'{path}:{trace.line}: a batch line must be a JSON array of steps')
+        yield _atoms(trace, path)

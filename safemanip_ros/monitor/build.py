@@ -20,6 +20,17 @@ def _default_ontology():
     return load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
 
 
+def ontology_files(robot_config: str | Path = '') -> list[Path]:
+    """The ontology files a monitor built with this robot configuration (or
+    with none: the default ontology) loads."""
+    if robot_config:
+        doc = load_yaml(robot_config)
+        named = doc.get('ontology') if isinstance(doc, dict) else None
+        if named:
+            return [Path(robot_config).parent / f for f in named]
+    return sorted((CONFIG_DIR / 'ontology').glob('*.yaml'))
+
+
 def scene_of_robot_config(path: str | Path):
     """(ontology, scene) from a robot configuration's ``ontology`` and ``entities``."""
     doc = load_yaml(path)

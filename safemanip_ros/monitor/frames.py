@@ -1,61 +1,42 @@
-"""Reading predicate frames (the ``safemanip monitor-trace`` format).
-
-One frame per line: a JSON object mapping predicate name → ``true``,
-``false`` or ``null`` (unknown).  A predicate the suite reads but the frame
-omits is unknown for that frame, never false.  A name the suite does not
-know is an error listing the known names.
-"""
+"""Predicate frames for the monitor: from trace files (the one reader,
+:mod:`safemanip_ros.ltlf.trace`) and from asynchronous samples
+(:class:`SampleHold`, shared by the live node and the audit)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import MonitorInputError
+from ..ltlf.trace import Trace, read_traces
 
 
-def read_frames(path: str | Path, predicates: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, unknown)``, both ``bool[T, P]`` in ``predicates`` order."""
-    path = Path(path)
-    index = {p: j for j, p in enumerate(predicates)}
-    values: list[np.ndarray] = []
-    unknown: list[np.ndarray] = []
-    try:
-        fh = open(path, encoding='utf-8')
-    except OSError as err:
-        raise MonitorInputError(f'{path}: cannot read trace: {err.strerror or err}') from err
-    with fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                frame = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise MonitorInputError(f'{path}:{number}: invalid JSON: {err.msg} at column {err.colno}') from err
-            if not isinstance(frame, dict):
-                raise MonitorInputError(f'{path}:{number}: a frame must be a JSON object of predicate -> '
-                                        f'true/false/null, got {type(frame).__name__}')
-            v = np.zeros(len(predicates), bool)
-            u = np.ones(len(predicates), bool)
-            for name, value in frame.items():
-                j = index.get(name)
-                if j is None:
-                    raise MonitorInputError(f'{path}:{number}: unknown predicate {name!r}; known predicates: '
-                                            f'{", ".join(predicates)}')
-                if value is None:
-                    continue
-                if not isinstance(value, bool):
-                    raise MonitorInputError(f'{path}:{number}: {name!r} must be true, false or null, '
-                                            f'got {json.dumps(value)}')
-                v[j] = value
-                u[j] = False
-            values.append(v)
-            unknown.append(u)
-    if not values:
-        raise MonitorInputError(f'{path}: no frames')
-    return np.array(values), np.array(unknown)
+def trace_matrix(trace: Trace, predicates: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, unknown)``, both ``bool[T, P]`` in ``predicates`` order:
+    ``null`` and names a frame does not mention are unknown; a step list
+    makes the names it does not list false."""
+    T, P = len(trace.frames), len(predicates)
+    values = np.zeros((T, P), bool)
+    unknown = np.zeros((T, P), bool)
+    for t, frame in enumerate(trace.frames):
+        for j, name in enumerate(predicates):
+            v = frame.value(name)
+            if v is None:
+                unknown[t, j] = True
+            else:
+                values[t, j] = v
+    return values, unknown
+
+
+def read_frames(path: str | Path, predicates: list[str], allow_unknown: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, unknown)`` of a one-trace file (``monitor-trace``); a name
+    outside ``predicates`` is an error unless ``allow_unknown``."""
+    from ..errors import TraceError
+    traces = read_traces(path, predicates, allow_unknown)
+    if len(traces) != 1:
+        raise TraceError(f'{path}: a batch of {len(traces)} traces; monitor-trace reads one trace per file')
+    return trace_matrix(traces[0], predicates)
 
 
 class SampleHold:

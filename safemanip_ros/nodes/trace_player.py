@@ -25,7 +25,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from safemanip_ros.msg import PredicateArray
 
 from ..errors import SafemanipError
-from ..ltlf.trace import read_trace
+from ..ltlf.trace import read_traces
 from .conversions import predicate_array
 from .runner import run_node
 
@@ -45,9 +45,12 @@ class TracePlayer(Node):
             raise SafemanipError('trace_player: parameter trace_file is required')
         if rate_hz <= 0:
             raise SafemanipError(f'trace_player: rate_hz must be > 0, got {rate_hz}')
-        steps = read_trace(path)
-        names = sorted(set().union(*steps))
-        self._frames = [{n: n in step for n in names} for step in steps]
+        traces = read_traces(path)      # the one trace reader: null (and an unmentioned name) is unknown
+        if len(traces) != 1:
+            raise SafemanipError(f'trace_player: {path} is a batch of {len(traces)} traces; give one trace')
+        frames = traces[0].frames
+        names = sorted({n for f in frames for n in f.values})
+        self._frames = [{n: f.value(n) for n in names} for f in frames]
         self._source = self.get_parameter('source').value
         self._loop = bool(self.get_parameter('loop').value)
         self._wait_for = int(self.get_parameter('wait_for_subscribers').value)

@@ -1,0 +1,36 @@
+"""Range and finiteness checks for numeric command-line options: a value
+out of range is a one-line error naming the option, never a silent
+misbehaviour (``--staleness-s nan`` once made every predicate unknown)."""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import SafemanipError
+
+
+def check_number(option: str, value: float, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` if it is finite and within [low, high] (open ends where
+    asked); else a :class:`SafemanipError` naming ``option``."""
+    if value is None:
+        return value
+    ok = math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        lo = '' if low is None else f'{"(" if low_open else "["}{low:g}'
+        hi = '' if high is None else f'{high:g}{")" if high_open else "]"}'
+        expect = f'in {lo or "(-inf"}, {hi or "inf)"}' if (lo or hi) else 'finite'
+        raise SafemanipError(f'{option} {value!r}: expected a finite number {expect}')
+    return value
+
+
+def check_positive(option: str, value: float) -> float:
+    return check_number(option, value, 0, None, low_open=True)
+
+
+def check_probability(option: str, value: float) -> float:
+    return check_number(option, value, 0, 1, low_open=True, high_open=True)
