@@ -251,3 +251,36 @@ def test_tf_pick_approach():
         seen.append((p['gripper_approaching_mug'], p['pick_approach']))
     assert seen == [(None, None), (False, False), (True, True), (True, True)]
     assert g2.evaluate(0.15, {'mug': True})['pick_approach'] is False                # something is grasped
+
+
+def test_malformed_joint_states_are_unknown_not_errors():
+    g = joint_grounding()
+    g.update(0.0, [], [])                                   # the first message is empty
+    assert all(v is None for v in g.evaluate(0.0).values())
+    g.update(0.05, JOINTS, [0.0, 0.0, 0.04, 0.04])
+    assert g.evaluate(0.05)['joint_near_limit'] is False
+    g.update(0.10, [], [])                                  # empty again later
+    assert g.evaluate(0.10)['joint_near_limit'] is None
+    g.update(0.15, JOINTS, [0.0, 0.1])                      # name/position lengths differ
+    assert g.evaluate(0.15)['gripper_open'] is None
+    g.update(0.20, JOINTS, [math.inf, 0.0, 0.04, 0.04])     # +inf is not "near the limit": unknown
+    p = g.evaluate(0.20)
+    assert p['joint_near_limit'] is None and p['gripper_open'] is True
+    assert g.health.malformed == 3
+
+
+def test_non_finite_contact_force_makes_contacts_unknown():
+    g = contact_grounding()
+    g.update(0.0, [ContactSample('link5', 'shelf_geom', 1.0)])
+    assert g.evaluate(0.0)['forbidden_contact'] is True
+    g.update(0.05, [ContactSample('link5', 'shelf_geom', math.nan)])
+    assert g.evaluate(0.05)['forbidden_contact'] is None     # never a silent false
+    g.update(0.10, [ContactSample('link5', 'shelf_geom', math.inf)])
+    assert g.evaluate(0.10)['forbidden_contact'] is None
+    assert g.health.nan_values == 2
+
+
+def test_non_finite_wrench_is_unknown():
+    g = WrenchGrounding(WrenchConfig())
+    g.update(0.0, (0.0, 0.0, math.inf), (0.0, 0.0, 0.0))
+    assert g.evaluate(0.0)['contact_force_over_threshold'] is None

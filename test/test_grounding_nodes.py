@@ -116,17 +116,57 @@ def test_joint_state_node(harness_factory):
     assert h.spin_until(lambda: all(x is None for x in h.latest[topic].values()), timeout_s=10)
 
 
+def test_joint_state_node_survives_malformed_messages(harness_factory):
+    """An empty JointState (first message, then again), mismatched arrays and
+    +inf positions keep the node alive and give unknowns, not falses."""
+    h = harness_factory('joint_state_grounding')
+    topic = 'predicates/joint_states'
+    h.listen(topic)
+    pub = h.node.create_publisher(JointState, 'joint_states', RELIABLE)
+    kind = ['empty']
+
+    def send():
+        msg = JointState()
+        msg.header.stamp = h.now_stamp()
+        if kind[0] == 'mismatched':
+            msg.name = ARM + FINGERS
+            msg.position = [0.0, 0.1]
+        elif kind[0] == 'inf':
+            msg.name = ARM + FINGERS
+            msg.position = [float('inf')] * 7 + [0.04, 0.04]
+        elif kind[0] == 'good':
+            msg.name = ARM + FINGERS
+            msg.position = [0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0, 0.04, 0.04]
+        pub.publish(msg)
+
+    for k in ('empty', 'mismatched', 'inf'):
+        kind[0] = k
+        assert h.spin_until(lambda: h.latest.get(topic, {}).get('joint_near_limit', False) is None
+                            and 'gripper_open' in h.latest[topic], each=send, timeout_s=15), (k, h.latest.get(topic))
+        assert h.proc.poll() is None, k
+    v = h.latest[topic]
+    assert v['gripper_open'] is True and v['joint_near_limit'] is None     # fingers fine, arm +inf: unknown
+    kind[0] = 'empty'
+    for _ in range(5):
+        send()
+        h.executor.spin_once(timeout_sec=0.05)
+    kind[0] = 'good'
+    assert h.spin_until(lambda: h.latest[topic].get('joint_near_limit') is False, each=send)
+    assert h.proc.poll() is None
+
+
 def test_contact_node(harness_factory):
     h = harness_factory('contact_grounding')
     topic = 'predicates/contacts'
     h.listen(topic)
     pub = h.node.create_publisher(ContactArray, 'contacts', RELIABLE)
     pairs = [('gripper0_finger1_pad_collision', 'mug_g0'), ('gripper0_finger2_pad_collision', 'mug_g1')]
+    force = [2.0]
 
     def send():
         msg = ContactArray()
         msg.header.stamp = h.now_stamp()
-        msg.contacts = [Contact(body1=a, body2=b, normal_force_n=2.0) for a, b in pairs]
+        msg.contacts = [Contact(body1=a, body2=b, normal_force_n=force[0]) for a, b in pairs]
         pub.publish(msg)
 
     assert h.spin_until(lambda: h.latest.get(topic, {}).get('object_grasped_raw_mug') is True, each=send), \
@@ -135,6 +175,10 @@ def test_contact_node(harness_factory):
     assert v['forbidden_contact'] is False and v['object_left_gripper_mug'] is False
     assert v['robot_contact_mug'] is True and v['object_grasped_raw_chicken'] is False
     pairs[:] = [('robot0_link4', 'shelf_top')]     # the arm hits the shelf: forbidden
+    assert h.spin_until(lambda: h.latest[topic].get('forbidden_contact') is True, each=send)
+    force[0] = float('nan')                         # a contact whose force is NaN: unknown, never "no contact"
+    assert h.spin_until(lambda: h.latest[topic].get('forbidden_contact', False) is None, each=send)
+    force[0] = 2.0
     assert h.spin_until(lambda: h.latest[topic].get('forbidden_contact') is True, each=send)
 
 

@@ -89,3 +89,14 @@ def test_atoms_and_subformulas():
     subs = list(f.subformulas())
     assert subs[-1] is f and len(subs) == len(set(subs))
     assert subs.index(parse('b U c')) < subs.index(parse('a -> b U c'))
+
+
+@pytest.mark.parametrize('text', ['!' * 700 + 'a', '(' * 700 + 'a' + ')' * 700, 'X ' * 3000 + 'a',
+                                  ' U '.join(['a'] * 2000)])
+def test_deep_nesting_is_a_syntax_error_not_a_recursion_error(text):
+    with pytest.raises(LtlfSyntaxError, match='nested more than 200 levels deep'):
+        parse(text)
+
+
+def test_reasonable_nesting_parses():
+    assert str(parse('X ' * 150 + 'a')).count('X') == 150

@@ -98,7 +98,8 @@ def test_monitor_node_end_to_end(monitor_proc, client):
 
     assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
     assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
-    assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access'}
+    assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access',
+                                                   'safemanip/callbacks'}
     frames['reach_in_microwave'] = True        # gripper enters a closed microwave
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
     opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
@@ -145,3 +146,29 @@ def test_monitor_node_unknown_when_nothing_published(monitor_proc, client):
         ex.spin_once(timeout_sec=0.05)
     assert status and 'forbidden_contact' in status[-1].unknown_predicates
     assert status[-1].instances == 3
+
+
+def test_late_inputs_open_no_violation_while_arming(monitor_proc, client):
+    """Grounding publishes unknowns until its inputs arrive.  Unknown contacts count
+    as forbidden (unknown_as: true), so 3 s of them once opened a violation at
+    start-up; while arming, nothing is monitored and the status says so."""
+    node, ex = client
+    events, verdicts, status = [], [], []
+    node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+    node.create_subscription(VerdictArray, 'verdicts', verdicts.append, RELIABLE)
+    node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
+    _configure_and_activate(node, ex)
+    unknown = {'forbidden_contact': None, 'reach_in_microwave': None, 'fixture_fully_open_microwave': None}
+    end = time.monotonic() + 3.0                     # inputs arrive 3 s late: 60 frames > the 21-frame window
+    while time.monotonic() < end:
+        pub.publish(predicate_array(unknown, time.time_ns(), 'test'))
+        ex.spin_once(timeout_sec=0.02)
+    assert not events and not verdicts
+    assert status and all(s.state == 'arming' for s in status)
+    known = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (verdicts and status[-1].state == 'active'):
+        pub.publish(predicate_array(known, time.time_ns(), 'test'))
+        ex.spin_once(timeout_sec=0.02)
+    assert verdicts and status[-1].state == 'active' and not events

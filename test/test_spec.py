@@ -110,3 +110,9 @@ def test_rate_rescales_windows(tmp_path):
     from safemanip_ros.spec.suite import instantiate as inst
     again = inst(iset.suite, rate_hz=10)
     assert str(again.derived['s']) == 'held(a, 10)'
+
+
+@pytest.mark.parametrize('rate', ['.nan', '.inf', '-.inf'])
+def test_non_finite_yaml_numbers_are_errors(tmp_path, rate):
+    msg = _err(tmp_path, HEAD.replace('suite: t\n', f'suite: t\nrate_hz: {rate}\n') + 'properties:\n' + prop())
+    assert 'suite.yaml:2: rate_hz: must be a finite number' in msg

@@ -167,3 +167,30 @@ def test_supervisor_node_over_dds(tmp_path):
 def _header():
     from std_msgs.msg import Header
     return Header(stamp=time_from_ns(time.time_ns()))
+
+
+def test_a_failed_hold_is_not_a_hold():
+    """A pause that could not be delivered leaves the supervisor not holding:
+    the next violation sends a command again; retries escalate to stop."""
+    sup = Supervisor(ResponsePolicy(), max_hold_failures=3)
+    [pause] = sup.on_violation('i1', 'p', 'c', 'error')
+    sup.command_result(pause, delivered=False)          # no joint states yet: nothing was sent
+    assert not sup.held and sup.holding and sup.pending == pause
+    [again] = sup.on_violation('i2', 'p', 'c', 'error')
+    assert again.action == 'pause'                      # not "alert; already holding"
+    sup.command_result(again, delivered=False)
+    [retry] = sup.retry()
+    assert retry.action == 'pause' and '(retry 2)' in retry.reason
+    sup.command_result(retry, delivered=False)
+    [escalated] = sup.retry()
+    assert escalated.action == 'stop' and 'escalating to stop' in escalated.reason and sup.stopped
+    sup.command_result(escalated, delivered=True)
+    assert sup.held and sup.pending is None and sup.retry() == []
+    assert [a.action for a in sup.on_violation('i3', 'p', 'c', 'error')] == ['alert']   # now truly holding
+
+
+def test_delivered_hold_then_stale_sensor_alerts():
+    sup = Supervisor(ResponsePolicy())
+    [pause] = sup.on_violation('i1', 'p', 'c', 'error')
+    sup.command_result(pause, delivered=True)
+    assert [a.action for a in sup.on_stale('joint_states', 0.6, 0.5)] == ['alert']

@@ -137,10 +137,9 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
     for path in paths:
         try:
             loaded.append((path, _episodes_of(path, cfg, predicates + extra)))
-        except SafemanipError as err:
+        except SafemanipError as err:   # bad input: reported with the path, the batch goes on
             out.append((path, None, err.one_line()))
-        except Exception as err:    # keep the batch going; the reason is reported with the path
-            out.append((path, None, f'{path}: {type(err).__name__}: {err}'))
+        # Anything else is a bug in our code, not a "corrupt bag": it propagates.
     episodes = [ep for _, eps in loaded for ep in eps]
     summaries: list[dict] = []
     if episodes:
@@ -156,7 +155,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
         for ep, res in zip(episodes, results):
             success, seen = _success(ep, n_pred, predicates, cfg)
             summaries.append({'name': ep.name, 'frames': res.frames, 'success': success, 'success_seen': seen,
-                              'instances': [r.to_dict() for r in res.instances],
+                              'instances': [r.to_dict() for r in res.instances], 'warnings': ep.warnings,
                               'predicates': _predicate_intervals(ep, res, predicates),
                               'verdicts': _verdict_runs(res)})
     k = 0

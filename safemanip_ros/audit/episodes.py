@@ -6,7 +6,14 @@
   sample-and-hold rule as the live monitor node
   (:class:`~safemanip_ros.monitor.frames.SampleHold`).  A bag is one episode,
   unless it has an ``/episode`` topic (``std_msgs/msg/String``): each message
-  there starts a new episode named by its text.
+  there starts a new episode named by its text.  A gap in bag time longer
+  than ``max_gap_s`` (default 10 s) also ends the episode (the next one is
+  named ``<name>#gap<k>``): frames are never built across a gap, and the gap
+  is reported in the episode's ``warnings``.  A split file that rosbags
+  cannot open (a truncated last split after a crash) is left out with a
+  warning and the other splits are read; only rosbags' own errors
+  (``ReaderError``, ``SerdeError``) and malformed message bytes mean
+  "unreadable", anything else is a bug and propagates.
 * **JSONL traces**: ``safemanip monitor-trace`` frames (one object per line,
   predicate → true/false/null; one episode per file), SpecRLBench steps (one
   list of true propositions per line; one episode per file) or batches (one
@@ -15,7 +22,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+import struct
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +42,20 @@ class AuditInputError(SafemanipError):
     """An input that cannot be audited (names the file and the reason)."""
 
 
+DEFAULT_MAX_GAP_S = 10.0
+
+# What malformed CDR bytes make rosbags' deserializer raise (besides its own
+# SerdeError): reading past the end, bad lengths, bad UTF-8.
+_BAD_BYTES = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, MemoryError)
+
+
 @dataclass
 class Episode:
     source: str
     name: str
     values: np.ndarray       # bool[T, P]
     unknown: np.ndarray      # bool[T, P]
+    warnings: list[str] = field(default_factory=list)
 
 
 def is_bag(path: Path) -> bool:
@@ -60,18 +78,77 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return out
 
 
-def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None) -> list[Episode]:
-    """Episodes of a bag of predicate topics, or — given a robot configuration
-    (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
-    grounded offline (:mod:`safemanip_ros.audit.grounded`)."""
-    from rosbags.rosbag2 import Reader
+def _open_reader(path: Path):
+    """``(reader, warnings, scratch)``: a rosbags reader over the bag, or —
+    when one of several split files cannot be opened — over the splits that
+    can (through a scratch folder of links and a filtered metadata.yaml,
+    removed by the caller)."""
+    from rosbags.rosbag2 import Reader, ReaderError
+    from ruamel.yaml import YAML, YAMLError
 
-    ts = typestore()
     try:
         reader = Reader(path)
         reader.open()
-    except Exception as err:    # rosbags raises several error types for broken bags
-        raise AuditInputError(f'{path}: unreadable bag: {err}') from err
+        return reader, [], None
+    except ReaderError as err:
+        first_error = err
+    try:
+        doc = YAML(typ='safe').load((path / 'metadata.yaml').read_text())
+        info = doc['rosbag2_bagfile_information']
+        files = list(info['relative_file_paths'])
+    except (OSError, YAMLError, KeyError, TypeError) as err:
+        raise AuditInputError(f'{path}: unreadable bag: {first_error}') from err
+    if len(files) < 2:
+        raise AuditInputError(f'{path}: unreadable bag: {first_error}')
+    good, bad = [], []
+    for name in files:
+        view = _split_view(path, info, [name])
+        try:
+            r = Reader(view)
+            r.open()
+            r.close()
+            good.append(name)
+        except ReaderError as err:
+            bad.append(f'{name} ({err})')
+        finally:
+            shutil.rmtree(view, ignore_errors=True)
+    if not good:
+        raise AuditInputError(f'{path}: unreadable bag: no split file can be read: {"; ".join(bad)}')
+    scratch = _split_view(path, info, good)
+    reader = Reader(scratch)
+    reader.open()
+    return reader, [f'{path}: left out unreadable split {b}' for b in bad], scratch
+
+
+def _split_view(path: Path, info: dict, names: list[str]) -> Path:
+    """A scratch bag folder holding links to ``names`` and a metadata.yaml
+    that lists only them."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+    view = Path(tempfile.mkdtemp(prefix='safemanip-split-'))
+    for name in names:
+        (view / name).symlink_to((path / name).resolve())
+    sub = dict(info)
+    sub['relative_file_paths'] = list(names)
+    sub['files'] = [f for f in info.get('files') or [] if f.get('path') in names]
+    yaml = YAML(typ='safe')
+    text = StringIO()
+    yaml.dump({'rosbag2_bagfile_information': sub}, text)
+    (view / 'metadata.yaml').write_text(text.getvalue())
+    return view
+
+
+def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
+             max_gap_s: float = DEFAULT_MAX_GAP_S) -> list[Episode]:
+    """Episodes of a bag of predicate topics, or — given a robot configuration
+    (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
+    grounded offline (:mod:`safemanip_ros.audit.grounded`)."""
+    from rosbags.rosbag2 import ReaderError
+    from rosbags.serde import SerdeError
+
+    ts = typestore()
+    reader, warnings, scratch = _open_reader(path)
     try:
         conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
         grounding = None
@@ -90,6 +167,8 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                                          any(c.topic == '/image' for c in raw))
         episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
         period_ns = int(1e9 / rate_hz)
+        max_gap_ns = int(max_gap_s * 1e9)
+        gaps = 0
         episodes: list[Episode] = []
         hold = SampleHold(predicates, staleness_s)
         name = path.name
@@ -99,7 +178,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
 
         def close(current: str) -> None:
             if rows_v:
-                episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u)))
+                episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
 
         def emit(frame_ns: int) -> None:
             """Append the frame at ``frame_ns`` (grounding raw inputs first)."""
@@ -115,10 +194,29 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             for conn, stamp_ns, raw in reader.messages(connections=conns + episode_conns):
                 if next_frame is None:
                     next_frame = stamp_ns
+                if stamp_ns - next_frame > max_gap_ns:
+                    # A hole in the recording: end the episode here instead of
+                    # building frames across it (10^18 ns once meant 2.6 GB).
+                    emit(next_frame)
+                    close(name)
+                    gaps += 1
+                    gap_s = (stamp_ns - next_frame) * 1e-9
+                    warnings.append(f'{path}: {gap_s:.3g} s without messages at bag time {next_frame * 1e-9:.3f} s '
+                                    f'(> {max_gap_s:g} s): episode split')
+                    rows_v, rows_u = [], []
+                    name = f'{name.split("#gap")[0]}#gap{gaps}'
+                    hold = SampleHold(predicates, staleness_s)
+                    if grounding is not None:
+                        grounding = grounding.fresh_copy()
+                    next_frame = stamp_ns
                 while stamp_ns > next_frame:      # frames strictly before this message
                     emit(next_frame)
                     next_frame += period_ns
-                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                try:
+                    msg = ts.deserialize_cdr(raw, conn.msgtype)
+                except (SerdeError, *_BAD_BYTES) as err:
+                    raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
+                                          f'{stamp_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
                 if conn.topic == EPISODE_TOPIC:
                     close(name)
                     rows_v, rows_u = [], []
@@ -134,9 +232,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                 preds = msg.predicates
                 hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
                                  stamp_ns * 1e-9)
-        except AuditInputError:
-            raise
-        except Exception as err:
+        except ReaderError as err:
             raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
         if next_frame is not None:          # the frame holding the last messages
             emit(next_frame)
@@ -144,6 +240,8 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         return episodes
     finally:
         reader.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Episode]:

@@ -13,10 +13,10 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import audit, bench, check, demo, monitor_trace, predicates, run, watch
+from . import audit, bench, check, demo, monitor_trace, operator, predicates, run, watch
 from . import compile as compile_cmd
 
-SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, audit, demo, bench)
+SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything from --ros-args on belongs to ROS (parameters, remaps, log
+    # level), as for any ROS 2 executable; the commands that start nodes pass it on.
+    ros_args: list[str] = []
+    if '--ros-args' in argv:
+        cut = argv.index('--ros-args')
+        argv, ros_args = argv[:cut], argv[cut:]
     args = parser.parse_args(argv)
+    args.ros_args = ros_args
+    if ros_args and args.command not in ('run', 'ack', 'resume', 'watch'):
+        parser.error(f'{args.command} starts no ROS node: --ros-args is not accepted')
     try:
         return int(args.func(args) or 0)
     except SafemanipError as err:

@@ -15,7 +15,9 @@ CONFIG = Path(__file__).resolve().parents[2] / 'config'
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser('run', help='run grounding, monitor and supervisor nodes in one process',
-                       description=__doc__.split('\n\n')[0] if __doc__ else None)
+                       description=(__doc__.split('\n\n')[0] if __doc__ else '') +
+                       '  ROS arguments follow --ros-args as for any ROS 2 executable, e.g. '
+                       '--ros-args -p failsafe_staleness_s:=0.3 --log-level debug; they apply to every node.')
     p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='robot/scene configuration')
     p.add_argument('--properties', action='append', metavar='P.yaml',
                    help=f'property suite(s) (default: {CONFIG / "properties" / "safemanip.yaml"})')
@@ -52,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         'record': not args.no_record, 'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
     }
-    rclpy.init(args=['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))])
+    # Ours first, the user's --ros-args after: a -p given on the command line
+    # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
+    rclpy.init(args=['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
+               + list(getattr(args, 'ros_args', []) or []))
     nodes = []
     try:
         factories = [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \

@@ -27,6 +27,7 @@ class InputHealth:
     missing_inputs: int = 0
     out_of_order: int = 0
     clock_jumps: int = 0
+    malformed: int = 0          # messages whose arrays were empty or of mismatched lengths
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

@@ -79,10 +79,17 @@ class ContactGrounding:
             self.freshness.reset_needed = False
         kept = []
         for c in contacts:
-            if isinstance(c.normal_force_n, float) and math.isnan(c.normal_force_n):
+            try:
+                force = float(c.normal_force_n)
+            except (TypeError, ValueError):
+                force = math.nan
+            if not math.isfinite(force):
+                # A contact whose force is not a number may or may not count:
+                # the sample is unknown (counted), never "no contact".
                 self.health.nan_values += 1
-                continue   # a contact with a NaN force is dropped, and counted
-            if c.normal_force_n >= self.config.min_force_n:
+                self._contacts = None
+                return
+            if force >= self.config.min_force_n:
                 kept.append(c)
         self._contacts = kept
 
@@ -170,7 +177,7 @@ class WrenchGrounding:
             return
         self._seen = True
         values = list(force_n) + list(torque_nm)
-        if any(math.isnan(v) for v in values):
+        if len(values) != 6 or not all(math.isfinite(v) for v in values):
             self.health.nan_values += 1
             self._value = None
             return

@@ -16,8 +16,10 @@ Predicates (names as published):
 * ``command_divergence``: with a commanded position vector, some arm joint
   differs from it by more than ``command_divergence_rad``.
 
-A NaN or a configured joint missing from the message makes the predicates
-that read it unknown (counted), never false.
+A non-finite value (NaN, ±inf) or a configured joint missing from the
+message makes the predicates that read it unknown (counted), never false; a
+malformed message (empty, or ``name`` and ``position`` of different lengths)
+makes every joint unknown and is counted, never raised.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class JointStateGrounding:
         self.config = config
         self.freshness = Freshness(config.staleness_s)
         self._arm_idx: np.ndarray | None = None
-        self._names: tuple[str, ...] = ()
+        self._names: tuple[str, ...] | None = None
         self._pos: np.ndarray | None = None
         self._vel: np.ndarray | None = None
         self._prev_pos: np.ndarray | None = None
@@ -76,6 +78,7 @@ class JointStateGrounding:
         self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
         self._vmax = np.array([config.velocity_limits_rad_s.get(j, math.inf) for j in config.arm_joints])
         self._wanted = list(config.arm_joints) + list(config.gripper_joints)
+        self._idx = np.full(len(self._wanted), -1)
 
     @property
     def health(self):
@@ -98,19 +101,25 @@ class JointStateGrounding:
             index = {n: i for i, n in enumerate(names)}
             self._idx = np.array([index.get(j, -1) for j in self._wanted])
             self._names = names
-        pos_all = np.asarray(positions, dtype=float)
+        try:
+            pos_all = np.asarray(positions, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            pos_all = np.zeros(0)
         idx = self._idx
-        if pos_all.size != len(names):   # malformed message: every joint unknown
+        if pos_all.size != len(names) or not names:   # malformed message: every joint unknown
+            self.health.malformed += 1
             idx = np.full(len(self._wanted), -1)
             pos_all = np.zeros(1)
         pos = np.where(idx >= 0, pos_all[np.maximum(idx, 0)], np.nan)
         missing = int((idx < 0).sum())
         if missing:
             self.health.missing_inputs += missing
+        pos[~np.isfinite(pos)] = np.nan          # ±inf is not a position: unknown, like NaN
         vel = None
         if velocities is not None and len(velocities) == len(names) and len(velocities):
-            v_all = np.asarray(velocities, dtype=float)
+            v_all = np.asarray(velocities, dtype=float).reshape(-1)
             vel = np.where(idx >= 0, v_all[np.maximum(idx, 0)], np.nan)
+            vel[~np.isfinite(vel)] = np.nan
         nan = int(np.isnan(pos).sum() - missing)
         if nan > 0:
             self.health.nan_values += nan

@@ -22,6 +22,10 @@ _KEYWORDS = {'true': fm.TT, 'false': fm.FF, 'last': fm.LAST_F}
 _UPPER_OPS = {'X', 'WX', 'F', 'G', 'U', 'W', 'R'}
 _BINARY_TOKENS = {'U': fm.UNTIL, 'W': fm.WEAK_UNTIL, 'R': fm.RELEASE, '&': fm.AND,
                   '|': fm.OR, '->': fm.IMPLIES, '<->': fm.IFF}
+MAX_NESTING = 200
+"""Deepest nesting of operators and parentheses accepted: deeper text gets a
+syntax error at the position, not a RecursionError from the parser or from
+the compiler's and printer's recursions over the formula."""
 _BINARY_BUILD = {fm.UNTIL: fm.Until, fm.WEAK_UNTIL: fm.WeakUntil, fm.RELEASE: fm.Release,
                  fm.AND: fm.And, fm.OR: fm.Or, fm.IMPLIES: fm.Implies, fm.IFF: fm.Iff}
 
@@ -70,6 +74,12 @@ class _Parser:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def _deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise LtlfSyntaxError(f'formula nested more than {MAX_NESTING} levels deep', self.text, self.tok.pos)
 
     @property
     def tok(self) -> _Token:
@@ -96,6 +106,13 @@ class _Parser:
         return f
 
     def binary(self, min_prec: int) -> Formula:
+        self._deeper()
+        try:
+            return self._binary(min_prec)
+        finally:
+            self.depth -= 1
+
+    def _binary(self, min_prec: int) -> Formula:
         left = self.unary()
         built_iff = False
         while True:
@@ -119,6 +136,13 @@ class _Parser:
             left = _BINARY_BUILD[op](left, right)
 
     def unary(self) -> Formula:
+        self._deeper()
+        try:
+            return self._unary()
+        finally:
+            self.depth -= 1
+
+    def _unary(self) -> Formula:
         tok = self.tok
         if tok.kind == 'op':
             if tok.text == '!':

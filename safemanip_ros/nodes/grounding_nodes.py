@@ -32,6 +32,7 @@ from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGroundin
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.tf import TfGrounding, transforms_by_stamp
 from .conversions import ns_from_time, predicate_array, predicate_values
+from .guard import CallbackGuard
 from .runner import run_node as _run
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -42,7 +43,7 @@ def _seconds(stamp) -> float:
     return ns_from_time(stamp) * 1e-9
 
 
-class GroundingNode(Node):
+class GroundingNode(CallbackGuard, Node):
     """Loads the configuration, publishes the source's predicates on a timer."""
 
     source = ''

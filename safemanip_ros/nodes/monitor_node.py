@@ -48,6 +48,7 @@ from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
 from .conversions import time_from_ns
+from .guard import CallbackGuard
 from .runner import autostarted, run_node
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
@@ -58,7 +59,7 @@ DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/
                   'predicates']
 
 
-class MonitorNode(LifecycleNode):
+class MonitorNode(CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('monitor')
         self.declare_parameter('properties', [str(CONFIG_DIR / 'properties' / 'safemanip.yaml')])
@@ -70,7 +71,14 @@ class MonitorNode(LifecycleNode):
         self.declare_parameter('staleness_s', 0.25)
         self.declare_parameter('metrics_period_s', 1.0)
         self.declare_parameter('autostart', False)
+        self.declare_parameter('arming_timeout_s', 10.0)
         self.monitor: Monitor | None = None
+        # Arming: per predicate topic, whether it carries predicates the suite
+        # reads and whether one of those has had a known value yet.
+        self._topic_relevant: dict[str, bool] = {}
+        self._topic_known: dict[str, bool] = {}
+        self._armed = False
+        self._arming_since: float | None = None
         self._timer = None
         self._hold: SampleHold | None = None
         self._episode = ''
@@ -105,7 +113,8 @@ class MonitorNode(LifecycleNode):
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         for topic in self.get_parameter('predicate_topics').value:
-            self._subs.append(self.create_subscription(PredicateArray, topic, self._on_predicates, RELIABLE))
+            self._subs.append(self.create_subscription(PredicateArray, topic,
+                                                       lambda m, t=topic: self._on_predicates(m, t), RELIABLE))
         self._srvs = [self.create_service(Trigger, f'~/{name}', cb) for name, cb in (
             ('start_episode', self._srv_start), ('end_episode', self._srv_end), ('reload', self._srv_reload),
             ('status', self._srv_status))]
@@ -137,12 +146,41 @@ class MonitorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     # -------------------------------------------------------------- inputs
-    def _on_predicates(self, msg: PredicateArray) -> None:
+    def _on_predicates(self, msg: PredicateArray, topic: str = '') -> None:
         if self._hold is None:
             return
         preds = msg.predicates
         self._hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
                                time.monotonic())
+        if not self._armed:
+            read = self._hold.index
+            mine = [p for p in preds if p.name in read]
+            self._topic_relevant[topic] = self._topic_relevant.get(topic, False) or bool(mine)
+            self._topic_known[topic] = self._topic_known.get(topic, False) or any(not p.unknown for p in mine)
+
+    def _check_armed(self, now: float) -> bool:
+        """Armed once every predicate topic with a publisher has been heard,
+        and each that carries predicates the suite reads has given one of
+        them a known value: before that, unknowns are the start-up, not a
+        fault, and open no violation.  After ``arming_timeout_s`` the monitor
+        arms anyway and names the inputs it never saw."""
+        if self._armed:
+            return True
+        if self._arming_since is None:
+            self._arming_since = now
+        waiting = [t for t in self.get_parameter('predicate_topics').value
+                   if (self.count_publishers(t) > 0 and t not in self._topic_relevant)
+                   or (self._topic_relevant.get(t) and not self._topic_known.get(t))]
+        ready = not waiting and any(self._topic_relevant.values())
+        timeout = float(self.get_parameter('arming_timeout_s').value)
+        if not ready and timeout > 0 and now - self._arming_since >= timeout:
+            self.get_logger().error(f'arming timed out after {timeout:g} s: no known value yet from '
+                                    f'{", ".join(waiting) or "any predicate topic"}; monitoring with unknowns')
+            ready = True
+        if ready:
+            self._armed = True
+            self.get_logger().info(f'armed after {now - self._arming_since:.2f} s')
+        return self._armed
 
     def _frame(self) -> tuple[np.ndarray, np.ndarray]:
         return self._hold.frame(time.monotonic())
@@ -153,6 +191,11 @@ class MonitorNode(LifecycleNode):
         if mon is None or not self._episode:
             return
         t0 = time.monotonic()
+        if not self._check_armed(t0):
+            if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
+                self._last_metrics = t0
+                self._publish_status(self.get_clock().now().nanoseconds)
+            return
         period = 1.0 / float(self.get_parameter('rate_hz').value)
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
             self._overruns += 1
@@ -222,7 +265,8 @@ class MonitorNode(LifecycleNode):
 
     def _publish_status(self, stamp_ns: int) -> None:
         mon = self.monitor
-        msg = MonitorStatus(state='active' if self._timer is not None else 'inactive', episode_id=self._episode,
+        state = 'inactive' if self._timer is None else ('active' if self._armed else 'arming')
+        msg = MonitorStatus(state=state, episode_id=self._episode,
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
                             instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
                             suite=','.join(self.get_parameter('properties').value),
@@ -249,6 +293,11 @@ class MonitorNode(LifecycleNode):
             arr.status.append(DiagnosticStatus(level=level, name=f'safemanip/{cat}', message=text,
                                                hardware_id=self.get_name(),
                                                values=[KeyValue(key=n, value='violated') for _, n in bad]))
+        errors = self.error_summary()
+        arr.status.append(DiagnosticStatus(
+            level=DiagnosticStatus.WARN if errors else DiagnosticStatus.OK, name='safemanip/callbacks',
+            message=f'{sum(errors.values())} callback error(s) caught' if errors else 'no callback error',
+            hardware_id=self.get_name(), values=[KeyValue(key=k, value=str(n)) for k, n in errors.items()]))
         self._pub_diag.publish(arr)
 
     # ------------------------------------------------------------ episodes

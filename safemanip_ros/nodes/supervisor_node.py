@@ -46,6 +46,7 @@ from ..audit.bagwriter import SplitBagWriter
 from ..errors import SafemanipError
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import ns_from_time, time_from_ns
+from .guard import CallbackGuard
 from .runner import autostarted, run_node
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
@@ -67,7 +68,7 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
 
-class SupervisorNode(LifecycleNode):
+class SupervisorNode(CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('supervisor')
         self.declare_parameter('policy_file', '')
@@ -95,6 +96,8 @@ class SupervisorNode(LifecycleNode):
         self._joint_names: list[str] = []
         self._last_joint_rx: float | None = None
         self._frame = 0
+        self._last_retry = 0.0
+        self._retry_period_s = 0.25
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.get_parameter
@@ -220,6 +223,9 @@ class SupervisorNode(LifecycleNode):
         if not self._active:
             return
         now = time.monotonic()
+        if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
+            self._last_retry = now
+            self._act(self.supervisor.retry())
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
                 self._act(self.supervisor.on_stale(source, now - last, limit))
@@ -236,10 +242,16 @@ class SupervisorNode(LifecycleNode):
         for a in actions:
             ok = True
             if a.action in ('pause', 'stop'):
-                ok = self._hold()
-                ok &= self._call('pause_service' if a.action == 'pause' else 'stop_service')
+                service = 'pause_service' if a.action == 'pause' else 'stop_service'
+                held = self._hold()
+                called = self._call(service)
+                # Delivered when the hold trajectory went out, or the configured
+                # pause/stop service took the call; a hold that reached nothing is not a hold.
+                ok = held and called
+                self.supervisor.command_result(a, held or (service in self._clients and called))
             elif a.action == 'retract':
                 ok = self._retract()
+                self.supervisor.command_result(a, ok)
             elif a.action == 'resume':
                 ok = self._call('resume_service')
             msg = SupervisorAction(action=ACTION_CODE[a.action], property=a.property, instance=a.instance,

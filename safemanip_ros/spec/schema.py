@@ -7,6 +7,8 @@ dotted field path and what was expected.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -46,6 +48,8 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
     ok = isinstance(value, expected) and not (schema.kind in ('int', 'float') and isinstance(value, bool))
     if not ok:
         raise SpecError(f'{where}: {path}: expected {_NAMES[schema.kind]}, got {_describe(value)}')
+    if schema.kind == 'float' and not math.isfinite(value):
+        raise SpecError(f'{where}: {path}: must be a finite number, got {value}')
     if schema.choices is not None and value not in schema.choices:
         raise SpecError(f'{where}: {path}: {value!r} is not one of {list(schema.choices)}')
     if schema.minimum is not None and value < schema.minimum:

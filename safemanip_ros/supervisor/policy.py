@@ -11,16 +11,25 @@ operator acknowledges; only then is ``resume`` issued.  A stale sensor (the
 fail-safe) also holds, released when the sensor is fresh again and
 acknowledged.  ``stop`` additionally needs the acknowledgement to say so
 explicitly (a stopped robot is never resumed by a routine acknowledgement).
+
+A hold that was not delivered is not a hold.  The node reports every hold
+command's fate with :meth:`Supervisor.command_result`; until one was
+delivered the supervisor is *not* holding (``held`` is false, the hold is
+``pending``), so a later violation sends a command again instead of "alert;
+already holding", and :meth:`Supervisor.retry` (called periodically) tries
+the pending hold again and, after ``max_hold_failures`` failures, escalates
+to ``stop``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
 _RANK = {'log': 0, 'alert': 1, 'pause': 2, 'retract': 3, 'stop': 4}
+HOLDS = ('pause', 'retract', 'stop')
 
 
 @dataclass(frozen=True)
@@ -58,30 +67,39 @@ class ResponsePolicy:
 class Supervisor:
     """Deterministic state machine; every method returns the actions to take."""
 
-    def __init__(self, policy: ResponsePolicy) -> None:
+    def __init__(self, policy: ResponsePolicy, max_hold_failures: int = 3) -> None:
         self.policy = policy
+        self.max_hold_failures = max_hold_failures
         self.holding_for: dict[str, bool] = {}     # instance → recovered yet
         self.stale: set[str] = set()
         self.stopped = False
-        self.held = False                          # the arm is held until a resume
+        self.held = False                          # a hold command was delivered; until a resume
+        self.pending: Action | None = None         # a hold asked for but not delivered yet
+        self.failed_holds = 0
 
     @property
     def holding(self) -> bool:
-        return self.held
+        """A hold is in force or asked for (the operator has something to acknowledge)."""
+        return self.held or self.pending is not None
 
     def on_violation(self, instance: str, property: str, category: str, severity: str) -> list[Action]:
         response = self.policy.response(property, category, severity)
         reason = f'violation of {instance} ({category}, {severity})'
         if response in ('log', 'alert'):
             return [Action(response, instance, property, reason)]
-        already = self.holding
         if response == 'stop':
             self.stopped = True
         self.holding_for[instance] = False
-        self.held = True
-        if already and response == 'pause':
+        if self.held and response == 'pause':
             return [Action('alert', instance, property, reason + '; already holding')]
-        return [Action(response, instance, property, reason)]
+        action = Action(response, instance, property, reason)
+        self._ask(action)
+        return [action]
+
+    def _ask(self, action: Action) -> None:
+        """A hold is asked for: pending until :meth:`command_result` says it was delivered."""
+        if self.pending is None or _RANK[action.action] >= _RANK[self.pending.action]:
+            self.pending = action
 
     def on_recovered(self, instance: str) -> list[Action]:
         if instance in self.holding_for:
@@ -92,11 +110,39 @@ class Supervisor:
     def on_stale(self, source: str, age_s: float, limit_s: float) -> list[Action]:
         if source in self.stale:
             return []
-        already = self.holding
         self.stale.add(source)
-        self.held = True
         reason = f'fail-safe: {source} stale for {age_s:.2f} s (limit {limit_s:.2f} s)'
-        return [Action('alert' if already else 'pause', reason=reason)]
+        if self.held:
+            return [Action('alert', reason=reason)]
+        action = Action('pause', reason=reason)
+        self._ask(action)
+        return [action]
+
+    def command_result(self, action: Action, delivered: bool) -> None:
+        """What became of a hold command (pause, retract, stop) the node tried
+        to send: delivered makes the supervisor hold; a failure leaves it
+        not holding, with the hold pending for :meth:`retry`."""
+        if action.action not in HOLDS:
+            return
+        if delivered:
+            self.held = True
+            self.pending = None
+            self.failed_holds = 0
+        else:
+            self.failed_holds += 1
+            self._ask(action)
+
+    def retry(self) -> list[Action]:
+        """The pending hold again, or — after ``max_hold_failures`` failed
+        attempts — a ``stop`` (escalation).  Empty when nothing is pending."""
+        if self.pending is None or self.held:
+            return []
+        p = self.pending
+        if self.failed_holds >= self.max_hold_failures and p.action != 'stop':
+            self.stopped = True
+            return [Action('stop', p.instance, p.property,
+                           f'{p.action} failed {self.failed_holds} times; escalating to stop ({p.reason})')]
+        return [replace(p, reason=f'{p.reason.split(" (retry")[0]} (retry {self.failed_holds})')]
 
     def on_fresh(self, source: str) -> list[Action]:
         if source in self.stale:
@@ -118,4 +164,6 @@ class Supervisor:
         self.holding_for.clear()
         self.stopped = False
         self.held = False
+        self.pending = None
+        self.failed_holds = 0
         return [Action('resume', reason='operator acknowledged; all violations recovered')], 'resumed'

@@ -1,0 +1,66 @@
+"""The node boundary: no exception in one callback stops the executor.
+
+``safemanip run`` composes every node in one process on one executor, so an
+exception escaping one subscription callback (one malformed message) used to
+take the monitor and the supervisor down with it.  :class:`CallbackGuard`
+wraps every subscription, timer and service callback a node creates: an
+exception is caught, counted per cause (callback and exception type), logged
+once per cause with the message, and the node keeps running.  Counts are in
+``callback_errors`` for status and ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+from typing import Any, Callable
+
+
+class CallbackGuard:
+    """Mixin for ``rclpy.node.Node`` and ``LifecycleNode`` (list it first)."""
+
+    def _guard_init(self) -> None:
+        if not hasattr(self, 'callback_errors'):
+            self.callback_errors: Counter[tuple[str, str]] = Counter()
+
+    def _guarded(self, fn: Callable[..., Any], what: str, service: bool = False) -> Callable[..., Any]:
+        self._guard_init()
+
+        def guarded(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except Exception as err:     # the node boundary: count, log once per cause, go on
+                key = (what, type(err).__name__)
+                self.callback_errors[key] += 1
+                if self.callback_errors[key] == 1:
+                    where = traceback.extract_tb(err.__traceback__)[-1]
+                    self.get_logger().error(  # type: ignore[attr-defined]
+                        f'{what}: {type(err).__name__}: {err} (at {where.filename}:{where.lineno}); the node '
+                        f'keeps running, further {type(err).__name__} errors here are only counted')
+                if service and len(args) >= 2:
+                    response = args[1]
+                    if hasattr(response, 'success'):
+                        response.success = False
+                    if hasattr(response, 'message'):
+                        response.message = f'internal error: {type(err).__name__}: {err}'
+                    return response
+                return None
+        return guarded
+
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return super().create_subscription(  # type: ignore[misc]
+            msg_type, topic, self._guarded(callback, f'subscription {topic}'), *args, **kwargs)
+
+    def create_timer(self, timer_period_sec, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        name = getattr(callback, '__name__', 'timer')
+        return super().create_timer(  # type: ignore[misc]
+            timer_period_sec, self._guarded(callback, f'timer {name}'), *args, **kwargs)
+
+    def create_service(self, srv_type, srv_name, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return super().create_service(  # type: ignore[misc]
+            srv_type, srv_name, self._guarded(callback, f'service {srv_name}', service=True), *args, **kwargs)
+
+    def error_summary(self) -> dict[str, int]:
+        """``'callback: ExceptionType'`` → count."""
+        self._guard_init()
+        return {f'{what}: {kind}': n for (what, kind), n in sorted(self.callback_errors.items())}
