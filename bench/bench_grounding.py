@@ -19,10 +19,16 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from safemanip_ros.grounding import (ContactConfig, ContactGrounding, ContactSample, JointConfig,  # noqa: E402
-                                     JointStateGrounding, TfConfig, TfGrounding)
-from safemanip_ros.grounding.camera import (CameraConfig, CameraGrounding, ColourRegion,  # noqa: E402
-                                            MarkerDetector, image_to_array)
+from safemanip_ros.grounding import (  # noqa: E402
+    ContactConfig,
+    ContactGrounding,
+    ContactSample,
+    JointConfig,
+    JointStateGrounding,
+    TfConfig,
+    TfGrounding,
+)
+from safemanip_ros.grounding.camera import CameraConfig, CameraGrounding, ColourRegion, MarkerDetector, image_to_array  # noqa: E402
 
 
 def per_call_us(fn, n: int) -> float:

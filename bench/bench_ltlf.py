@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eval_baseline import EVAL_GLOBALS, guard_edges  # noqa: E402
+
 from safemanip_ros.ltlf import compile_formula, parse  # noqa: E402
 from safemanip_ros.ltlf.runtime import DFABank, StepTable  # noqa: E402
 

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eval_baseline import EVAL_GLOBALS, guard_edges  # noqa: E402
+
 from safemanip_ros.ltlf.cache import compile_cached  # noqa: E402
 from safemanip_ros.ltlf.verdict import Verdict  # noqa: E402
 from safemanip_ros.monitor.core import Monitor  # noqa: E402

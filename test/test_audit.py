@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from scipy import stats
 
-from conftest import run_cli
 from safemanip_ros.audit.bagwriter import SplitBagWriter
 from safemanip_ros.audit.stats import clopper_pearson, cluster_bootstrap_ratio
 from safemanip_ros.audit.types import typestore

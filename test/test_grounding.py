@@ -7,9 +7,18 @@ import math
 
 import numpy as np
 
-from safemanip_ros.grounding import (ContactConfig, ContactGrounding, ContactSample, JointConfig,
-                                     JointStateGrounding, TfConfig, TfGrounding, TransformTree, WrenchConfig,
-                                     WrenchGrounding)
+from safemanip_ros.grounding import (
+    ContactConfig,
+    ContactGrounding,
+    ContactSample,
+    JointConfig,
+    JointStateGrounding,
+    TfConfig,
+    TfGrounding,
+    TransformTree,
+    WrenchConfig,
+    WrenchGrounding,
+)
 
 JOINTS = ['j1', 'j2', 'f1', 'f2']
 

@@ -10,8 +10,14 @@ import cv2
 import numpy as np
 import pytest
 
-from safemanip_ros.grounding.camera import (CameraConfig, CameraError, CameraGrounding, ColourRegion,
-                                            MarkerDetector, image_to_array)
+from safemanip_ros.grounding.camera import (
+    CameraConfig,
+    CameraError,
+    CameraGrounding,
+    ColourRegion,
+    MarkerDetector,
+    image_to_array,
+)
 
 W, H = 640, 480
 K = np.array([[600.0, 0, 320], [0, 600.0, 240], [0, 0, 1]])

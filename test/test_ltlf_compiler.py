@@ -9,12 +9,11 @@ from collections import deque
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ltlf_semantics import holds
+from strategies import formulas, traces
 
 from safemanip_ros.ltlf import DFA, Verdict, compile_formula, parse
 from safemanip_ros.ltlf.cache import compile_cached
-
-from ltlf_semantics import holds
-from strategies import formulas, traces
 
 
 @settings(max_examples=300, deadline=None)

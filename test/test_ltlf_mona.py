@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from ltlf_semantics import holds
+from strategies import formulas
 
 from safemanip_ros.ltlf import compile_formula, parse
 from safemanip_ros.ltlf.reference import counterexample, mona_dfa, parse_mona, to_ltlf2dfa
-
-from ltlf_semantics import holds
-from strategies import formulas
 
 DATA = Path(__file__).parent / 'data'
 pytestmark = pytest.mark.mona

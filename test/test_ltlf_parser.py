@@ -6,12 +6,11 @@ import pickle
 
 import pytest
 from hypothesis import given, settings
+from strategies import formulas
 
 from safemanip_ros.errors import LtlfSyntaxError
 from safemanip_ros.ltlf import formula as fm
 from safemanip_ros.ltlf import parse
-
-from strategies import formulas
 
 
 @settings(max_examples=400, deadline=None)

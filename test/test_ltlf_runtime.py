@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import formulas
 
 from safemanip_ros.ltlf import compile_formula
 from safemanip_ros.ltlf.runtime import DFABank, StepTable
-
-from strategies import formulas
 
 
 def _reference_run(dfa, letters, start=None):

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from monitor_helpers import reference_run
+
 from safemanip_ros.monitor.core import Monitor
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate, load_suite

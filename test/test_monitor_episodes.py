@@ -4,7 +4,6 @@ hand-computed traces: every branch, live and batch."""
 from __future__ import annotations
 
 import pytest
-
 from monitor_helpers import prop, run_live, run_signals, simple_suite
 
 
@@ -132,8 +131,8 @@ def test_derived_predicates_feed_formulas(tmp_path):
 @pytest.mark.parametrize('lengths', [[5, 3, 0, 1]])
 def test_batch_rollouts_of_different_lengths(tmp_path, lengths):
     import numpy as np
-
     from monitor_helpers import frames_from_strings
+
     from safemanip_ros.monitor.core import Monitor
     iset = simple_suite(tmp_path, prop())
     signals = [{'a': '01000', 'b': '00000'}, {'a': '00100', 'b': '00000'}, {'a': '11111', 'b': '00000'},
@@ -149,6 +148,7 @@ def test_batch_rollouts_of_different_lengths(tmp_path, lengths):
 
 def test_live_step_reports_episode_events(tmp_path):
     from monitor_helpers import frames_from_strings
+
     from safemanip_ros.monitor.core import Monitor
     iset = simple_suite(tmp_path, prop())
     mon = Monitor(iset)

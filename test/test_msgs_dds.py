@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import rclpy  # noqa: E402  the ROS tests need the venv; a missing rclpy is a failure, not a skip
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from monitor_helpers import run_live, run_signals
+
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate, load_suite
 

@@ -4,8 +4,8 @@ field; unknown predicates list the known ones; cycles are named."""
 from __future__ import annotations
 
 import pytest
-
 from monitor_helpers import prop, simple_suite, suite_from_text
+
 from safemanip_ros.errors import SpecError
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from monitor_helpers import run_signals
+
 from safemanip_ros.ltlf import parse
 from safemanip_ros.spec.suite import instantiate, load_suite
 

@@ -149,8 +149,8 @@ def test_supervisor_node_over_dds(tmp_path):
         stale = next(a for a in actions[n_before:] if 'fail-safe' in a.reason)
         assert stale.action == SupervisorAction.ACTION_PAUSE
         # A configured sensor (here a grounding source) that goes silent is reported by name too.
-        from safemanip_ros.nodes.conversions import predicate_array
         from safemanip_ros.msg import PredicateArray
+        from safemanip_ros.nodes.conversions import predicate_array
         pred_pub = node.create_publisher(PredicateArray, 'predicates/contacts', RELIABLE)
         assert spin(lambda: pred_pub.get_subscription_count() > 0, joints=False)
         for _ in range(5):

@@ -39,7 +39,6 @@ from ..monitor.core import Monitor
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
 
 
-
 @dataclass(frozen=True)
 class AuditConfig:
     properties: tuple[str, ...]

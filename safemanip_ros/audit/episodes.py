@@ -153,7 +153,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
         grounding = None
         if not conns:
-            from .grounded import RAW_TOPICS, OfflineGrounding
+            from ..grounding.messages import RAW_TOPICS, GroundingSet
             raw = [c for c in reader.connections if RAW_TOPICS.get(c.topic) == c.msgtype]
             topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
             if not raw or robot is None:
@@ -163,7 +163,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                                       + ('' if robot is not None or not raw else
                                          ' (raw inputs need --config ROBOT.yaml to be grounded)'))
             conns = raw
-            grounding = OfflineGrounding(robot, any(c.topic == '/wrench' for c in raw),
+            grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw),
                                          any(c.topic == '/image' for c in raw))
         episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
         period_ns = int(1e9 / rate_hz)
@@ -249,8 +249,8 @@ def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
     from ..errors import TraceError
-    from ..monitor.frames import trace_matrix
     from ..ltlf.trace import read_traces
+    from ..monitor.frames import trace_matrix
     try:
         traces = read_traces(path, predicates, allow_unknown)
     except TraceError as err:

@@ -10,8 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import SafemanipError
+from ..resources import config_dir
 
-CONFIG = Path(__file__).resolve().parents[2] / 'config'
+CONFIG = config_dir()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -152,8 +153,10 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
                          args.confidence, args.min_triggers)
     print(f'{"name":40s} {"kind":9s} {"rate":>8s} {"upper":>8s} {"limit":>7s} {"baseline":>9s} {"unknown":>8s}  '
           f'result  why')
+    def f(x: float | None) -> str:
+        return '-' if x is None else f'{x:.4f}'
+
     for r in rows:
-        f = (lambda x: '-' if x is None else f'{x:.4f}')
         entry = report['properties'].get(r.name) or report['categories'].get(r.name) or {}
         why = r.why + ('; decided by unknown_as on a large share of frames' if entry.get('unknown_flagged') else '')
         print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s} '

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
 
 from ..errors import SafemanipError
-
-BENCH_DIR = Path(__file__).resolve().parents[2] / 'bench'
+from ..resources import bench_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,9 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not BENCH_DIR.is_dir():
-        raise SafemanipError(f'{BENCH_DIR}: benchmark folder not found (benchmarks run from a source checkout)')
-    scripts = sorted(p for p in BENCH_DIR.glob('bench_*.py'))
+    scripts = sorted(p for p in bench_dir().glob('bench_*.py'))
     known = {p.stem.removeprefix('bench_'): p for p in scripts}
     if args.names:
         unknown = [n for n in args.names if n not in known]

@@ -15,16 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 
 from ..monitor.core import Monitor
+from ..resources import config_dir
 from ..sim.scripted import DEMO_PROPERTIES, ENTITY, FAULTS, pick_and_place
 from ..spec.ontology import load_ontology, scene_from_mapping
 from ..spec.suite import instantiate, load_suite
 
-CONFIG = Path(__file__).resolve().parents[2] / 'config'
+CONFIG = config_dir()
 
 
 

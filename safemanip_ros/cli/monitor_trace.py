@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from ..errors import SpecError
 from ..monitor.core import Monitor
 from ..monitor.frames import read_frames
+from ..resources import config_dir
 from ..spec.ontology import load_ontology, load_scene
 from ..spec.suite import instantiate, load_suite
 
-CONFIG = Path(__file__).resolve().parents[2] / 'config'
+CONFIG = config_dir()
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-CONFIG = Path(__file__).resolve().parents[2] / 'config'
+from ..resources import config_dir
+
+CONFIG = config_dir()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         TfGroundingNode,
     )
     from ..nodes.monitor_node import MonitorNode
+    from ..nodes.recorder_node import RecorderNode
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         'config': args.config, 'robot_config': args.config, 'properties': properties,
         'only': args.only or [''], 'policy_file': args.policy, 'controller_topic': args.controller_topic,
-        'record': not args.no_record, 'bag_path': args.bag or '', 'suite': ','.join(properties),
+        'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         factories = [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
             ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
-            ([] if args.no_supervisor else [SupervisorNode])
+            ([] if args.no_supervisor else [SupervisorNode]) + \
+            ([] if args.no_record else [RecorderNode])   # records with or without the supervisor
         for factory in factories:
             nodes.append(factory())
         for node in nodes:
@@ -83,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
             pass
     finally:
         for node in nodes:
-            if isinstance(node, SupervisorNode):
-                node.close_bag()
+            if isinstance(node, RecorderNode):
+                node.close_bag()          # every split listed before the process ends
             node.destroy_node()
         rclpy.try_shutdown()
     return 0

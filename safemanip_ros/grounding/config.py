@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SpecError
+from ..resources import config_dir
 from ..spec.ontology import Ontology, Scene, load_ontology, scene_from_mapping
 from ..spec.schema import Field, validate
 from ..spec.yamlio import load_yaml
@@ -23,7 +24,7 @@ from .contacts import ContactConfig, WrenchConfig
 from .joints import FixtureConfig, JointConfig
 from .tf import TfConfig
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+CONFIG_DIR = config_dir()
 
 _STR_LIST = Field('list', items=Field('str'))
 _NUM_LIST = Field('list', items=Field('float'))

@@ -63,7 +63,7 @@ class _Progression:
         # where a true obligation of rank r implies every one of rank ≥ r in
         # its chain (and a false one every one of rank ≤ r is false).
         self.chain_of_level: dict[int, tuple[int, int]] = {}
-        self.chain_ids: dict[tuple, int] = {}
+        self.chain_ids: dict[tuple[object, ...], int] = {}
         self.normal_cache: dict[int, int] = {}
 
     # ------------------------------------------------------------ expansion
@@ -288,7 +288,7 @@ def _refine(prog: _Progression, block: list[int], trans: list[int], index: dict[
     its re-signed members with the block's signature.  A chain of ``k``
     states thus costs ``O(k)`` signatures, not ``O(k²)``."""
     b, n = prog.bdd, prog.n_atoms
-    interned: dict[tuple, int] = {}          # persistent: keys name stable block ids
+    interned: dict[tuple[object, ...], int] = {}   # persistent: keys name stable block ids
 
     def signer() -> Callable[[int], int]:
         memo: dict[int, int] = {}
@@ -298,7 +298,7 @@ def _refine(prog: _Progression, block: list[int], trans: list[int], index: dict[
             if r is not None:
                 return r
             if c <= 1 or b.level[c] >= n:
-                key: tuple = ('L', block[index[c]])
+                key: tuple[object, ...] = ('L', block[index[c]])
             else:
                 lo, hi = sig(b.low[c]), sig(b.high[c])
                 if lo == hi:

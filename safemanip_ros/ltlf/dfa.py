@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .verdict import Verdict
 
@@ -149,7 +149,7 @@ class DFA:
         return out
 
     # ----------------------------------------------------------------- export
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready description: states with labels and guarded transitions."""
         return {
             'formula': self.formula,
@@ -174,11 +174,11 @@ class DFA:
             },
         }
 
-    def to_json(self, **kwargs) -> str:
+    def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> 'DFA':
+    def from_dict(cls, data: Mapping[str, Any]) -> 'DFA':
         """Rebuild from :meth:`to_dict` output (labels are recomputed)."""
         d = data['diagram']
         accepting = [False] * len(d['root'])

@@ -14,7 +14,7 @@ SEMANTICS.md §2 with the fewest parentheses the precedence rules allow, and
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from typing import Any, Iterator
 
 # Operator codes.  Kept as short strings so the canonical printer, JSON export
 # and error messages can show them directly.
@@ -65,11 +65,14 @@ class Formula:
     args: tuple['Formula', ...]
     name: str
     bounds: tuple[int, int] | None
+    _hash: int
+    _text: str | None
+    _atoms: frozenset[str] | None
 
     def __setattr__(self, key: str, value: object) -> None:  # immutability
         raise AttributeError('Formula objects are immutable')
 
-    def __reduce__(self):  # pickling rebuilds through the hash-consing table
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling rebuilds through the hash-consing table
         return (_rebuild, (self.op, self.args, self.name, self.bounds))
 
     def __hash__(self) -> int:
@@ -128,7 +131,7 @@ class Formula:
         return Not(self)
 
 
-_TABLE: dict[tuple, Formula] = {}
+_TABLE: dict[tuple[Any, ...], Formula] = {}
 _LOCK = threading.Lock()
 
 

@@ -35,7 +35,8 @@ def _diagram_targets(dfa: DFA, states: np.ndarray, letters: np.ndarray) -> np.nd
     """Successors of ``states[i]`` on ``letters[i]`` by walking the diagram."""
     root = np.asarray(dfa.root, dtype=np.int64)
     if not dfa.node_atom:
-        return ~root[states]
+        out: np.ndarray = ~root[states]
+        return out
     atom = np.asarray(dfa.node_atom, dtype=np.int64)
     low = np.asarray(dfa.node_low, dtype=np.int64)
     high = np.asarray(dfa.node_high, dtype=np.int64)
@@ -47,7 +48,8 @@ def _diagram_targets(dfa: DFA, states: np.ndarray, letters: np.ndarray) -> np.nd
         bits = (letters[active] >> atom[nodes]) & 1
         cur[active] = np.where(bits == 1, high[nodes], low[nodes])
         active = active[cur[active] >= 0]
-    return ~cur
+    result: np.ndarray = ~cur
+    return result
 
 
 @dataclass
@@ -82,7 +84,8 @@ class StepTable:
     def step_many(self, states: np.ndarray, letters: np.ndarray) -> np.ndarray:
         """Element-wise successors (vectorised ``DFA.step``)."""
         if self.table is not None:
-            return self.table[(states.astype(np.int64) << self.num_atoms) | letters]
+            out: np.ndarray = self.table[(states.astype(np.int64) << self.num_atoms) | letters]
+            return out
         states, letters = np.broadcast_arrays(np.asarray(states, dtype=np.int64), np.asarray(letters, dtype=np.int64))
         flat = _diagram_targets(self.dfa, states.ravel(), letters.ravel())
         return flat.reshape(states.shape).astype(np.int32)
@@ -149,7 +152,8 @@ class StepTable:
 
     def verdicts(self, states: np.ndarray) -> np.ndarray:
         """Verdict codes (``int8``, :class:`Verdict` values) of states."""
-        return self.labels[states]
+        out: np.ndarray = self.labels[states]
+        return out
 
 
 class DFABank:
@@ -213,6 +217,7 @@ class DFABank:
             for j, a in enumerate(d.atoms):
                 self._cols[i, j] = index[a]
             shifts[i] = k
+            assert t.table is not None     # dense DFAs have a table
             key = t.table.tobytes() + k.to_bytes(1, 'little')
             if key not in seen_tables:
                 seen_tables[key] = total
@@ -285,7 +290,7 @@ class DFABank:
         else:
             states_d = states
         index = (states_d << shifts) + letters + self._offsets[sl]
-        nxt = (self._flat[index] >> shifts).astype(np.int32, copy=False)
+        nxt: np.ndarray = (self._flat[index] >> shifts).astype(np.int32, copy=False)
         if self._sparse.size:
             self._step_sparse(frames, np.asarray(states), nxt, sl)
         return nxt
@@ -313,10 +318,12 @@ class DFABank:
         nxt = (self._flat[index] >> shifts).astype(np.int32, copy=False)
         if self._sparse.size:
             self._step_sparse(frames_cm.T, np.asarray(states).T, nxt.T, part)
-        return nxt
+        out: np.ndarray = nxt
+        return out
 
     def labels_cm(self, states: np.ndarray, part: slice) -> np.ndarray:
-        return self._labels[self._label_offsets[part][:, None] + states]
+        out: np.ndarray = self._labels[self._label_offsets[part][:, None] + states]
+        return out
 
     def _step_sparse(self, frames: np.ndarray, states: np.ndarray, nxt: np.ndarray, sl: slice) -> None:
         frames2 = frames.reshape(-1, frames.shape[-1])
@@ -365,4 +372,5 @@ class DFABank:
     def labels(self, states: np.ndarray, part: slice | None = None) -> np.ndarray:
         """Verdict codes (``int8``) of per-DFA states (any leading shape)."""
         offsets = self._label_offsets if part is None else self._label_offsets[part]
-        return self._labels[offsets + states]
+        out: np.ndarray = self._labels[offsets + states]
+        return out

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..spec.ontology import load_ontology, load_scene, scene_from_mapping
+from ..resources import config_dir
+from ..spec.ontology import Ontology, Scene, load_ontology, load_scene, scene_from_mapping
 from ..spec.schema import Field, validate
 from ..spec.suite import instantiate, load_suite
 from ..spec.yamlio import load_yaml
 from .core import Monitor
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+CONFIG_DIR = config_dir()
 
 
-def _default_ontology():
+def _default_ontology() -> Ontology:
     return load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
 
 
@@ -31,7 +32,7 @@ def ontology_files(robot_config: str | Path = '') -> list[Path]:
     return sorted((CONFIG_DIR / 'ontology').glob('*.yaml'))
 
 
-def scene_of_robot_config(path: str | Path):
+def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
     """(ontology, scene) from a robot configuration's ``ontology`` and ``entities``."""
     doc = load_yaml(path)
     validate(doc, Field('map', keys={'entities': Field('dict', required=True), 'ontology': Field('list')} |

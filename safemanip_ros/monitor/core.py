@@ -23,9 +23,10 @@ the trace, counts as a one-frame episode at T-1).
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -72,11 +73,11 @@ class InstanceResult:
     unknown_by_predicate: dict[str, int]
     episodes: list[Episode]
 
-    @property
+    @builtins.property       # ``property`` is a field name here
     def triggered(self) -> bool:
         return self.triggers > 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             'name': self.property, 'instance': self.instance, 'category': self.category,
             'severity': self.severity, 'triggers': self.triggers, 'violations': self.violations,
@@ -92,7 +93,7 @@ class RolloutResult:
     instances: list[InstanceResult]
     verdicts: np.ndarray | None = None   # int8[T, D] main-DFA verdict per frame (run(keep_verdicts=True))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {'frames': self.frames, 'properties': [r.to_dict() for r in self.instances]}
 
 
@@ -396,13 +397,15 @@ class Monitor:
                 kept[t] = res.verdicts
             ending = lengths_arr == t + 1
             if ending.any():
-                for b, res in enumerate(self.finish(ending)):
-                    if res is not None:
-                        results[b] = res
-        for b, res in enumerate(self.finish(lengths_arr == 0)):
-            if res is not None:
-                results[b] = res
+                for b, done in enumerate(self.finish(ending)):
+                    if done is not None:
+                        results[b] = done
+        for b, done in enumerate(self.finish(lengths_arr == 0)):
+            if done is not None:
+                results[b] = done
+        out = [r for r in results if r is not None]
+        assert len(out) == B            # every rollout ends at its length
         if kept is not None:
-            for b, res in enumerate(results):
-                res.verdicts = kept[:int(lengths_arr[b]), b]
-        return results  # type: ignore[return-value]
+            for b, r in enumerate(out):
+                r.verdicts = kept[:int(lengths_arr[b]), b]
+        return out

@@ -60,7 +60,7 @@ class Program:
         self.num_inputs = len(self.nodes)
         self._derived = derived
         self._expr_memo: dict[Formula, int] = {}
-        self._gate_memo: dict[tuple, int] = {}
+        self._gate_memo: dict[tuple[object, ...], int] = {}
         self._resolving: set[str] = set()
         for name in sorted(derived):
             self.column_of_name(name)
@@ -155,16 +155,17 @@ class Program:
         """Device states back to 'before frame 0' (``p(-1) = false``)."""
         for g in self.groups:
             shape = (g.out.size, self.batch)
-            init = {
+            init_by_op: dict[str, dict[str, np.ndarray]] = {
                 'rose': {'prev': np.zeros(shape, bool)},
                 'fell': {'prev': np.zeros(shape, bool)},
                 'held': {'count': np.zeros(shape, np.int64)},
                 # frames since p was last true; window means "never" (output false)
-                'sticky': {'since': np.broadcast_to(g.window, shape).copy() if g.window is not None else None},
+                'sticky': {'since': np.broadcast_to(_window(g), shape).copy()} if g.window is not None else {},
                 'debounce': {'out': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
                 'latch': {'out': np.zeros(shape, bool)},
                 'timeout': {'armed': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
-            }.get(g.op)
+            }
+            init = init_by_op.get(g.op)
             if init is None:
                 continue
             if which is None or not g.state:
@@ -203,19 +204,19 @@ class Program:
                 s['prev'] = x
             elif op == 'held':
                 s = g.state
-                count = np.where(x, np.minimum(s['count'] + 1, g.window), 0)
+                count = np.where(x, np.minimum(s['count'] + 1, _window(g)), 0)
                 s['count'] = count
-                out = count >= g.window
+                out = count >= _window(g)
             elif op == 'sticky':
                 s = g.state
-                since = np.where(x, 0, np.minimum(s['since'] + 1, g.window))
+                since = np.where(x, 0, np.minimum(s['since'] + 1, _window(g)))
                 s['since'] = since
-                out = since < g.window
+                out = since < _window(g)
             elif op == 'debounce':
                 s = g.state
                 differs = x != s['out']
                 count = np.where(differs, s['count'] + 1, 0)
-                switch = count >= g.window
+                switch = count >= _window(g)
                 s['out'] = np.where(switch, x, s['out'])
                 s['count'] = np.where(switch, 0, count)
                 out = s['out']
@@ -230,11 +231,17 @@ class Program:
                 disarm = armed & stop
                 tick = armed & ~stop
                 arm = ~armed & x & ~stop
-                count = np.where(tick, np.minimum(count + 1, g.window), np.where(arm, 0, count))
-                out = (tick & (count >= g.window)) | (arm & (g.window == 0))
+                count = np.where(tick, np.minimum(count + 1, _window(g)), np.where(arm, 0, count))
+                out = (tick & (count >= _window(g))) | (arm & (_window(g) == 0))
                 s['armed'] = (armed & ~disarm) | arm
                 s['count'] = count
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
             v[g.out] = out
         return v
+
+
+def _window(g: '_Group') -> np.ndarray:
+    """The int64 windows of a windowed device group (held, sticky, debounce, timeout)."""
+    assert g.window is not None
+    return g.window

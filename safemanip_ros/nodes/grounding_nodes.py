@@ -26,21 +26,26 @@ from safemanip_ros.msg import ContactArray, PredicateArray
 
 from ..errors import SafemanipError
 from ..grounding.base import Predicates
-from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, image_to_array
+from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector
 from ..grounding.config import RobotConfig, load_robot_config
-from ..grounding.contacts import ContactGrounding, ContactSample, WrenchGrounding
+from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
-from ..grounding.tf import TfGrounding, transforms_by_stamp
-from .conversions import ns_from_time, predicate_array, predicate_values
+from ..grounding.messages import (
+    command_positions,
+    feed_contacts,
+    feed_joint_state,
+    feed_tf,
+    feed_wrench,
+    image_array,
+    stamp_s,
+)
+from ..grounding.tf import TfGrounding
+from .conversions import predicate_array, predicate_values
 from .guard import CallbackGuard
 from .runner import run_node as _run
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-def _seconds(stamp) -> float:
-    return ns_from_time(stamp) * 1e-9
 
 
 class GroundingNode(CallbackGuard, Node):
@@ -87,18 +92,12 @@ class JointStateGroundingNode(GroundingNode):
             self.create_subscription(JointTrajectory, self.robot.command_topic, self._on_command, RELIABLE)
 
     def _on_joint_state(self, msg: JointState) -> None:
-        stamp = _seconds(msg.header.stamp)
-        self.grounding.update(stamp, msg.name, msg.position,
-                              msg.velocity if len(msg.velocity) == len(msg.name) else None)
-        self.fixtures.update(stamp, msg.name, msg.position)
+        feed_joint_state(self.grounding, self.fixtures, msg)
 
     def _on_command(self, msg: JointTrajectory) -> None:
-        if not msg.points:
-            return
-        index = {n: i for i, n in enumerate(msg.joint_names)}
-        target = msg.points[-1].positions
-        arm = self.robot.joints.arm_joints
-        self.grounding.set_command([target[index[j]] if j in index else float('nan') for j in arm])
+        target = command_positions(self.robot.joints.arm_joints, msg)
+        if target is not None:
+            self.grounding.set_command(target)
 
     def evaluate(self, now_s: float) -> Predicates:
         out = self.grounding.evaluate(now_s)
@@ -125,12 +124,10 @@ class ContactGroundingNode(GroundingNode):
                                      qos_profile_sensor_data)
 
     def _on_contacts(self, msg: ContactArray) -> None:
-        self.grounding.update(_seconds(msg.header.stamp),
-                              [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts])
+        feed_contacts(self.grounding, msg)
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
-        f, t = msg.wrench.force, msg.wrench.torque
-        self.wrench.update(_seconds(msg.header.stamp), (f.x, f.y, f.z), (t.x, t.y, t.z))
+        feed_wrench(self.wrench, msg)
 
     def evaluate(self, now_s: float) -> Predicates:
         out = self.grounding.evaluate(now_s)
@@ -156,8 +153,7 @@ class TfGroundingNode(GroundingNode):
         self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
 
     def _on_tf(self, msg: TFMessage, static: bool) -> None:
-        for stamp, transforms in transforms_by_stamp(msg.transforms):
-            self.grounding.update(stamp, transforms, static=static)
+        feed_tf(self.grounding, msg, static)
 
     def _on_grasp(self, msg: PredicateArray) -> None:
         values = predicate_values(msg)
@@ -192,13 +188,12 @@ class CameraGroundingNode(GroundingNode):
 
     def _on_image(self, msg: Image) -> None:
         try:
-            img = image_to_array(msg.encoding, msg.height, msg.width, msg.step, bytes(msg.data), bool(msg.is_bigendian))
+            img = image_array(msg)
         except CameraError as err:
             self.get_logger().error(str(err), throttle_duration_sec=5.0)
             self.grounding.health.missing_inputs += 1
             return
-        stamp_s = _seconds(msg.header.stamp)
-        self.grounding.update(stamp_s, img)
+        self.grounding.update(stamp_s(msg.header.stamp), img)
         if self.detector is None or self._info is None:
             return
         poses = self.detector.detect(img, np.array(self._info.k).reshape(3, 3), list(self._info.d))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -47,11 +46,12 @@ from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
+from ..resources import config_dir
 from .conversions import time_from_ns
 from .guard import CallbackGuard
 from .runner import autostarted, run_node
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+CONFIG_DIR = config_dir()
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}

@@ -19,13 +19,12 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   seen) pauses with the reason;
 * every action is published on ``supervisor_actions`` (SupervisorAction) and
   logged.  The response policy comes from ``policy_file`` (YAML with
-  ``property``/``category``/``severity`` tables) over severity defaults;
-* **recording** (``record``, default on): the predicate, verdict, violation,
-  metrics and action topics (``record_topics``, ``topic:package/msg/Type``)
-  plus, with ``record_raw_inputs``, joint states, TF and contacts, are
-  written to a rosbag2 bag at ``bag_path`` (``bag_storage``: mcap or
-  sqlite3) in short splits, so a crash loses at most the last second;
-  the bag's custom data names the property suite and configuration.
+  ``property``/``category``/``severity`` tables) over severity defaults.
+* a hold that could not be delivered (no joint states yet, no controller,
+  service unavailable) is not a hold: it is retried every 0.25 s and
+  escalated to ``stop`` after ``max_hold_failures`` (3) failures.
+
+Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_node`).
 """
 
 from __future__ import annotations
@@ -35,35 +34,22 @@ import time
 import yaml
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from safemanip_ros.msg import SupervisorAction, ViolationEvent
 
-from ..audit.bagwriter import SplitBagWriter
-from ..errors import SafemanipError
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .runner import autostarted, run_node
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACTION_ALERT,
                'pause': SupervisorAction.ACTION_PAUSE, 'retract': SupervisorAction.ACTION_RETRACT,
                'stop': SupervisorAction.ACTION_STOP, 'resume': SupervisorAction.ACTION_RESUME}
-DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
-                  'predicates/joint_states:safemanip_ros/msg/PredicateArray',
-                  'predicates/contacts:safemanip_ros/msg/PredicateArray',
-                  'predicates/tf:safemanip_ros/msg/PredicateArray',
-                  'predicates/camera:safemanip_ros/msg/PredicateArray',
-                  'verdicts:safemanip_ros/msg/VerdictArray', 'violations:safemanip_ros/msg/ViolationEvent',
-                  'metrics:safemanip_ros/msg/MonitorMetrics', 'status:safemanip_ros/msg/MonitorStatus',
-                  'supervisor_actions:safemanip_ros/msg/SupervisorAction']
-RAW_INPUTS = ['joint_states:sensor_msgs/msg/JointState', '/tf:tf2_msgs/msg/TFMessage',
-              '/tf_static:tf2_msgs/msg/TFMessage', 'contacts:safemanip_ros/msg/ContactArray']
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
@@ -83,14 +69,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self.declare_parameter('failsafe_staleness_s', 0.5)
         self.declare_parameter('failsafe_topics', [''])
         self.declare_parameter('autostart', False)
-        self.declare_parameter('record', True)
-        self.declare_parameter('bag_path', '')
-        self.declare_parameter('bag_storage', 'mcap')
-        self.declare_parameter('record_topics', DEFAULT_RECORD)
-        self.declare_parameter('record_raw_inputs', False)
-        self.declare_parameter('suite', '')
-        self.declare_parameter('config', '')
-        self._bag: SplitBagWriter | None = None
+        self.declare_parameter('max_hold_failures', 3)
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
@@ -110,7 +89,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         except (OSError, ValueError, yaml.YAMLError) as err:
             self.get_logger().error(f'configure failed: policy_file {p("policy_file").value}: {err}')
             return TransitionCallbackReturn.FAILURE
-        self.supervisor = Supervisor(policy)
+        self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
@@ -140,50 +119,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
             self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
                                      raw=True)
         self.create_timer(0.05, self._watchdog)
-        if p('record').value:
-            try:
-                self._start_recording()
-            except SafemanipError as err:
-                self.get_logger().error(f'configure failed: {err.one_line()}')
-                return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
-
-    def _start_recording(self) -> None:
-        p = self.get_parameter
-        path = p('bag_path').value or time.strftime('bags/safemanip_%Y%m%d_%H%M%S')
-        # 0.75 s splits checked every 0.25 s: the open split, lost in a crash, spans at most 1 s.
-        self._bag = SplitBagWriter(path, p('bag_storage').value, 0.75,
-                                   {'suite': p('suite').value, 'config': p('config').value,
-                                    'recorder': 'safemanip_ros supervisor'})
-        specs = list(p('record_topics').value) + (RAW_INPUTS if p('record_raw_inputs').value else [])
-        for spec in specs:
-            topic, _, msgtype = spec.rpartition(':')
-            if not topic or msgtype.count('/') != 2:
-                raise SafemanipError(f'record_topics entry {spec!r}: expected topic:package/msg/Type')
-            pkg, _, name = msgtype.split('/')
-            cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
-            resolved = self.resolve_topic_name(topic)
-            self._bag.add_topic(resolved, msgtype)
-            qos = STATIC if resolved == '/tf_static' else RELIABLE
-            self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
-        self.create_timer(0.25, self._flush_if_due)
-        self.get_logger().info(f'recording {len(specs)} topics to {path} ({p("bag_storage").value})')
-
-    def _record(self, topic: str, raw: bytes) -> None:
-        self._bag.write(topic, self.get_clock().now().nanoseconds, raw)
-
-    def _flush_if_due(self) -> None:
-        if self._bag is not None:
-            self._bag.rotate_if_due(self.get_clock().now().nanoseconds)
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.close_bag()
-        return TransitionCallbackReturn.SUCCESS
-
-    def close_bag(self) -> None:
-        if self._bag is not None:
-            self._bag.close()
-            self._bag = None
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = True
@@ -310,7 +246,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(autostarted(SupervisorNode), 'supervisor', args, on_exit=lambda node: node.close_bag())
+    return run_node(autostarted(SupervisorNode), 'supervisor', args)
 
 
 __all__ = ['SupervisorNode']

@@ -89,7 +89,7 @@ class Ontology:
         return {d: sorted(self.types[type_name][d]) for d in DIMENSIONS}
 
 
-def _check_selector(selector: Mapping, where: str) -> None:
+def _check_selector(selector: Mapping[str, object], where: str) -> None:
     for key, value in selector.items():
         if key == 'not':
             if not isinstance(value, Mapping):
@@ -165,7 +165,7 @@ def load_scene(path: str | Path, ontology: Ontology) -> Scene:
     return scene_from_mapping(doc['entities'], ontology, str(path))
 
 
-def scene_from_mapping(entities: Mapping, ontology: Ontology, source: str) -> Scene:
+def scene_from_mapping(entities: Mapping[str, str | None], ontology: Ontology, source: str) -> Scene:
     out = {}
     for eid, spec in entities.items():
         where = entities.where(eid) if isinstance(entities, Located) else source

@@ -8,7 +8,6 @@ dotted field path and what was expected.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -35,7 +34,7 @@ class Field:
     doc: str = ''
 
 
-_TYPES = {'str': str, 'int': int, 'float': (int, float), 'bool': bool, 'map': dict, 'dict': dict, 'list': list}
+_TYPES: dict[str, type | tuple[type, ...]] = {'str': str, 'int': int, 'float': (int, float), 'bool': bool, 'map': dict, 'dict': dict, 'list': list}
 _NAMES = {'str': 'a string', 'int': 'an integer', 'float': 'a number', 'bool': 'true or false',
           'map': 'a mapping', 'dict': 'a mapping', 'list': 'a list'}
 

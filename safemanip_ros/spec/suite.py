@@ -94,7 +94,7 @@ class PropertyDecl:
     response: str
     severity: str
     description: str
-    over: dict[str, dict]
+    over: dict[str, dict[str, str]]
     needs: tuple[str, ...] | None
     where: str
     entry: Located = field(repr=False, compare=False, default_factory=Located)
@@ -261,9 +261,9 @@ def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
                      derived: dict[str, tuple[DeviceSpec, str]], predicates: dict[str, bool]) -> Instance:
     # Every derived/predicate template whose placeholders this binding fills.
     local_derived: dict[str, tuple[str, str]] = {}
-    for tname, (text, where) in suite.derived.items():
+    for tname, (text, text_where) in suite.derived.items():
         if set(_PLACEHOLDER.findall(tname)) <= set(binding):
-            local_derived[_substitute(tname, binding)] = (_substitute(text, binding), where)
+            local_derived[_substitute(tname, binding)] = (_substitute(text, binding), text_where)
     local_preds: dict[str, PredicateDecl] = {}
     for tname, pdecl in suite.predicates.items():
         if set(_PLACEHOLDER.findall(tname)) <= set(binding):

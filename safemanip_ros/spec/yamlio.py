@@ -14,7 +14,7 @@ import yaml
 from ..errors import SpecError
 
 
-class Located(dict):
+class Located(dict[str, Any]):
     """A dict that knows its file and the (1-based) line of each key."""
 
     file: str = '<memory>'
@@ -28,7 +28,7 @@ class Located(dict):
         return f'{self.file}:{self.line if key is None else self.line_of(key)}'
 
 
-class LocatedList(list):
+class LocatedList(list[Any]):
     file: str = '<memory>'
     line: int = 0
     item_lines: list[int]
@@ -38,7 +38,7 @@ class LocatedList(list):
         return f'{self.file}:{line}'
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     pass
 
 
@@ -54,7 +54,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
             raise SpecError(f'{loader.name}:{key_node.start_mark.line + 1}: mapping keys must be scalars')
         if key in out:
             raise SpecError(f'{loader.name}:{key_node.start_mark.line + 1}: duplicate key {key!r}')
-        out[key] = loader.construct_object(value_node, deep=True)
+        out[key] = loader.construct_object(value_node, deep=True)  # type: ignore[index]  # scalar keys, as YAML
         out.key_lines[str(key)] = key_node.start_mark.line + 1
     return out
 

@@ -7,7 +7,7 @@ import importlib
 import sys
 
 import rclpy
-from rclpy.qos import QoSProfile, ReliabilityPolicy, DurabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 
 def main() -> None:

@@ -1,0 +1,128 @@
+"""Message → grounding adapters: the one place where ROS messages become
+grounding calls, used by the live grounding nodes (rclpy messages) and by
+the offline audit (rosbags messages) alike.  Messages are read by attribute
+only (both kinds have the same field names), so this module imports no ROS.
+
+:class:`GroundingSet` holds every grounding source of a robot configuration
+and evaluates them all at one frame time, with the grasp state the TF
+grounding needs taken from the *same* frame's contact evaluation — the
+offline audit and ``safemanip run`` see identical frames.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Predicates
+from .camera import CameraError, CameraGrounding, image_to_array
+from .config import RobotConfig
+from .contacts import ContactGrounding, ContactSample, WrenchGrounding
+from .joints import FixtureGrounding, JointStateGrounding
+from .tf import TfGrounding, transforms_by_stamp
+
+# The raw topics a robot stack publishes and the type each must have.
+RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
+              '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
+              '/wrench': 'geometry_msgs/msg/WrenchStamped', '/image': 'sensor_msgs/msg/Image'}
+
+
+def stamp_s(stamp: Any) -> float:
+    """``builtin_interfaces/Time`` in seconds."""
+    return int(stamp.sec) + int(stamp.nanosec) * 1e-9
+
+
+def feed_joint_state(joints: JointStateGrounding, fixtures: FixtureGrounding | None, msg: Any) -> None:
+    """``sensor_msgs/JointState``; velocities only when they match the names."""
+    t = stamp_s(msg.header.stamp)
+    names = list(msg.name)
+    positions = np.asarray(msg.position, dtype=float)
+    velocity = msg.velocity if len(msg.velocity) == len(names) and len(names) else None
+    joints.update(t, names, positions, velocity)
+    if fixtures is not None:
+        fixtures.update(t, names, positions)
+
+
+def command_positions(arm_joints: list[str], msg: Any) -> list[float] | None:
+    """The last point of a ``trajectory_msgs/JointTrajectory`` in
+    ``arm_joints`` order (NaN for a joint it does not name), or None."""
+    if not msg.points:
+        return None
+    index = {n: i for i, n in enumerate(msg.joint_names)}
+    target = msg.points[-1].positions
+    return [float(target[index[j]]) if j in index and index[j] < len(target) else float('nan') for j in arm_joints]
+
+
+def feed_contacts(contacts: ContactGrounding, msg: Any) -> None:
+    """``safemanip_ros/ContactArray``."""
+    contacts.update(stamp_s(msg.header.stamp),
+                    [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts])
+
+
+def feed_wrench(wrench: WrenchGrounding, msg: Any) -> None:
+    """``geometry_msgs/WrenchStamped``."""
+    f, t = msg.wrench.force, msg.wrench.torque
+    wrench.update(stamp_s(msg.header.stamp), (f.x, f.y, f.z), (t.x, t.y, t.z))
+
+
+def feed_tf(tf: TfGrounding, msg: Any, static: bool) -> None:
+    """``tf2_msgs/TFMessage`` from ``/tf`` or ``/tf_static``."""
+    for stamp, items in transforms_by_stamp(msg.transforms):
+        tf.update(stamp, items, static=static)
+
+
+def image_array(msg: Any) -> np.ndarray:
+    """``sensor_msgs/Image`` as an array (raises :class:`CameraError`)."""
+    return image_to_array(msg.encoding, msg.height, msg.width, msg.step, bytes(msg.data), bool(msg.is_bigendian))
+
+
+class GroundingSet:
+    """Every grounding source of a robot configuration, fed by topic and
+    evaluated together at one frame time (the offline audit; the same
+    adapters feed the live nodes)."""
+
+    def __init__(self, robot: RobotConfig, use_wrench: bool, use_camera: bool) -> None:
+        self.robot = robot
+        self._flags = (use_wrench, use_camera)
+        self.joints = JointStateGrounding(robot.joints)
+        self.fixtures = FixtureGrounding(robot.fixtures)
+        self.contacts = ContactGrounding(robot.contacts)
+        self.tf = TfGrounding(robot.tf)
+        self.wrench = WrenchGrounding(robot.wrench) if use_wrench else None
+        self.camera = CameraGrounding(robot.camera) if use_camera and robot.camera.regions else None
+
+    def fresh_copy(self) -> 'GroundingSet':
+        """The same sources with no history (a new episode starts)."""
+        return GroundingSet(self.robot, *self._flags)
+
+    def feed(self, topic: str, msg: Any) -> None:
+        if topic == '/joint_states':
+            feed_joint_state(self.joints, self.fixtures, msg)
+        elif topic in ('/tf', '/tf_static'):
+            feed_tf(self.tf, msg, static=topic == '/tf_static')
+        elif topic == '/contacts':
+            feed_contacts(self.contacts, msg)
+        elif topic == '/wrench' and self.wrench is not None:
+            feed_wrench(self.wrench, msg)
+        elif topic == '/image' and self.camera is not None:
+            try:
+                img = image_array(msg)
+            except CameraError:
+                self.camera.health.missing_inputs += 1
+                return
+            self.camera.update(stamp_s(msg.header.stamp), img)
+
+    def evaluate(self, now_s: float) -> Predicates:
+        out = self.joints.evaluate(now_s)
+        if self.fixtures.names:
+            out.update(self.fixtures.evaluate(now_s))
+        contact = self.contacts.evaluate(now_s)
+        out.update(contact)
+        grasped = {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects}
+        out.update(self.tf.evaluate(now_s, grasped))
+        if self.wrench is not None:
+            out.update(self.wrench.evaluate(now_s))
+        if self.camera is not None:
+            out.update(self.camera.evaluate(now_s))
+        return out

@@ -1,0 +1,123 @@
+"""``recorder``: records the monitoring topics to a rosbag2 bag, off the
+control path.  A lifecycle node around
+:class:`safemanip_ros.audit.recorder.ThreadedRecorder`.
+
+Subscriptions are raw (serialized bytes) and only enqueue; a thread writes
+the bag (``bag_storage``: mcap or sqlite3) in ``split_s`` splits and rotates
+them, so recording never delays grounding, monitor or supervisor, even in
+one process (``safemanip run``).  A full queue (``queue_size`` messages)
+drops and counts; the count is logged and published in the bag's custom data
+at close.  Closing (deactivate, shutdown, SIGINT/SIGTERM) lists every split
+in ``metadata.yaml``; SIGKILL loses at most the open split.
+
+Parameters: ``bag_path`` (default ``bags/safemanip_<time>``), ``bag_storage``,
+``split_s`` (0.75), ``queue_size`` (10000), ``record_topics``
+(``topic:package/msg/Type``), ``record_raw_inputs`` (also joint states, TF,
+contacts), ``suite`` and ``config`` (written to the bag's custom data),
+``autostart``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from ..audit.bagwriter import SplitBagWriter
+from ..audit.recorder import ThreadedRecorder
+from ..errors import SafemanipError
+from .guard import CallbackGuard
+from .runner import autostarted, run_node
+
+RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
+                  'predicates/joint_states:safemanip_ros/msg/PredicateArray',
+                  'predicates/contacts:safemanip_ros/msg/PredicateArray',
+                  'predicates/tf:safemanip_ros/msg/PredicateArray',
+                  'predicates/camera:safemanip_ros/msg/PredicateArray',
+                  'verdicts:safemanip_ros/msg/VerdictArray', 'violations:safemanip_ros/msg/ViolationEvent',
+                  'metrics:safemanip_ros/msg/MonitorMetrics', 'status:safemanip_ros/msg/MonitorStatus',
+                  'supervisor_actions:safemanip_ros/msg/SupervisorAction']
+RAW_INPUTS = ['joint_states:sensor_msgs/msg/JointState', '/tf:tf2_msgs/msg/TFMessage',
+              '/tf_static:tf2_msgs/msg/TFMessage', 'contacts:safemanip_ros/msg/ContactArray']
+
+
+class RecorderNode(CallbackGuard, LifecycleNode):
+    def __init__(self) -> None:
+        super().__init__('recorder')
+        self.declare_parameter('bag_path', '')
+        self.declare_parameter('bag_storage', 'mcap')
+        self.declare_parameter('split_s', 0.75)
+        self.declare_parameter('queue_size', 10000)
+        self.declare_parameter('record_topics', DEFAULT_RECORD)
+        self.declare_parameter('record_raw_inputs', False)
+        self.declare_parameter('suite', '')
+        self.declare_parameter('config', '')
+        self.declare_parameter('autostart', False)
+        self.recorder: ThreadedRecorder | None = None
+        self._active = False
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        p = self.get_parameter
+        path = p('bag_path').value or time.strftime('bags/safemanip_%Y%m%d_%H%M%S')
+        try:
+            split_s = float(p('split_s').value)
+            if not 0 < split_s < 3600:
+                raise SafemanipError(f'split_s {split_s}: expected a number of seconds in (0, 3600)')
+            writer = SplitBagWriter(path, p('bag_storage').value, split_s,
+                                    {'suite': p('suite').value, 'config': p('config').value,
+                                     'recorder': 'safemanip_ros recorder'})
+            specs = list(p('record_topics').value) + (RAW_INPUTS if p('record_raw_inputs').value else [])
+            subscriptions = []
+            for spec in specs:
+                topic, _, msgtype = spec.rpartition(':')
+                if not topic or msgtype.count('/') != 2:
+                    raise SafemanipError(f'record_topics entry {spec!r}: expected topic:package/msg/Type')
+                pkg, _, name = msgtype.split('/')
+                try:
+                    cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
+                except (ImportError, AttributeError) as err:
+                    raise SafemanipError(f'record_topics entry {spec!r}: no message type {msgtype}') from err
+                resolved = self.resolve_topic_name(topic)
+                writer.add_topic(resolved, msgtype)
+                subscriptions.append((cls, topic, resolved))
+        except SafemanipError as err:
+            self.get_logger().error(f'configure failed: {err.one_line()}')
+            return TransitionCallbackReturn.FAILURE
+        self.recorder = ThreadedRecorder(writer, int(p('queue_size').value),
+                                         now_ns=lambda: self.get_clock().now().nanoseconds).start()
+        for cls, topic, resolved in subscriptions:
+            qos = STATIC if resolved == '/tf_static' else RELIABLE
+            self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
+        self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
+        return TransitionCallbackReturn.SUCCESS
+
+    def _record(self, topic: str, raw: bytes) -> None:
+        if self.recorder is not None:
+            self.recorder.put(topic, self.get_clock().now().nanoseconds, raw)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.close_bag()
+        return TransitionCallbackReturn.SUCCESS
+
+    def close_bag(self) -> None:
+        """Write what is queued and close the bag (idempotent)."""
+        if self.recorder is not None:
+            rec, self.recorder = self.recorder, None
+            stats = rec.close()
+            text = (f'bag closed: {stats.written} messages written, {stats.dropped} dropped, longest write '
+                    f'{stats.max_write_s * 1e3:.1f} ms' + (f', {stats.errors} write errors ({rec.last_error})'
+                                                           if stats.errors else ''))
+            if stats.dropped or stats.errors:
+                self.get_logger().warning(text)
+            else:
+                self.get_logger().info(text)
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(autostarted(RecorderNode), 'recorder', args, on_exit=lambda node: node.close_bag())
+
+
+__all__ = ['RecorderNode']

@@ -1,0 +1,25 @@
+"""Static gates, as rosbags and ROS 2 packages run them: ruff over the
+repository (errors, unused names, import order; configuration in
+pyproject.toml) and mypy --strict over the pure core (ltlf, spec, monitor)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_ruff():
+    proc = subprocess.run([str(BIN / 'ruff'), 'check', 'safemanip_ros', 'test', 'bench', 'tools'], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_mypy_strict_on_the_core():
+    proc = subprocess.run([sys.executable, '-m', 'mypy', '--no-incremental'], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert 'Success' in proc.stdout
