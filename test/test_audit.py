@@ -311,7 +311,7 @@ def test_gate_needs_evidence(tmp_path):
     pass a tight limit: the bound is never narrower than Clopper-Pearson's."""
     from safemanip_ros.audit.gate import evaluate_gate, upper_bound
     assert upper_bound([0], [1], 0.95) == pytest.approx(0.975)        # the bootstrap alone says [0, 0]
-    empty = {'rollouts': 0, 'categories': {}, 'properties': {}, 'skipped': [{'reason': 'x'}]}
+    empty = {'version': 2, 'rollouts': 0, 'categories': {}, 'properties': {}, 'skipped': [{'reason': 'x'}]}
     [row] = evaluate_gate(empty, {'anything': 0.5})
     assert not row.passed and 'no rollouts' in row.why
     one = {'rollouts': 1, 'categories': {}, 'properties': {
@@ -391,3 +391,50 @@ def test_hostile_names_are_plain_text_in_csv_and_html(tmp_path):
     rows = (tmp_path / 'out' / 'episodes.csv').read_text().splitlines()[1:]
     assert rows and all("'=HYPERLINK" in r for r in rows)
     assert (tmp_path / 'out' / 'report.html').stat().st_size > 0
+
+
+def test_time_gap_splits_the_episode_instead_of_filling_it(tmp_path):
+    """Two messages 10^9 s apart once built frames across the whole gap; a gap
+    beyond 10 s ends the episode, with a warning."""
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(tmp_path / 'gap', 'mcap', split_s=10.0**10)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    for k, t_ns in enumerate([100 * 10**9 + i * 50_000_000 for i in range(10)] +
+                             [10**18 + i * 50_000_000 for i in range(10)]):
+        stamp = Time(sec=t_ns // 10**9, nanosec=t_ns % 10**9)
+        preds = [Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
+        w.write('/predicates', t_ns, ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=k,
+                                                          predicates=preds), 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+    proc = audit([tmp_path / 'gap'], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['rollouts'] == 2 and report['frames'] == 20
+    assert [e['episode'] for e in report['episodes']] == ['gap', 'gap#gap1']
+    assert 'episode split' in proc.stderr
+
+
+def test_unreadable_split_is_left_out_and_the_rest_read(bags, tmp_path):
+    """A bag whose last of several splits is truncated is read up to that split,
+    with a warning, instead of being skipped whole."""
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(tmp_path / 'three', 'mcap', split_s=1.0)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    for i in range(60):
+        stamp = Time(sec=100 + i // 20, nanosec=(i % 20) * 50_000_000)
+        preds = [Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
+        w.write('/predicates', 100 * 10**9 + i * 50_000_000,
+                ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=i, predicates=preds),
+                                 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+    last = sorted((tmp_path / 'three').glob('*.mcap'), key=lambda p: (len(p.name), p.name))[-1]
+    last.write_bytes(last.read_bytes()[:len(last.read_bytes()) // 2])
+    proc = audit([tmp_path / 'three'], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert report['rollouts'] == 1 and report['frames'] == 40 and report['skipped'] == []
+    assert 'left out unreadable split' in proc.stderr

@@ -70,3 +70,53 @@ def test_installed_package_and_messages_are_the_installed_ones(colcon_install: P
     pkg_file, msg_file, const = proc.stdout.split()
     assert pkg_file.startswith(str(colcon_install)) and msg_file.startswith(str(colcon_install))
     assert const == '3'
+
+
+def test_installed_resources_monitor_recorder_and_audit(colcon_install: Path, tmp_path: Path):
+    """From the install space (the source tree out of reach): resources come from
+    share/safemanip_ros through the ament index; the monitor loads its default
+    suite, the recorder writes a bag, and audit reads a bag with the installed
+    message definitions."""
+    share = colcon_install / 'safemanip_ros' / 'share' / 'safemanip_ros'
+    lib = colcon_install / 'safemanip_ros' / 'lib' / 'safemanip_ros'
+    code = ('from safemanip_ros.resources import share_dir, msg_dir; from safemanip_ros.audit.types import typestore; '
+            'print(share_dir()); print(msg_dir()); print("safemanip_ros/msg/PredicateArray" in typestore().types)')
+    proc = _in_install(colcon_install, f"python -c '{code}'", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(share), str(share / 'msg'), 'True']
+
+    scene = share / 'config' / 'scenes' / 'kitchen_demo.yaml'
+    proc = _in_install(colcon_install, f'timeout -s INT 15 {lib}/monitor --ros-args -p autostart:=true '
+                                      f'-p scene:={scene} 2>&1; true', tmp_path)
+    assert 'configured:' in proc.stdout and 'property instances' in proc.stdout, proc.stdout[-3000:]
+
+    bag = tmp_path / 'recorded'
+    proc = _in_install(colcon_install, f'timeout -s INT 6 {lib}/recorder --ros-args -p autostart:=true '
+                                      f'-p bag_path:={bag} 2>&1; true', tmp_path)
+    assert (bag / 'metadata.yaml').is_file(), proc.stdout[-3000:]
+    assert 'recording' in proc.stdout and 'bag closed' in proc.stdout, proc.stdout[-3000:]
+
+    from safemanip_ros.audit.bagwriter import SplitBagWriter
+    from safemanip_ros.audit.types import typestore
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(tmp_path / 'episode', 'mcap')
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    for t, reach in enumerate('0011000000'):
+        stamp = Time(sec=100, nanosec=t * 50_000_000)
+        preds = [Pred(name='reach_in_microwave', value=reach == '1', unknown=False, source='t', data_stamp=stamp),
+                 Pred(name='fixture_fully_open_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
+        w.write('/predicates', 100 * 10**9 + t * 50_000_000,
+                ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=t, predicates=preds),
+                                 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+    out = tmp_path / 'audit'
+    proc = _in_install(colcon_install, f'{lib}/safemanip audit {tmp_path / "episode"} --scene {scene} '
+                                      f'--only reach_in_fixture_only_when_fully_open --out {out} --quiet', tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    import json
+    report = json.loads((out / 'report.json').read_text())
+    assert report['rollouts'] == 1
+    assert report['properties']['reach_in_fixture_only_when_fully_open']['violations'] == 1
+    assert str(share / 'config' / 'properties' / 'safemanip.yaml') in report['config']['properties']

@@ -162,3 +162,19 @@ def test_live_step_reports_episode_events(tmp_path):
         assert bool(res.violated[0, 0]) == (1 <= t < 3)
     assert events == [('open', 0, 1), ('close', 0, 1, 3, True)]
     assert mon.finish()[0].instances[0].violations == 1
+
+
+def test_snapshot_reports_running_counts(tmp_path):
+    from monitor_helpers import frames_from_strings
+
+    from safemanip_ros.monitor.core import Monitor
+    iset = simple_suite(tmp_path, prop())
+    mon = Monitor(iset)
+    values, _ = frames_from_strings(mon.predicates, {'a': '01000100', 'b': '00010000'})
+    for t in range(6):
+        mon.step(values[t])
+    snap = mon.snapshot(0)
+    # a at 1 violates [1,3]; a at 5 violates again and is still open at frame 5.
+    assert snap.frames == 6 and snap.triggers == (2,) and snap.violations == (2,)
+    assert snap.violated == (True,) and snap.open_start == (5,) and snap.unsafe_frames == (3,)
+    assert snap.violated_count == 1

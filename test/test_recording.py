@@ -194,3 +194,55 @@ def test_bag_player_replays_a_recording(tmp_path):
     bad = subprocess.run([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
                           f'bag:={tmp_path / "nope"}'], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and 'nope: cannot open bag' in bad.stderr
+
+
+def _stale_metadata_bag(path: Path) -> int:
+    """A bag as a kill between moving splits in and rewriting metadata.yaml
+    leaves it: 5 splits on disk, metadata.yaml listing the first 3."""
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    w = SplitBagWriter(path, 'mcap', split_s=1.0)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    stale = None
+    for i in range(100):                  # 5 s at 20 Hz: 5 splits
+        stamp = Time(sec=100 + i // 20, nanosec=(i % 20) * 50_000_000)
+        m = Arr(header=Header(stamp=stamp, frame_id=''), seq=i,
+                predicates=[Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp),
+                            Pred(name='fixture_fully_open_microwave', value=False, unknown=False, source='t',
+                                 data_stamp=stamp)])
+        w.write('/predicates', 100 * 10**9 + i * 50_000_000, ts.serialize_cdr(m, 'safemanip_ros/msg/PredicateArray'))
+        if i == 61:
+            stale = (path / 'metadata.yaml').read_text()      # 3 splits closed by now
+    w.close()
+    (path / 'metadata.yaml').write_text(stale)
+    (path / '.open' / 'split_5').mkdir(parents=True)
+    (path / '.open' / 'split_5' / 'split_5_0.mcap').write_bytes(b'\x89MCAP0\r\n')   # the split open at the kill
+    return 100
+
+
+def test_bag_left_with_stale_metadata_is_repaired(tmp_path):
+    from conftest import run_cli
+    bag = tmp_path / 'bag'
+    sent = _stale_metadata_bag(bag)
+    with Reader(bag) as r:
+        assert r.message_count == 60                  # what a plain reader sees: 2 splits missing
+    # The audit reads through the repair, without changing the bag.
+    out = tmp_path / 'audit'
+    proc = run_cli('audit', str(bag), '--scene', str(Path(__file__).resolve().parents[1] / 'config' / 'scenes' /
+                                                    'kitchen_demo.yaml'),
+                   '--only', 'reach_in_fixture_only_when_fully_open', '--out', str(out), '--quiet', timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    import json
+    report = json.loads((out / 'report.json').read_text())
+    assert report['frames'] == sent                   # 5 s of 20 Hz frames, not 3 s
+    warnings = report['episodes'][0]['warnings']
+    assert any('listed again 2 split(s)' in w for w in warnings) and any('lost' in w for w in warnings)
+    assert 'listed again 2 split(s)' in proc.stderr and 'listed again 2 split(s)' in (out / 'report.html').read_text()
+    with Reader(bag) as r:
+        assert r.message_count == 60                  # untouched by the audit
+    proc = run_cli('bag', 'repair', str(bag))
+    assert proc.returncode == 0 and 'listed again 2 split(s)' in proc.stdout and 'split_5' in proc.stdout
+    with Reader(bag) as r:
+        assert r.message_count == sent
+    assert 'listed again 0 split(s)' in run_cli('bag', 'repair', str(bag)).stdout   # idempotent

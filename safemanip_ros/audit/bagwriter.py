@@ -8,6 +8,12 @@ bag and listed in ``metadata.yaml`` (rewritten atomically).  A process
 killed at any moment therefore leaves a bag that ``ros2 bag`` and rosbags
 read, missing at most the split that was open: ``split_s`` seconds.
 
+Each finished split is also appended, before it is moved into the bag, to
+the bag's index ``.splits.jsonl`` (one JSON line per split: its file entry
+and topic counts), so a bag whose ``metadata.yaml`` misses splits (a kill
+between the move and the rewrite) is repaired from it
+(:mod:`safemanip_ros.audit.bagrepair`, ``safemanip bag repair``).
+
 A rotation costs the same whatever the length of the recording: the
 per-topic totals are kept as running sums, and ``metadata.yaml`` is written
 in YAML's JSON form (``json`` is C code; a pure-Python YAML dump of every
@@ -28,6 +34,7 @@ from ..errors import SafemanipError
 from .types import typestore
 
 STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
+INDEX_NAME = '.splits.jsonl'
 
 
 class BagWriteError(SafemanipError):
@@ -116,6 +123,13 @@ class SplitBagWriter:
         meta = YAML(typ='safe').load((split.folder / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
         src = split.folder / meta['relative_file_paths'][0]
         name = f'{self.path.name}_{self._index}{src.suffix}'
+        meta['files'][0]['path'] = name
+        # Index first, then move: a kill in between leaves an index line for a
+        # file that is not in the bag (ignored by repair), never the reverse.
+        with open(self.path / INDEX_NAME, 'a') as index:
+            index.write(json.dumps({'file': meta['files'][0], 'message_count': meta['message_count'],
+                                    'topics_with_message_count': meta['topics_with_message_count']},
+                                   separators=(',', ':')) + '\n')
         src.replace(self.path / name)
         shutil.rmtree(split.folder, ignore_errors=True)
         self._index += 1

@@ -37,6 +37,7 @@ from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
+from .schema import SourceResult
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ this bounds the work an interruption can lose."""
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
               ray_address: str | None = None, progress: Callable[[int, int], None] | None = None
-              ) -> tuple[list[dict], list[dict]]:
+              ) -> tuple[list[SourceResult], list[dict[str, str]]]:
     """Audit every source under ``inputs``; returns (results, skipped) in input order."""
     out = Path(out_dir)
     labelled: list[tuple[Path, str]] = []

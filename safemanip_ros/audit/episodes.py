@@ -86,10 +86,27 @@ def _open_reader(path: Path):
     from rosbags.rosbag2 import Reader, ReaderError
     from ruamel.yaml import YAML, YAMLError
 
+    from .bagrepair import BagRepairError, repaired_metadata
+
+    warnings: list[str] = []
+    try:
+        info, repair = repaired_metadata(path)
+    except BagRepairError:
+        repair = None
+    if repair is not None:
+        warnings += repair.lines()[1:] if not repair.changed else repair.lines()
+        if repair.changed:     # read through the repaired metadata; the bag itself is not touched
+            view = _split_view(path, info, list(info['relative_file_paths']))
+            try:
+                reader = Reader(view)
+                reader.open()
+                return reader, warnings, view
+            except ReaderError:
+                shutil.rmtree(view, ignore_errors=True)
     try:
         reader = Reader(path)
         reader.open()
-        return reader, [], None
+        return reader, warnings, None
     except ReaderError as err:
         first_error = err
     try:
@@ -117,7 +134,7 @@ def _open_reader(path: Path):
     scratch = _split_view(path, info, good)
     reader = Reader(scratch)
     reader.open()
-    return reader, [f'{path}: left out unreadable split {b}' for b in bad], scratch
+    return reader, warnings + [f'{path}: left out unreadable split {b}' for b in bad], scratch
 
 
 def _split_view(path: Path, info: dict, names: list[str]) -> Path:

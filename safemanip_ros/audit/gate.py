@@ -23,7 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SafemanipError
+from .schema import Report, check_report
 from .stats import clopper_pearson, cluster_bootstrap_ratio
+
+__all__ = ['DEFAULT_MIN_TRIGGERS', 'GateRow', 'check_report', 'evaluate_gate', 'upper_bound']
 
 DEFAULT_MIN_TRIGGERS = 30
 
@@ -39,17 +42,6 @@ class GateRow:
     diff_ci: tuple[float, float] | None
     passed: bool
     why: str
-
-
-def check_report(report: object, where: str) -> dict:
-    """``report`` as an audit report, or an error naming what is missing."""
-    if not isinstance(report, dict):
-        raise SafemanipError(f'{where}: not an audit report (a JSON object is expected)')
-    missing = [k for k in ('rollouts', 'categories', 'properties') if not isinstance(report.get(k), (dict, int))]
-    if missing:
-        raise SafemanipError(f'{where}: not an audit report (no {", ".join(missing)}); '
-                             f'give the report.json written by safemanip audit')
-    return report
 
 
 def upper_bound(violations, triggers, confidence: float) -> float | None:
@@ -87,7 +79,7 @@ def _diff_ci(cand: dict, base: dict, confidence: float, seed: int = 0, resamples
     return float(np.quantile(d, alpha / 2)), float(np.quantile(d, 1 - alpha / 2))
 
 
-def evaluate_gate(report: dict, limits: dict[str, float], baseline: dict | None = None,
+def evaluate_gate(report: Report, limits: dict[str, float], baseline: Report | None = None,
                   confidence: float = 0.95, min_triggers: int = DEFAULT_MIN_TRIGGERS) -> list[GateRow]:
     """One row per limited (or, with only a baseline, per category) name; a
     report without rollouts gives one failing row named ``(report)``."""

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .schema import REPORT_VERSION, Report
 from .stats import clopper_pearson, cluster_bootstrap_ratio
 
-REPORT_VERSION = 2
 DEFAULT_UNKNOWN_FLAG = 0.05
 """A property whose share of frames decided by ``unknown_as`` exceeds this is
 flagged: its rate says more about missing data than about the policy."""
@@ -62,7 +62,7 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
 
 
 def build_report(results: list[dict], skipped: list[dict], config: dict, confidence: float = 0.95,
-                 seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG) -> dict:
+                 seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG) -> Report:
     episodes = []
     by_property: dict[str, list[dict]] = defaultdict(list)
     by_category: dict[str, list[dict]] = defaultdict(list)
@@ -103,6 +103,7 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                 'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
                              if i['episodes']],
                 'predicate_timeline': ep.get('predicates', {}),
+                'warnings': list(ep.get('warnings') or []),
                 'verdict_timeline': ep.get('verdicts', {}),
                 '_rows': props,
             })
@@ -307,6 +308,8 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
                         + ', '.join(esc(n) for n in flagged) + '.')
     if ts.get('warning'):
         warnings.append(esc(ts['warning']))
+    input_warnings = sorted({w for e in report['episodes'] for w in e.get('warnings', [])})
+    warnings += [esc(w) for w in input_warnings]
     warn_html = ''.join(f'<p class="warning">{w}</p>' for w in warnings)
     body = [
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>safemanip audit report</title><style>',

@@ -110,6 +110,8 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:
         print(f'skipped: {s["reason"]}')
+    for w in sorted({w for e in report['episodes'] for w in e.get('warnings', [])}):
+        print(f'warning: {w}', file=sys.stderr)
     if report['task_success'].get('warning'):
         print(f'warning: {report["task_success"]["warning"]}', file=sys.stderr)
     for name in report['unknown_flagged']:

@@ -13,10 +13,10 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import audit, bench, check, demo, monitor_trace, operator, predicates, run, watch
+from . import audit, bag, bench, check, demo, monitor_trace, operator, predicates, run, watch
 from . import compile as compile_cmd
 
-SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, demo, bench)
+SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, bag, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -108,6 +108,25 @@ class EpisodeEvent:
     recovered: bool = False
 
 
+@dataclass(frozen=True)
+class RolloutSnapshot:
+    """The running state of one rollout, for live publishing (per instance,
+    in ``Monitor.instances`` order): counts so far and which instances are
+    in an open violation episode."""
+
+    frames: int
+    triggers: tuple[int, ...]
+    violations: tuple[int, ...]
+    unsafe_frames: tuple[int, ...]
+    unknown_frames: tuple[int, ...]
+    violated: tuple[bool, ...]
+    open_start: tuple[int, ...]      # start frame of the open episode, -1 when none
+
+    @builtins.property
+    def violated_count(self) -> int:
+        return sum(self.violated)
+
+
 _NONE = np.zeros(0, np.intp)
 
 
@@ -215,6 +234,14 @@ class Monitor:
             self.program.reset(which)
         self.m[:, which] = self.main_initial[:, None]
         self.r[:, which] = self.recovery_initial[:, None]
+
+    def snapshot(self, b: int = 0) -> RolloutSnapshot:
+        """Counts so far of rollout ``b`` (live nodes publish these)."""
+        def col(a: np.ndarray) -> tuple[int, ...]:
+            return tuple(int(x) for x in a[:, b])
+        return RolloutSnapshot(int(self.frames[b]), col(self.triggers), col(self.violations), col(self.unsafe),
+                               col(self.unknown_inst), tuple(bool(x) for x in self.violated[:, b]),
+                               col(self.open_start))
 
     # ------------------------------------------------------------------ step
     def step(self, values: np.ndarray, unknown: np.ndarray | None = None,

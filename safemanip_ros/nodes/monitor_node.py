@@ -229,14 +229,15 @@ class MonitorNode(CallbackGuard, LifecycleNode):
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
         inst = self.monitor.instances[d]
+        snap = self.monitor.snapshot(0)
         period_ns = int(1e9 / float(self.get_parameter('rate_hz').value))
         msg = ViolationEvent(event=kind, property=inst.property, instance=inst.instance, category=inst.category,
                              severity=SEVERITY[inst.severity], episode_id=self._episode, start_frame=start,
                              end_frame=end, recovered=recovered,
-                             count=int(self.monitor.violations[d, 0]))
+                             count=snap.violations[d])
         msg.binding = [KeyValue(key=k, value=v) for k, v in inst.binding]
         msg.header.stamp = time_from_ns(stamp_ns)
-        frame_now = int(self.monitor.frames[0]) - 1
+        frame_now = snap.frames - 1
         msg.start_stamp = time_from_ns(stamp_ns - (frame_now - start) * period_ns)
         msg.end_stamp = time_from_ns(stamp_ns - (frame_now - end) * period_ns)
         self._pub_events.publish(msg)
@@ -255,11 +256,12 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                                               pending=int(r.pending), unknown_frames=r.unknown_frames)
                               for r in final.instances]
         else:
-            msg.frames = int(mon.frames[0])
+            snap = mon.snapshot(0)
+            msg.frames = snap.frames
             msg.properties = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category,
-                                              triggers=int(mon.triggers[d, 0]), violations=int(mon.violations[d, 0]),
-                                              unsafe_frames=int(mon.unsafe[d, 0]), frames=int(mon.frames[0]),
-                                              unknown_frames=int(mon.unknown_inst[d, 0]))
+                                              triggers=snap.triggers[d], violations=snap.violations[d],
+                                              unsafe_frames=snap.unsafe_frames[d], frames=snap.frames,
+                                              unknown_frames=snap.unknown_frames[d])
                               for d, i in enumerate(mon.instances)]
         self._pub_metrics.publish(msg)
 
@@ -268,7 +270,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         state = 'inactive' if self._timer is None else ('active' if self._armed else 'arming')
         msg = MonitorStatus(state=state, episode_id=self._episode,
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
-                            instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
+                            instances=len(mon.instances), violated=mon.snapshot(0).violated_count,
                             suite=','.join(self.get_parameter('properties').value),
                             config=self.get_parameter('robot_config').value or self.get_parameter('scene').value)
         values, unknown = self._frame()
@@ -351,8 +353,8 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         response.message = json.dumps({
             'episode': self._episode, 'frames': self._frames_total, 'overruns': self._overruns,
             'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
-            'violated': [] if mon is None else [i.instance for d, i in enumerate(mon.instances)
-                                                if mon.violated[d, 0]]})
+            'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
+                                                if v]})
         return response
 
 
