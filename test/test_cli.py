@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
 
 from safemanip_ros.cli.main import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _subcommands() -> list[str]:
@@ -104,3 +107,38 @@ def test_compile_prints_and_exports(tmp_path):
 def test_compile_syntax_error():
     proc = run_cli('compile', 'G(a -> ')
     assert proc.returncode == 2 and 'at position 7' in proc.stderr
+
+
+def test_internal_errors_are_reported_as_bugs(tmp_path):
+    """An exception that is not ours is a bug, not bad input: exit 70 with one
+    line, and the traceback with --debug."""
+    from safemanip_ros.cli import main as cli_main
+    (tmp_path / 'a.yaml').write_text('x')
+
+    class Boom(Exception):
+        pass
+
+    def explode(args):
+        raise Boom('unexpected')
+    parser_build = cli_main.build_parser
+
+    def build():
+        parser = parser_build()
+        for action in parser._subparsers._group_actions:
+            action.choices['check'].set_defaults(func=explode)
+        return parser
+    cli_main.build_parser = build
+    try:
+        assert cli_main.main(['check', 'a', str(tmp_path / 'a.yaml')]) == cli_main.INTERNAL_ERROR
+        with pytest.raises(Boom):
+            cli_main.main(['--debug', 'check', 'a', str(tmp_path / 'a.yaml')])
+    finally:
+        cli_main.build_parser = parser_build
+
+
+def test_monitor_trace_rate_is_checked(tmp_path):
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{}\n')
+    proc = run_cli('monitor-trace', str(trace), '--properties', str(REPO / 'config' / 'properties' / 'safemanip.yaml'),
+                   '--rate-hz', 'nan')
+    assert proc.returncode == 2 and '--rate-hz' in proc.stderr

@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``;
 bad input makes a subcommand raise :class:`~safemanip_ros.errors.SafemanipError`,
-which is printed as one line (``safemanip: error: ...``) with exit code 2.
+which is printed as one line (``safemanip: error: ...``) with exit code 2.  Any
+other exception is a bug in safemanip, never "bad input": it is reported as
+an internal error (exit 70) and, with ``--debug``, with its traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from ..errors import SafemanipError
 from . import audit, bag, bench, check, demo, monitor_trace, operator, predicates, run, watch
 from . import compile as compile_cmd
 
+INTERNAL_ERROR = 70   # EX_SOFTWARE
+
 SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, bag, demo, bench)
 
 
@@ -25,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         description='Runtime safety monitor for robot manipulation: LTLf properties compiled to DFAs, '
                     'live on ROS 2 and offline over recorded rollouts.')
     parser.add_argument('--version', action='version', version=f'safemanip_ros {__version__}')
+    parser.add_argument('--debug', action='store_true', help='show the traceback of an internal error')
     sub = parser.add_subparsers(dest='command', metavar='COMMAND')
     sub.required = True
     for module in SUBCOMMANDS:
@@ -53,6 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print('safemanip: interrupted', file=sys.stderr)
         return 130
+    except Exception as err:     # not bad input: a bug of ours, said so
+        if args.debug:
+            raise
+        print(f'safemanip: internal error (a bug in safemanip, please report it): {type(err).__name__}: {err}; '
+              f'run with --debug for the traceback', file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 if __name__ == '__main__':

@@ -54,6 +54,9 @@ def build_instances(properties: list[str], scene: str | None, ontology: list[str
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rate_hz is not None:
+        from .options import check_positive
+        check_positive('--rate-hz', args.rate_hz)
     iset = build_instances(args.properties, args.scene, args.ontology, args.only, args.rate_hz)
     monitor = Monitor(iset)
     values, unknown = read_frames(args.trace, monitor.predicates, args.allow_unknown_predicates)
