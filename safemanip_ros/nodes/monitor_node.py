@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 
@@ -55,6 +56,9 @@ CONFIG_DIR = config_dir()
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
+MAX_CATCH_UP_FRAMES = 600
+"""Most missed frame periods one late tick catches up on (30 s at 20 Hz)."""
+
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates']
 
@@ -79,6 +83,13 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._topic_known: dict[str, bool] = {}
         self._armed = False
         self._arming_since: float | None = None
+        # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
+        self._next_frame_ns: int | None = None
+        self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
+        self._zero_stamp_warned = False
+        self._pending: collections.deque = collections.deque()
+        self._drain_warned = False
+        self._sub_topics: list[str] = []
         self._timer = None
         self._hold: SampleHold | None = None
         self._episode = ''
@@ -115,6 +126,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         for topic in self.get_parameter('predicate_topics').value:
             self._subs.append(self.create_subscription(PredicateArray, topic,
                                                        lambda m, t=topic: self._on_predicates(m, t), RELIABLE))
+            self._sub_topics.append(topic)
         self._srvs = [self.create_service(Trigger, f'~/{name}', cb) for name, cb in (
             ('start_episode', self._srv_start), ('end_episode', self._srv_end), ('reload', self._srv_reload),
             ('status', self._srv_status))]
@@ -139,7 +151,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             self.destroy_subscription(s)
         for s in self._srvs:
             self.destroy_service(s)
-        self._subs, self._srvs = [], []
+        self._subs, self._srvs, self._sub_topics = [], [], []
         for pub in (self._pub_verdicts, self._pub_events, self._pub_metrics, self._pub_status, self._pub_diag):
             self.destroy_publisher(pub)
         self.monitor = None
@@ -150,8 +162,21 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         if self._hold is None:
             return
         preds = msg.predicates
-        self._hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
-                               time.monotonic())
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if stamp_ns == 0:
+            # An unstamped array is taken as "now", never as ancient (stale).
+            stamp_ns = self.get_clock().now().nanoseconds
+            if not self._zero_stamp_warned:
+                self._zero_stamp_warned = True
+                self.get_logger().warning(f'{topic or "predicates"}: header stamp 0; taking receive time as the '
+                                          f'sample time (warned once)')
+        names, values, unknown = [p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds]
+        if self._timer is None:          # not active: no frames to keep samples for
+            self._hold.update_many(names, values, unknown, stamp_ns * 1e-9)
+            return
+        # Applied when the frames are built, each frame seeing exactly the
+        # samples stamped at or before it (a late tick stays causal).
+        self._pending.append((stamp_ns, names, values, unknown))
         if not self._armed:
             read = self._hold.index
             mine = [p for p in preds if p.name in read]
@@ -182,8 +207,18 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             self.get_logger().info(f'armed after {now - self._arming_since:.2f} s')
         return self._armed
 
-    def _frame(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._hold.frame(time.monotonic())
+    def _frame(self, frame_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The frame at ``frame_ns`` (node clock; default now): sample stamps
+        are compared with it for freshness."""
+        if frame_ns is None:
+            frame_ns = self.get_clock().now().nanoseconds
+        pending = self._pending
+        if pending and len(pending) > 1 and any(pending[i][0] > pending[i + 1][0] for i in range(len(pending) - 1)):
+            self._pending = pending = collections.deque(sorted(pending, key=lambda item: item[0]))
+        while pending and pending[0][0] <= frame_ns:
+            stamp_ns, names, values, unknown = pending.popleft()
+            self._hold.update_many(names, values, unknown, stamp_ns * 1e-9)
+        return self._hold.frame(frame_ns * 1e-9)
 
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
@@ -197,12 +232,36 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                 self._publish_status(self.get_clock().now().nanoseconds)
             return
         period = 1.0 / float(self.get_parameter('rate_hz').value)
+        period_ns = int(round(period * 1e9))
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
             self._overruns += 1
         self._last_tick = t0
-        values, unknown = self._frame()
-        res = mon.step(values, unknown)
-        stamp_ns = self.get_clock().now().nanoseconds
+        now_ns = self.get_clock().now().nanoseconds
+        if self._next_frame_ns is None or now_ns < self._next_frame_ns - 2 * period_ns:
+            self._next_frame_ns = now_ns       # first frame, or the clock went back (simulation reset)
+        # Exactly one frame per period of the clock: a late tick catches up on
+        # the periods it missed from the held samples, so a window of k frames
+        # is k periods of input time, whatever the executor's delays.
+        due = []
+        while self._next_frame_ns <= now_ns and len(due) < MAX_CATCH_UP_FRAMES:
+            due.append(self._next_frame_ns)
+            self._next_frame_ns += period_ns
+        if self._next_frame_ns <= now_ns:       # stalled beyond the catch-up limit: say so, restart the schedule
+            skipped = (now_ns - self._next_frame_ns) // period_ns + 1
+            self.get_logger().error(f'monitor stalled: {skipped} frame periods beyond the catch-up limit '
+                                    f'({MAX_CATCH_UP_FRAMES}) were not monitored')
+            self._next_frame_ns = now_ns + period_ns
+        if not due:
+            return
+        if len(due) > 1:
+            # Late (the executor stalled): the samples that arrived meanwhile
+            # still wait in the subscriptions behind this timer; take them now,
+            # so each caught-up frame sees what was true at its time.
+            self._drain_subscriptions()
+        self._caught_up += len(due) - 1
+        for frame_ns in due:
+            res = self._step_frame(frame_ns)
+        stamp_ns = due[-1]
         frame = int(res.frame[0])
         out = VerdictArray(frame=frame, episode_id=self._episode)
         out.header.stamp = time_from_ns(stamp_ns)
@@ -212,11 +271,6 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                                 recovery_verdict=rec[d] if violated[d] else Verdict.VERDICT_PRESUMABLY_FALSE)
                         for d, i in enumerate(mon.instances)]
         self._pub_verdicts.publish(out)
-        for e in res.opened:
-            self._publish_event(ViolationEvent.EVENT_OPENED, e.instance, e.start, e.start, False, stamp_ns)
-        for e in res.closed:
-            self._publish_event(ViolationEvent.EVENT_CLOSED, e.instance, e.start, e.end, True, stamp_ns)
-        self._frames_total += 1
         if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
             self._last_metrics = t0
             self._publish_metrics(None, stamp_ns)
@@ -226,6 +280,35 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             self._overruns += 1
+
+    def _drain_subscriptions(self) -> None:
+        """Take every predicate message already delivered to our subscriptions
+        (rclpy's executor takes one per subscription per wake-up)."""
+        for sub, topic in zip(self._subs, self._sub_topics):
+            for _ in range(10000):
+                try:
+                    with sub.handle:
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                except Exception as err:      # rclpy internals changed: fall back to the executor's order
+                    if not self._drain_warned:
+                        self._drain_warned = True
+                        self.get_logger().warning(f'cannot take messages directly ({type(err).__name__}: {err}); '
+                                                  f'late frames may miss samples still queued')
+                    return
+                if taken is None:
+                    break
+                self._on_predicates(taken[0], topic)
+
+    def _step_frame(self, frame_ns: int):
+        """Monitor the frame at ``frame_ns`` and publish its episode events."""
+        values, unknown = self._frame(frame_ns)
+        res = self.monitor.step(values, unknown)
+        for e in res.opened:
+            self._publish_event(ViolationEvent.EVENT_OPENED, e.instance, e.start, e.start, False, frame_ns)
+        for e in res.closed:
+            self._publish_event(ViolationEvent.EVENT_CLOSED, e.instance, e.start, e.end, True, frame_ns)
+        self._frames_total += 1
+        return res
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
         inst = self.monitor.instances[d]
@@ -273,7 +356,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                             instances=len(mon.instances), violated=mon.snapshot(0).violated_count,
                             suite=','.join(self.get_parameter('properties').value),
                             config=self.get_parameter('robot_config').value or self.get_parameter('scene').value)
-        values, unknown = self._frame()
+        values, unknown = self._hold.frame(stamp_ns * 1e-9)     # the held state; pending samples stay queued
         msg.unknown_predicates = [p for p, u in zip(mon.predicates, unknown.tolist()) if u]
         msg.header.stamp = time_from_ns(stamp_ns)
         self._pub_status.publish(msg)
@@ -295,6 +378,14 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             arr.status.append(DiagnosticStatus(level=level, name=f'safemanip/{cat}', message=text,
                                                hardware_id=self.get_name(),
                                                values=[KeyValue(key=n, value='violated') for _, n in bad]))
+        arr.status.append(DiagnosticStatus(
+            level=DiagnosticStatus.WARN if self._caught_up else DiagnosticStatus.OK, name='safemanip/timing',
+            message=f'{self._caught_up} frame(s) produced late from held samples; {self._overruns} overrun(s)',
+            hardware_id=self.get_name(),
+            values=[KeyValue(key='frames', value=str(self._frames_total)),
+                    KeyValue(key='caught_up_frames', value=str(self._caught_up)),
+                    KeyValue(key='overruns', value=str(self._overruns)),
+                    KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}')]))
         errors = self.error_summary()
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if errors else DiagnosticStatus.OK, name='safemanip/callbacks',
@@ -352,6 +443,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         response.success = mon is not None
         response.message = json.dumps({
             'episode': self._episode, 'frames': self._frames_total, 'overruns': self._overruns,
+            'caught_up_frames': self._caught_up, 'state': 'arming' if not self._armed else 'active',
             'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
             'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
                                                 if v]})

@@ -1,0 +1,91 @@
+"""Time, not ticks: a monitor whose executor stalls still counts windows in
+periods of the clock.  The monitor runs in this process on an executor that
+another node stalls (0.3 s of every 0.4 s); the input is published from its
+own thread and context at 20 Hz, so its stamps are true input times.  The
+21-frame contact window must still close 1.00 s (+ one frame) after the
+contact began, not 21 *ticks* later."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from safemanip_ros.msg import PredicateArray, ViolationEvent
+from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
+
+REPO = Path(__file__).resolve().parents[1]
+RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+pytestmark = pytest.mark.ros
+
+
+def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    rclpy.init(args=['--ros-args', '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                     '-p', 'only:=[no_forbidden_contact]', '-p', 'staleness_s:=0.5'])
+    monitor = MonitorNode()
+    staller = rclpy.create_node('staller')
+    stalls = []
+
+    def stall():
+        t = time.monotonic()
+        time.sleep(0.3)
+        stalls.append(time.monotonic() - t)
+    staller.create_timer(0.4, stall)
+    ex = SingleThreadedExecutor()
+    ex.add_node(monitor)
+    ex.add_node(staller)
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    io = rclpy.create_node('timing_io', context=ctx)
+    pub = io.create_publisher(PredicateArray, 'predicates', RELIABLE)
+    events: list[ViolationEvent] = []
+    io.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+    io_ex = SingleThreadedExecutor(context=ctx)
+    io_ex.add_node(io)
+    touch_ns: list[int] = []
+    stop = threading.Event()
+
+    def publish():
+        t0 = time.monotonic()
+        k = 0
+        while not stop.is_set():
+            now = time.time_ns()
+            touching = time.monotonic() - t0 > 1.5
+            if touching and not touch_ns:
+                touch_ns.append(now)
+            pub.publish(predicate_array({'forbidden_contact': touching}, now, 'test', seq=k))
+            k += 1
+            io_ex.spin_once(timeout_sec=0.0)
+            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
+    worker = threading.Thread(target=publish, daemon=True)
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        worker.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(e.event == ViolationEvent.EVENT_OPENED for e in events):
+            ex.spin_once(timeout_sec=0.05)
+        stop.set()
+        worker.join(timeout=5)
+        opened = [e for e in events if e.event == ViolationEvent.EVENT_OPENED]
+        assert opened and touch_ns, (len(events), monitor._frames_total)
+        window_s = (ns_from_time(opened[0].start_stamp) - touch_ns[0]) * 1e-9
+        # 21 frames of contact: the violation frame is 20 periods after the first
+        # contact frame, which is at most one period after the contact began.
+        print(f"window {window_s:.3f} s, {monitor._caught_up} frames caught up")
+        assert 0.95 <= window_s <= 1.10, window_s
+        assert stalls and max(stalls) >= 0.29 and monitor._caught_up > 0
+    finally:
+        stop.set()
+        monitor.destroy_node()
+        staller.destroy_node()
+        io.destroy_node()
+        rclpy.try_shutdown()
+        rclpy.try_shutdown(context=ctx)
