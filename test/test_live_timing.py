@@ -89,3 +89,74 @@ def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
         io.destroy_node()
         rclpy.try_shutdown()
         rclpy.try_shutdown(context=ctx)
+
+
+def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
+    """Supervisor in this process on an executor stalled ``stall_s`` every
+    ``period_s``; joint states at 20 Hz from another thread and context.
+    Returns the supervisor actions seen."""
+    from safemanip_ros.msg import SupervisorAction
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    from sensor_msgs.msg import JointState
+    rclpy.init(args=['--ros-args', '-p', 'failsafe_staleness_s:=0.5', '-p', 'executor_stall_limit_s:=1.0'])
+    sup = SupervisorNode()
+    staller = rclpy.create_node('staller')
+    staller.create_timer(period_s, lambda: time.sleep(stall_s))
+    ex = SingleThreadedExecutor()
+    ex.add_node(sup)
+    ex.add_node(staller)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    io = rclpy.create_node('stall_io', context=ctx)
+    pub = io.create_publisher(JointState, 'joint_states', RELIABLE)
+    actions: list = []
+    io.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    io_ex = SingleThreadedExecutor(context=ctx)
+    io_ex.add_node(io)
+    stop = threading.Event()
+
+    def publish():
+        k = 0
+        t0 = time.monotonic()
+        while not stop.is_set():
+            msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+            pub.publish(msg)
+            io_ex.spin_once(timeout_sec=0.0)
+            k += 1
+            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
+    worker = threading.Thread(target=publish, daemon=True)
+    try:
+        sup.trigger_configure()
+        sup.trigger_activate()
+        worker.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.05)
+        stop.set()
+        worker.join(timeout=5)
+        for _ in range(20):
+            io_ex.spin_once(timeout_sec=0.05)
+        return actions, sup._stalls
+    finally:
+        stop.set()
+        sup.destroy_node()
+        staller.destroy_node()
+        io.destroy_node()
+        rclpy.try_shutdown()
+        rclpy.try_shutdown(context=ctx)
+
+
+def test_a_stalled_executor_raises_no_false_fail_safe():
+    """0.7 s stalls (longer than the 0.5 s sensor limit) while joint states flow:
+    no stale-sensor hold, the stalls are counted."""
+    actions, stalls = _supervisor_under_stalls(0.7, 1.0, 5.0)
+    assert stalls >= 2
+    assert not [a for a in actions if 'joint_states stale' in a.reason], [a.reason for a in actions]
+
+
+def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
+    actions, stalls = _supervisor_under_stalls(1.3, 2.0, 4.0)
+    reasons = [a.reason for a in actions]
+    assert stalls >= 1 and any('the executor stalled for' in r for r in reasons), reasons
+    assert not any('joint_states stale' in r for r in reasons), reasons

@@ -70,12 +70,15 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self.declare_parameter('failsafe_topics', [''])
         self.declare_parameter('autostart', False)
         self.declare_parameter('max_hold_failures', 3)
+        self.declare_parameter('executor_stall_limit_s', 1.0)
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
         self._last_joint_rx: float | None = None
         self._frame = 0
         self._last_retry = 0.0
+        self._last_watchdog: float | None = None
+        self._stalls = 0
         self._retry_period_s = 0.25
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -94,7 +97,9 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
         self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
-        self.create_subscription(JointState, 'joint_states', self._on_joints, qos_profile_sensor_data)
+        # Watched inputs: (subscription, what to call with a taken message).
+        self._watched_subs = [(self.create_subscription(JointState, 'joint_states', self._on_joints,
+                                                        qos_profile_sensor_data), self._on_joints)]
         self.create_service(Trigger, '~/acknowledge', lambda rq, rs: self._ack(rs, False))
         self.create_service(Trigger, '~/acknowledge_stop', lambda rq, rs: self._ack(rs, True))
         self._clients = {name: self.create_client(Trigger, p(name).value)
@@ -116,8 +121,9 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 return TransitionCallbackReturn.FAILURE
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
-            self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
-                                     raw=True)
+            sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
+                                           raw=True)
+            self._watched_subs.append((sub, lambda raw, s=source: self._seen(s)))
         self.create_timer(0.05, self._watchdog)
         return TransitionCallbackReturn.SUCCESS
 
@@ -155,10 +161,39 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
             self._act(self.supervisor.on_recovered(msg.instance))
 
+    def _take_watched(self) -> None:
+        """Take every watched message already delivered (rclpy's executor takes
+        one per subscription per wake-up, and runs timers first): after a
+        stall, the watchdog judges the sensors by what arrived, not by what the
+        executor got round to."""
+        for sub, callback in self._watched_subs:
+            for _ in range(1000):
+                try:
+                    with sub.handle:
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                except Exception:      # rclpy internals changed: the executor's order then
+                    return
+                if taken is None:
+                    break
+                callback(taken[0])
+
     def _watchdog(self) -> None:
         if not self._active:
             return
         now = time.monotonic()
+        gap = now - (self._last_watchdog or now)
+        self._last_watchdog = now
+        if gap > 0.25:
+            # The executor itself stalled: said so, by name, never mistaken for a stale sensor.
+            self._stalls += 1
+            self._take_watched()
+            limit = float(self.get_parameter('executor_stall_limit_s').value)
+            if gap > limit:
+                self._act(self.supervisor.on_stall(gap, limit))
+            else:
+                self.get_logger().warning(f'executor stalled for {gap:.2f} s (limit {limit:.2f} s); sensors judged '
+                                          f'by what arrived meanwhile')
+            now = time.monotonic()
         if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
             self._last_retry = now
             self._act(self.supervisor.retry())

@@ -118,6 +118,18 @@ class Supervisor:
         self._ask(action)
         return [action]
 
+    def on_stall(self, stalled_s: float, limit_s: float) -> list[Action]:
+        """The node's executor stalled longer than ``limit_s``: nothing was
+        watched meanwhile, a fail-safe condition of its own (held until
+        acknowledged, like a stale sensor that came back)."""
+        reason = (f'fail-safe: the executor stalled for {stalled_s:.2f} s (limit {limit_s:.2f} s); '
+                  f'nothing was watched meanwhile')
+        if self.held:
+            return [Action('alert', reason=reason)]
+        action = Action('pause', reason=reason)
+        self._ask(action)
+        return [action]
+
     def command_result(self, action: Action, delivered: bool) -> None:
         """What became of a hold command (pause, retract, stop) the node tried
         to send: delivered makes the supervisor hold; a failure leaves it
