@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
     ('bench_ltlf.py', ['## Compile: reach-avoid', '## Stepping', 'M steps/s']),
     ('bench_monitor.py', ['## Live tick', '## Offline', 'M property-frames/s']),
     ('bench_grounding.py', ['## Grounding cost per message', 'one core at 20 Hz']),
+    ('bench_live.py', ['touches:', 'hold delay beyond the 1 s tolerance', 'false fail-safe holds', 'RSS']),
 ])
 def test_bench_runs(script, expect):
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / script), '--quick'], capture_output=True,

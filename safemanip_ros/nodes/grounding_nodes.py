@@ -58,6 +58,7 @@ class GroundingNode(CallbackGuard, Node):
         self.declare_parameter('config', '')
         self.declare_parameter('rate_hz', 0.0)
         self.declare_parameter('output_topic', f'predicates/{self.source}')
+        self.declare_parameter('publish_on_input', True)
         path = self.get_parameter('config').value
         if not path:
             raise SafemanipError(f'{node_name}: parameter config (a config/robots/*.yaml file) is required')
@@ -66,12 +67,24 @@ class GroundingNode(CallbackGuard, Node):
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
         self._timer = self.create_timer(1.0 / rate, self._tick)
+        # One hop: an input is published at once, not at the next tick of a
+        # second unsynchronised timer (the timer keeps staleness visible when
+        # inputs stop).  At most one publication per half period.
+        self._on_input = bool(self.get_parameter('publish_on_input').value)
+        self._min_gap_ns = int(0.5e9 / rate)
+        self._last_pub_ns = 0
+
+    def input_arrived(self) -> None:
+        """Publish now (called by input callbacks), unless just published."""
+        if self._on_input and self.get_clock().now().nanoseconds - self._last_pub_ns >= self._min_gap_ns:
+            self._tick()
 
     def evaluate(self, now_s: float) -> Predicates:
         raise NotImplementedError
 
     def _tick(self) -> None:
         now_ns = self.get_clock().now().nanoseconds
+        self._last_pub_ns = now_ns
         values = self.evaluate(now_ns * 1e-9)
         self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
         self._seq += 1
@@ -93,6 +106,7 @@ class JointStateGroundingNode(GroundingNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         feed_joint_state(self.grounding, self.fixtures, msg)
+        self.input_arrived()
 
     def _on_command(self, msg: JointTrajectory) -> None:
         target = command_positions(self.robot.joints.arm_joints, msg)
@@ -125,6 +139,7 @@ class ContactGroundingNode(GroundingNode):
 
     def _on_contacts(self, msg: ContactArray) -> None:
         feed_contacts(self.grounding, msg)
+        self.input_arrived()
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         feed_wrench(self.wrench, msg)
@@ -154,6 +169,7 @@ class TfGroundingNode(GroundingNode):
 
     def _on_tf(self, msg: TFMessage, static: bool) -> None:
         feed_tf(self.grounding, msg, static)
+        self.input_arrived()
 
     def _on_grasp(self, msg: PredicateArray) -> None:
         values = predicate_values(msg)

@@ -243,7 +243,10 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         # the periods it missed from the held samples, so a window of k frames
         # is k periods of input time, whatever the executor's delays.
         due = []
-        while self._next_frame_ns <= now_ns and len(due) < MAX_CATCH_UP_FRAMES:
+        # The frame nearest to this tick is built now: a timer that fires a
+        # hair early must not leave its frame to the next tick (+1 period).
+        horizon_ns = now_ns + period_ns // 2
+        while self._next_frame_ns <= horizon_ns and len(due) < MAX_CATCH_UP_FRAMES:
             due.append(self._next_frame_ns)
             self._next_frame_ns += period_ns
         if self._next_frame_ns <= now_ns:       # stalled beyond the catch-up limit: say so, restart the schedule
