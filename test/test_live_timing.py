@@ -95,9 +95,10 @@ def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
     """Supervisor in this process on an executor stalled ``stall_s`` every
     ``period_s``; joint states at 20 Hz from another thread and context.
     Returns the supervisor actions seen."""
+    from sensor_msgs.msg import JointState
+
     from safemanip_ros.msg import SupervisorAction
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    from sensor_msgs.msg import JointState
     rclpy.init(args=['--ros-args', '-p', 'failsafe_staleness_s:=0.5', '-p', 'executor_stall_limit_s:=1.0'])
     sup = SupervisorNode()
     staller = rclpy.create_node('staller')

@@ -194,3 +194,59 @@ def test_delivered_hold_then_stale_sensor_alerts():
     [pause] = sup.on_violation('i1', 'p', 'c', 'error')
     sup.command_result(pause, delivered=True)
     assert [a.action for a in sup.on_stale('joint_states', 0.6, 0.5)] == ['alert']
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('arm_moves', [False, True])
+def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
+    """A delivered pause is confirmed once the measured arm is still; an arm that
+    keeps moving makes it a failed hold: not holding, retried, escalated to stop."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=['--ros-args', '-p', 'hold_confirm_timeout_s:=0.6'])
+    sup = SupervisorNode(context=ctx)
+    node = rclpy.create_node('hold_test', context=ctx)
+    actions = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    events = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(sup)
+    ex.add_node(node)
+    q = [0.0]
+    try:
+        sup.trigger_configure()
+        sup.trigger_activate()
+
+        def spin(seconds, until=None):
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                if arm_moves:
+                    q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
+                msg = JointState(name=['j1'], position=[q[0]])
+                msg.header.stamp = time_from_ns(time.time_ns())
+                js.publish(msg)
+                ex.spin_once(timeout_sec=0.05)
+                if until is not None and until():
+                    return True
+            return until is None
+        spin(0.5)
+        ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
+                            severity=ViolationEvent.SEVERITY_ERROR)
+        events.publish(ev)
+        if not arm_moves:
+            assert spin(10, lambda: any('pause confirmed: the arm stopped' in a.reason for a in actions)), \
+                [a.reason for a in actions]
+            assert sup.supervisor.held and sup.supervisor.hold_confirmed
+        else:
+            assert spin(15, lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), \
+                [a.reason for a in actions]
+            reasons = [a.reason for a in actions]
+            assert any('not confirmed: the arm did not stop' in r for r in reasons), reasons
+            assert any('escalating to stop' in r for r in reasons), reasons
+    finally:
+        sup.destroy_node()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)

@@ -55,8 +55,8 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 
 
 class SupervisorNode(CallbackGuard, LifecycleNode):
-    def __init__(self) -> None:
-        super().__init__('supervisor')
+    def __init__(self, **node_kwargs) -> None:
+        super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
         self.declare_parameter('policy_file', '')
         self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
         self.declare_parameter('pause_service', '')
@@ -71,6 +71,12 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self.declare_parameter('autostart', False)
         self.declare_parameter('max_hold_failures', 3)
         self.declare_parameter('executor_stall_limit_s', 1.0)
+        # A delivered pause/stop is confirmed once the measured arm is still:
+        # every joint slower than hold_confirm_speed_rad_s over hold_confirm_s,
+        # within hold_confirm_timeout_s; else it counts as a failed hold.
+        self.declare_parameter('hold_confirm_speed_rad_s', 0.02)
+        self.declare_parameter('hold_confirm_s', 0.2)
+        self.declare_parameter('hold_confirm_timeout_s', 2.0)
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
@@ -78,6 +84,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self._frame = 0
         self._last_retry = 0.0
         self._last_watchdog: float | None = None
+        self._confirming: tuple[Action, float] | None = None   # (delivered hold, deadline, monotonic)
         self._stalls = 0
         self._retry_period_s = 0.25
 
@@ -194,12 +201,31 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 self.get_logger().warning(f'executor stalled for {gap:.2f} s (limit {limit:.2f} s); sensors judged '
                                           f'by what arrived meanwhile')
             now = time.monotonic()
+        if self._confirming is not None:
+            self._check_hold_confirmed(now)
         if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
             self._last_retry = now
             self._act(self.supervisor.retry())
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
                 self._act(self.supervisor.on_stale(source, now - last, limit))
+
+    def _check_hold_confirmed(self, now: float) -> None:
+        action, deadline = self._confirming
+        p = self.get_parameter
+        speed = self._history.max_speed_rad_s(float(p('hold_confirm_s').value))
+        if speed is not None and speed <= float(p('hold_confirm_speed_rad_s').value):
+            self._confirming = None
+            self.supervisor.confirm_hold()
+            self._act([Action('log', action.instance, action.property,
+                              f'{action.action} confirmed: the arm stopped (max joint speed {speed:.3f} rad/s)')])
+        elif now > deadline:
+            self._confirming = None
+            # Sent, but the arm did not stop: not a hold.  Retried, then escalated.
+            self.supervisor.command_result(action, delivered=False)
+            what = 'no joint states' if speed is None else f'max joint speed {speed:.3f} rad/s'
+            self._act([Action('alert', action.instance, action.property,
+                              f'{action.action} not confirmed: the arm did not stop ({what}); not holding')])
 
     def _ack(self, response, release_stop: bool):
         actions, message = self.supervisor.acknowledge(release_stop)
@@ -219,7 +245,10 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 # Delivered when the hold trajectory went out, or the configured
                 # pause/stop service took the call; a hold that reached nothing is not a hold.
                 ok = held and called
-                self.supervisor.command_result(a, held or (service in self._clients and called))
+                delivered = held or (service in self._clients and called)
+                self.supervisor.command_result(a, delivered)
+                if held:
+                    self._confirming = (a, time.monotonic() + float(self.get_parameter('hold_confirm_timeout_s').value))
             elif a.action == 'retract':
                 ok = self._retract()
                 self.supervisor.command_result(a, ok)

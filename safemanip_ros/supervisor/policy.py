@@ -76,6 +76,7 @@ class Supervisor:
         self.held = False                          # a hold command was delivered; until a resume
         self.pending: Action | None = None         # a hold asked for but not delivered yet
         self.failed_holds = 0
+        self.hold_confirmed = False                # the measured arm stopped after the hold
 
     @property
     def holding(self) -> bool:
@@ -138,11 +139,17 @@ class Supervisor:
             return
         if delivered:
             self.held = True
-            self.pending = None
-            self.failed_holds = 0
+            self.hold_confirmed = False
+            self.pending = None          # failed_holds is kept until the arm confirms (confirm_hold)
         else:
+            self.held = False        # also a hold that was sent but never confirmed by the arm
             self.failed_holds += 1
             self._ask(action)
+
+    def confirm_hold(self) -> None:
+        """The measured arm stopped after a delivered hold: it is a hold."""
+        self.hold_confirmed = True
+        self.failed_holds = 0
 
     def retry(self) -> list[Action]:
         """The pending hold again, or — after ``max_hold_failures`` failed
@@ -178,4 +185,5 @@ class Supervisor:
         self.held = False
         self.pending = None
         self.failed_holds = 0
+        self.hold_confirmed = False
         return [Action('resume', reason='operator acknowledged; all violations recovered')], 'resumed'

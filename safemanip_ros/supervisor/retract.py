@@ -32,6 +32,19 @@ class JointHistory:
         while self._samples and stamp_s - self._samples[0][0] > self.window_s:
             self._samples.popleft()
 
+    def max_speed_rad_s(self, over_s: float) -> float | None:
+        """Largest joint speed between the newest sample and the one about
+        ``over_s`` before it (None with fewer than two samples in that span)."""
+        if len(self._samples) < 2:
+            return None
+        t1, q1 = self._samples[-1]
+        for t0, q0 in reversed(self._samples):
+            if t1 - t0 >= over_s:
+                break
+        if t1 <= t0:
+            return None
+        return float(np.max(np.abs(q1 - q0)) / (t1 - t0))
+
     def latest(self) -> np.ndarray | None:
         return self._samples[-1][1] if self._samples else None
 
