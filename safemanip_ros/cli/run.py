@@ -62,10 +62,11 @@ def run(args: argparse.Namespace) -> int:
                + list(getattr(args, 'ros_args', []) or []))
     nodes = []
     try:
-        factories = [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
+        # The recorder first: its subscriptions are matched before anyone publishes.
+        factories = ([] if args.no_record else [RecorderNode]) + \
+            [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
             ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
-            ([] if args.no_supervisor else [SupervisorNode]) + \
-            ([] if args.no_record else [RecorderNode])   # records with or without the supervisor
+            ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
         for factory in factories:
             nodes.append(factory())
         for node in nodes:

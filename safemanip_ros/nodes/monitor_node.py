@@ -30,7 +30,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from safemanip_ros.msg import (
@@ -54,6 +54,8 @@ from .runner import autostarted, run_node
 
 CONFIG_DIR = config_dir()
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+# Violation events are kept for late joiners (the recorder, the supervisor's restart, dashboards).
+EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
 MAX_CATCH_UP_FRAMES = 600
@@ -119,7 +121,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             self.get_logger().error(f'configure failed: {err.one_line()}')
             return TransitionCallbackReturn.FAILURE
         self._pub_verdicts = self.create_lifecycle_publisher(VerdictArray, 'verdicts', RELIABLE)
-        self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', RELIABLE)
+        self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', EVENTS)
         self._pub_metrics = self.create_lifecycle_publisher(MonitorMetrics, 'metrics', RELIABLE)
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)

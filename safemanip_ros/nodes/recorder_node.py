@@ -89,7 +89,9 @@ class RecorderNode(CallbackGuard, LifecycleNode):
         self.recorder = ThreadedRecorder(writer, int(p('queue_size').value),
                                          now_ns=lambda: self.get_clock().now().nanoseconds).start()
         for cls, topic, resolved in subscriptions:
-            qos = STATIC if resolved == '/tf_static' else RELIABLE
+            # Event topics are published transient-local by our nodes: recorded even when
+            # the event came before this subscription matched (a busy start-up).
+            qos = STATIC if resolved in ('/tf_static', '/violations', '/supervisor_actions') else RELIABLE
             self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
         return TransitionCallbackReturn.SUCCESS

@@ -34,7 +34,7 @@ import time
 import yaml
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -47,6 +47,8 @@ from .guard import CallbackGuard
 from .runner import autostarted, run_node
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+# Events a late subscriber (the recorder, a dashboard) must still get: kept for late joiners.
+EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACTION_ALERT,
                'pause': SupervisorAction.ACTION_PAUSE, 'retract': SupervisorAction.ACTION_RETRACT,
                'stop': SupervisorAction.ACTION_STOP, 'resume': SupervisorAction.ACTION_RESUME}
@@ -102,7 +104,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
-        self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
+        self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)
         self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
         # Watched inputs: (subscription, what to call with a taken message).
         self._watched_subs = [(self.create_subscription(JointState, 'joint_states', self._on_joints,
