@@ -85,32 +85,47 @@ def test_threaded_recorder_never_blocks_and_counts_drops(tmp_path):
     assert enqueue_s < stats.max_write_s * 2000       # the caller paid for none of the writes
 
 
+class _RecorderProcess:
+    """The ``recorder`` executable recording into ``bag``, and a publisher of
+    ``predicates`` matched to it."""
+
+    def __init__(self, tmp_path: Path, bag: Path, *params: str) -> None:
+        args = [str(Path(sys.executable).parent / 'recorder'), '--ros-args', '-p', f'bag_path:={bag}',
+                '-p', 'autostart:=true']
+        for p in params:
+            args += ['-p', p]
+        self.log = tmp_path / 'log'
+        self.proc = subprocess.Popen(args, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node('recording_test', context=self.ctx)
+        self.pub = self.node.create_publisher(PredicateArray, 'predicates', RELIABLE)
+        deadline = time.monotonic() + 30
+        while self.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.pub.get_subscription_count() > 0, self.log.read_text()
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
 @pytest.mark.ros
 def test_sigint_during_rotations_lists_every_split(tmp_path):
     bag = tmp_path / 'bag'
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'recorder'), '--ros-args',
-                             '-p', f'bag_path:={bag}', '-p', 'autostart:=true', '-p', 'split_s:=0.1'],
-                            stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('recording_sigint_test', context=ctx)
-    pub = node.create_publisher(PredicateArray, 'predicates', RELIABLE)
+    rec = _RecorderProcess(tmp_path, bag, 'split_s:=0.1')
+    proc, pub = rec.proc, rec.pub
     try:
-        deadline = time.monotonic() + 30
-        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pub.get_subscription_count() > 0, (tmp_path / 'log').read_text()
         for i in range(60):                           # 3 s at 20 Hz: about 30 rotations
             pub.publish(predicate_array({'a': i % 2 == 0}, time.time_ns(), 'test', seq=i))
             time.sleep(0.05)
         pub.wait_for_all_acked(rclpy.duration.Duration(seconds=5))
         os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=30) == 0, (tmp_path / 'log').read_text()
+        assert proc.wait(timeout=30) == 0, rec.log.read_text()
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        if proc.poll() is None:
-            proc.kill()
+        rec.close()
     import yaml
     info = yaml.safe_load((bag / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
     on_disk = sorted(p.name for p in bag.iterdir() if p.suffix == '.mcap')
@@ -125,19 +140,10 @@ def test_sigint_during_rotations_lists_every_split(tmp_path):
 @pytest.mark.ros
 def test_sigkill_loses_at_most_the_last_second(tmp_path):
     bag = tmp_path / 'bag'
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'recorder'), '--ros-args',
-                             '-p', f'bag_path:={bag}', '-p', 'autostart:=true', '-p', 'suite:=safemanip'],
-                            stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('recording_test', context=ctx)
-    pub = node.create_publisher(PredicateArray, 'predicates', RELIABLE)
+    rec = _RecorderProcess(tmp_path, bag, 'suite:=safemanip')
+    proc, pub = rec.proc, rec.pub
     sent: list[tuple[int, float]] = []
     try:
-        deadline = time.monotonic() + 30
-        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pub.get_subscription_count() > 0, (tmp_path / 'log').read_text()
         for i in range(70):              # 3.5 s at 20 Hz
             pub.publish(predicate_array({'a': i % 2 == 0}, time.time_ns(), 'test', seq=i))
             sent.append((i, time.monotonic()))
@@ -146,10 +152,7 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        if proc.poll() is None:
-            proc.kill()
+        rec.close()
     ts = typestore()
     with Reader(bag) as r:
         seqs = [ts.deserialize_cdr(raw, c.msgtype).seq for c, _, raw in r.messages() if c.topic == '/predicates']
