@@ -22,11 +22,14 @@ from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
 REPO = Path(__file__).resolve().parents[1]
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
+NS = '/live_timing_test'
 
 
 def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
     from safemanip_ros.nodes.monitor_node import MonitorNode
-    rclpy.init(args=['--ros-args', '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+    # In a namespace of its own: no other test's /monitor (or a lingering one) answers for it.
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}',
+                     '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
                      '-p', 'only:=[no_forbidden_contact]', '-p', 'staleness_s:=0.5'])
     monitor = MonitorNode()
     staller = rclpy.create_node('staller')
@@ -44,9 +47,9 @@ def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     io = rclpy.create_node('timing_io', context=ctx)
-    pub = io.create_publisher(PredicateArray, 'predicates', RELIABLE)
+    pub = io.create_publisher(PredicateArray, f'{NS}/predicates', RELIABLE)
     events: list[ViolationEvent] = []
-    io.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+    io.create_subscription(ViolationEvent, f'{NS}/violations', events.append, RELIABLE)
     io_ex = SingleThreadedExecutor(context=ctx)
     io_ex.add_node(io)
     touch_ns: list[int] = []
@@ -99,7 +102,8 @@ def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
 
     from safemanip_ros.msg import SupervisorAction
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    rclpy.init(args=['--ros-args', '-p', 'failsafe_staleness_s:=0.5', '-p', 'executor_stall_limit_s:=1.0'])
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
+                     '-p', 'executor_stall_limit_s:=1.0'])
     sup = SupervisorNode()
     staller = rclpy.create_node('staller')
     staller.create_timer(period_s, lambda: time.sleep(stall_s))
@@ -109,9 +113,9 @@ def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     io = rclpy.create_node('stall_io', context=ctx)
-    pub = io.create_publisher(JointState, 'joint_states', RELIABLE)
+    pub = io.create_publisher(JointState, f'{NS}/joint_states', RELIABLE)
     actions: list = []
-    io.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    io.create_subscription(SupervisorAction, f'{NS}/supervisor_actions', actions.append, RELIABLE)
     io_ex = SingleThreadedExecutor(context=ctx)
     io_ex.add_node(io)
     stop = threading.Event()

@@ -110,3 +110,91 @@ def test_contact_violation_pauses_the_arm(tmp_path):
 def _hdr(stamp, frame=''):
     from std_msgs.msg import Header
     return Header(stamp=stamp, frame_id=frame)
+
+
+def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
+    """Record a live run (the robot touches the shelf twice), audit the bag,
+    and compare with what the monitor published live: the per-frame verdicts
+    of every published frame and the violation episodes are identical."""
+    import json
+    bag = tmp_path / 'bag'
+    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config', str(config),
+                             '--only', 'no_forbidden_contact', '--controller-topic', 'arm/joint_trajectory',
+                             '--bag', str(bag), '--no-camera', '--no-supervisor'],
+                            stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
+    from safemanip_ros.msg import VerdictArray
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('robot_sim_identity', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    live_verdicts: dict[int, int] = {}
+    events = []
+    node.create_subscription(VerdictArray, 'verdicts',
+                             lambda m: live_verdicts.__setitem__(int(m.frame), int(m.verdicts[0].verdict)), RELIABLE)
+    node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
+    tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
+    touching = [False]
+
+    def tick():
+        stamp = time_from_ns(time.time_ns())
+        js.publish(JointState(header=_hdr(stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
+                              position=[0.0] * 7 + [0.04, 0.04], velocity=[0.0] * 9))
+        t = TransformStamped()
+        t.header = _hdr(stamp, 'world')
+        t.child_frame_id = 'gripper0_eef'
+        t.transform.rotation.w = 1.0
+        tf.publish(TFMessage(transforms=[t]))
+        msg = ContactArray(header=_hdr(stamp))
+        if touching[0]:
+            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
+        contacts.publish(msg)
+
+    def run_for(seconds):
+        end = time.monotonic() + seconds
+        nxt = time.monotonic()
+        while time.monotonic() < end:
+            if time.monotonic() >= nxt:
+                tick()
+                nxt += 0.05
+            ex.spin_once(timeout_sec=0.01)
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not live_verdicts:
+            run_for(0.2)
+        assert live_verdicts, (tmp_path / 'log').read_text()[-3000:]
+        run_for(1.0)
+        for _ in range(2):                      # two touches of 1.5 s: two violations, recovered
+            touching[0] = True
+            run_for(1.5)
+            touching[0] = False
+            run_for(1.0)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
+    out = tmp_path / 'audit'
+    audit = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'audit', str(bag), '--config',
+                            str(config), '--only', 'no_forbidden_contact', '--out', str(out), '--quiet'],
+                           capture_output=True, text=True, timeout=600)
+    assert audit.returncode == 0, audit.stderr[-3000:]
+    report = json.loads((out / 'report.json').read_text())
+    [episode] = report['episodes']
+    offline_eps = [(e['start'], e['end'], e['recovered']) for row in episode['timeline'] for e in row['episodes']]
+    live_eps = [(e.start_frame, e.end_frame, True) for e in events
+                if e.event == ViolationEvent.EVENT_CLOSED and e.recovered]
+    assert len(live_eps) == 2 and offline_eps[:2] == live_eps, (offline_eps, live_eps)
+    runs = next(iter(episode['verdict_timeline'].values()))
+    offline = {k: code for a, b, code in runs for k in range(a, b + 1)}
+    compared = [k for k in live_verdicts if k in offline]
+    assert len(compared) > 60
+    assert [live_verdicts[k] for k in compared] == [offline[k] for k in compared]

@@ -205,7 +205,7 @@ def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
 
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, args=['--ros-args', '-p', 'hold_confirm_timeout_s:=0.6'])
+    rclpy.init(context=ctx, args=['--ros-args', '-r', '__ns:=/hold_confirm_test', '-p', 'hold_confirm_timeout_s:=0.6'])
     sup = SupervisorNode(context=ctx)
     node = rclpy.create_node('hold_test', context=ctx)
     actions = []

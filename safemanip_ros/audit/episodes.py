@@ -35,6 +35,8 @@ from ..monitor.frames import SampleHold
 from .types import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
+VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
+LIVE_FRAME_CUTOFF_NS = 1_000_000     # nodes/monitor_node.FRAME_CUTOFF_NS (this layer does not import nodes)
 EPISODE_TOPIC = '/episode'
 
 
@@ -182,6 +184,11 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             conns = raw
             grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw),
                                          any(c.topic == '/image' for c in raw))
+        verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
+        if grounding is None and verdict_conns:
+            # A recording of the live monitor: rebuild its very frames.
+            return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
+                                  warnings)
         episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
         period_ns = int(1e9 / rate_hz)
         max_gap_ns = int(max_gap_s * 1e9)
@@ -259,6 +266,69 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         reader.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: list[str], rate_hz: float,
+                   staleness_s: float, warnings: list[str]) -> list[Episode]:
+    """Episodes of a bag recorded beside the live monitor (it has the
+    monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.
+
+    The live monitor applies predicate samples in header-stamp order (stamp 0:
+    receive time) and builds frame ``k`` of an episode at time ``T_k``: the
+    stamp of the verdicts it published for that frame, or — for a frame a late
+    tick caught up on, whose verdicts were not published — its scheduled time
+    ``T_0 + k / rate_hz``.  The same samples at the same times give the same
+    frames, so the audit reports what the monitor reported live."""
+    from rosbags.rosbag2 import ReaderError
+    from rosbags.serde import SerdeError
+
+    samples: list[tuple[int, int, list[str], list[bool], list[bool]]] = []
+    published: dict[str, dict[int, int]] = {}
+    order: list[str] = []
+    try:
+        for seq, (conn, bag_ns, raw) in enumerate(reader.messages(connections=list(conns) + list(verdict_conns))):
+            try:
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+            except (SerdeError, *_BAD_BYTES) as err:
+                raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
+                                      f'{bag_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            if conn.msgtype == VERDICT_TYPE:
+                if msg.episode_id not in published:
+                    published[msg.episode_id] = {}
+                    order.append(msg.episode_id)
+                published[msg.episode_id][int(msg.frame)] = stamp_ns
+                continue
+            preds = msg.predicates
+            samples.append((stamp_ns or bag_ns, seq, [p.name for p in preds], [p.value for p in preds],
+                            [p.unknown for p in preds]))
+    except ReaderError as err:
+        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    samples.sort(key=lambda s: (s[0], s[1]))
+    period_ns = int(round(1e9 / rate_hz))
+    hold = SampleHold(predicates, staleness_s)
+    episodes: list[Episode] = []
+    i = 0
+    for episode_id in order:
+        frames = published[episode_id]
+        if 0 not in frames:
+            warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
+                            f'from the first one recorded')
+        first = min(frames)
+        anchor = frames[first] + LIVE_FRAME_CUTOFF_NS - first * period_ns
+        rows_v, rows_u = [], []
+        for k in range(max(frames) + 1):
+            t_k = frames.get(k, anchor + k * period_ns)
+            while i < len(samples) and samples[i][0] <= t_k:
+                _, _, names, values, unknown = samples[i]
+                hold.update_many(names, values, unknown, samples[i][0] * 1e-9)
+                i += 1
+            v, u = hold.frame(t_k * 1e-9)
+            rows_v.append(v)
+            rows_u.append(u)
+        episodes.append(Episode(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
+                                list(warnings)))
+    return episodes
 
 
 def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Episode]:

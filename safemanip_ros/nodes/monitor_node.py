@@ -58,6 +58,10 @@ RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
+FRAME_CUTOFF_NS = 1_000_000
+"""A frame built now takes the samples stamped up to 1 ms ago: younger ones
+may still be on their way through DDS and go to the next frame."""
+
 MAX_CATCH_UP_FRAMES = 600
 """Most missed frame periods one late tick catches up on (30 s at 20 Hz)."""
 
@@ -258,11 +262,17 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             self._next_frame_ns = now_ns + period_ns
         if not due:
             return
-        if len(due) > 1:
-            # Late (the executor stalled): the samples that arrived meanwhile
-            # still wait in the subscriptions behind this timer; take them now,
-            # so each caught-up frame sees what was true at its time.
-            self._drain_subscriptions()
+        # Samples that arrived meanwhile may still wait in the subscriptions
+        # behind this timer (the executor runs timers first and takes one
+        # message per subscription per wake-up): take them now, so each frame
+        # sees what was true at its time.
+        self._drain_subscriptions()
+        # The newest frame's time is when it is built (less a margin for samples
+        # still in flight), never later than now: a window of k frames is k
+        # periods of the clock within the timer's jitter, and the published
+        # verdict stamp records that time, so a replay of the recording builds
+        # the very same frame.  Caught-up frames keep their scheduled times.
+        due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
         self._caught_up += len(due) - 1
         for frame_ns in due:
             res = self._step_frame(frame_ns)
