@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         'only': args.only or [''], 'policy_file': args.policy, 'controller_topic': args.controller_topic,
         'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
+        'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
         for factory in factories:
             nodes.append(factory())
+        monitor = next(n for n in nodes if isinstance(n, MonitorNode))
+        monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
         for node in nodes:
             if hasattr(node, 'trigger_configure'):
                 node.trigger_configure()

@@ -49,9 +49,11 @@ STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durabi
 
 
 class GroundingNode(CallbackGuard, Node):
-    """Loads the configuration, publishes the source's predicates on a timer."""
+    """Loads the configuration, publishes the source's predicates on a timer
+    and on each input."""
 
     source = ''
+    fast_inputs = False     # inputs far above the frame rate (TF): publications rate-limited
 
     def __init__(self, node_name: str) -> None:
         super().__init__(node_name)
@@ -59,6 +61,7 @@ class GroundingNode(CallbackGuard, Node):
         self.declare_parameter('rate_hz', 0.0)
         self.declare_parameter('output_topic', f'predicates/{self.source}')
         self.declare_parameter('publish_on_input', True)
+        self.declare_parameter('sampled_by_monitor', False)
         path = self.get_parameter('config').value
         if not path:
             raise SafemanipError(f'{node_name}: parameter config (a config/robots/*.yaml file) is required')
@@ -66,12 +69,16 @@ class GroundingNode(CallbackGuard, Node):
         rate = float(self.get_parameter('rate_hz').value) or self.robot.rate_hz
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
-        self._timer = self.create_timer(1.0 / rate, self._tick)
+        # In safemanip run the monitor samples this source on its own frame
+        # clock (sample()): one hop, no timer of ours.
+        self.sampled_by_monitor = bool(self.get_parameter('sampled_by_monitor').value)
+        self._timer = None if self.sampled_by_monitor else self.create_timer(1.0 / rate, self._tick)
         # One hop: an input is published at once, not at the next tick of a
         # second unsynchronised timer (the timer keeps staleness visible when
-        # inputs stop).  At most one publication per half period.
-        self._on_input = bool(self.get_parameter('publish_on_input').value)
-        self._min_gap_ns = int(0.5e9 / rate)
+        # inputs stop).  Sources whose inputs come fast (TF) publish at most
+        # once per half period; the others within 5 ms of each input.
+        self._on_input = bool(self.get_parameter('publish_on_input').value) and not self.sampled_by_monitor
+        self._min_gap_ns = int(0.5e9 / rate) if self.fast_inputs else 5_000_000
         self._last_pub_ns = 0
 
     def input_arrived(self) -> None:
@@ -81,6 +88,15 @@ class GroundingNode(CallbackGuard, Node):
 
     def evaluate(self, now_s: float) -> Predicates:
         raise NotImplementedError
+
+    def sample(self, now_ns: int) -> Predicates:
+        """Evaluate at ``now_ns`` (node clock), publish as usual, and return
+        the values (the monitor's frame, in one process)."""
+        values = self.evaluate(now_ns * 1e-9)
+        self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
+        self._seq += 1
+        self._last_pub_ns = now_ns
+        return values
 
     def _tick(self) -> None:
         now_ns = self.get_clock().now().nanoseconds
@@ -157,6 +173,7 @@ class TfGroundingNode(GroundingNode):
     ``grasp_topic``) for the slip predicates."""
 
     source = 'tf'
+    fast_inputs = True
 
     def __init__(self) -> None:
         super().__init__('tf_grounding')

@@ -95,6 +95,8 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._zero_stamp_warned = False
         self._pending: collections.deque = collections.deque()
         self._drain_warned = False
+        self._frame_timer = None
+        self._sources: list = []        # in-process grounding nodes sampled at each frame (safemanip run)
         self._sub_topics: list[str] = []
         self._timer = None
         self._hold: SampleHold | None = None
@@ -233,15 +235,33 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             return
         t0 = time.monotonic()
         if not self._check_armed(t0):
+            now_ns = self.get_clock().now().nanoseconds
+            for src in self._sources:       # their publications are how arming hears them
+                src.sample(now_ns)
             if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
                 self._last_metrics = t0
                 self._publish_status(self.get_clock().now().nanoseconds)
             return
         period = 1.0 / float(self.get_parameter('rate_hz').value)
-        period_ns = int(round(period * 1e9))
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
             self._overruns += 1
         self._last_tick = t0
+        if self._frame_timer is None:
+            # One hop: the executor runs timers before the subscriptions that
+            # became ready with them (a grounding node's input among them).  The
+            # frame is built by a one-shot timer, after those callbacks ran.
+            self._frame_timer = self.create_timer(0.0, self._build_frames)
+
+    def _build_frames(self) -> None:
+        if self._frame_timer is not None:
+            self.destroy_timer(self._frame_timer)
+            self._frame_timer = None
+        mon = self.monitor
+        if mon is None or not self._episode:
+            return
+        t0 = time.monotonic()
+        period = 1.0 / float(self.get_parameter('rate_hz').value)
+        period_ns = int(round(period * 1e9))
         now_ns = self.get_clock().now().nanoseconds
         if self._next_frame_ns is None or now_ns < self._next_frame_ns - 2 * period_ns:
             self._next_frame_ns = now_ns       # first frame, or the clock went back (simulation reset)
@@ -272,7 +292,17 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         # periods of the clock within the timer's jitter, and the published
         # verdict stamp records that time, so a replay of the recording builds
         # the very same frame.  Caught-up frames keep their scheduled times.
-        due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
+        if self._sources:
+            # Sampled here and now: the newest frame is at now, and its samples
+            # (published, so recorded, with this stamp) are the ones it sees.
+            due[-1] = now_ns
+            for src in self._sources:
+                values = src.sample(now_ns)
+                names = list(values)
+                self._pending.append((now_ns, names, [bool(values[n]) for n in names],
+                                      [values[n] is None for n in names]))
+        else:
+            due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
         self._caught_up += len(due) - 1
         for frame_ns in due:
             res = self._step_frame(frame_ns)
@@ -295,6 +325,12 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             self._overruns += 1
+
+    def attach_sources(self, sources: list) -> None:
+        """Grounding nodes of this process (``sample(now_ns)`` → values) to
+        sample at each frame's time: the frame sees every input grounded
+        before it, with no second timer and no transport in between."""
+        self._sources = list(sources)
 
     def _drain_subscriptions(self) -> None:
         """Take every predicate message already delivered to our subscriptions
