@@ -46,25 +46,9 @@ def test_contact_violation_pauses_the_arm(tmp_path):
     node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
-    contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
-    touching = [False]
     pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
-
-    def tick():
-        stamp = time_from_ns(time.time_ns())
-        js.publish(JointState(header=_hdr(stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
-                              position=pose + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = _hdr(stamp, 'world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        tf.publish(TFMessage(transforms=[t]))
-        msg = ContactArray(header=_hdr(stamp))
-        if touching[0]:
-            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
-        contacts.publish(msg)
+    robot = _Robot(node, pose)
+    js, contacts, touching, tick = robot.js, robot.contacts, robot.touching, robot.tick
 
     def spin(cond, timeout_s=60.0):
         deadline = time.monotonic() + timeout_s
@@ -107,6 +91,33 @@ def test_contact_violation_pauses_the_arm(tmp_path):
     assert {'/violations', '/supervisor_actions', '/predicates/contacts'} <= topics
 
 
+class _Robot:
+    """The scripted robot: joint states, the end-effector on /tf and contacts,
+    one of each per ``tick()``; ``touching[0]`` makes the arm touch the shelf."""
+
+    def __init__(self, node, pose: list[float]) -> None:
+        self.pose = pose
+        self.touching = [False]
+        self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        self.tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
+        self.contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
+
+    def tick(self) -> None:
+        stamp = time_from_ns(time.time_ns())
+        self.js.publish(JointState(header=_hdr(stamp),
+                                   name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
+                                   position=self.pose + [0.04, 0.04], velocity=[0.0] * 9))
+        t = TransformStamped()
+        t.header = _hdr(stamp, 'world')
+        t.child_frame_id = 'gripper0_eef'
+        t.transform.rotation.w = 1.0
+        self.tf.publish(TFMessage(transforms=[t]))
+        msg = ContactArray(header=_hdr(stamp))
+        if self.touching[0]:
+            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
+        self.contacts.publish(msg)
+
+
 def _hdr(stamp, frame=''):
     from std_msgs.msg import Header
     return Header(stamp=stamp, frame_id=frame)
@@ -134,24 +145,8 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
     node.create_subscription(VerdictArray, 'verdicts',
                              lambda m: live_verdicts.__setitem__(int(m.frame), int(m.verdicts[0].verdict)), RELIABLE)
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
-    tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
-    touching = [False]
-
-    def tick():
-        stamp = time_from_ns(time.time_ns())
-        js.publish(JointState(header=_hdr(stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
-                              position=[0.0] * 7 + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = _hdr(stamp, 'world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        tf.publish(TFMessage(transforms=[t]))
-        msg = ContactArray(header=_hdr(stamp))
-        if touching[0]:
-            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
-        contacts.publish(msg)
+    robot = _Robot(node, [0.0] * 7)
+    touching, tick = robot.touching, robot.tick
 
     def run_for(seconds):
         end = time.monotonic() + seconds
