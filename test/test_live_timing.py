@@ -25,6 +25,43 @@ pytestmark = pytest.mark.ros
 NS = '/live_timing_test'
 
 
+class _OutsideProcess:
+    """The robot side, in a context and thread of its own (so the stalled
+    executor does not delay it): publishes ``make(k)`` on ``topic`` at 20 Hz
+    once started, and collects what arrives on ``listen`` in ``received``."""
+
+    def __init__(self, name: str, msg_type, topic: str, make, listen_type, listen: str) -> None:
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.pub = self.node.create_publisher(msg_type, topic, RELIABLE)
+        self.received: list = []
+        self.node.create_subscription(listen_type, listen, self.received.append, RELIABLE)
+        self.executor = SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+        self.stop = threading.Event()
+        self._make = make
+        self.worker = threading.Thread(target=self._publish, daemon=True)
+
+    def _publish(self) -> None:
+        t0 = time.monotonic()
+        k = 0
+        while not self.stop.is_set():
+            self.pub.publish(self._make(k, t0))
+            k += 1
+            self.executor.spin_once(timeout_sec=0.0)
+            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.worker.join(timeout=5)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
 def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
     from safemanip_ros.nodes.monitor_node import MonitorNode
     # In a namespace of its own: no other test's /monitor (or a lingering one) answers for it.
@@ -44,39 +81,24 @@ def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
     ex.add_node(monitor)
     ex.add_node(staller)
 
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    io = rclpy.create_node('timing_io', context=ctx)
-    pub = io.create_publisher(PredicateArray, f'{NS}/predicates', RELIABLE)
-    events: list[ViolationEvent] = []
-    io.create_subscription(ViolationEvent, f'{NS}/violations', events.append, RELIABLE)
-    io_ex = SingleThreadedExecutor(context=ctx)
-    io_ex.add_node(io)
     touch_ns: list[int] = []
-    stop = threading.Event()
 
-    def publish():
-        t0 = time.monotonic()
-        k = 0
-        while not stop.is_set():
-            now = time.time_ns()
-            touching = time.monotonic() - t0 > 1.5
-            if touching and not touch_ns:
-                touch_ns.append(now)
-            pub.publish(predicate_array({'forbidden_contact': touching}, now, 'test', seq=k))
-            k += 1
-            io_ex.spin_once(timeout_sec=0.0)
-            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
-    worker = threading.Thread(target=publish, daemon=True)
+    def contact(k, t0):
+        now = time.time_ns()
+        touching = time.monotonic() - t0 > 1.5
+        if touching and not touch_ns:
+            touch_ns.append(now)
+        return predicate_array({'forbidden_contact': touching}, now, 'test', seq=k)
+    io = _OutsideProcess('timing_io', PredicateArray, f'{NS}/predicates', contact, ViolationEvent, f'{NS}/violations')
+    events: list[ViolationEvent] = io.received
     try:
         monitor.trigger_configure()
         monitor.trigger_activate()
-        worker.start()
+        io.worker.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(e.event == ViolationEvent.EVENT_OPENED for e in events):
             ex.spin_once(timeout_sec=0.05)
-        stop.set()
-        worker.join(timeout=5)
+        io.finish()
         opened = [e for e in events if e.event == ViolationEvent.EVENT_OPENED]
         assert opened and touch_ns, (len(events), monitor._frames_total)
         window_s = (ns_from_time(opened[0].start_stamp) - touch_ns[0]) * 1e-9
@@ -86,12 +108,10 @@ def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
         assert 0.95 <= window_s <= 1.10, window_s
         assert stalls and max(stalls) >= 0.29 and monitor._caught_up > 0
     finally:
-        stop.set()
+        io.close()
         monitor.destroy_node()
         staller.destroy_node()
-        io.destroy_node()
         rclpy.try_shutdown()
-        rclpy.try_shutdown(context=ctx)
 
 
 def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
@@ -110,46 +130,28 @@ def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
     ex = SingleThreadedExecutor()
     ex.add_node(sup)
     ex.add_node(staller)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    io = rclpy.create_node('stall_io', context=ctx)
-    pub = io.create_publisher(JointState, f'{NS}/joint_states', RELIABLE)
-    actions: list = []
-    io.create_subscription(SupervisorAction, f'{NS}/supervisor_actions', actions.append, RELIABLE)
-    io_ex = SingleThreadedExecutor(context=ctx)
-    io_ex.add_node(io)
-    stop = threading.Event()
-
-    def publish():
-        k = 0
-        t0 = time.monotonic()
-        while not stop.is_set():
-            msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
-            pub.publish(msg)
-            io_ex.spin_once(timeout_sec=0.0)
-            k += 1
-            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
-    worker = threading.Thread(target=publish, daemon=True)
+    def joints(k, t0):
+        msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        return msg
+    io = _OutsideProcess('stall_io', JointState, f'{NS}/joint_states', joints, SupervisorAction,
+                         f'{NS}/supervisor_actions')
     try:
         sup.trigger_configure()
         sup.trigger_activate()
-        worker.start()
+        io.worker.start()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             ex.spin_once(timeout_sec=0.05)
-        stop.set()
-        worker.join(timeout=5)
+        io.finish()
         for _ in range(20):
-            io_ex.spin_once(timeout_sec=0.05)
-        return actions, sup._stalls
+            io.executor.spin_once(timeout_sec=0.05)
+        return io.received, sup._stalls
     finally:
-        stop.set()
+        io.close()
         sup.destroy_node()
         staller.destroy_node()
-        io.destroy_node()
         rclpy.try_shutdown()
-        rclpy.try_shutdown(context=ctx)
 
 
 def test_a_stalled_executor_raises_no_false_fail_safe():

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SafemanipError
-from .bagwriter import INDEX_NAME
+from .bagwriter import INDEX_NAME, write_metadata
 
 
 class BagRepairError(SafemanipError):
@@ -41,8 +41,13 @@ class RepairReport:
         return bool(self.added)
 
     def lines(self) -> list[str]:
-        out = [f'{self.bag}: listed again {len(self.added)} split(s) missing from metadata.yaml'
-               + (f': {", ".join(self.added)}' if self.added else '')]
+        """What the repair did, then :meth:`problems`."""
+        return [f'{self.bag}: listed again {len(self.added)} split(s) missing from metadata.yaml'
+                + (f': {", ".join(self.added)}' if self.added else '')] + self.problems()
+
+    def problems(self) -> list[str]:
+        """What no repair brings back: the split open at the interruption, unindexed files."""
+        out = []
         if self.lost_open_splits:
             out.append(f'{self.bag}: the split open at the interruption is incomplete and lost: '
                        f'{", ".join(self.lost_open_splits)}')
@@ -126,12 +131,6 @@ def repaired_metadata(bag: str | Path) -> tuple[dict[str, Any], RepairReport]:
     info['starting_time'] = {'nanoseconds_since_epoch': start or 0}
     info['duration'] = {'nanoseconds': max(0, end - (start or 0))}
     return info, report
-
-
-def write_metadata(directory: Path, info: dict[str, Any]) -> None:
-    tmp = directory / 'metadata.yaml.tmp'
-    tmp.write_text(json.dumps({'rosbag2_bagfile_information': info}, separators=(',', ':')) + '\n')
-    tmp.replace(directory / 'metadata.yaml')
 
 
 def repair_bag(bag: str | Path) -> RepairReport:

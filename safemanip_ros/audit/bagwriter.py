@@ -37,6 +37,15 @@ STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
 INDEX_NAME = '.splits.jsonl'
 
 
+def write_metadata(directory: Path, info: dict) -> None:
+    """``directory/metadata.yaml`` holding ``rosbag2_bagfile_information: info``,
+    replaced atomically, in YAML's JSON form (compact: json's C encoder; an
+    indent selects its pure-Python one)."""
+    tmp = directory / 'metadata.yaml.tmp'
+    tmp.write_text(json.dumps({'rosbag2_bagfile_information': info}, separators=(',', ':')) + '\n')
+    tmp.replace(directory / 'metadata.yaml')
+
+
 class BagWriteError(SafemanipError):
     """A bag that cannot be written (names the path and the problem)."""
 
@@ -164,7 +173,4 @@ class SplitBagWriter:
             'custom_data': self.custom_data or None,
             'ros_distro': 'rosbags',
         }
-        tmp = self.path / 'metadata.yaml.tmp'
-        # Compact: json's C encoder (an indent selects its pure-Python one).
-        tmp.write_text(json.dumps({'rosbag2_bagfile_information': info}, separators=(',', ':')) + '\n')
-        tmp.replace(self.path / 'metadata.yaml')
+        write_metadata(self.path, info)

@@ -96,7 +96,7 @@ def _open_reader(path: Path):
     except BagRepairError:
         repair = None
     if repair is not None:
-        warnings += repair.lines()[1:] if not repair.changed else repair.lines()
+        warnings += repair.lines() if repair.changed else repair.problems()
         if repair.changed:     # read through the repaired metadata; the bag itself is not touched
             view = _split_view(path, info, list(info['relative_file_paths']))
             try:
@@ -142,19 +142,14 @@ def _open_reader(path: Path):
 def _split_view(path: Path, info: dict, names: list[str]) -> Path:
     """A scratch bag folder holding links to ``names`` and a metadata.yaml
     that lists only them."""
-    from io import StringIO
-
-    from ruamel.yaml import YAML
+    from .bagwriter import write_metadata
     view = Path(tempfile.mkdtemp(prefix='safemanip-split-'))
     for name in names:
         (view / name).symlink_to((path / name).resolve())
     sub = dict(info)
     sub['relative_file_paths'] = list(names)
     sub['files'] = [f for f in info.get('files') or [] if f.get('path') in names]
-    yaml = YAML(typ='safe')
-    text = StringIO()
-    yaml.dump({'rosbag2_bagfile_information': sub}, text)
-    (view / 'metadata.yaml').write_text(text.getvalue())
+    write_metadata(view, sub)
     return view
 
 

@@ -50,7 +50,7 @@ from ..monitor.frames import SampleHold
 from ..resources import config_dir
 from .conversions import time_from_ns
 from .guard import CallbackGuard
-from .runner import autostarted, run_node
+from .runner import autostarted, run_node, take_delivered
 
 CONFIG_DIR = config_dir()
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
@@ -336,19 +336,11 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         """Take every predicate message already delivered to our subscriptions
         (rclpy's executor takes one per subscription per wake-up)."""
         for sub, topic in zip(self._subs, self._sub_topics):
-            for _ in range(10000):
-                try:
-                    with sub.handle:
-                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                except Exception as err:      # rclpy internals changed: fall back to the executor's order
-                    if not self._drain_warned:
-                        self._drain_warned = True
-                        self.get_logger().warning(f'cannot take messages directly ({type(err).__name__}: {err}); '
-                                                  f'late frames may miss samples still queued')
-                    return
-                if taken is None:
-                    break
-                self._on_predicates(taken[0], topic)
+            if not take_delivered(sub, lambda msg, t=topic: self._on_predicates(msg, t)):
+                if not self._drain_warned:
+                    self._drain_warned = True
+                    self.get_logger().warning('cannot take messages directly; frames may miss samples still queued')
+                return
 
     def _step_frame(self, frame_ns: int):
         """Monitor the frame at ``frame_ns`` and publish its episode events."""

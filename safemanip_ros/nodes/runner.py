@@ -12,6 +12,24 @@ from rclpy.node import Node
 from ..errors import SafemanipError
 
 
+def take_delivered(sub, callback: Callable[[object], None], limit: int = 10000) -> bool:
+    """Take every message already delivered to ``sub`` and hand each to
+    ``callback``, now, instead of waiting for the executor: it takes one
+    message per subscription per wake-up, and runs timers first.  Returns
+    False when this rclpy does not allow taking directly (its internals
+    changed); the executor's order then stands."""
+    for _ in range(limit):
+        try:
+            with sub.handle:
+                taken = sub.handle.take_message(sub.msg_type, sub.raw)
+        except Exception:      # rclpy internals, not our input: fall back to the executor's order
+            return False
+        if taken is None:
+            break
+        callback(taken[0])
+    return True
+
+
 def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
              until: Callable[[Node], bool] | None = None, on_exit: Callable[[Node], None] | None = None) -> int:
     """Create the node and spin it until shutdown (or until ``until(node)``).

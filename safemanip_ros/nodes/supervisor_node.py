@@ -44,7 +44,7 @@ from safemanip_ros.msg import SupervisorAction, ViolationEvent
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
-from .runner import autostarted, run_node
+from .runner import autostarted, run_node, take_delivered
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 # Events a late subscriber (the recorder, a dashboard) must still get: kept for late joiners.
@@ -176,15 +176,8 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         stall, the watchdog judges the sensors by what arrived, not by what the
         executor got round to."""
         for sub, callback in self._watched_subs:
-            for _ in range(1000):
-                try:
-                    with sub.handle:
-                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                except Exception:      # rclpy internals changed: the executor's order then
-                    return
-                if taken is None:
-                    break
-                callback(taken[0])
+            if not take_delivered(sub, callback, limit=1000):
+                return
 
     def _watchdog(self) -> None:
         if not self._active:
