@@ -25,6 +25,7 @@ from safemanip_ros.grounding import (  # noqa: E402
     ContactSample,
     JointConfig,
     JointStateGrounding,
+    SupportSurface,
     TfConfig,
     TfGrounding,
 )
@@ -70,7 +71,7 @@ def main() -> int:
 
     frames = [f'f{i}' for i in range(30)]
     objects = {f'o{i}': frames[20 + i] for i in range(5)}
-    tf = TfGrounding(TfConfig('world', frames[7], objects, {'table': (frames[29], (0.5, 0.5, 0.0))},
+    tf = TfGrounding(TfConfig('world', frames[7], objects, {'table': SupportSurface(frames[29], 0.5, 0.5)},
                               {'near': (frames[7], frames[20], 0.05)}, {}))
     parents = ['world'] + frames[:-1]
 

@@ -66,6 +66,12 @@ def config_path(*parts: str) -> Path:
     return config_dir().joinpath(*parts)
 
 
+def default_suites() -> list[Path]:
+    """The property suites monitored when none is named: SafeManip's suite
+    and the physical suite beside it."""
+    return [config_path('properties', 'safemanip.yaml'), config_path('properties', 'physical.yaml')]
+
+
 def msg_dir() -> Path:
     """The ``.msg`` definitions of our interfaces."""
     return share_dir() / 'msg'

@@ -13,6 +13,7 @@ from safemanip_ros.grounding import (
     ContactSample,
     JointConfig,
     JointStateGrounding,
+    SupportSurface,
     TfConfig,
     TfGrounding,
     TransformTree,
@@ -178,7 +179,7 @@ def test_tf_tree_chains_interpolates_and_refuses_extrapolation():
 
 def tf_grounding():
     cfg = TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug'},
-                   supports={'table': ('table_top', (0.5, 0.5, 0.0))},
+                   supports={'table': SupportSurface('table_top', 0.5, 0.5)},
                    near={'hand_mug': ('hand', 'mug', 0.05)},
                    inside={'mug_in_box': ('mug', 'box', (-0.1, -0.1, 0.0), (0.1, 0.1, 0.2))})
     g = TfGrounding(cfg)

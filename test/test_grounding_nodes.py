@@ -161,15 +161,30 @@ def test_contact_node(harness_factory):
     topic = 'predicates/contacts'
     h.listen(topic)
     pub = h.node.create_publisher(ContactArray, 'contacts', RELIABLE)
+    joints_pub = h.node.create_publisher(JointState, 'joint_states', RELIABLE)
     pairs = [('gripper0_finger1_pad_collision', 'mug_g0'), ('gripper0_finger2_pad_collision', 'mug_g1')]
     force = [2.0]
+    fingers_m: list[float] = []          # no joint states yet: the fingers' closure is unknown
 
     def send():
         msg = ContactArray()
         msg.header.stamp = h.now_stamp()
         msg.contacts = [Contact(body1=a, body2=b, normal_force_n=force[0]) for a, b in pairs]
         pub.publish(msg)
+        if fingers_m:
+            js = JointState()
+            js.header.stamp = msg.header.stamp
+            js.name = ['gripper0_finger_joint1', 'gripper0_finger_joint2']
+            js.position = list(fingers_m)
+            joints_pub.publish(js)
 
+    # Finger contacts alone are not a grasp: SafeManip also needs every finger closed.
+    assert h.spin_until(lambda: h.latest.get(topic, {}).get('forbidden_contact') is False, each=send), \
+        h.latest.get(topic)
+    assert h.latest[topic]['object_grasped_raw_mug'] is None
+    fingers_m[:] = [0.04, 0.04]          # fully open fingers touching the mug: not a grasp
+    assert h.spin_until(lambda: h.latest[topic].get('object_grasped_raw_mug') is False, each=send)
+    fingers_m[:] = [0.02, 0.02]
     assert h.spin_until(lambda: h.latest.get(topic, {}).get('object_grasped_raw_mug') is True, each=send), \
         h.latest.get(topic)
     v = h.latest[topic]

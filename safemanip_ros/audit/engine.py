@@ -51,6 +51,7 @@ class AuditConfig:
     success: str = ''            # predicate meaning task success ('' = not reported)
     reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
     allow_unknown_predicates: bool = False   # JSONL traces: ignore names the suite does not read
+    strict: bool = False         # a property the configuration cannot ground is an error, not left out
 
     def key(self) -> str:
         """Hash of the options and of the *content* of every file they name
@@ -107,7 +108,13 @@ def source_fingerprint(path: Path) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _monitor(cfg: AuditConfig, batch: int = 1) -> Monitor:
-    return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz, batch=batch)
+    return build_monitor(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz, batch=batch,
+                         strict=cfg.strict)
+
+
+def unsupported_instances(cfg: AuditConfig) -> dict[str, tuple[str, ...]]:
+    """Instances this configuration cannot ground (not run), with the missing predicates."""
+    return dict(_monitor(cfg).unsupported)
 
 
 @functools.lru_cache(maxsize=4)

@@ -62,7 +62,10 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
 
 
 def build_report(results: list[dict], skipped: list[dict], config: dict, confidence: float = 0.95,
-                 seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG) -> Report:
+                 seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG,
+                 unsupported: dict[str, tuple[str, ...]] | None = None) -> Report:
+    """``unsupported``: property instances not run because the configuration
+    grounds none of some predicate they read → those predicates."""
     episodes = []
     by_property: dict[str, list[dict]] = defaultdict(list)
     by_category: dict[str, list[dict]] = defaultdict(list)
@@ -156,6 +159,7 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
         'horizons': horizons,
         'episodes': episodes,
         'skipped': skipped,
+        'unsupported': {k: list(v) for k, v in sorted((unsupported or {}).items())},
     }
 
 
@@ -193,6 +197,11 @@ def write_csvs(report: dict, out: Path) -> None:
             w.writerow([name[:-1] if name == 'categories' else 'property'] + cols + extra)
             for key, row in table.items():
                 w.writerow([_text(key)] + [_cell(row[c]) for c in cols + extra])
+    with open(out / 'unsupported.csv', 'w', newline='', encoding='utf-8') as fh:
+        w = csv.writer(fh)
+        w.writerow(['instance', 'missing_predicates'])
+        for inst, missing in (report.get('unsupported') or {}).items():
+            w.writerow([_text(inst), _text(' '.join(missing))])
     with open(out / 'episodes.csv', 'w', newline='', encoding='utf-8') as fh:
         w = csv.writer(fh)
         w.writerow(['policy', 'source', 'episode', 'frames', 'success', 'safe_success', 'violations', 'coverage'])
@@ -299,6 +308,11 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
     skipped = ''.join(f'<li>{esc(s["reason"])}</li>' for s in report['skipped']) or '<li>none</li>'
     flagged = report.get('unknown_flagged') or []
     warnings = []
+    unsupported = report.get('unsupported') or {}
+    if unsupported:
+        warnings.append(f'{len(unsupported)} property instances were not run: this configuration grounds none of '
+                        f'the predicates listed (unsupported, not false): ' + '; '.join(
+                            f'{esc(k)} needs {esc(", ".join(v))}' for k, v in unsupported.items()) + '.')
     if report['skipped']:
         warnings.append(f'{len(report["skipped"])} inputs were skipped (listed under '
                         f'<a href="#skipped">Skipped inputs</a>).')

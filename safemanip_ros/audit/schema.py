@@ -115,6 +115,7 @@ class Report(TypedDict):
     horizons: list[dict[str, Any]]
     episodes: list[dict[str, Any]]
     skipped: list[dict[str, str]]
+    unsupported: dict[str, list[str]]          # instance → predicates nothing grounds (not run)
 
 
 _REQUIRED = {'version': int, 'rollouts': int, 'properties': dict, 'categories': dict, 'skipped': list}

@@ -10,9 +10,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import SafemanipError
-from ..resources import config_dir
+from ..resources import config_dir, default_suites
 
 CONFIG = config_dir()
+DEFAULT_SUITES = tuple(default_suites())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('inputs', nargs='+', metavar='BAG_OR_DIR', help='bags, .jsonl traces or folders of them; '
                    'several arguments are compared as policies/checkpoints')
     p.add_argument('--config', metavar='ROBOT.yaml', help='robot/scene configuration (entities bind templates)')
-    p.add_argument('--scene', metavar='SCENE.yaml', help='scene file (instead of --config)')
+    p.add_argument('--scene', metavar='SCENE.yaml', help='scene file (instead of --config; not with it)')
     p.add_argument('--properties', action='append', metavar='P.yaml',
-                   help=f'property suite(s) (default {CONFIG / "properties" / "safemanip.yaml"})')
+                   help='property suite(s) (default: ' + ', '.join(str(f) for f in DEFAULT_SUITES) + ')')
+    p.add_argument('--strict', action='store_true',
+                   help='with --config: a property reading a predicate the configuration does not ground is an '
+                        'error (default: it is left out and listed as unsupported)')
     p.add_argument('--only', action='append', metavar='PROPERTY')
     p.add_argument('--out', required=True, metavar='DIR')
     p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
@@ -68,7 +72,7 @@ skipped, an empty folder, a mistyped path): no report is evidence of nothing."""
 
 
 def run_audit_cmd(args: argparse.Namespace) -> int:
-    from ..audit.engine import AuditConfig, run_audit
+    from ..audit.engine import AuditConfig, run_audit, unsupported_instances
     from ..audit.report import build_report, write_csvs, write_html
     from .options import check_positive, check_probability
 
@@ -80,12 +84,14 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         raise SafemanipError(f'--workers {args.workers}: expected at least 1')
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise SafemanipError(f'--out {args.out}: exists and is not a folder')
-    cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in (args.properties or
-                                                             [CONFIG / 'properties' / 'safemanip.yaml'])),
+    if args.scene and args.config:
+        raise SafemanipError(f'--scene {args.scene} and --config {args.config}: the robot configuration\'s '
+                             f'entities are its scene; give one of them')
+    cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in (args.properties or DEFAULT_SUITES)),
                       str(Path(args.scene).resolve()) if args.scene else '',
                       str(Path(args.config).resolve()) if args.config else '',
                       tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,
-                      args.allow_unknown_predicates)
+                      args.allow_unknown_predicates, args.strict)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bar = None
@@ -99,10 +105,14 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
+    unsupported = unsupported_instances(cfg)     # before any work: --strict fails here
+    for inst, missing in sorted(unsupported.items()):
+        print(f'unsupported: {inst} not run: nothing in {args.config} grounds {", ".join(missing)}', file=sys.stderr)
     results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress)
     if bar is not None:
         bar.close()
-    report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag)
+    report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
+                          unsupported=unsupported)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     write_csvs(report, out)
     write_html(report, out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..resources import config_dir
+from ..resources import config_dir, default_suites
 
 CONFIG = config_dir()
 
@@ -21,8 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        '--ros-args -p failsafe_staleness_s:=0.3 --log-level debug; they apply to every node.')
     p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='robot/scene configuration')
     p.add_argument('--properties', action='append', metavar='P.yaml',
-                   help=f'property suite(s) (default: {CONFIG / "properties" / "safemanip.yaml"})')
+                   help='property suite(s) (default: ' + ', '.join(str(f) for f in default_suites()) + ')')
     p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
+    p.add_argument('--strict', action='store_true',
+                   help='a property reading a predicate the configuration does not ground is an error (default: '
+                        'it is not run and is listed as unsupported)')
     p.add_argument('--policy', default=str(CONFIG / 'params' / 'supervisor_policy.yaml'), metavar='POLICY.yaml')
     p.add_argument('--controller-topic', default='joint_trajectory_controller/joint_trajectory')
     p.add_argument('--bag', metavar='DIR', help='record to this bag (default: bags/safemanip_<time>)')
@@ -38,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from ..grounding.config import load_robot_config
+    from ..monitor.build import build_instances
     from ..nodes.grounding_nodes import (
         CameraGroundingNode,
         ContactGroundingNode,
@@ -49,10 +53,15 @@ def run(args: argparse.Namespace) -> int:
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
-    properties = args.properties or [str(CONFIG / 'properties' / 'safemanip.yaml')]
+    properties = args.properties or [str(p) for p in default_suites()]
+    instances = build_instances(properties, robot_config=args.config, only=args.only, strict=args.strict)
+    print(f'safemanip run: {len(instances.instances)} property instances monitored; '
+          f'{len(instances.unsupported)} unsupported (not run):', flush=True)
+    for inst, missing in sorted(instances.unsupported.items()):
+        print(f'  {inst}: nothing in {args.config} grounds {", ".join(missing)}', flush=True)
     overrides = {
         'config': args.config, 'robot_config': args.config, 'properties': properties,
-        'only': args.only or [''], 'policy_file': args.policy, 'controller_topic': args.controller_topic,
+        'only': args.only or [''], 'strict': args.strict, 'policy_file': args.policy, 'controller_topic': args.controller_topic,
         'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
         'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop

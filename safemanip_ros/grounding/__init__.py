@@ -4,9 +4,10 @@ robot-specific layer; configured per robot/scene (config/robots/)."""
 
 from .base import Freshness, InputHealth, Predicates
 from .contacts import ContactConfig, ContactGrounding, ContactSample, WrenchConfig, WrenchGrounding
-from .joints import JointConfig, JointStateGrounding
+from .geometry import Shape, SupportSurface
+from .joints import GripperCalibration, JointConfig, JointStateGrounding
 from .tf import TfConfig, TfGrounding, TransformTree
 
 __all__ = ['ContactConfig', 'ContactGrounding', 'ContactSample', 'Freshness', 'InputHealth', 'JointConfig',
-           'JointStateGrounding', 'Predicates', 'TfConfig', 'TfGrounding', 'TransformTree', 'WrenchConfig',
+           'GripperCalibration', 'JointStateGrounding', 'Predicates', 'Shape', 'SupportSurface', 'TfConfig', 'TfGrounding', 'TransformTree', 'WrenchConfig',
            'WrenchGrounding']

@@ -10,12 +10,27 @@ JOINT_MEANINGS = {
     'arm_stopped': 'no arm joint moves faster than moving_speed_rad_s',
     'joint_speed_over_limit': 'some arm joint is faster than its velocity limit',
     'joint_near_limit': 'some arm joint is within near_limit_margin_rad of a position limit',
-    'gripper_closed': 'every finger joint is below gripper_closed_below_m (SafeManip: 0.0399)',
-    'gripper_open': 'every finger joint is at or above gripper_open_above_m',
+    'gripper_closed': 'every finger opening (calibrated joint position) is below gripper_closed_below_m '
+                      '(SafeManip: 0.0399)',
+    'gripper_open': 'every finger opening is at or above gripper_open_above_m',
     'gripper_opening': 'the fingers moved outwards by more than gripper_motion_m since the last sample',
     'gripper_closing': 'the fingers moved inwards by more than gripper_motion_m since the last sample',
     'command_divergence': 'an arm joint differs from the commanded position by more than command_divergence_rad',
 }
+
+
+def grounded_predicates(cfg: RobotConfig) -> set[str]:
+    """The predicates this configuration's sources can ground: joint states
+    and TF always; contacts when contact bodies are configured; the wrench
+    predicate when ``wrench_topic`` is set; camera regions when configured."""
+    out = set()
+    for source, name, _ in predicate_catalog(cfg):
+        if source == 'contacts' and not (cfg.contacts.robot_bodies or cfg.contacts.finger_bodies):
+            continue
+        if source == 'wrench' and not cfg.wrench_topic:
+            continue
+        out.add(name)
+    return out
 
 
 def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
@@ -31,8 +46,9 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
     out.append(('contacts', 'forbidden_contact', 'a robot or grasped-object contact outside the allowed classes'))
     out.append(('contacts', 'robot_contact_clean', 'the robot touches an entity without the contamination hazard'))
     for o in sorted(cfg.contacts.graspable):
+        closed = ' and every finger is closed' if cfg.contacts.require_fingers_closed else ''
         out.append(('contacts', f'object_grasped_raw_{o}', f'at least {cfg.contacts.min_finger_bodies} finger '
-                    f'bodies touch {o}'))
+                    f'bodies touch {o}{closed}'))
     for o in sorted(cfg.contacts.graspable):
         out.append(('contacts', f'object_left_gripper_{o}', f'no finger body touches {o}'))
     for e in sorted(set(cfg.contacts.body_entity.values())):
@@ -50,7 +66,8 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
                  f'{cfg.tf.stable_angular_rad_s} rad/s'),
                 ('tf', f'object_sync_{o}', f'while grasped, {o} slipped less than {cfg.tf.slip_m} m and '
                  f'{cfg.tf.slip_rad} rad relative to the gripper since grasp onset (true when not grasped)'),
-                ('tf', f'object_supported_{o}', f'{o} rests within {cfg.tf.support_gap_m} m above a support'),
+                ('tf', f'object_supported_{o}', f'the bottom of {o} is within {cfg.tf.support_gap_m} m of the top '
+                 f'of a support other than itself ({", ".join(sorted(cfg.tf.supports)) or "none configured"})'),
                 ('tf', f'object_settled_{o}', f'{o} supported, stable, gripper farther than '
                  f'{cfg.tf.gripper_clearance_m} m'),
                 ('tf', f'gripper_approaching_{o}', f'the gripper is within {cfg.tf.approach_m} m of {o} and closer '

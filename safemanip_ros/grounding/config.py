@@ -21,7 +21,8 @@ from ..spec.schema import Field, validate
 from ..spec.yamlio import load_yaml
 from .camera import CameraConfig, ColourRegion
 from .contacts import ContactConfig, WrenchConfig
-from .joints import FixtureConfig, JointConfig
+from .geometry import Shape, SupportSurface
+from .joints import FixtureConfig, GripperCalibration, JointConfig
 from .tf import TfConfig
 
 CONFIG_DIR = config_dir()
@@ -36,11 +37,15 @@ ROBOT_SCHEMA = Field('map', keys={
     'world_frame': Field('str', required=True),
     'gripper_frame': Field('str', required=True),
     'camera_frame': Field('str'),
+    'wrench_topic': Field('str'),
     'staleness_s': Field('map', keys={k: Field('float', minimum=0.0) for k in
                                       ('joint_states', 'contacts', 'wrench', 'tf', 'camera')}),
     'joints': Field('map', required=True, keys={
         'arm': Field('list', required=True, items=Field('str')),
         'gripper': _STR_LIST,
+        'gripper_calibration': Field('dict', values=Field('map', keys={
+            'sign': Field('float'), 'offset': Field('float'), 'scale': Field('float', minimum=1e-9),
+            'closed': Field('float'), 'open': Field('float')})),
         'position_limits_rad': Field('dict', values=_NUM_LIST),
         'velocity_limits_rad_s': Field('dict', values=Field('float')),
         'command_topic': Field('str'),
@@ -55,7 +60,9 @@ ROBOT_SCHEMA = Field('map', keys={
         'target_fixtures': _STR_LIST}),
     'entities': Field('dict', required=True, values=Field('map', keys={
         'type': Field('str', required=True), 'bodies': _STR_LIST, 'frame': Field('str'),
-        'grasp_targets': _STR_LIST, 'support_half_extents_m': _NUM_LIST})),
+        'grasp_targets': _STR_LIST, 'support_half_extents_m': _NUM_LIST,
+        'shape': Field('map', keys={'box': _NUM_LIST, 'cylinder': _NUM_LIST, 'sphere': Field('float')}),
+        'top_offset_m': Field('float'), 'roles': _STR_LIST})),
     'fixtures': Field('dict', values=Field('map', keys={
         'joint': Field('str', required=True), 'closed': Field('float', required=True),
         'open': Field('float', required=True)})),
@@ -90,6 +97,7 @@ class RobotConfig:
     marker_size_m: float = 0.05
     markers: dict[int, str] = field(default_factory=dict)   # marker id → entity frame
     command_topic: str = ''
+    wrench_topic: str = ''          # a geometry_msgs/WrenchStamped topic (F/T sensor), if any
 
 
 def load_robot_config(path: str | Path) -> RobotConfig:
@@ -114,13 +122,14 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         if name not in j['arm']:
             raise SpecError(f'{j.where()}: joints: limit given for {name!r}, which is not an arm joint '
                             f'({", ".join(j["arm"])})')
+    calibration = _gripper_calibration(j)
     joints = JointConfig(
         list(j['arm']), list(j.get('gripper') or []), limits, dict(j.get('velocity_limits_rad_s') or {}),
         moving_speed_rad_s=th.get('moving_speed_rad_s', 0.02), near_limit_margin_rad=th.get('near_limit_margin_rad', 0.05),
         gripper_closed_below_m=th.get('gripper_closed_below_m', 0.0399),
         gripper_open_above_m=th.get('gripper_open_above_m', 0.039), gripper_motion_m=th.get('gripper_motion_m', 1e-3),
         command_divergence_rad=th.get('command_divergence_rad', 0.1), has_command=bool(j.get('command_topic')),
-        staleness_s=st.get('joint_states', 0.2))
+        staleness_s=st.get('joint_states', 0.2), gripper_calibration=calibration)
     c = doc.get('contacts') or {}
     body_entity: dict[str, str] = {}
     for e, spec in ents.items():
@@ -142,7 +151,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         entity_hazards={e: {h for h in _closure(onto, 'hazard', onto.types[t]['hazard'])}
                         for e, t in scene.entities.items()},
         min_finger_bodies=int(c.get('min_finger_bodies', 2)), min_force_n=th.get('contact_min_force_n', 0.0),
-        staleness_s=st.get('contacts', 0.2))
+        staleness_s=st.get('contacts', 0.2), require_fingers_closed=bool(joints.gripper_joints))
     wrench = WrenchConfig(th.get('force_threshold_n', 10.0), th.get('torque_threshold_nm', 2.0), st.get('wrench', 0.1))
     tf_doc = doc.get('tf') or {}
     near = {}
@@ -156,10 +165,12 @@ def load_robot_config(path: str | Path) -> RobotConfig:
             raise SpecError(f'{tf_doc["inside"].where(name)}: tf.inside.{name}: expected '
                             f'[frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]]')
         inside[name] = (str(spec[0]), str(spec[1]), tuple(spec[2]), tuple(spec[3]))
-    supports = {e: (spec.get('frame', e), tuple(spec['support_half_extents_m'][:2]) + (0.0,))
-                for e, spec in ents.items() if 'support_half_extents_m' in spec}
+    shapes = {e: _shape(ents, e) for e in ents}
+    supports = {e: _support(ents, e, shapes[e]) for e, spec in ents.items()
+                if 'support_half_extents_m' in spec or 'support' in (spec.get('roles') or [])}
     objects = {e: ents[e].get('frame', e) for e in sorted(contacts.graspable)}
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
+                  shapes={e: shapes[e] for e in objects},
                   stable_linear_m_s=th.get('stable_linear_m_s', 0.05), stable_angular_rad_s=th.get('stable_angular_rad_s', 0.25),
                   slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
@@ -192,7 +203,64 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                        camera_frame=doc.get('camera_frame', 'camera_optical_frame'),
                        marker_dictionary=cam.get('dictionary', 'DICT_4X4_50'),
                        marker_size_m=float(cam.get('marker_size_m', 0.05)), markers=markers,
-                       command_topic=j.get('command_topic', ''))
+                       command_topic=j.get('command_topic', ''), wrench_topic=doc.get('wrench_topic', ''))
+
+
+def _gripper_calibration(j) -> dict[str, GripperCalibration]:
+    out = {}
+    for name, spec in (j.get('gripper_calibration') or {}).items():
+        where = f'{j["gripper_calibration"].where(name)}: joints.gripper_calibration.{name}'
+        if name not in (j.get('gripper') or []):
+            raise SpecError(f'{where}: not a gripper joint ({", ".join(j.get("gripper") or []) or "none listed"})')
+        ranged = 'closed' in spec or 'open' in spec
+        if ranged and not ('closed' in spec and 'open' in spec):
+            raise SpecError(f'{where}: give both closed and open positions, or sign/offset/scale')
+        if ranged and any(k in spec for k in ('sign', 'offset', 'scale')):
+            raise SpecError(f'{where}: give either closed/open or sign/offset/scale, not both')
+        if ranged:
+            if spec['closed'] == spec['open']:
+                raise SpecError(f'{where}: closed and open positions are equal')
+            out[name] = GripperCalibration.from_range(float(spec['closed']), float(spec['open']))
+        else:
+            sign = float(spec.get('sign', 1.0))
+            if sign not in (1.0, -1.0):
+                raise SpecError(f'{where}.sign: expected 1 or -1, got {sign}')
+            out[name] = GripperCalibration(sign, float(spec.get('offset', 0.0)), float(spec.get('scale', 1.0)))
+    return out
+
+
+def _shape(ents, e: str) -> Shape:
+    spec = ents[e].get('shape')
+    if not spec:
+        return Shape()
+    if len(spec) != 1:
+        raise SpecError(f'{ents[e].where("shape")}: entities.{e}.shape: give exactly one of box, cylinder, sphere')
+    (kind, dims), = spec.items()
+    dims = (dims,) if kind == 'sphere' else tuple(dims)
+    try:
+        return Shape(kind, tuple(float(d) for d in dims))
+    except ValueError as exc:
+        raise SpecError(f'{ents[e].where("shape")}: entities.{e}.shape: {exc} '
+                        f'(box: [half_x, half_y, half_z], cylinder: [radius, half_height], sphere: radius)') from None
+
+
+def _support(ents, e: str, shape: Shape) -> SupportSurface:
+    """The top face of a support: ``support_half_extents_m`` (legacy: its
+    frame is the top face's centre) or the shape's top face; the face's
+    height above the frame is ``top_offset_m``, else the shape's half-height."""
+    spec = ents[e]
+    if 'support_half_extents_m' in spec:
+        half = spec['support_half_extents_m']
+        if len(half) < 2:
+            raise SpecError(f'{spec.where("support_half_extents_m")}: entities.{e}.support_half_extents_m: '
+                            f'expected [half_x, half_y]')
+        hx, hy = float(half[0]), float(half[1])
+    elif shape.kind != 'point':
+        hx, hy = shape.footprint_m()
+    else:
+        raise SpecError(f'{spec.where()}: entities.{e}: a support needs a shape or support_half_extents_m')
+    top = float(spec['top_offset_m']) if 'top_offset_m' in spec else shape.half_extent_z()
+    return SupportSurface(spec.get('frame', e), hx, hy, top)
 
 
 def _closure(onto: Ontology, dimension: str, values: set[str]) -> set[str]:

@@ -14,8 +14,9 @@ Everything else that touches the robot or a grasped object is *forbidden*.
 
 Predicates: ``forbidden_contact``; per graspable object ``o``:
 ``object_grasped_raw_o`` (at least ``min_finger_bodies`` finger bodies touch
-it — the joint-closure half of SafeManip's grasp test is ``gripper_closed``
-from joint grounding, combined in the property file), ``object_left_gripper_o``
+it and, when the configuration has gripper joints, every finger is closed —
+SafeManip's grasp test; unknown when the fingers touch and their closure is
+unknown), ``object_left_gripper_o``
 (no gripper body touches it); per entity ``e``: ``robot_contact_e``; per
 hazard ``h`` among entity hazards: ``robot_touched_h``; and
 ``robot_contact_clean`` (the robot touches an entity without the
@@ -44,6 +45,7 @@ class ContactConfig:
     min_finger_bodies: int = 2
     min_force_n: float = 0.0
     staleness_s: float = 0.2
+    require_fingers_closed: bool = False    # the grasp test also needs closed fingers (gripper joints configured)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,10 @@ class ContactGrounding:
             return 'robot', None
         return 'entity', cfg.body_entity.get(body)
 
-    def evaluate(self, now_s: float) -> Predicates:
+    def evaluate(self, now_s: float, fingers_closed: bool | None = None) -> Predicates:
+        """Predicates at ``now_s``; ``fingers_closed`` is joint grounding's
+        ``gripper_closed`` at the same time (read only when
+        ``require_fingers_closed``)."""
         cfg = self.config
         if self._contacts is None or not self.freshness.fresh(now_s):
             return all_unknown(self.names)
@@ -122,12 +127,18 @@ class ContactGrounding:
                             fingers_on[eb].add(body_a)
             if k1 == 'entity' and k2 == 'entity' and e1 and e2 and e1 != e2:
                 entity_pairs.append((e1, e2))
-        grasped = {o: len(f) >= cfg.min_finger_bodies for o, f in fingers_on.items()}
+        grasped: dict[str, bool | None] = {}
+        for o, f in fingers_on.items():
+            touching = len(f) >= cfg.min_finger_bodies
+            if touching and cfg.require_fingers_closed:
+                grasped[o] = fingers_closed      # Kleene AND: unknown closure leaves a touching grasp unknown
+            else:
+                grasped[o] = touching
         for o, g in grasped.items():   # the support an object rests on when its grasp begins
             if g and not self._grasped_prev.get(o, False):
                 self._support_at_grasp[o] = {b for a, b in entity_pairs if a == o} | \
                     {a for a, b in entity_pairs if b == o}
-        self._grasped_prev = grasped
+        self._grasped_prev = {o: bool(g) for o, g in grasped.items()}
         forbidden = unknown_robot_contact or any(
             e not in cfg.movable and e not in cfg.target_fixtures for e in robot_touch)
         for a, b in entity_pairs:

@@ -8,7 +8,8 @@ Predicates (names as published):
 * ``joint_speed_over_limit``: some arm joint faster than its velocity limit;
 * ``joint_near_limit``: some arm joint within ``near_limit_margin_rad`` of a
   position limit;
-* ``gripper_closed`` / ``gripper_open``: every finger joint below
+* ``gripper_closed`` / ``gripper_open``: every finger's opening (its joint
+  position through the finger's :class:`GripperCalibration`) below
   ``gripper_closed_below_m`` (SafeManip: 0.0399) / every finger at or above
   ``gripper_open_above_m``;
 * ``gripper_opening`` / ``gripper_closing``: the mean finger position moved
@@ -36,6 +37,26 @@ PREDICATES = ('arm_moving', 'arm_stopped', 'joint_speed_over_limit', 'joint_near
               'gripper_open', 'gripper_opening', 'gripper_closing', 'command_divergence')
 
 
+@dataclass(frozen=True)
+class GripperCalibration:
+    """Maps a finger joint's position to its opening in SafeManip's
+    convention (metres, 0 = closed, growing as the finger opens):
+    ``opening_m = sign * scale * (position - offset)``.  robosuite's Panda
+    ``finger_joint2`` runs 0 → −0.04 as it opens, so it needs ``sign = -1``."""
+
+    sign: float = 1.0
+    offset: float = 0.0
+    scale: float = 1.0
+
+    @classmethod
+    def from_range(cls, closed: float, opened: float, open_m: float = 0.04) -> 'GripperCalibration':
+        """The calibration taking ``closed`` to 0 and ``opened`` to ``open_m``."""
+        span = opened - closed
+        if span == 0:
+            raise ValueError('gripper calibration: open and closed positions are equal')
+        return cls(1.0 if span > 0 else -1.0, closed, open_m / abs(span))
+
+
 @dataclass
 class JointConfig:
     """Joints and thresholds (radians, metres, seconds)."""
@@ -52,6 +73,7 @@ class JointConfig:
     command_divergence_rad: float = 0.1
     has_command: bool = False          # a command topic is configured
     staleness_s: float = 0.2
+    gripper_calibration: dict[str, GripperCalibration] = field(default_factory=dict)
 
     @property
     def predicate_names(self) -> tuple[str, ...]:
@@ -78,6 +100,9 @@ class JointStateGrounding:
         self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
         self._vmax = np.array([config.velocity_limits_rad_s.get(j, math.inf) for j in config.arm_joints])
         self._wanted = list(config.arm_joints) + list(config.gripper_joints)
+        cal = [config.gripper_calibration.get(j, GripperCalibration()) for j in config.gripper_joints]
+        self._grip_gain = np.array([c.sign * c.scale for c in cal])
+        self._grip_offset = np.array([c.offset for c in cal])
         self._idx = np.full(len(self._wanted), -1)
 
     @property
@@ -126,13 +151,17 @@ class JointStateGrounding:
         self._prev_pos, self._prev_stamp = self._pos, self._stamp
         self._pos, self._vel, self._stamp = pos, vel, stamp_s
 
+    def _opening(self, positions: np.ndarray) -> np.ndarray:
+        """Finger openings (m) from a position vector in ``_wanted`` order."""
+        return self._grip_gain * (positions[len(self.config.arm_joints):] - self._grip_offset)
+
     def evaluate(self, now_s: float) -> Predicates:
         """Predicate values for the frame at ``now_s`` (seconds)."""
         cfg = self.config
         if self._pos is None or not self.freshness.fresh(now_s):
             return all_unknown(cfg.predicate_names)
         n_arm = len(cfg.arm_joints)
-        arm, grip = self._pos[:n_arm], self._pos[n_arm:]
+        arm, grip = self._pos[:n_arm], self._opening(self._pos)
         out: Predicates = {}
         speed = None
         if self._vel is not None and not np.isnan(self._vel[:n_arm]).any():
@@ -155,7 +184,7 @@ class JointStateGrounding:
         else:
             out['gripper_closed'] = bool((grip < cfg.gripper_closed_below_m).all())
             out['gripper_open'] = bool((grip >= cfg.gripper_open_above_m).all())
-            prev = None if self._prev_pos is None else self._prev_pos[n_arm:]
+            prev = None if self._prev_pos is None else self._opening(self._prev_pos)
             if prev is None or np.isnan(prev).any():
                 out['gripper_opening'] = out['gripper_closing'] = None
             else:

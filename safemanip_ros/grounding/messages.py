@@ -117,7 +117,7 @@ class GroundingSet:
         out = self.joints.evaluate(now_s)
         if self.fixtures.names:
             out.update(self.fixtures.evaluate(now_s))
-        contact = self.contacts.evaluate(now_s)
+        contact = self.contacts.evaluate(now_s, out.get('gripper_closed'))
         out.update(contact)
         grasped = {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects}
         out.update(self.tf.evaluate(now_s, grasped))

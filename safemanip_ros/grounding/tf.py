@@ -16,8 +16,10 @@ implementation gives identical results and needs no ROS.)
 * per object ``o``: ``object_stable_o`` (linear speed < 0.05 m/s and angular
   < 0.25 rad/s, from consecutive evaluations), ``object_sync_o`` (while
   grasped, slip relative to the gripper since grasp onset < 0.03 m and
-  < 0.3 rad; true when not grasped), ``object_supported_o`` (origin within
-  ``support_gap_m`` above a support's top and inside its footprint) and
+  < 0.3 rad; true when not grasped; the reference survives a one-frame
+  contact dropout), ``object_supported_o`` (the object's lowest point, from
+  its shape, within ``support_gap_m`` of the top face of a support other
+  than itself, its centre over that face: :mod:`.geometry`) and
   ``object_settled_o`` (supported, stable, gripper farther than 0.01 m);
 * ``gripper_approaching_o``: the gripper within ``approach_m`` (0.05 m) of
   the object and closer than at the previous frame; ``pick_approach``: the
@@ -35,6 +37,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .base import Freshness, Predicates, all_unknown
+from .geometry import Shape, SupportSurface, rests_on
 
 
 def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
@@ -162,8 +165,7 @@ class TfConfig:
     world_frame: str
     gripper_frame: str
     objects: dict[str, str] = field(default_factory=dict)            # object entity → frame
-    supports: dict[str, tuple[str, tuple[float, float, float]]] = field(default_factory=dict)
-    # support entity → (frame at its top surface centre, half extents x, y, _)
+    supports: dict[str, SupportSurface] = field(default_factory=dict)  # support entity → its top face
     near: dict[str, tuple[str, str, float]] = field(default_factory=dict)    # name → (frame a, frame b, m)
     inside: dict[str, tuple[str, str, tuple[float, float, float], tuple[float, float, float]]] = \
         field(default_factory=dict)                                   # name → (frame, box frame, min, max)
@@ -175,6 +177,7 @@ class TfConfig:
     gripper_clearance_m: float = 0.01
     approach_m: float = 0.05
     staleness_s: float = 0.2
+    shapes: dict[str, Shape] = field(default_factory=dict)           # object entity → shape (default: point)
 
 
 class TfGrounding:
@@ -184,6 +187,7 @@ class TfGrounding:
         self.freshness = Freshness(config.staleness_s)
         self._prev_pose: dict[str, tuple[float, np.ndarray]] = {}
         self._grasp_ref: dict[str, np.ndarray] = {}
+        self._ungrasped_frames: dict[str, int] = {}
         objs = sorted(config.objects)
         self._prev_distance: dict[str, float] = {}
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
@@ -238,17 +242,16 @@ class TfGrounding:
                     stable = bool(lin < cfg.stable_linear_m_s and ang < cfg.stable_angular_rad_s)
                 if prev is None or now_s != prev[0]:
                     self._prev_pose[obj] = (now_s, W)
-                supported = False
-                for sup, (sframe, half) in cfg.supports.items():
-                    S = lookup(sframe, frame, now_s)
-                    if S is None:
-                        supported = None
-                        break
-                    p = S[:3, 3]
-                    if 0.0 <= p[2] <= cfg.support_gap_m and abs(p[0]) <= half[0] and abs(p[1]) <= half[1]:
-                        supported = True
-                        break
+                supported = self._supported(obj, frame, now_s)
             g = grasped.get(obj)
+            if g:
+                self._ungrasped_frames[obj] = 0
+            elif g is False:
+                # The slip reference survives a one-frame contact dropout: it
+                # is dropped only after two consecutive ungrasped frames.
+                self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
+                if self._ungrasped_frames[obj] >= 2:
+                    self._grasp_ref.pop(obj, None)
             if g is None and obj in grasped:
                 sync = None
             elif g and G is not None:
@@ -259,7 +262,6 @@ class TfGrounding:
             elif g:
                 sync = None
             else:
-                self._grasp_ref.pop(obj, None)
                 sync = True
             if stable is not None and supported is not None and G is not None:
                 settled = bool(stable and supported and np.linalg.norm(G[:3, 3]) > cfg.gripper_clearance_m)
@@ -284,6 +286,24 @@ class TfGrounding:
             else:
                 out['pick_approach'] = None
         return out
+
+
+    def _supported(self, obj: str, frame: str, now_s: float) -> bool | None:
+        """The object rests on some support other than itself (None when a
+        support's pose is unknown and no other support holds it)."""
+        cfg = self.config
+        shape = cfg.shapes.get(obj, Shape())
+        unknown = False
+        for sup, surface in sorted(cfg.supports.items()):
+            if sup == obj:
+                continue          # an object never supports itself
+            S = self.tree.lookup(surface.frame, frame, now_s)
+            if S is None:
+                unknown = True
+                continue
+            if rests_on(S, shape, surface, cfg.support_gap_m):
+                return True
+        return None if unknown else False
 
 
 def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import SpecError
 from ..resources import config_dir
 from ..spec.ontology import Ontology, Scene, load_ontology, load_scene, scene_from_mapping
 from ..spec.schema import Field, validate
-from ..spec.suite import instantiate, load_suite
+from ..spec.suite import InstanceSet, instantiate, load_suite, restrict_to_grounded
 from ..spec.yamlio import load_yaml
 from .core import Monitor
 
@@ -44,8 +45,16 @@ def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
     return onto, scene_from_mapping({e: (spec or {}).get('type') for e, spec in ents.items()}, onto, str(path))
 
 
-def build_monitor(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
-                  rate_hz: float | None = None, batch: int = 1) -> Monitor:
+def build_instances(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
+                    rate_hz: float | None = None, strict: bool = False) -> InstanceSet:
+    """The property instances a monitor runs.  With a robot configuration,
+    instances reading a predicate none of its sources grounds are left out
+    and listed in ``unsupported`` (``strict``: a SpecError naming them).
+    A scene file and a robot configuration together are an error: the
+    configuration's ``entities`` are its scene."""
+    if scene and robot_config:
+        raise SpecError(f'--scene {scene} and --config {robot_config} both give the scene; the robot '
+                        f'configuration\'s entities are its scene, so give one of them')
     suite = load_suite(properties)
     onto = sc = None
     if robot_config:
@@ -53,4 +62,18 @@ def build_monitor(properties: list[str], scene: str = '', robot_config: str = ''
     elif scene:
         onto = _default_ontology()
         sc = load_scene(scene, onto)
-    return Monitor(instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz), batch=batch)
+    iset = instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz)
+    if robot_config:
+        from ..grounding.catalog import grounded_predicates
+        from ..grounding.config import load_robot_config
+        iset = restrict_to_grounded(iset, grounded_predicates(load_robot_config(robot_config)))
+        if strict and iset.unsupported:
+            raise SpecError(f'{robot_config}: --strict: {len(iset.unsupported)} properties read predicates this '
+                            f'configuration does not ground: ' + '; '.join(
+                                f'{k} needs {", ".join(v)}' for k, v in sorted(iset.unsupported.items())))
+    return iset
+
+
+def build_monitor(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
+                  rate_hz: float | None = None, batch: int = 1, strict: bool = False) -> Monitor:
+    return Monitor(build_instances(properties, scene, robot_config, only, rate_hz, strict), batch=batch)

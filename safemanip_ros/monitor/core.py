@@ -163,6 +163,8 @@ class Monitor:
 
     def __init__(self, instance_set: InstanceSet, batch: int = 1, cache_dir: str | Path | None = None) -> None:
         self.instance_set = instance_set
+        self.unsupported: dict[str, tuple[str, ...]] = dict(instance_set.unsupported)
+        """Instances not run in this configuration → the predicates nothing grounds."""
         self.instances: list[Instance] = list(instance_set.instances)
         self.predicates = sorted(instance_set.predicates)
         self.unknown_as = np.array([instance_set.predicates[p] for p in self.predicates], dtype=bool)

@@ -137,8 +137,10 @@ class JointStateGroundingNode(GroundingNode):
 
 
 class ContactGroundingNode(GroundingNode):
-    """Subscribes ``contacts`` (safemanip_ros/ContactArray) and ``wrench``
-    (geometry_msgs/WrenchStamped; parameter ``wrench_topic``, empty = none)."""
+    """Subscribes ``contacts`` (safemanip_ros/ContactArray), ``wrench``
+    (geometry_msgs/WrenchStamped; parameter ``wrench_topic``, empty = none)
+    and, when the configuration has gripper joints, ``joint_states`` for the
+    finger-closure half of the grasp test."""
 
     source = 'contacts'
 
@@ -147,10 +149,14 @@ class ContactGroundingNode(GroundingNode):
         self.declare_parameter('wrench_topic', '')
         self.grounding = ContactGrounding(self.robot.contacts)
         self.wrench = WrenchGrounding(self.robot.wrench)
-        self._use_wrench = bool(self.get_parameter('wrench_topic').value)
+        wrench_topic = self.get_parameter('wrench_topic').value or self.robot.wrench_topic
+        self._use_wrench = bool(wrench_topic)
+        self.fingers = JointStateGrounding(self.robot.joints)
         self.create_subscription(ContactArray, 'contacts', self._on_contacts, qos_profile_sensor_data)
+        if self.robot.contacts.require_fingers_closed:
+            self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos_profile_sensor_data)
         if self._use_wrench:
-            self.create_subscription(WrenchStamped, self.get_parameter('wrench_topic').value, self._on_wrench,
+            self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench,
                                      qos_profile_sensor_data)
 
     def _on_contacts(self, msg: ContactArray) -> None:
@@ -160,8 +166,12 @@ class ContactGroundingNode(GroundingNode):
     def _on_wrench(self, msg: WrenchStamped) -> None:
         feed_wrench(self.wrench, msg)
 
+    def _on_joint_state(self, msg: JointState) -> None:
+        feed_joint_state(self.fingers, None, msg)
+
     def evaluate(self, now_s: float) -> Predicates:
-        out = self.grounding.evaluate(now_s)
+        closed = self.fingers.evaluate(now_s).get('gripper_closed')
+        out = self.grounding.evaluate(now_s, closed)
         if self._use_wrench:
             out.update(self.wrench.evaluate(now_s))
         return out

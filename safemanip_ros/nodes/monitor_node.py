@@ -47,12 +47,11 @@ from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
-from ..resources import config_dir
+from ..resources import default_suites
 from .conversions import time_from_ns
 from .guard import CallbackGuard
 from .runner import autostarted, run_node, take_delivered
 
-CONFIG_DIR = config_dir()
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 # Violation events are kept for late joiners (the recorder, the supervisor's restart, dashboards).
 EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -72,7 +71,8 @@ DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/
 class MonitorNode(CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('monitor')
-        self.declare_parameter('properties', [str(CONFIG_DIR / 'properties' / 'safemanip.yaml')])
+        self.declare_parameter('properties', [str(p) for p in default_suites()])
+        self.declare_parameter('strict', False)
         self.declare_parameter('scene', '')
         self.declare_parameter('robot_config', '')
         self.declare_parameter('only', [''])
@@ -113,8 +113,12 @@ class MonitorNode(CallbackGuard, LifecycleNode):
     def _build(self) -> Monitor:
         p = self.get_parameter
         only = [x for x in p('only').value if x]
-        return build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
-                             float(p('rate_hz').value))
+        monitor = build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
+                                float(p('rate_hz').value), strict=bool(p('strict').value))
+        for inst, missing in sorted(monitor.unsupported.items()):
+            self.get_logger().warning(f'unsupported, not run: {inst} (nothing in {p("robot_config").value} grounds '
+                                      f'{", ".join(missing)})')
+        return monitor
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -429,6 +433,13 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                     KeyValue(key='caught_up_frames', value=str(self._caught_up)),
                     KeyValue(key='overruns', value=str(self._overruns)),
                     KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}')]))
+        unsupported = self.monitor.unsupported
+        arr.status.append(DiagnosticStatus(
+            level=DiagnosticStatus.WARN if unsupported else DiagnosticStatus.OK, name='safemanip/unsupported',
+            message=(f'{len(unsupported)} property instance(s) not run: predicates not grounded' if unsupported
+                     else 'every property instance is grounded'),
+            hardware_id=self.get_name(),
+            values=[KeyValue(key=k, value=', '.join(v)) for k, v in sorted(unsupported.items())]))
         errors = self.error_summary()
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if errors else DiagnosticStatus.OK, name='safemanip/callbacks',
@@ -489,7 +500,8 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             'caught_up_frames': self._caught_up, 'state': 'arming' if not self._armed else 'active',
             'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
             'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
-                                                if v]})
+                                                if v],
+            'unsupported': {} if mon is None else {k: list(v) for k, v in sorted(mon.unsupported.items())}})
         return response
 
 

@@ -67,7 +67,8 @@ SUITE_SCHEMA = Field('map', keys={
     'description': Field('str'),
     'rate_hz': Field('float', minimum=1e-6),
     'predicates': Field('dict', required=True, values=Field('map', keys={
-        'unknown_as': Field('bool'), 'description': Field('str', required=True), 'source': Field('str')})),
+        'unknown_as': Field('bool'), 'description': Field('str', required=True), 'source': Field('str'),
+        'optional': Field('bool')})),
     'derived': Field('dict', values=Field('str')),
     'properties': Field('list', required=True, items=PROPERTY_SCHEMA),
 })
@@ -79,6 +80,7 @@ class PredicateDecl:
     unknown_as: bool
     description: str
     where: str
+    optional: bool = False      # no source need ground it: absent, it reads as ``unknown_as``
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,11 @@ class InstanceSet:
     derived: dict[str, DeviceSpec]
     predicates: dict[str, bool]
     suite: Suite
+    unsupported: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Instances left out because no configured source grounds some
+    predicate they read: instance id → those predicates (sorted)."""
+    optional: frozenset[str] = frozenset()
+    """Grounded predicates declared ``optional`` (no source need ground them)."""
 
 
 def _substitute(text: str, binding: Mapping[str, str]) -> str:
@@ -167,14 +174,24 @@ def load_suite(paths: Iterable[str | Path] | str | Path) -> Suite:
             if _name_check(pname):
                 raise SpecError(f'{where}: predicates.{pname}: {_name_check(pname)}')
             if pname in predicates:
-                raise SpecError(f'{where}: predicates.{pname}: already declared at {predicates[pname].where}')
-            predicates[pname] = PredicateDecl(pname, bool(decl.get('unknown_as', False)), decl['description'], where)
+                first = predicates[pname]
+                if (first.unknown_as, first.optional) == (bool(decl.get('unknown_as', False)),
+                                                          bool(decl.get('optional', False))):
+                    continue      # suites loaded together may each declare a shared input, identically
+                raise SpecError(f'{where}: predicates.{pname}: already declared at {first.where} with other '
+                                f'unknown_as/optional')
+            predicates[pname] = PredicateDecl(pname, bool(decl.get('unknown_as', False)), decl['description'], where,
+                                              bool(decl.get('optional', False)))
         for dname, text in (doc.get('derived') or {}).items():
             where = doc['derived'].where(dname)
             if _name_check(dname):
                 raise SpecError(f'{where}: derived.{dname}: {_name_check(dname)}')
+            if dname in derived and derived[dname][0].split('#')[0].strip() == text.split('#')[0].strip():
+                continue          # the same definition in two suites loaded together
             if dname in predicates or dname in derived:
-                raise SpecError(f'{where}: derived.{dname}: name already used by a predicate or derived predicate')
+                raise SpecError(f'{where}: derived.{dname}: name already used by a predicate or derived predicate'
+                                + (f' (defined as {derived[dname][0]!r} at {derived[dname][1]})' if dname in derived
+                                   else ''))
             parse_derived(_PLACEHOLDER.sub(lambda m: m.group(1), text), f'{where}: derived.{dname}')
             derived[dname] = (text, where)
         seen = {p.name for p in props}
@@ -240,11 +257,12 @@ def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | N
     instances: list[Instance] = []
     derived: dict[str, tuple[DeviceSpec, str]] = {}
     predicates: dict[str, bool] = {}
+    optional: set[str] = set()
     for decl in suite.properties:
         if wanted is not None and decl.name not in wanted:
             continue
         for binding in _bindings(decl, ontology, scene):
-            instances.append(_instantiate_one(suite, decl, binding, derived, predicates))
+            instances.append(_instantiate_one(suite, decl, binding, derived, predicates, optional))
     if wanted is not None:
         missing = wanted - {d.name for d in suite.properties}
         if missing:
@@ -254,11 +272,39 @@ def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | N
         raise SpecError(f'rate_hz must be > 0, got {rate_hz}')
     specs = {name: _rescaled(spec, scale) for name, (spec, _) in derived.items()}
     _check_acyclic(specs, {name: where for name, (_, where) in derived.items()})
-    return InstanceSet(instances, specs, predicates, suite)
+    return InstanceSet(instances, specs, predicates, suite, optional=frozenset(optional))
+
+
+def restrict_to_grounded(iset: InstanceSet, grounded: Iterable[str]) -> InstanceSet:
+    """The instances whose every read predicate is grounded (or declared
+    ``optional``); the others are *unsupported* in this configuration and
+    listed in :attr:`InstanceSet.unsupported` — never run with
+    ``unknown_as`` standing in for a whole signal."""
+    have = set(grounded) | iset.optional
+    kept: list[Instance] = []
+    unsupported = dict(iset.unsupported)
+    for inst in iset.instances:
+        missing = sorted(inst.needs - have)
+        if missing:
+            unsupported[inst.instance] = tuple(missing)
+        else:
+            kept.append(inst)
+    reach: set[str] = set()
+    stack = [a for i in kept for f in (i.formula, i.recovery, i.trigger) for a in f.atoms]
+    while stack:
+        n = stack.pop()
+        if n not in reach:
+            reach.add(n)
+            if n in iset.derived:
+                stack.extend(iset.derived[n].inputs)
+    return InstanceSet(kept, {n: d for n, d in iset.derived.items() if n in reach},
+                       {p: v for p, v in iset.predicates.items() if p in reach}, iset.suite, unsupported,
+                       iset.optional)
 
 
 def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
-                     derived: dict[str, tuple[DeviceSpec, str]], predicates: dict[str, bool]) -> Instance:
+                     derived: dict[str, tuple[DeviceSpec, str]], predicates: dict[str, bool],
+                     optional: set[str]) -> Instance:
     # Every derived/predicate template whose placeholders this binding fills.
     local_derived: dict[str, tuple[str, str]] = {}
     for tname, (text, text_where) in suite.derived.items():
@@ -296,6 +342,8 @@ def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
         elif name in local_preds:
             needs.add(name)
             predicates[name] = local_preds[name].unknown_as
+            if local_preds[name].optional:
+                optional.add(name)
         else:
             known = sorted(set(local_preds) | set(local_derived))
             raise SpecError(f'{where(fld)}: {decl.name}.{fld}: unknown predicate {name!r}; known predicates: '

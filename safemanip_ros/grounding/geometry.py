@@ -1,0 +1,105 @@
+"""Entity shapes and the support test built on them.
+
+An entity's TF frame is the body's origin as TF publishes it; its *shape*
+(box half-extents, cylinder radius and half-height, sphere radius, or a
+mesh's bounding box given as a box) says where its surfaces are relative to
+that origin.  Support compares the **bottom** of the supported object with
+the **top** of the support, both derived from the shapes, so a 4.3 cm cube
+resting on a table counts as supported whatever its frame's height.
+
+All lengths in metres; rotations as 3x3 matrices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+SHAPE_KINDS = ('box', 'cylinder', 'sphere', 'point')
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A convex shape centred on its frame's origin (axis along the frame's z
+    for a cylinder).  ``point`` is the legacy "no shape given": the origin
+    itself is the bottom and the top."""
+
+    kind: str = 'point'
+    dims_m: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        want = {'box': 3, 'cylinder': 2, 'sphere': 1, 'point': 0}.get(self.kind)
+        if want is None:
+            raise ValueError(f'shape kind {self.kind!r}: expected one of {", ".join(SHAPE_KINDS)}')
+        if len(self.dims_m) != want or any(not (math.isfinite(d) and d >= 0) for d in self.dims_m):
+            raise ValueError(f'shape {self.kind}: expected {want} finite non-negative dimensions in metres, '
+                             f'got {list(self.dims_m)}')
+
+    def extent_along(self, axis: np.ndarray, rotation: np.ndarray) -> float:
+        """Half the shape's width along the unit vector ``axis`` (expressed
+        in the frame the ``rotation`` maps the shape's frame into): the
+        distance from the centre to the supporting plane on that side."""
+        if self.kind == 'point':
+            return 0.0
+        if self.kind == 'sphere':
+            return self.dims_m[0]
+        local = rotation.T @ axis          # the axis in the shape's own frame
+        if self.kind == 'box':
+            return float(np.abs(local) @ np.asarray(self.dims_m))
+        radius, half_height = self.dims_m
+        along = abs(float(local[2]))
+        return half_height * along + radius * math.sqrt(max(0.0, 1.0 - along * along))
+
+    def half_extent_z(self) -> float:
+        """Half-height along the shape's own z (top surface offset of an upright support)."""
+        if self.kind == 'box':
+            return self.dims_m[2]
+        if self.kind == 'cylinder':
+            return self.dims_m[1]
+        if self.kind == 'sphere':
+            return self.dims_m[0]
+        return 0.0
+
+    def footprint_m(self) -> tuple[float, float]:
+        """Half-extents (x, y) of the shape's top face in its own frame."""
+        if self.kind == 'box':
+            return self.dims_m[0], self.dims_m[1]
+        if self.kind in ('cylinder', 'sphere'):
+            return self.dims_m[0], self.dims_m[0]
+        return 0.0, 0.0
+
+
+@dataclass(frozen=True)
+class SupportSurface:
+    """The top face of a support: a rectangle of half-extents ``half_x_m``,
+    ``half_y_m`` at height ``top_z_m`` in the support's frame (a cylinder's
+    top is tested as its bounding square)."""
+
+    frame: str
+    half_x_m: float
+    half_y_m: float
+    top_z_m: float = 0.0
+
+
+_UP = np.array([0.0, 0.0, 1.0])
+
+
+def support_gap_m(object_in_support: np.ndarray, shape: Shape, surface: SupportSurface) -> float | None:
+    """Height of the object's lowest point above the support's top face, or
+    None when the object's centre is not over the face (4x4 pose of the
+    object in the support's frame)."""
+    p = object_in_support[:3, 3]
+    if abs(p[0]) > surface.half_x_m or abs(p[1]) > surface.half_y_m:
+        return None
+    bottom = p[2] - shape.extent_along(_UP, object_in_support[:3, :3])
+    return float(bottom - surface.top_z_m)
+
+
+def rests_on(object_in_support: np.ndarray, shape: Shape, surface: SupportSurface, tolerance_m: float) -> bool:
+    """The object's bottom lies within ``tolerance_m`` of the support's top
+    face (either side: simulated contacts interpenetrate by millimetres) and
+    its centre is over the face."""
+    gap = support_gap_m(object_in_support, shape, surface)
+    return gap is not None and -tolerance_m <= gap <= tolerance_m
