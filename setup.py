@@ -40,7 +40,7 @@ setup(
     extras_require={
         'test': ['pytest>=7', 'hypothesis>=6'],
         'reference': ['ltlf2dfa==2.0.0'],
-        'sim': ['robosuite==1.5.2', 'mujoco==3.3.7'],
+        'sim': ['mujoco==3.3.7', 'numba>=0.59', 'Pillow', 'termcolor'],   # + robosuite==1.5.2 with --no-deps
         'ray': ['ray[default]>=2.9'],
     },
     entry_points={'console_scripts': EXECUTABLES},

@@ -61,6 +61,19 @@ if ! stamp_ok requirements "$reqs_hash"; then
   stamp_set requirements "$reqs_hash"
 fi
 
+# ------------------------------------------------- 2b. physics simulation
+sim_hash=$(hash_of "$ROOT/requirements/sim.txt" "$ROOT/requirements/sim-nodeps.txt")
+if ! stamp_ok sim "$sim_hash"; then
+  say "installing robosuite + MuJoCo for the physics demo and tests (about 1 minute, 600 MB)"
+  if ! { "$PY" -m pip install --disable-pip-version-check -q -r "$ROOT/requirements/sim.txt" \
+         && "$PY" -m pip install --disable-pip-version-check -q --no-deps -r "$ROOT/requirements/sim-nodeps.txt"; } \
+        >"$VENV/pip-sim.log" 2>&1; then
+    grep -v 'is ignored: it is neither' "$VENV/pip-sim.log" | tail -n 20 >&2
+    die "pip install of requirements/sim.txt failed; full log in $VENV/pip-sim.log"
+  fi
+  stamp_set sim "$sim_hash"
+fi
+
 # ------------------------------------------------------- 3. repair wheels
 "$PY" "$ROOT/tools/fix_ros_wheels.py" "$VENV" >/dev/null
 

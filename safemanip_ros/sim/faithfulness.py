@@ -1,0 +1,186 @@
+"""Faithfulness benchmark: does the shipped configuration flag exactly the
+physically faulty episodes?
+
+Clean and faulty robosuite episodes (:mod:`.episodes`) are recorded as bags
+with their physical ground truth, audited with the shipped suites and robot
+configuration (the same ``run_audit`` as ``safemanip audit``), and the
+monitor's violations are compared with the truth:
+
+* an episode is **flagged** when some property has a violation episode;
+* a faulty episode is **detected** when a violation starts no earlier than
+  ``EARLY_SLACK_FRAMES`` before its first labelled event;
+* sensitivity = detected faulty / faulty, specificity = unflagged clean /
+  clean, precision = detected / flagged (Clopper–Pearson intervals);
+* per property: the faults it is meant to catch (:data:`EXPECTED`), its
+  detections among them, its false alarms per clean episode, and the
+  latency in frames from the event's first frame to the violation's first
+  frame (to be compared with the property's window + 1 frame).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..audit.stats import clopper_pearson
+from .episodes import EpisodeSpec, read_truth, run_episode
+from .policies import LIFT_FAULTS
+
+EARLY_SLACK_FRAMES = 2
+EXPECTED = {
+    'release_only_over_support': ('midair_drop', 'release_above_support', 'loose_grip'),
+    'no_dragging_on_support': ('drag',),
+    'no_forbidden_contact': ('table_smash',),
+}
+"""Property → the faults it is meant to catch (its per-property sensitivity)."""
+WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'no_forbidden_contact': 21}
+"""The debouncing window of each property (latency target: window + 1 frame)."""
+
+
+def episode_plan(episodes: int, seed: int, faults: tuple[str, ...] = LIFT_FAULTS) -> list[EpisodeSpec]:
+    """``episodes`` episodes cycling through the faults (clean first), seeds from ``seed``."""
+    return [EpisodeSpec('Lift', faults[i % len(faults)], seed + i) for i in range(episodes)]
+
+
+def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], None] = print) -> list[Path]:
+    from .world import SimWorld
+    out_dir.mkdir(parents=True, exist_ok=True)
+    world = None
+    bags = []
+    for i, spec in enumerate(plan):
+        bag = out_dir / spec.name
+        if not (bag / 'truth.json').exists():
+            if world is None:
+                progress('starting robosuite (the first step compiles numba kernels, ~20 s)')
+                world = SimWorld('Lift', spec.seed)
+            t0 = time.monotonic()
+            if bag.exists():
+                import shutil
+                shutil.rmtree(bag)
+            truth = run_episode(world, spec, out_dir)
+            progress(f'[{i + 1}/{len(plan)}] {spec.name}: {truth.frames} frames, events '
+                     f'{[e.event for e in truth.events] or "none"} ({time.monotonic() - t0:.1f} s)')
+        bags.append(bag)
+    if world is not None:
+        world.close()
+    return bags
+
+
+@dataclass
+class EpisodeOutcome:
+    name: str
+    fault: str
+    events: list[dict]
+    violations: dict[str, list[int]]      # property → violation start frames
+    flagged: bool = False
+    detected: bool = False
+    latency_frames: dict[str, int] = field(default_factory=dict)
+
+
+def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
+    """Compare an audit report of ``bags`` with their truth files."""
+    by_source = {Path(e['source']).name: e for e in report['episodes']}
+    outcomes = []
+    for bag in bags:
+        truth = read_truth(bag)
+        ep = by_source.get(bag.name)
+        if truth is None or ep is None:
+            continue
+        viol: dict[str, list[int]] = {}
+        for row in ep.get('timeline', []):
+            prop = row['instance'].split('[')[0]
+            viol.setdefault(prop, []).extend(e['start'] for e in row['episodes'])
+        o = EpisodeOutcome(bag.name, truth['fault'], truth['events'], viol, flagged=bool(viol))
+        first = min((e['start_frame'] for e in truth['events']), default=None)
+        if first is not None:
+            starts = [s for ss in viol.values() for s in ss if s >= first - EARLY_SLACK_FRAMES]
+            o.detected = bool(starts)
+            for prop, ss in viol.items():
+                late = [s - first for s in ss if s >= first - EARLY_SLACK_FRAMES]
+                if late:
+                    o.latency_frames[prop] = min(late)
+        outcomes.append(o)
+    faulty = [o for o in outcomes if o.events]
+    clean = [o for o in outcomes if not o.events]
+    tp = sum(o.detected for o in faulty)
+    flagged = sum(o.flagged for o in outcomes)
+    true_flags = sum(o.flagged and o.detected for o in faulty)
+    props = {}
+    for prop, faults in EXPECTED.items():
+        meant = [o for o in faulty if o.fault in faults]
+        hits = [o for o in meant if prop in o.latency_frames]
+        lat = [o.latency_frames[prop] for o in hits]
+        props[prop] = {
+            'faults': list(faults), 'episodes': len(meant), 'detected': len(hits),
+            'sensitivity': len(hits) / len(meant) if meant else None,
+            'sensitivity_ci': clopper_pearson(len(hits), len(meant), confidence),
+            'false_alarms_per_clean_episode': (sum(len(o.violations.get(prop, [])) for o in clean) / len(clean)
+                                               if clean else None),
+            'median_latency_frames': statistics.median(lat) if lat else None,
+            'window_frames': WINDOW_FRAMES.get(prop),
+        }
+    other = sorted({p for o in outcomes for p in o.violations} - set(EXPECTED))
+    for prop in other:
+        props[prop] = {'faults': [], 'episodes': 0, 'detected': 0, 'sensitivity': None, 'sensitivity_ci': None,
+                       'false_alarms_per_clean_episode': (sum(len(o.violations.get(prop, [])) for o in clean) /
+                                                          len(clean) if clean else None),
+                       'median_latency_frames': None, 'window_frames': None}
+    return {
+        'episodes': len(outcomes), 'faulty': len(faulty), 'clean': len(clean),
+        'sensitivity': tp / len(faulty) if faulty else None,
+        'sensitivity_ci': clopper_pearson(tp, len(faulty), confidence),
+        'specificity': sum(not o.flagged for o in clean) / len(clean) if clean else None,
+        'specificity_ci': clopper_pearson(sum(not o.flagged for o in clean), len(clean), confidence),
+        'precision': true_flags / flagged if flagged else None,
+        'precision_ci': clopper_pearson(true_flags, flagged, confidence),
+        'false_alarms_per_clean_episode': (sum(sum(len(v) for v in o.violations.values()) for o in clean) /
+                                           len(clean) if clean else None),
+        'properties': props,
+        'outcomes': [o.__dict__ for o in outcomes],
+    }
+
+
+def format_table(result: dict) -> str:
+    def f(v, ci=None):
+        if v is None:
+            return '-'
+        s = f'{v:.2f}'
+        return s + (f' [{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '')
+    lines = [f'faithfulness over {result["episodes"]} episodes ({result["faulty"]} faulty, {result["clean"]} clean)',
+             f'  sensitivity {f(result["sensitivity"], result["sensitivity_ci"])}   specificity '
+             f'{f(result["specificity"], result["specificity_ci"])}   precision '
+             f'{f(result["precision"], result["precision_ci"])}   false alarms per clean episode '
+             f'{f(result["false_alarms_per_clean_episode"])}',
+             f'  {"property":32s} {"detected":>9s} {"sensitivity [95% CI]":>22s} {"false/clean":>11s} '
+             f'{"latency":>8s} {"window+1":>8s}']
+    for prop, r in result['properties'].items():
+        lat = '-' if r['median_latency_frames'] is None else f'{r["median_latency_frames"]:g}'
+        win = '-' if r['window_frames'] is None else str(r['window_frames'] + 1)
+        lines.append(f'  {prop:32s} {r["detected"]:>4d}/{r["episodes"]:<4d} '
+                     f'{f(r["sensitivity"], r["sensitivity_ci"]):>22s} {f(r["false_alarms_per_clean_episode"]):>11s} '
+                     f'{lat:>8s} {win:>8s}')
+    return '\n'.join(lines)
+
+
+def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
+                  progress: Callable[[str], None] = print) -> dict:
+    """Record (or reuse) the episodes, audit them with the shipped
+    configuration, score against the truth; writes ``faithfulness.json``."""
+    from ..audit.engine import AuditConfig, run_audit
+    from ..audit.report import build_report
+    from ..resources import config_path, default_suites
+    plan = episode_plan(episodes, seed)
+    bags = record(plan, out_dir / 'bags', progress)
+    cfg = AuditConfig(tuple(str(p) for p in default_suites()),
+                      robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
+    progress(f'auditing {len(bags)} bags with {Path(cfg.robot_config).name}')
+    results, skipped = run_audit([str(b) for b in bags], cfg, out_dir / 'audit', workers)
+    report = build_report(results, skipped, {'reduction': 'any'})
+    result = score(report, bags)
+    result['skipped'] = skipped
+    (out_dir / 'faithfulness.json').write_text(json.dumps(result, indent=1))
+    return result

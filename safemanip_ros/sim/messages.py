@@ -1,0 +1,89 @@
+"""One simulator sample as the ROS messages a real stack publishes —
+``/joint_states``, ``/tf``, ``/tf_static``, ``/contacts``, ``/clock`` —
+built with either message implementation: rclpy's classes (the live
+bridge node) or rosbags' typestore classes (episodes written straight to a
+bag).  Both take the same keyword fields, so one function builds both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .world import SimSample
+
+TOPICS = {
+    '/joint_states': 'sensor_msgs/msg/JointState',
+    '/tf': 'tf2_msgs/msg/TFMessage',
+    '/tf_static': 'tf2_msgs/msg/TFMessage',
+    '/contacts': 'safemanip_ros/msg/ContactArray',
+    '/clock': 'rosgraph_msgs/msg/Clock',
+}
+WORLD_FRAME = 'world'
+
+
+@dataclass(frozen=True)
+class MessageTypes:
+    """The message classes to build with (rclpy or rosbags)."""
+
+    Time: Any
+    Header: Any
+    JointState: Any
+    TFMessage: Any
+    TransformStamped: Any
+    Transform: Any
+    Vector3: Any
+    Quaternion: Any
+    Contact: Any
+    ContactArray: Any
+    Point: Any
+    Clock: Any | None = None
+
+    @classmethod
+    def from_typestore(cls, ts: Any) -> 'MessageTypes':
+        t = ts.types
+        return cls(t['builtin_interfaces/msg/Time'], t['std_msgs/msg/Header'], t['sensor_msgs/msg/JointState'],
+                   t['tf2_msgs/msg/TFMessage'], t['geometry_msgs/msg/TransformStamped'],
+                   t['geometry_msgs/msg/Transform'], t['geometry_msgs/msg/Vector3'],
+                   t['geometry_msgs/msg/Quaternion'], t['safemanip_ros/msg/Contact'],
+                   t['safemanip_ros/msg/ContactArray'], t['geometry_msgs/msg/Point'],
+                   t.get('rosgraph_msgs/msg/Clock'))
+
+
+def stamp(types: MessageTypes, time_s: float) -> Any:
+    sec = int(time_s // 1)
+    return types.Time(sec=sec, nanosec=int(round((time_s - sec) * 1e9)) % 1_000_000_000)
+
+
+def joint_state(types: MessageTypes, s: SimSample) -> Any:
+    return types.JointState(header=types.Header(stamp=stamp(types, s.stamp_s), frame_id=''), name=list(s.joint_names),
+                            position=np.asarray(s.joint_positions, dtype=np.float64),
+                            velocity=np.asarray(s.joint_velocities, dtype=np.float64),
+                            effort=np.zeros(0, dtype=np.float64))
+
+
+def transforms(types: MessageTypes, s: SimSample, bodies: list[str]) -> Any:
+    """A TFMessage with one ``world → body`` transform per body."""
+    out = []
+    header_stamp = stamp(types, s.stamp_s)
+    for body in bodies:
+        (x, y, z), (qx, qy, qz, qw) = s.poses[body]
+        out.append(types.TransformStamped(
+            header=types.Header(stamp=header_stamp, frame_id=WORLD_FRAME), child_frame_id=body,
+            transform=types.Transform(translation=types.Vector3(x=x, y=y, z=z),
+                                      rotation=types.Quaternion(x=qx, y=qy, z=qz, w=qw))))
+    return types.TFMessage(transforms=out)
+
+
+def contacts(types: MessageTypes, s: SimSample) -> Any:
+    zero = types.Point(x=0.0, y=0.0, z=0.0)
+    up = types.Vector3(x=0.0, y=0.0, z=0.0)
+    return types.ContactArray(header=types.Header(stamp=stamp(types, s.stamp_s), frame_id=WORLD_FRAME), contacts=[
+        types.Contact(body1=a, body2=b, position=zero, normal=up, normal_force_n=f, depth_m=0.0)
+        for a, b, f in s.contacts])
+
+
+def clock(types: MessageTypes, s: SimSample) -> Any:
+    return types.Clock(clock=stamp(types, s.stamp_s))
