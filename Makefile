@@ -3,6 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 # DDS discovery stays on this machine unless the caller chose otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
@@ -18,7 +19,7 @@ setup:
 	@bash tools/setup_env.sh
 
 demo: setup
-	$(VENV)/bin/safemanip demo
+	$(VENV)/bin/safemanip demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,15 +1,41 @@
-"""The README's main-job command runs end to end and passes its own checks."""
+"""The README's main-job command runs end to end and passes its own checks:
+physics-simulated episodes watched live over DDS, the supervisor holding the
+simulated arm, bags recorded and audited; and the fast scripted demo."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+
+from conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_make_demo():
-    proc = subprocess.run(['make', '-s', 'demo'], cwd=REPO, capture_output=True, text=True, timeout=600)
+def test_make_demo(tmp_path):
+    out = tmp_path / 'demo'
+    proc = subprocess.run(['make', '-s', 'demo', f'DEMO_ARGS=--out {out}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = proc.stdout
+    assert text.splitlines()[0].startswith('safemanip demo: 6 robosuite Lift episodes'), text[:500]
+    assert 'MISMATCH' not in text, text
+    assert (out / 'audit' / 'report.html').exists() and f'report: {out / "audit" / "report.html"}' in text
+    report = json.loads((out / 'audit' / 'report.json').read_text())
+    assert report['rollouts'] == 6 and not report['skipped']
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith('lift_')}
+    assert 'release_only_over_support (+0)' in rows['lift_midair_drop_002']
+    assert 'no_dragging_on_support' in rows['lift_drag_003']
+    assert 'no_forbidden_contact' in rows['lift_table_smash_004']
+    assert 'none' in rows['lift_none_001'] and 'none' in rows['lift_none_006']
+    # The supervisor's pause reached the simulated arm, and the bridge obeyed it.
+    truth = json.loads((out / 'bags' / 'lift_table_smash_004' / 'truth.json').read_text())
+    assert truth['supervisor_holds'], truth
+
+
+def test_scripted_demo_over_dds():
+    proc = run_cli('demo', '--scripted')
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert 'published over Fast DDS between two rclpy nodes' in out
@@ -17,8 +43,7 @@ def test_make_demo():
     assert out.count(' ok\n') == 15 and 'FALSE ALARM' not in out and 'MISSED' not in out
 
 
-def test_demo_offline_gives_the_same_table():
-    from conftest import run_cli
-    proc = run_cli('demo', '--offline')
+def test_scripted_demo_offline_gives_the_same_table():
+    proc = run_cli('demo', '--scripted', '--offline')
     assert proc.returncode == 0, proc.stderr
     assert '(offline)' in proc.stdout and proc.stdout.count(' ok\n') == 15

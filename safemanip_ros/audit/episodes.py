@@ -255,7 +255,12 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
         if next_frame is not None:          # the frame holding the last messages
             emit(next_frame)
+        if grounding is not None:
+            warnings.extend(grounding.name_warnings(str(path)))
         close(name)
+        if grounding is not None:
+            for ep in episodes:      # every episode of this bag carries the bag's name warnings
+                ep.warnings[:] = list(dict.fromkeys(ep.warnings + warnings))
         return episodes
     finally:
         reader.close()

@@ -14,6 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser('bench', help='run benchmarks (bench/*.py) and print their figures')
     p.add_argument('names', nargs='*', help='benchmark script names without .py (default: all)')
     p.add_argument('--quick', action='store_true', help='smaller sizes (for smoke tests)')
+    p.add_argument('--episodes', type=int, metavar='N', help='faithfulness: how many physics episodes')
+    p.add_argument('--seed', type=int, metavar='S', help='faithfulness: the first episode seed')
+    p.add_argument('--out', metavar='DIR', help='faithfulness: keep bags, audit and faithfulness.json here')
     p.set_defaults(func=run)
 
 
@@ -28,6 +31,10 @@ def run(args: argparse.Namespace) -> int:
     rc = 0
     for script in scripts:
         cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
+        if script.stem == 'bench_faithfulness':
+            for flag in ('episodes', 'seed', 'out'):
+                if getattr(args, flag) is not None:
+                    cmd += [f'--{flag}', str(getattr(args, flag))]
         print(f'== {script.name}', flush=True)
         rc |= subprocess.call(cmd)
     return rc

@@ -29,11 +29,23 @@ CONFIG = config_dir()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser('demo', help='monitor scripted rollouts with injected faults over DDS',
-                       description=__doc__.split('\n\n')[1] if __doc__ else None)
-    p.add_argument('--offline', action='store_true', help='skip ROS 2 / DDS even where rclpy is available')
-    p.add_argument('--timeout-s', type=float, default=20.0, help='DDS delivery timeout per rollout (seconds)')
-    p.set_defaults(func=run)
+    from . import demo_physics
+    p = sub.add_parser('demo', help='physics-simulated episodes watched live by the whole stack, then audited '
+                                    '(--scripted: fast predicate-level rollouts, no physics)',
+                       description=(demo_physics.__doc__ or '').split('\n\n')[0] + '  With --scripted: ' +
+                       (__doc__.split('\n\n')[1] if __doc__ else ''))
+    p.add_argument('--scripted', action='store_true', help='the fast scripted demo (no physics, nothing recorded)')
+    p.add_argument('--offline', action='store_true', help='--scripted: skip ROS 2 / DDS even where rclpy is available')
+    p.add_argument('--timeout-s', type=float, default=20.0, help='--scripted: DDS delivery timeout per rollout (s)')
+    demo_physics.register_options(p)
+    p.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.scripted:
+        return run(args)
+    from . import demo_physics
+    return demo_physics.run(args)
 
 
 def _monitor(rollout_frames: list[dict[str, bool]], monitor: Monitor) -> dict[str, list[tuple[int, int, bool]]]:

@@ -15,12 +15,12 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import audit, bag, bench, check, demo, monitor_trace, operator, predicates, run, watch
+from . import audit, bag, bench, check, demo, doctor, monitor_trace, operator, predicates, run, watch
 from . import compile as compile_cmd
 
 INTERNAL_ERROR = 70   # EX_SOFTWARE
 
-SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, bag, demo, bench)
+SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, bag, doctor, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

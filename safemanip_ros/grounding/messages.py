@@ -91,6 +91,7 @@ class GroundingSet:
         self.tf = TfGrounding(robot.tf)
         self.wrench = WrenchGrounding(robot.wrench) if use_wrench else None
         self.camera = CameraGrounding(robot.camera) if use_camera and robot.camera.regions else None
+        self.contact_bodies_seen: set[str] = set()
 
     def fresh_copy(self) -> 'GroundingSet':
         """The same sources with no history (a new episode starts)."""
@@ -103,6 +104,8 @@ class GroundingSet:
             feed_tf(self.tf, msg, static=topic == '/tf_static')
         elif topic == '/contacts':
             feed_contacts(self.contacts, msg)
+            for c in msg.contacts:
+                self.contact_bodies_seen.update((c.body1, c.body2))
         elif topic == '/wrench' and self.wrench is not None:
             feed_wrench(self.wrench, msg)
         elif topic == '/image' and self.camera is not None:
@@ -112,6 +115,22 @@ class GroundingSet:
                 self.camera.health.missing_inputs += 1
                 return
             self.camera.update(stamp_s(msg.header.stamp), img)
+
+    def name_warnings(self, source: str) -> list[str]:
+        """What the contacts seen so far say about the configuration's names:
+        bodies it does not map (their contacts count as forbidden) and the
+        case where none of its bodies ever appears."""
+        c = self.robot.contacts
+        configured = set(c.robot_bodies) | set(c.finger_bodies) | set(c.body_entity)
+        out = []
+        unmapped = sorted(self.contact_bodies_seen - configured)
+        if unmapped:
+            out.append(f'{source}: {len(unmapped)} contact bodies are not in {self.robot.source} (their contacts '
+                       f'count as forbidden): {", ".join(unmapped[:12])}{" ..." if len(unmapped) > 12 else ""}')
+        if self.contact_bodies_seen and not self.contact_bodies_seen & configured:
+            out.append(f'{source}: none of the {len(configured)} contact bodies of {self.robot.source} appears in '
+                       f'/contacts: check the names (safemanip doctor --config {self.robot.source} BAG)')
+        return out
 
     def evaluate(self, now_s: float) -> Predicates:
         out = self.joints.evaluate(now_s)

@@ -183,7 +183,9 @@ class TfConfig:
 class TfGrounding:
     def __init__(self, config: TfConfig, tree: TransformTree | None = None) -> None:
         self.config = config
-        self.tree = tree or TransformTree()
+        # A frame is built from the newest pose within the staleness limit (sample-and-hold, as
+        # every other source), not only within the 50 ms interpolation tolerance.
+        self.tree = tree or TransformTree(tolerance_s=max(0.05, config.staleness_s))
         self.freshness = Freshness(config.staleness_s)
         self._prev_pose: dict[str, tuple[float, np.ndarray]] = {}
         self._grasp_ref: dict[str, np.ndarray] = {}

@@ -59,8 +59,12 @@ def _quiet_robosuite() -> None:
 
 def import_robosuite() -> Any:
     _quiet_robosuite()
+    import contextlib
+    import io
     try:
-        import robosuite
+        # robosuite's log handler binds sys.stderr when it is imported: bind it to a sink.
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            import robosuite
     except ImportError as exc:
         raise SimError(f'robosuite is not installed ({exc}); install requirements/sim.txt and '
                        f'requirements/sim-nodeps.txt (make setup does)') from None

@@ -1,0 +1,94 @@
+"""``safemanip doctor --config ROBOT.yaml [BAG | --live]``: check every
+name of a robot configuration (joints, frames, contact bodies, topics)
+against a bag or the live ROS graph; list what matches nothing, what the
+robot publishes that the configuration does not map, the predicates the
+configuration grounds and the properties it cannot ground.  Exit 0 when
+everything matches, 1 on a mismatch, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from ..errors import SafemanipError
+from ..resources import default_suites
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser('doctor', help='check a robot configuration\'s names against a bag or the live graph',
+                       description=__doc__.split('\n\n')[0].split(': ', 1)[1] if __doc__ else None)
+    p.add_argument('--config', required=True, metavar='ROBOT.yaml')
+    p.add_argument('bag', nargs='?', metavar='BAG', help='a rosbag2 bag holding the raw inputs')
+    p.add_argument('--live', action='store_true', help='listen to the live graph instead of reading a bag')
+    p.add_argument('--listen-s', type=float, default=3.0, help='--live: how long to listen (seconds)')
+    p.add_argument('--properties', action='append', metavar='P.yaml', help='suites (default: the shipped ones)')
+    p.set_defaults(func=run)
+
+
+def _listen(seconds: float):
+    from ..grounding.names import ObservedNames
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    import rclpy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    from tf2_msgs.msg import TFMessage
+
+    from safemanip_ros.msg import ContactArray
+    rclpy.init()
+    seen = ObservedNames()
+    try:
+        node = rclpy.create_node('safemanip_doctor')
+        static = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                            durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        for topic, kind, qos in (('/joint_states', JointState, qos_profile_sensor_data), ('/tf', TFMessage, 100),
+                                 ('/tf_static', TFMessage, static), ('/contacts', ContactArray,
+                                                                     qos_profile_sensor_data)):
+            node.create_subscription(kind, topic, lambda msg, t=topic: seen.add_message(t, msg), qos)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        seen.topics = {name: types[0] for name, types in node.get_topic_names_and_types()}
+        # A topic is an input only if something arrived on it.
+        if not seen.joints:
+            seen.topics.pop('/joint_states', None)
+        if not seen.frames:
+            seen.topics.pop('/tf', None)
+            seen.topics.pop('/tf_static', None)
+        if not seen.contact_messages:
+            seen.topics.pop('/contacts', None)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+    return seen
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..grounding.catalog import grounded_predicates
+    from ..grounding.config import load_robot_config
+    from ..grounding.names import ObservedNames, check_names
+    from ..monitor.build import build_instances
+    if bool(args.bag) == bool(args.live):
+        raise SafemanipError('give a BAG or --live (one of them)')
+    cfg = load_robot_config(args.config)
+    seen = _listen(args.listen_s) if args.live else ObservedNames.from_bag(args.bag)
+    suites = args.properties or [str(p) for p in default_suites()]
+    iset = build_instances(suites, robot_config=args.config)
+    report = check_names(cfg, seen, iset.unsupported, sorted(grounded_predicates(cfg)))
+    source = f'the live graph ({args.listen_s:g} s)' if args.live else args.bag
+    print(f'doctor: {args.config} against {source}')
+    print(f'  inputs: {len(seen.joints)} joints, {len(seen.frames)} TF frames, {len(seen.contact_bodies)} contact '
+          f'bodies on {", ".join(sorted(t for t in seen.topics if not t.startswith("/rosout"))) or "no topics"}')
+    for f in report.mismatches:
+        print(f'  MISMATCH {f.kind} {f.name!r} ({f.where}): {f.problem}')
+    by_field: dict[str, list[str]] = {}
+    for f in report.warnings:
+        by_field.setdefault(f'{f.where}: {f.problem}', []).append(f.name)
+    for where, names in sorted(by_field.items()):
+        print(f'  note     {where}: {", ".join(names)}')
+    print(f'  grounds {len(report.grounded)} predicates; runs {len(iset.instances)} property instances; '
+          f'{len(report.unsupported)} unsupported (not run):')
+    for inst, missing in sorted(report.unsupported.items()):
+        print(f'    {inst}: needs {", ".join(missing)}')
+    print('doctor: ' + ('every configured name matches' if report.ok else f'{len(report.mismatches)} mismatch(es)'))
+    return 0 if report.ok else 1

@@ -1,0 +1,216 @@
+"""``sim_bridge``: a robosuite task as a robot stack on DDS.
+
+Steps a :class:`~safemanip_ros.sim.world.SimWorld` headless on the CPU, one
+control step per period of ``1/20 s × real_time_factor`` wall time, driven
+by a scripted policy with an injected fault, and publishes exactly what a
+real stack does: ``/clock`` (sim time; run the monitoring stack with
+``use_sim_time``), ``joint_states``, ``/tf`` (``world → body`` for every
+moving body), ``/tf_static`` (fixed bodies, transient local) and
+``contacts`` (safemanip_ros/ContactArray, MuJoCo body pairs with their
+normal force).
+
+It obeys the supervisor like a ``joint_trajectory_controller``: a
+``trajectory_msgs/JointTrajectory`` on ``controller_topic`` suspends the
+policy and the arm tracks the trajectory (each point's joint positions are
+turned into an end-effector target by forward kinematics, which the
+operational-space controller follows; a one-point trajectory at the current
+positions holds the arm); ``~/resume`` (std_srvs/Trigger) hands the arm back
+to the policy, ``~/pause`` holds it.  An empty trajectory cancels tracking.
+
+Parameters: ``task`` (Lift), ``fault`` (none, midair_drop, ...), ``seed``,
+``real_time_factor`` (1.0), ``max_held_s`` (end the episode this long after
+a hold; 2.0), ``truth_file`` (write the episode's ground truth and the
+holds received here), ``controller_topic``
+(joint_trajectory_controller/joint_trajectory), ``wait_for_subscribers``
+(1: start once this many nodes subscribe to joint_states).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+from trajectory_msgs.msg import JointTrajectory
+
+from safemanip_ros.msg import Contact, ContactArray
+
+from ..sim import messages
+from ..sim.policies import EEF_BODY, LiftPolicy, Truth, TruthLabeller
+from ..sim.world import CONTROL_RATE_HZ, SimWorld
+from .guard import CallbackGuard
+from .runner import run_node
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+STATIC = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class _RclpyTime:
+    """``builtin_interfaces/Time`` built by keyword, like rosbags' class."""
+
+    def __new__(cls, sec: int, nanosec: int):
+        from builtin_interfaces.msg import Time
+        return Time(sec=sec, nanosec=nanosec)
+
+
+RCLPY_TYPES = messages.MessageTypes(
+    Time=_RclpyTime, Header=Header, JointState=JointState, TFMessage=TFMessage, TransformStamped=TransformStamped,
+    Transform=Transform, Vector3=Vector3, Quaternion=Quaternion, Contact=Contact, ContactArray=ContactArray,
+    Point=Point, Clock=Clock)
+OSC_POSITION_M = 0.05      # robosuite OSC_POSE: an action of 1 moves the target 5 cm ...
+OSC_ROTATION_RAD = 0.5     # ... or turns it 0.5 rad
+
+
+class SimBridgeNode(CallbackGuard, Node):
+    def __init__(self) -> None:
+        super().__init__('sim_bridge')
+        for name, default in (('task', 'Lift'), ('fault', 'none'), ('seed', 0), ('real_time_factor', 1.0),
+                              ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
+                              ('controller_topic', 'joint_trajectory_controller/joint_trajectory')):
+            self.declare_parameter(name, default)
+        p = lambda n: self.get_parameter(n).value  # noqa: E731
+        self.types = RCLPY_TYPES
+        self.world = SimWorld(str(p('task')), int(p('seed')))
+        self.sample = self.world.reset()
+        half = float(self.world.env.cube.size[2])
+        self.policy = LiftPolicy(str(p('fault')), np.random.default_rng(int(p('seed'))), cube_half_m=half)
+        self.truth = Truth(str(p('task')), str(p('fault')), int(p('seed')))
+        self.labeller = TruthLabeller(self.truth, half)
+        self.holds: list[dict] = []
+        self._tracking: list[tuple[float, np.ndarray]] | None = None    # (sim time, arm joint positions)
+        self._held_since_s: float | None = None
+        self.finished = False
+        self._arm = [j for j in self.sample.joint_names if j.startswith('robot0_joint')]
+        static = self.world.static_bodies()
+        self._dynamic = [b for b in self.sample.poses if b not in set(static)]
+        self._pub_clock = self.create_publisher(Clock, '/clock', 10)
+        self._pub_js = self.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
+        self._pub_tf = self.create_publisher(TFMessage, '/tf', 100)
+        self._pub_contacts = self.create_publisher(ContactArray, 'contacts', qos_profile_sensor_data)
+        self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC)
+        self._pub_static.publish(messages.transforms(self.types, self.sample, static))
+        self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
+                                 RELIABLE)
+        self.create_service(Trigger, '~/pause', self._srv_pause)
+        self.create_service(Trigger, '~/resume', self._srv_resume)
+        self._started = False
+        self._publish()
+        period = 1.0 / CONTROL_RATE_HZ * max(1e-3, float(p('real_time_factor')))
+        self.create_timer(period, self._tick)
+
+    # ------------------------------------------------------------- control
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if not msg.points:
+            self._tracking = None            # ROS convention: an empty trajectory cancels
+            return
+        index = {n: i for i, n in enumerate(msg.joint_names)}
+        missing = [j for j in self._arm if j not in index]
+        if missing:
+            self.get_logger().error(f'trajectory without arm joints {missing}: ignored')
+            return
+        now = self.sample.stamp_s
+        self._tracking = [(now + pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9,
+                           np.array([pt.positions[index[j]] for j in self._arm])) for pt in msg.points]
+        if self._held_since_s is None:
+            self._held_since_s = now
+        self.holds.append({'frame': self.sample.step, 'sim_time_s': now, 'points': len(msg.points)})
+        self.get_logger().info(f'trajectory of {len(msg.points)} point(s) received at frame {self.sample.step}: '
+                               f'policy suspended, arm follows the controller command')
+
+    def _srv_pause(self, request, response):
+        q = np.array([self.sample.joint_positions[self.sample.joint_names.index(j)] for j in self._arm])
+        self._tracking = [(self.sample.stamp_s, q)]
+        self._held_since_s = self._held_since_s or self.sample.stamp_s
+        response.success, response.message = True, f'held at frame {self.sample.step}'
+        return response
+
+    def _srv_resume(self, request, response):
+        self._tracking, self._held_since_s = None, None
+        response.success, response.message = True, f'policy resumed at frame {self.sample.step}'
+        return response
+
+    def _tracking_action(self) -> np.ndarray:
+        """OSC action towards the end-effector pose of the trajectory's
+        joint positions at the current sim time (forward kinematics)."""
+        import mujoco
+        now = self.sample.stamp_s
+        times = [t for t, _ in self._tracking]
+        i = int(np.searchsorted(times, now))
+        if i == 0:
+            q = self._tracking[0][1]
+        elif i >= len(times):
+            q = self._tracking[-1][1]
+        else:
+            (t0, q0), (t1, q1) = self._tracking[i - 1], self._tracking[i]
+            q = q0 + (q1 - q0) * (now - t0) / max(t1 - t0, 1e-9)
+        m, d = self.world.model, self.world.data
+        scratch = mujoco.MjData(m)
+        scratch.qpos[:] = d.qpos
+        for name, value in zip(self._arm, q):
+            scratch.qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)]] = value
+        mujoco.mj_kinematics(m, scratch)
+        b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, EEF_BODY)
+        a = np.zeros(self.world.action_dim)
+        a[:3] = np.clip((scratch.xpos[b] - d.xpos[b]) / OSC_POSITION_M, -1, 1)
+        R = scratch.xmat[b].reshape(3, 3) @ d.xmat[b].reshape(3, 3).T     # rotation still to go
+        angle = math.acos(max(-1.0, min(1.0, (np.trace(R) - 1) / 2)))
+        if angle > 1e-6:
+            axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]]) / (2 * math.sin(angle))
+            a[3:6] = np.clip(axis * angle / OSC_ROTATION_RAD, -1, 1)
+        a[-1] = 0.0      # the gripper keeps its closure
+        return a
+
+    def _tick(self) -> None:
+        if self.finished:
+            return
+        if not self._started:
+            if self.count_subscribers('joint_states') < int(self.get_parameter('wait_for_subscribers').value):
+                self._publish()          # keep /clock and the state flowing while the stack comes up
+                return
+            self._started = True
+            self.get_logger().info(f'episode {self.truth.task}/{self.truth.fault}/seed {self.truth.seed} starts')
+        self.labeller.update(self.sample)
+        held_too_long = (self._held_since_s is not None and
+                         self.sample.stamp_s - self._held_since_s >= float(self.get_parameter('max_held_s').value))
+        if self.policy.done or held_too_long or self.sample.step >= 600:
+            self._finish()
+            return
+        action = self._tracking_action() if self._tracking is not None else self.policy.act(self.sample)
+        self.sample = self.world.step(action)
+        self._publish()
+
+    def _publish(self) -> None:
+        s, t = self.sample, self.types
+        self._pub_js.publish(messages.joint_state(t, s))
+        self._pub_tf.publish(messages.transforms(t, s, self._dynamic))
+        self._pub_contacts.publish(messages.contacts(t, s))
+        # The clock last: when a node's time reaches t, the state at t is already on its way.
+        self._pub_clock.publish(messages.clock(t, s))
+
+    def _finish(self) -> None:
+        self.labeller.close(self.sample.step)
+        self.finished = True
+        out = dict(self.truth.to_dict(), supervisor_holds=self.holds)
+        path = self.get_parameter('truth_file').value
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps(out, indent=1))
+        self.get_logger().info(f'episode finished after {self.truth.frames} frames; events '
+                               f'{[e.event for e in self.truth.events] or "none"}; {len(self.holds)} hold(s)')
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run one episode and exit when it has finished."""
+    return run_node(SimBridgeNode, 'sim_bridge', args, until=lambda n: n.finished)
+
+
+__all__ = ['SimBridgeNode']
