@@ -325,3 +325,30 @@ def test_grounded_cube_on_table_end_to_end(tmp_path):
     g.update(0.0, [('world', 'cup', [0, 0, 0.8215], _yaw(0)), ('world', 'tool0', [0, 0, 1.0], _yaw(0))])
     assert g.evaluate(0.0, {'cup': False})['object_supported_cup'] is True
     assert np.isclose(cfg.tf.supports['tray'].top_z_m, 0.025)
+
+
+def test_fixture_interior_grounds_reach_in(tmp_path):
+    """``fixtures.<f>.interior`` grounds reach_in_<f> / object_reach_in_<f>, so
+    SafeManip's enclosure-access properties run instead of being unsupported."""
+    text = (REPO / 'config' / 'robots' / 'TEMPLATE.yaml').read_text().replace(
+        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}",
+        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}\n"
+        "  door: {type: door, bodies: [door_panel], frame: door_panel}").replace(
+        "fixtures: {}",
+        "fixtures:\n  door: {joint: door_hinge, closed: 0.0, open: 0.4, interior: [world, [-0.4, -0.75, 0.85], "
+        "[0.0, -0.38, 1.4]]}")
+    path = tmp_path / 'robot.yaml'
+    path.write_text(text)
+    cfg = load_robot_config(path)
+    g = TfGrounding(cfg.tf)
+    g.update(0.0, [('world', 'tool0', [-0.2, -0.5, 1.0], _yaw(0)), ('world', 'cup', [-0.2, -0.5, 0.95], _yaw(0))])
+    p = g.evaluate(0.0, {'cup': True})
+    assert p['reach_in_door'] is True and p['object_reach_in_door'] is True
+    assert g.evaluate(0.0, {'cup': False})['object_reach_in_door'] is False
+    assert g.evaluate(0.0, {'cup': None})['object_reach_in_door'] is None
+    iset = build_instances([str(PROPS / 'safemanip.yaml')], robot_config=str(path))
+    assert 'reach_in_fixture_only_when_fully_open[fixture=door]' in {i.instance for i in iset.instances}
+    path.write_text(text.replace('interior: [world, [-0.4, -0.75, 0.85], [0.0, -0.38, 1.4]]',
+                                 'interior: [world, [-0.4, -0.75], [0.0, -0.38, 1.4]]'))
+    with pytest.raises(SpecError, match=r'fixtures.door.interior: expected \[frame'):
+        load_robot_config(path)

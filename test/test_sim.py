@@ -99,3 +99,83 @@ def test_faithfulness_on_a_few_episodes(world, tmp_path):
     assert props['release_only_over_support']['detected'] == 1, table
     assert props['no_dragging_on_support']['detected'] == 1, table
     assert props['no_dragging_on_support']['median_latency_frames'] <= 9, table
+
+
+def test_doctor_checks_names_against_a_bag(world, tmp_path):
+    from conftest import run_cli
+    run_episode(world, EpisodeSpec('Lift', 'none', 21), tmp_path)
+    bag = str(tmp_path / 'lift_none_021')
+    ok = run_cli('doctor', '--config', str(ROBOT), bag)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert 'every configured name matches' in ok.stdout
+    assert 'place_preconditions_safe[object=cube]: needs preconditions_satisfied_place_cube' in ok.stdout
+    # A configuration written for other names: every mismatch is named, exit 1.
+    other = run_cli('doctor', '--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), bag)
+    assert other.returncode == 1, other.stdout + other.stderr
+    assert "MISMATCH joint 'gripper0_finger_joint1' (joints.gripper): matches nothing" in other.stdout
+    assert "MISMATCH frame 'mug_main' (" in other.stdout
+    assert "MISMATCH contact body 'cube_main' (contacts / entities): not mapped by the configuration" in other.stdout
+    # ... and the audit with that configuration says so instead of reporting a clean run in silence.
+    audit = run_cli('audit', bag, '--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml'),
+                    '--out', str(tmp_path / 'out'), '--quiet')
+    assert audit.returncode == 0, audit.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    warnings = report['episodes'][0]['warnings']
+    assert any('contact bodies are not in' in w and 'cube_main' in w for w in warnings), warnings
+    assert any('none of the' in w and 'safemanip doctor' in w for w in warnings), warnings
+    bad = run_cli('doctor', '--config', str(ROBOT))
+    assert bad.returncode == 2 and 'give a BAG or --live' in bad.stderr
+
+
+def test_doctor_live_graph(world):
+    """``--live``: names come from what arrives on the graph (a bridge-like publisher here)."""
+    import subprocess
+    import sys
+    import threading
+
+    import rclpy
+    from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Header
+    from tf2_msgs.msg import TFMessage
+
+    from safemanip_ros.msg import Contact, ContactArray
+    from safemanip_ros.sim import messages
+
+    class _Time:
+        def __new__(cls, sec, nanosec):
+            from builtin_interfaces.msg import Time
+            return Time(sec=sec, nanosec=nanosec)
+
+    types = messages.MessageTypes(_Time, Header, JointState, TFMessage, TransformStamped, Transform, Vector3,
+                                  Quaternion, Contact, ContactArray, Point, Clock)
+    sample = world.reset()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('fake_robot', context=ctx)
+    pubs = {t: node.create_publisher(k, t, 10) for t, k in (('/joint_states', JointState), ('/tf', TFMessage),
+                                                            ('/contacts', ContactArray))}
+    stop = threading.Event()
+
+    def publish():
+        while not stop.is_set():
+            pubs['/joint_states'].publish(messages.joint_state(types, sample))
+            pubs['/tf'].publish(messages.transforms(types, sample, list(sample.poses)))
+            pubs['/contacts'].publish(messages.contacts(types, sample))
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    try:
+        exe = [sys.executable, '-m', 'safemanip_ros.cli.main']
+        proc = subprocess.run(exe + ['doctor', '--config', str(ROBOT), '--live', '--listen-s', '4'],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        thread.join()
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'every configured name matches' in proc.stdout
+    assert '9 joints' in proc.stdout and '/contacts' in proc.stdout

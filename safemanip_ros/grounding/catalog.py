@@ -72,6 +72,10 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
                  f'{cfg.tf.gripper_clearance_m} m'),
                 ('tf', f'gripper_approaching_{o}', f'the gripper is within {cfg.tf.approach_m} m of {o} and closer '
                  f'than at the previous frame')]
+    for f, (box, lo, hi) in sorted(cfg.tf.interiors.items()):
+        out += [('tf', f'reach_in_{f}', f'{cfg.tf.gripper_frame} inside the interior of {f} ({list(lo)}..{list(hi)} m '
+                 f'in {box})'),
+                ('tf', f'object_reach_in_{f}', f'a grasped object inside the interior of {f}')]
     if cfg.tf.objects:
         out.append(('tf', 'pick_approach', 'the gripper approaches some graspable object while nothing is grasped'))
     for name in sorted(cfg.camera.regions):

@@ -65,7 +65,7 @@ ROBOT_SCHEMA = Field('map', keys={
         'top_offset_m': Field('float'), 'roles': _STR_LIST})),
     'fixtures': Field('dict', values=Field('map', keys={
         'joint': Field('str', required=True), 'closed': Field('float', required=True),
-        'open': Field('float', required=True)})),
+        'open': Field('float', required=True), 'interior': Field('list')})),
     'tf': Field('map', keys={'near': Field('dict', values=Field('list')),
                              'inside': Field('dict', values=Field('list'))}),
     'camera': Field('map', keys={
@@ -165,12 +165,21 @@ def load_robot_config(path: str | Path) -> RobotConfig:
             raise SpecError(f'{tf_doc["inside"].where(name)}: tf.inside.{name}: expected '
                             f'[frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]]')
         inside[name] = (str(spec[0]), str(spec[1]), tuple(spec[2]), tuple(spec[3]))
+    interiors = {}
+    for name, spec in (doc.get('fixtures') or {}).items():
+        box = spec.get('interior')
+        if box is None:
+            continue
+        if len(box) != 3 or len(box[1]) != 3 or len(box[2]) != 3:
+            raise SpecError(f'{spec.where("interior")}: fixtures.{name}.interior: expected '
+                            f'[frame, [xmin, ymin, zmin], [xmax, ymax, zmax]] (metres in that frame)')
+        interiors[name] = (str(box[0]), tuple(float(v) for v in box[1]), tuple(float(v) for v in box[2]))
     shapes = {e: _shape(ents, e) for e in ents}
     supports = {e: _support(ents, e, shapes[e]) for e, spec in ents.items()
                 if 'support_half_extents_m' in spec or 'support' in (spec.get('roles') or [])}
     objects = {e: ents[e].get('frame', e) for e in sorted(contacts.graspable)}
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
-                  shapes={e: shapes[e] for e in objects},
+                  shapes={e: shapes[e] for e in objects}, interiors=interiors,
                   stable_linear_m_s=th.get('stable_linear_m_s', 0.05), stable_angular_rad_s=th.get('stable_angular_rad_s', 0.25),
                   slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),

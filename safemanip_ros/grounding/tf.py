@@ -178,6 +178,8 @@ class TfConfig:
     approach_m: float = 0.05
     staleness_s: float = 0.2
     shapes: dict[str, Shape] = field(default_factory=dict)           # object entity → shape (default: point)
+    interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = \
+        field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
 
 
 class TfGrounding:
@@ -194,7 +196,8 @@ class TfGrounding:
         self._prev_distance: dict[str, float] = {}
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
                       + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled') for o in objs]
-                      + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else []))
+                      + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else [])
+                      + [f'{k}_{f}' for f in sorted(config.interiors) for k in ('reach_in', 'object_reach_in')])
 
     @property
     def health(self):
@@ -278,6 +281,11 @@ class TfGrounding:
                 approaching = None if prev is None else bool(dist < cfg.approach_m and dist < prev)
                 self._prev_distance[obj] = dist
             out[f'gripper_approaching_{obj}'] = approaching
+        for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
+            out[f'reach_in_{fixture}'] = self._inside(cfg.gripper_frame, box, lo, hi, now_s)
+            held_inside = [_and(grasped.get(o), self._inside(frame, box, lo, hi, now_s))
+                           for o, frame in sorted(cfg.objects.items())]
+            out[f'object_reach_in_{fixture}'] = _or(held_inside)
         if cfg.objects:
             approach = [out[f'gripper_approaching_{o}'] for o in cfg.objects]
             held = [grasped.get(o) for o in cfg.objects]
@@ -289,6 +297,13 @@ class TfGrounding:
                 out['pick_approach'] = None
         return out
 
+
+    def _inside(self, frame: str, box: str, lo: tuple[float, float, float], hi: tuple[float, float, float],
+                now_s: float) -> bool | None:
+        T = self.tree.lookup(box, frame, now_s)
+        if T is None:
+            return None
+        return bool(np.all(T[:3, 3] >= np.asarray(lo)) and np.all(T[:3, 3] <= np.asarray(hi)))
 
     def _supported(self, obj: str, frame: str, now_s: float) -> bool | None:
         """The object rests on some support other than itself (None when a
@@ -306,6 +321,20 @@ class TfGrounding:
             if rests_on(S, shape, surface, cfg.support_gap_m):
                 return True
         return None if unknown else False
+
+
+def _and(a: bool | None, b: bool | None) -> bool | None:
+    """Kleene conjunction (None = unknown)."""
+    if a is False or b is False:
+        return False
+    return True if a and b else None
+
+
+def _or(values: list[bool | None]) -> bool | None:
+    """Kleene disjunction of several values (False when there are none)."""
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
 
 
 def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:
