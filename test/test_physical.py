@@ -352,3 +352,22 @@ def test_fixture_interior_grounds_reach_in(tmp_path):
                                  'interior: [world, [-0.4, -0.75], [0.0, -0.38, 1.4]]'))
     with pytest.raises(SpecError, match=r'fixtures.door.interior: expected \[frame'):
         load_robot_config(path)
+
+
+def test_sync_stays_known_when_only_the_grasp_is_unknown():
+    """sync = not grasped or slip under the limits: an unknown grasp sample in
+    an ongoing grasp without slip leaves sync true, not unknown (which the
+    suite would read as false: a false alarm seen live under load)."""
+    g = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}))
+
+    def frame(t, cube_x, grasped):
+        g.update(t, [('world', 'cube', [cube_x, 0, 1.0], _yaw(0)), ('world', 'hand', [0, 0, 1.0], _yaw(0))])
+        return g.evaluate(t, {'cube': grasped})['object_sync_cube']
+
+    assert frame(0.00, 0.0, True) is True
+    assert frame(0.05, 0.001, None) is True          # no slip: true whether grasped or not
+    assert frame(0.10, 0.05, None) is None           # slipped: false if grasped, true if not -> unknown
+    assert frame(0.15, 0.05, True) is False
+    fresh = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}))
+    fresh.update(0.0, [('world', 'cube', [0, 0, 1.0], _yaw(0)), ('world', 'hand', [0, 0, 1.0], _yaw(0))])
+    assert fresh.evaluate(0.0, {'cube': None})['object_sync_cube'] is None    # no reference: unknown

@@ -179,3 +179,29 @@ def test_doctor_live_graph(world):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert 'every configured name matches' in proc.stdout
     assert '9 joints' in proc.stdout and '/contacts' in proc.stdout
+
+
+def test_config_init_draft_passes_doctor_once_choices_are_made(world, tmp_path):
+    from conftest import run_cli
+    run_episode(world, EpisodeSpec('Lift', 'none', 31), tmp_path)
+    bag = str(tmp_path / 'lift_none_031')
+    draft = tmp_path / 'robot.yaml'
+    proc = run_cli('config', 'init', '--from-bag', bag, '--out', str(draft))
+    assert proc.returncode == 0, proc.stderr
+    text = draft.read_text()
+    assert 'gripper0_right_finger_joint2: {sign: -1}' in text and 'gripper_frame: gripper0_right_eef' in text
+    assert text.count('CHOOSE') == 8, text                 # two types and two shapes: the person's choices
+    unfilled = run_cli('doctor', '--config', str(draft), bag)
+    assert unfilled.returncode == 2 and 'entities' in unfilled.stderr, unfilled.stderr
+    filled = text.replace("cube: {type: CHOOSE", "cube: {type: cube").replace(
+        "table: {type: CHOOSE", "table: {type: table, roles: [support]").replace(
+        "bodies: [cube_main], frame: cube_main, shape: {box: [CHOOSE, CHOOSE, CHOOSE]}",
+        "bodies: [cube_main], frame: cube_main, shape: {box: [0.021, 0.021, 0.021]}").replace(
+        "shape: {box: [CHOOSE, CHOOSE, CHOOSE]}", "shape: {box: [0.4, 0.4, 0.025]}")
+    assert 'CHOOSE' not in filled
+    draft.write_text(filled)
+    ok = run_cli('doctor', '--config', str(draft), bag)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert 'every configured name matches' in ok.stdout
+    again = run_cli('config', 'init', '--from-bag', bag, '--out', str(draft))
+    assert again.returncode == 2 and 'exists' in again.stderr

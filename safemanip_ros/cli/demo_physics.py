@@ -64,6 +64,7 @@ def _run_episode(fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: flo
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
     bridge_log = open(log_dir / f'{bag.name}.bridge.log', 'w')
     stack = subprocess.Popen(_exe('safemanip') + ['run', '--config', str(robot), '--bag', str(bag), '--no-camera',
+                                                  '--reliable-inputs',
                                                   '--ros-args', '-p', 'use_sim_time:=true'],
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'fault:={fault}', '-p', f'seed:={seed}',

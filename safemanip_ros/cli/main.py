@@ -15,12 +15,27 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import SafemanipError
-from . import audit, bag, bench, check, demo, doctor, monitor_trace, operator, predicates, run, watch
+from . import (
+    audit,
+    bag,
+    bench,
+    check,
+    config_cmd,
+    demo,
+    doctor,
+    monitor_trace,
+    ontology,
+    operator,
+    predicates,
+    run,
+    watch,
+)
 from . import compile as compile_cmd
 
 INTERNAL_ERROR = 70   # EX_SOFTWARE
 
-SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, run, watch, operator, audit, bag, doctor, demo, bench)
+SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, ontology, config_cmd, run, watch, operator, audit, bag,
+               doctor, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from ..errors import SpecError
 from ..monitor.core import Monitor
 from ..monitor.frames import read_frames
 from ..resources import config_dir
-from ..spec.ontology import load_ontology, load_scene
+from ..spec.ontology import layered_ontology_files, load_ontology, load_scene
 from ..spec.suite import instantiate, load_suite
 
 CONFIG = config_dir()
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='property suite file (repeatable)')
     p.add_argument('--scene', metavar='SCENE.yaml', help='entities present, to bind templated properties')
     p.add_argument('--ontology', action='append', metavar='ONTOLOGY.yaml',
-                   help=f'ontology file(s) (default: {CONFIG / "ontology"}/*.yaml)')
+                   help=f'ontology file(s) extending the built-in one ({CONFIG / "ontology"}/*.yaml)')
     p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
     p.add_argument('--rate-hz', type=float, help="the trace's frame rate; device windows are rescaled from the "
                                                  "suite's rate_hz (default: the suite's rate)")
@@ -41,8 +41,7 @@ def build_instances(properties: list[str], scene: str | None, ontology: list[str
     suite = load_suite(properties)
     onto = sc = None
     if scene is not None or any(d.over for d in suite.properties):
-        onto_files = ontology or sorted(str(p) for p in (CONFIG / 'ontology').glob('*.yaml'))
-        onto = load_ontology(onto_files)
+        onto = load_ontology(layered_ontology_files(ontology or []))
         if scene is not None:
             sc = load_scene(scene, onto)
     if sc is None:

@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--no-record', action='store_true', help='do not record a bag')
     p.add_argument('--no-supervisor', action='store_true', help='monitor only: no pause/retract commands')
     p.add_argument('--no-camera', action='store_true', help='skip the camera grounding node')
+    p.add_argument('--reliable-inputs', action='store_true',
+                   help='subscribe joint states, TF and contacts reliably (publishers that are reliable, e.g. '
+                        'ros2_control or a simulator: nothing is lost on a busy machine); default best effort')
     p.set_defaults(func=run)
 
 
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
         'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop
+        'input_reliability': 'reliable' if args.reliable_inputs else 'best_effort',
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..resources import config_dir
-from ..spec.ontology import Ontology, Scene, load_ontology, scene_from_mapping
+from ..spec.ontology import Ontology, Scene, layered_ontology_files, load_ontology, scene_from_mapping
 from ..spec.schema import Field, validate
 from ..spec.yamlio import load_yaml
 from .camera import CameraConfig, ColourRegion
@@ -104,11 +104,10 @@ def load_robot_config(path: str | Path) -> RobotConfig:
     doc = load_yaml(path)
     validate(doc, ROBOT_SCHEMA, f'{path}:1', '')
     base = Path(path).parent
-    onto_files = [str((base / p) if not Path(p).is_absolute() else p) for p in doc.get('ontology', [])] or \
-        sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml'))
-    onto = load_ontology(onto_files)
+    onto = load_ontology(layered_ontology_files(
+        [(base / p) if not Path(p).is_absolute() else Path(p) for p in doc.get('ontology', [])]))
     ents = doc['entities']
-    scene = scene_from_mapping({e: spec['type'] for e, spec in ents.items()}, onto, str(path))
+    scene = scene_from_mapping(ents, onto, str(path))
     th = doc.get('thresholds') or {}
     st = doc.get('staleness_s') or {}
     j = doc['joints']
@@ -147,7 +146,9 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         set(c.get('robot_bodies') or []), set(c.get('finger_bodies') or []), body_entity,
         movable=set(scene.select(onto, {'role': 'movable_object'})),
         graspable=set(scene.select(onto, {'affordance': 'graspable'})), target_fixtures=targets,
-        grasp_targets={e: set(spec.get('grasp_targets') or []) for e, spec in ents.items()},
+        # Where the scene says objects are meant to go (targets, receivers), placing may touch.
+        grasp_targets={e: set(spec.get('grasp_targets') or []) | set(scene.select(onto, {'role': ['target', 'receiver']}))
+                       for e, spec in ents.items()},
         entity_hazards={e: {h for h in _closure(onto, 'hazard', onto.types[t]['hazard'])}
                         for e, t in scene.entities.items()},
         min_finger_bodies=int(c.get('min_finger_bodies', 2)), min_force_n=th.get('contact_min_force_n', 0.0),
@@ -175,8 +176,12 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                             f'[frame, [xmin, ymin, zmin], [xmax, ymax, zmax]] (metres in that frame)')
         interiors[name] = (str(box[0]), tuple(float(v) for v in box[1]), tuple(float(v) for v in box[2]))
     shapes = {e: _shape(ents, e) for e in ents}
+    # A support: declared (support_half_extents_m), given the scene role, or of a type whose role is a
+    # support surface and whose shape says where its top is.
+    surfaces = set(scene.select(onto, {'role': 'support_surface'}))
     supports = {e: _support(ents, e, shapes[e]) for e, spec in ents.items()
-                if 'support_half_extents_m' in spec or 'support' in (spec.get('roles') or [])}
+                if 'support_half_extents_m' in spec or (e in surfaces and shapes[e].kind != 'point')
+                or 'support' in (spec.get('roles') or [])}
     objects = {e: ents[e].get('frame', e) for e in sorted(contacts.graspable)}
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
                   shapes={e: shapes[e] for e in objects}, interiors=interiors,

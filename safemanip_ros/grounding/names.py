@@ -25,14 +25,23 @@ class ObservedNames:
     frames: set[str] = field(default_factory=set)
     contact_bodies: set[str] = field(default_factory=set)
     contact_messages: int = 0
+    joint_range: dict[str, tuple[float, float]] = field(default_factory=dict)    # joint → (min, max) position
+    parents: dict[str, str] = field(default_factory=dict)                         # TF child → parent
+    static_frames: set[str] = field(default_factory=set)
 
     def add_message(self, topic: str, msg: object) -> None:
         """One message of a raw input topic (rclpy or rosbags object)."""
         if topic.endswith('joint_states'):
             self.joints.update(msg.name)                                        # type: ignore[attr-defined]
+            for name, q in zip(msg.name, msg.position):                         # type: ignore[attr-defined]
+                lo, hi = self.joint_range.get(name, (float(q), float(q)))
+                self.joint_range[name] = (min(lo, float(q)), max(hi, float(q)))
         elif topic in ('/tf', '/tf_static'):
             for t in msg.transforms:                                            # type: ignore[attr-defined]
                 self.frames.update((t.header.frame_id, t.child_frame_id))
+                self.parents[t.child_frame_id] = t.header.frame_id
+                if topic == '/tf_static':
+                    self.static_frames.add(t.child_frame_id)
         elif topic.endswith('contacts'):
             self.contact_messages += 1
             for c in msg.contacts:                                              # type: ignore[attr-defined]

@@ -258,12 +258,12 @@ class TfGrounding:
                 if self._ungrasped_frames[obj] >= 2:
                     self._grasp_ref.pop(obj, None)
             if g is None and obj in grasped:
-                sync = None
+                # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
+                # true when the object has not slipped from an ongoing grasp's reference.
+                ref = self._grasp_ref.get(obj)
+                sync = True if ref is not None and G is not None and self._slip_ok(ref, G) else None
             elif g and G is not None:
-                ref = self._grasp_ref.setdefault(obj, G)
-                slip_m = float(np.linalg.norm(G[:3, 3] - ref[:3, 3]))
-                slip_rad = rotation_angle(ref[:3, :3].T @ G[:3, :3])
-                sync = slip_m < cfg.slip_m and slip_rad < cfg.slip_rad
+                sync = self._slip_ok(self._grasp_ref.setdefault(obj, G), G)
             elif g:
                 sync = None
             else:
@@ -297,6 +297,11 @@ class TfGrounding:
                 out['pick_approach'] = None
         return out
 
+
+    def _slip_ok(self, ref: np.ndarray, G: np.ndarray) -> bool:
+        """The object's pose in the gripper moved less than the slip limits since ``ref``."""
+        slip_m = float(np.linalg.norm(G[:3, 3] - ref[:3, 3]))
+        return slip_m < self.config.slip_m and rotation_angle(ref[:3, :3].T @ G[:3, :3]) < self.config.slip_rad
 
     def _inside(self, frame: str, box: str, lo: tuple[float, float, float], hi: tuple[float, float, float],
                 now_s: float) -> bool | None:

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..resources import config_dir
-from ..spec.ontology import Ontology, Scene, load_ontology, load_scene, scene_from_mapping
+from ..spec.ontology import (
+    Ontology,
+    Scene,
+    builtin_ontology_files,
+    layered_ontology_files,
+    load_ontology,
+    load_scene,
+    scene_from_mapping,
+)
 from ..spec.schema import Field, validate
 from ..spec.suite import InstanceSet, instantiate, load_suite, restrict_to_grounded
 from ..spec.yamlio import load_yaml
@@ -19,18 +27,19 @@ CONFIG_DIR = config_dir()
 
 
 def _default_ontology() -> Ontology:
-    return load_ontology(sorted(str(p) for p in (CONFIG_DIR / 'ontology').glob('*.yaml')))
+    return load_ontology(builtin_ontology_files())
 
 
 def ontology_files(robot_config: str | Path = '') -> list[Path]:
-    """The ontology files a monitor built with this robot configuration (or
-    with none: the default ontology) loads."""
+    """The ontology files a monitor built with this robot configuration
+    loads: the built-in ontology, extended by the files its ``ontology``
+    key names (relative to the configuration)."""
+    named: list[str] = []
     if robot_config:
         doc = load_yaml(robot_config)
-        named = doc.get('ontology') if isinstance(doc, dict) else None
-        if named:
-            return [Path(robot_config).parent / f for f in named]
-    return sorted((CONFIG_DIR / 'ontology').glob('*.yaml'))
+        named = list((doc.get('ontology') if isinstance(doc, dict) else None) or [])
+    base = Path(robot_config).parent if robot_config else Path('.')
+    return layered_ontology_files([p if Path(p).is_absolute() else base / p for p in named])
 
 
 def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
@@ -38,11 +47,9 @@ def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
     doc = load_yaml(path)
     validate(doc, Field('map', keys={'entities': Field('dict', required=True), 'ontology': Field('list')} |
                         {k: Field('any') for k in doc if k not in ('entities', 'ontology')}), f'{path}:1', '')
-    base = Path(path).parent
-    files = [str(base / f) for f in doc.get('ontology') or []]
-    onto = load_ontology(files) if files else _default_ontology()
+    onto = load_ontology(ontology_files(path))
     ents = doc['entities']
-    return onto, scene_from_mapping({e: (spec or {}).get('type') for e, spec in ents.items()}, onto, str(path))
+    return onto, scene_from_mapping(ents, onto, str(path))
 
 
 def build_instances(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,

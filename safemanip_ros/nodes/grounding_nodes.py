@@ -14,6 +14,9 @@ Executables: ``joint_state_grounding``, ``contact_grounding``,
 
 from __future__ import annotations
 
+import heapq
+import itertools
+
 import numpy as np
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from rclpy.node import Node
@@ -43,9 +46,29 @@ from ..grounding.tf import TfGrounding
 from .conversions import predicate_array, predicate_values
 from .guard import CallbackGuard
 from .runner import run_node as _run
+from .runner import take_delivered
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+_UNSET = object()
+MAX_DEFERRED = 1000
+"""Held-back inputs at most (a publisher whose clock runs far ahead is not buffered without bound)."""
+
+
+def _stamp_ns(msg) -> int | None:  # type: ignore[no-untyped-def]
+    """A message's header stamp (a TFMessage: its newest transform's), None
+    when it has none or it is 0 ("now")."""
+    header = getattr(msg, 'header', None)
+    if header is not None:
+        ns = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+        return ns or None
+    transforms = getattr(msg, 'transforms', None)
+    if transforms:
+        ns = max(t.header.stamp.sec * 1_000_000_000 + t.header.stamp.nanosec for t in transforms)
+        return ns or None
+    return None
 
 
 class GroundingNode(CallbackGuard, Node):
@@ -56,16 +79,27 @@ class GroundingNode(CallbackGuard, Node):
     fast_inputs = False     # inputs far above the frame rate (TF): publications rate-limited
 
     def __init__(self, node_name: str) -> None:
+        self._inputs: list = []           # input subscriptions, drained before each in-process sample
+        self._deferred: list = []         # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
+        self._deferred_seq = itertools.count()
         super().__init__(node_name)
         self.declare_parameter('config', '')
         self.declare_parameter('rate_hz', 0.0)
         self.declare_parameter('output_topic', f'predicates/{self.source}')
         self.declare_parameter('publish_on_input', True)
         self.declare_parameter('sampled_by_monitor', False)
+        self.declare_parameter('input_reliability', 'best_effort')
         path = self.get_parameter('config').value
         if not path:
             raise SafemanipError(f'{node_name}: parameter config (a config/robots/*.yaml file) is required')
         self.robot: RobotConfig = load_robot_config(path)
+        reliability = self.get_parameter('input_reliability').value
+        if reliability not in ('best_effort', 'reliable'):
+            raise SafemanipError(f'{node_name}: input_reliability {reliability!r}: expected best_effort or reliable')
+        # Sensor inputs: best effort (matches every publisher) unless the robot's publishers are reliable
+        # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
+        self.input_qos = qos_profile_sensor_data if reliability == 'best_effort' else \
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         rate = float(self.get_parameter('rate_hz').value) or self.robot.rate_hz
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
@@ -89,9 +123,52 @@ class GroundingNode(CallbackGuard, Node):
     def evaluate(self, now_s: float) -> Predicates:
         raise NotImplementedError
 
-    def sample(self, now_ns: int) -> Predicates:
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """An input subscription: drained before each in-process sample, and
+        a message stamped after this node's clock is held back until the
+        clock reaches its stamp (simulators publish the state of step t
+        just before /clock reaches t; a frame must not see its future)."""
+        static = topic == '/tf_static'
+
+        def deferring(msg, _cb=callback):  # type: ignore[no-untyped-def]
+            stamp_ns = None if static else _stamp_ns(msg)
+            if stamp_ns is None:
+                _cb(msg)
+                return
+            # Through the queue whenever it holds anything, so inputs are applied in stamp order.
+            heapq.heappush(self._deferred, (stamp_ns, next(self._deferred_seq), _cb, msg))
+            if len(self._deferred) > MAX_DEFERRED:
+                self._release_deferred(self._deferred[0][0])
+            elif not self.sampled_by_monitor:
+                # Sampled by the monitor, inputs are released on its clock only (sample()): every
+                # node of a process has its own /clock subscription, and this one may run ahead.
+                self._release_deferred(self.get_clock().now().nanoseconds)
+
+        sub = super().create_subscription(msg_type, topic, deferring, *args, **kwargs)
+        self._inputs.append(sub)
+        return sub
+
+    def _release_deferred(self, now_ns: int) -> None:
+        """Apply held-back inputs whose stamp the clock has reached, in stamp order."""
+        while self._deferred and self._deferred[0][0] <= now_ns:
+            _, _, callback, msg = heapq.heappop(self._deferred)
+            callback(msg)
+
+    def upstream(self, values: Predicates) -> None:
+        """In-process sampling: the values the sources sampled before this
+        one at the same frame (a source that reads another's predicates
+        takes them from here instead of from the topic, one frame late)."""
+
+    def sample(self, now_ns: int, upstream: Predicates | None = None) -> Predicates:
         """Evaluate at ``now_ns`` (node clock), publish as usual, and return
-        the values (the monitor's frame, in one process)."""
+        the values (the monitor's frame, in one process).  Inputs already
+        delivered are taken first: the executor takes one message per
+        subscription per wake-up, so under load they would wait behind it."""
+        for sub in self._inputs:
+            take_delivered(sub, sub.callback)
+        self._release_deferred(now_ns)
+        if upstream:
+            self.upstream(upstream)
         values = self.evaluate(now_ns * 1e-9)
         self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
         self._seq += 1
@@ -100,6 +177,7 @@ class GroundingNode(CallbackGuard, Node):
 
     def _tick(self) -> None:
         now_ns = self.get_clock().now().nanoseconds
+        self._release_deferred(now_ns)
         self._last_pub_ns = now_ns
         values = self.evaluate(now_ns * 1e-9)
         self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
@@ -116,7 +194,7 @@ class JointStateGroundingNode(GroundingNode):
         super().__init__('joint_state_grounding')
         self.grounding = JointStateGrounding(self.robot.joints)
         self.fixtures = FixtureGrounding(self.robot.fixtures)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos_profile_sensor_data)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_state, self.input_qos)
         if self.robot.command_topic:
             self.create_subscription(JointTrajectory, self.robot.command_topic, self._on_command, RELIABLE)
 
@@ -152,9 +230,10 @@ class ContactGroundingNode(GroundingNode):
         wrench_topic = self.get_parameter('wrench_topic').value or self.robot.wrench_topic
         self._use_wrench = bool(wrench_topic)
         self.fingers = JointStateGrounding(self.robot.joints)
-        self.create_subscription(ContactArray, 'contacts', self._on_contacts, qos_profile_sensor_data)
+        self._closed_upstream: object = _UNSET
+        self.create_subscription(ContactArray, 'contacts', self._on_contacts, self.input_qos)
         if self.robot.contacts.require_fingers_closed:
-            self.create_subscription(JointState, 'joint_states', self._on_joint_state, qos_profile_sensor_data)
+            self.create_subscription(JointState, 'joint_states', self._on_joint_state, self.input_qos)
         if self._use_wrench:
             self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench,
                                      qos_profile_sensor_data)
@@ -169,8 +248,13 @@ class ContactGroundingNode(GroundingNode):
     def _on_joint_state(self, msg: JointState) -> None:
         feed_joint_state(self.fingers, None, msg)
 
+    def upstream(self, values: Predicates) -> None:
+        # In one process the joint grounding's own gripper_closed at this frame is the closure.
+        self._closed_upstream = values.get('gripper_closed', self._closed_upstream)
+
     def evaluate(self, now_s: float) -> Predicates:
-        closed = self.fingers.evaluate(now_s).get('gripper_closed')
+        closed = self._closed_upstream if self._closed_upstream is not _UNSET else \
+            self.fingers.evaluate(now_s).get('gripper_closed')
         out = self.grounding.evaluate(now_s, closed)
         if self._use_wrench:
             out.update(self.wrench.evaluate(now_s))
@@ -190,7 +274,7 @@ class TfGroundingNode(GroundingNode):
         self.declare_parameter('grasp_topic', 'predicates/contacts')
         self.grounding = TfGrounding(self.robot.tf)
         self._grasped: dict[str, bool | None] = {o: None for o in self.robot.tf.objects}
-        self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), qos_profile_sensor_data)
+        self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), self.input_qos)
         self.create_subscription(TFMessage, '/tf_static', lambda m: self._on_tf(m, True), STATIC_TF)
         self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
 
@@ -198,8 +282,13 @@ class TfGroundingNode(GroundingNode):
         feed_tf(self.grounding, msg, static)
         self.input_arrived()
 
+    def upstream(self, values: Predicates) -> None:
+        self._take_grasp(values)
+
     def _on_grasp(self, msg: PredicateArray) -> None:
-        values = predicate_values(msg)
+        self._take_grasp(predicate_values(msg))
+
+    def _take_grasp(self, values: Predicates) -> None:
         for obj in self._grasped:
             key = f'object_grasped_raw_{obj}'
             if key in values:

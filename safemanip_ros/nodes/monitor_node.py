@@ -300,8 +300,10 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             # Sampled here and now: the newest frame is at now, and its samples
             # (published, so recorded, with this stamp) are the ones it sees.
             due[-1] = now_ns
-            for src in self._sources:
-                values = src.sample(now_ns)
+            upstream: dict = {}
+            for src in self._sources:     # in order: joints, contacts (reads the closure), TF (reads the grasp)
+                values = src.sample(now_ns, upstream)
+                upstream.update(values)
                 names = list(values)
                 self._pending.append((now_ns, names, [bool(values[n]) for n in names],
                                       [values[n] is None for n in names]))

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
@@ -93,9 +93,11 @@ class SimBridgeNode(CallbackGuard, Node):
         static = self.world.static_bodies()
         self._dynamic = [b for b in self.sample.poses if b not in set(static)]
         self._pub_clock = self.create_publisher(Clock, '/clock', 10)
-        self._pub_js = self.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
+        # Reliable, as ros2_control's joint_state_broadcaster and simulators publish: a best-effort
+        # subscriber still matches, a reliable one loses nothing on a busy machine.
+        self._pub_js = self.create_publisher(JointState, 'joint_states', RELIABLE)
         self._pub_tf = self.create_publisher(TFMessage, '/tf', 100)
-        self._pub_contacts = self.create_publisher(ContactArray, 'contacts', qos_profile_sensor_data)
+        self._pub_contacts = self.create_publisher(ContactArray, 'contacts', RELIABLE)
         self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC)
         self._pub_static.publish(messages.transforms(self.types, self.sample, static))
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
