@@ -99,7 +99,8 @@ def test_monitor_node_end_to_end(monitor_proc, client):
     assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
     assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
     assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access',
-                                                   'safemanip/callbacks', 'safemanip/timing'}
+                                                   'safemanip/callbacks', 'safemanip/timing',
+                                                   'safemanip/unsupported'}
     frames['reach_in_microwave'] = True        # gripper enters a closed microwave
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
     opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)

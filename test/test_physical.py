@@ -125,7 +125,7 @@ def test_object_on_another_object_and_never_on_itself():
 
 def test_robot_config_shapes_and_roles(tmp_path):
     text = (REPO / 'config' / 'robots' / 'TEMPLATE.yaml').read_text()
-    text = text.replace("cup: {type: cup, bodies: [cup], frame: cup, grasp_targets: [tray]}",
+    text = text.replace("cup: {type: cup, bodies: [cup], frame: cup, grasp_targets: [tray], shape: {cylinder: [0.04, 0.05]}}",
                         "cup: {type: cup, bodies: [cup], frame: cup, shape: {cylinder: [0.04, 0.05]}}\n"
                         "  block: {type: cube, bodies: [block], shape: {box: [0.03, 0.03, 0.03]}, roles: [support]}")
     path = tmp_path / 'robot.yaml'
@@ -313,9 +313,9 @@ def test_audit_lists_unsupported_properties(tmp_path):
 def test_grounded_cube_on_table_end_to_end(tmp_path):
     """A robot configuration with shapes grounds support from the cube's bottom."""
     text = (REPO / 'config' / 'robots' / 'TEMPLATE.yaml').read_text().replace(
-        "cup: {type: cup, bodies: [cup], frame: cup, grasp_targets: [tray]}",
+        "cup: {type: cup, bodies: [cup], frame: cup, grasp_targets: [tray], shape: {cylinder: [0.04, 0.05]}}",
         "cup: {type: cup, bodies: [cup], frame: cup, shape: {box: [0.0215, 0.0215, 0.0215]}}").replace(
-        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}",
+        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}   # legacy: frame = top centre",
         "tray: {type: counter, bodies: [tray], frame: tray, shape: {box: [0.4, 0.4, 0.025]}, roles: [support]}")
     path = tmp_path / 'robot.yaml'
     path.write_text(text)
@@ -331,7 +331,7 @@ def test_fixture_interior_grounds_reach_in(tmp_path):
     """``fixtures.<f>.interior`` grounds reach_in_<f> / object_reach_in_<f>, so
     SafeManip's enclosure-access properties run instead of being unsupported."""
     text = (REPO / 'config' / 'robots' / 'TEMPLATE.yaml').read_text().replace(
-        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}",
+        "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}   # legacy: frame = top centre",
         "tray: {type: counter, bodies: [tray], frame: tray, support_half_extents_m: [0.2, 0.15]}\n"
         "  door: {type: door, bodies: [door_panel], frame: door_panel}").replace(
         "fixtures: {}",

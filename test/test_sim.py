@@ -190,7 +190,8 @@ def test_config_init_draft_passes_doctor_once_choices_are_made(world, tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = draft.read_text()
     assert 'gripper0_right_finger_joint2: {sign: -1}' in text and 'gripper_frame: gripper0_right_eef' in text
-    assert text.count('CHOOSE') == 8, text                 # two types and two shapes: the person's choices
+    choices = sum(line.count('CHOOSE') for line in text.splitlines() if not line.startswith('#'))
+    assert choices == 8, text                              # two types and two shapes: the person's choices
     unfilled = run_cli('doctor', '--config', str(draft), bag)
     assert unfilled.returncode == 2 and 'entities' in unfilled.stderr, unfilled.stderr
     filled = text.replace("cube: {type: CHOOSE", "cube: {type: cube").replace(
@@ -205,3 +206,29 @@ def test_config_init_draft_passes_doctor_once_choices_are_made(world, tmp_path):
     assert 'every configured name matches' in ok.stdout
     again = run_cli('config', 'init', '--from-bag', bag, '--out', str(draft))
     assert again.returncode == 2 and 'exists' in again.stderr
+
+
+def test_stacking_configuration_grounds_support_on_physics(tmp_path):
+    """Cube A stacked on cube B, configured only with body frames and shapes:
+    supported on the table at the start, not in mid-air, supported by cube B
+    at the end; cube B gets no per-object predicates (scene role)."""
+    stack_world = SimWorld('Stack', seed=2)
+    try:
+        truth = run_episode(stack_world, EpisodeSpec('Stack', 'none', 2), tmp_path)
+    finally:
+        stack_world.close()
+    robot = load_robot_config(REPO / 'config' / 'robots' / 'robosuite_stack.yaml')
+    grounding = GroundingSet(robot, False, False)
+    ts = typestore()
+    supported: list[bool | None] = []
+    with Reader(tmp_path / 'stack_none_002') as reader:
+        for conn, t_ns, raw in reader.messages():
+            grounding.feed(conn.topic, ts.deserialize_cdr(raw, conn.msgtype))
+            if conn.topic == '/contacts':
+                values = grounding.evaluate(t_ns * 1e-9)
+                assert 'object_supported_cube_b' not in values
+                supported.append(values['object_supported_cube_a'])
+    assert len(supported) == truth.frames
+    assert supported[5] is True                        # on the table
+    assert False in supported[60:130]                  # lifted: mid-air
+    assert all(v is True for v in supported[-20:])     # resting on cube B

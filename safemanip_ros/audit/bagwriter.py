@@ -117,6 +117,7 @@ class SplitBagWriter:
 
     def close(self) -> None:
         self.flush()
+        self._write_metadata()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     # ------------------------------------------------------------- internals
@@ -155,7 +156,12 @@ class SplitBagWriter:
                     'topic_metadata': dict(entry['topic_metadata']), 'message_count': entry['message_count']}
             else:
                 total['message_count'] += entry['message_count']
-        self._write_metadata()
+        # metadata.yaml lists every split, so rewriting it costs O(splits): done when the split count
+        # reaches a power of two (amortised O(1) per rotation; at most half the splits unlisted while
+        # recording) and at close.  The index line above is the O(1) record a kill leaves behind:
+        # readers repair from it (audit.bagrepair).
+        if self._index & (self._index - 1) == 0:
+            self._write_metadata()
 
     def _write_metadata(self) -> None:
         start = self._start_ns or 0

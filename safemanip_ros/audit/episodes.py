@@ -185,6 +185,11 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
                                   warnings)
         episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
+        if grounding is None and not episode_conns:
+            fast = _predicate_columns_episodes(path, reader, conns, predicates, rate_hz, staleness_s, max_gap_s,
+                                               warnings)
+            if fast is not None:
+                return fast
         period_ns = int(1e9 / rate_hz)
         max_gap_ns = int(max_gap_s * 1e9)
         gaps = 0
@@ -266,6 +271,92 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         reader.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
+                                staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Episode] | None:
+    """The episodes of a bag of predicate topics, decoded column-wise
+    (:mod:`.columns`) and framed with arrays: the same frames as feeding
+    each message through :class:`SampleHold` in bag order (frame ``T_k``
+    sees every message stamped at or before it; a hole longer than
+    ``max_gap_s`` ends the episode).  None when a message does not decode
+    (the message-by-message reader then reports it)."""
+    from rosbags.rosbag2 import ReaderError
+
+    from .columns import ColumnDecodeError, decode_predicate_arrays
+    times: list[int] = []
+    raws: list[bytes] = []
+    try:
+        for _, stamp_ns, raw in reader.messages(connections=conns):
+            times.append(stamp_ns)
+            raws.append(bytes(raw))
+    except ReaderError as err:
+        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    if not raws:
+        return []
+    try:
+        groups = decode_predicate_arrays(raws, str(path))
+    except ColumnDecodeError:
+        return None
+    t = np.array(times, np.int64)
+    period_ns = int(1e9 / rate_hz)
+    max_gap_ns = int(max_gap_s * 1e9)
+    # Segments and their frame times, exactly as the message loop steps next_frame.
+    # (first message, end message, first frame ns, last frame ns, warnings so far)
+    segments: list[tuple[int, int, int, int, int]] = []
+    seg_first, seg_start, next_frame = 0, int(t[0]), int(t[0])
+    for i, stamp in enumerate(t.tolist()):
+        if stamp - next_frame > max_gap_ns:
+            segments.append((seg_first, i, seg_start, next_frame, len(warnings)))
+            gap_s = (stamp - next_frame) * 1e-9
+            warnings.append(f'{path}: {gap_s:.3g} s without messages at bag time {next_frame * 1e-9:.3f} s '
+                            f'(> {max_gap_s:g} s): episode split')
+            seg_first, seg_start, next_frame = i, stamp, stamp
+        if stamp > next_frame:
+            next_frame += -(-(stamp - next_frame) // period_ns) * period_ns
+    segments.append((seg_first, len(t), seg_start, next_frame, len(warnings)))
+    index = {p: j for j, p in enumerate(predicates)}
+    episodes = []
+    for s_no, (lo, hi, f0, f1, n_warnings) in enumerate(segments):
+        frames = np.arange(f0, f1 + 1, period_ns, dtype=np.int64)
+        best_t = np.full((len(frames), len(predicates)), np.iinfo(np.int64).min, np.int64)
+        best_row = np.full((len(frames), len(predicates)), -1, np.int64)
+        val = np.zeros((len(frames), len(predicates)), bool)
+        known = np.zeros((len(frames), len(predicates)), bool)
+        for g in groups:
+            inside = (g.rows >= lo) & (g.rows < hi)
+            if not inside.any():
+                continue
+            cols = np.array([index.get(n, -1) for n in g.layout.names], np.intp)
+            keep = cols >= 0
+            if not keep.any():
+                continue
+            cols = cols[keep]
+            rows = g.rows[inside]
+            tg = t[rows]
+            i = np.searchsorted(tg, frames, side='right') - 1
+            has = i >= 0
+            i = np.maximum(i, 0)
+            cand_t = np.where(has, tg[i], np.iinfo(np.int64).min)[:, None]
+            cand_row = np.where(has, rows[i], -1)[:, None]
+            take = has[:, None] & ((cand_t > best_t[:, cols]) | ((cand_t == best_t[:, cols]) &
+                                                                  (cand_row > best_row[:, cols])))
+            v = g.values[inside][i][:, keep]
+            u = g.unknown[inside][i][:, keep]
+            sub_t, sub_r = best_t[:, cols], best_row[:, cols]
+            sub_v, sub_k = val[:, cols], known[:, cols]
+            sub_t[take] = np.broadcast_to(cand_t, take.shape)[take]
+            sub_r[take] = np.broadcast_to(cand_row, take.shape)[take]
+            sub_v[take] = (v & ~u)[take]
+            sub_k[take] = (~u)[take]
+            best_t[:, cols], best_row[:, cols], val[:, cols], known[:, cols] = sub_t, sub_r, sub_v, sub_k
+        # SampleHold's freshness test, in the same float arithmetic.
+        seen = best_row >= 0
+        age_ok = (frames[:, None] * 1e-9 - np.where(seen, best_t, 0) * 1e-9) <= staleness_s
+        fresh = known & seen & age_ok
+        name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
+        episodes.append(Episode(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
+    return episodes
 
 
 def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: list[str], rate_hz: float,

@@ -238,7 +238,15 @@ def _png(fig) -> str:
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
 
 
-def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
+TIMELINE_CHOICES = ('violations', 'all', 'none')
+
+
+def write_html(report: dict, out: Path, timelines: str = 'violations') -> None:
+    """report.html: summary tables, rate charts, and a timeline per episode
+    (``timelines``: episodes with violations, ``all`` or ``none``) drawn as
+    inline SVG — text, so a thousand episodes cost well under a second."""
+    if timelines not in TIMELINE_CHOICES:
+        raise ValueError(f'timelines {timelines!r}: expected one of {TIMELINE_CHOICES}')
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -267,33 +275,8 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
         ax.set_xlim(-0.05, 1.05)
         ax.set_ylim(-0.05, 1.05)
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
-    timelines = []
-    for e in report['episodes'][:max_timelines]:
-        if not e['timeline']:
-            continue
-        preds = e.get('predicate_timeline', {})
-        verdicts = e.get('verdict_timeline', {})
-        labels = ([f'violation: {r["instance"]}' for r in e['timeline']] +
-                  [f'verdict: {name}' for name in verdicts] + list(preds))
-        fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.0))
-        for k, row in enumerate(e['timeline']):
-            for ep in row['episodes']:
-                ax.barh(k, ep['end'] - ep['start'] + 1, left=ep['start'],
-                        color='#c0504d' if not ep['recovered'] else '#e3a09f')
-        verdict_colour = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}
-        for k, runs in enumerate(verdicts.values(), start=len(e['timeline'])):
-            for a, b, code in runs:
-                ax.barh(k, b - a + 1, left=a, color=verdict_colour.get(code, '#999999'))
-        for k, (name, runs) in enumerate(preds.items(), start=len(e['timeline']) + len(verdicts)):
-            for kind, colour in (('true', '#4f81bd'), ('unknown', '#bbbbbb')):
-                for a, b in runs[kind]:
-                    ax.barh(k, b - a + 1, left=a, color=colour)
-        ax.set_yticks(range(len(labels)), [_plain(label) for label in labels])
-        ax.set_xlim(0, max(1, e['frames']))
-        ax.set_xlabel('frame. violation: red (pale when recovered). verdict: red false, amber presumably false,\n'
-                      'light green presumably true, green true. predicate: blue true, grey unknown')
-        ax.invert_yaxis()
-        timelines.append((f'{e["episode"]} ({e["source"]})', _png(fig)))
+    chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
+    drawn = [(f'{e["episode"]} ({e["source"]})', timeline_svg(e)) for e in chosen]
     esc = html.escape
     rows = ''.join(
         f'<tr{" class=flagged" if r.get("unknown_flagged") else ""}><td>{esc(n)}</td><td>{esc(r["category"])}</td>'
@@ -347,13 +330,49 @@ def write_html(report: dict, out: Path, max_timelines: int = 25) -> None:
             f'<tr><td>{h["horizon"]}</td><td>{h["frames_range"][0]}-{h["frames_range"][1]}</td><td>{h["rollouts"]}</td>'
             f'<td>{h["triggers"]}</td><td>{h["violations"]}</td><td>{_fmt(h["per_trigger_rate"], h["per_trigger_rate_ci"])}'
             f'</td></tr>' for h in report['horizons']) + '</table>',
-        '<h2>Timelines</h2>' + (''.join(f'<h3>{esc(t)}</h3><img alt="timeline" src="{src}">' for t, src in timelines)
-                                 or '<p>no violation episodes</p>'),
+        '<h2>Timelines</h2><p class="legend">violation: red (pale when recovered); verdict: red false, amber '
+        'presumably false, light green presumably true, green true; predicate: blue true, grey unknown.</p>'
+        + (''.join(f'<h3>{esc(t)}</h3>{svg}' for t, svg in drawn) or
+           ('<p>no violation episodes</p>' if timelines == 'violations' else '<p>not drawn</p>')),
         f'<h2 id="skipped">Skipped inputs</h2><ul>{skipped}</ul>',
         f'<h2>Configuration</h2><pre>{esc(json.dumps(report["config"], indent=1))}</pre>',
         '</body></html>',
     ]
     (out / 'report.html').write_text('\n'.join(body))
+
+
+_VERDICT_COLOUR = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}
+
+
+def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int = 300) -> str:
+    """One episode's violation episodes, verdicts and predicate runs as an inline SVG."""
+    rows: list[tuple[str, list[tuple[int, int, str]]]] = []
+    for r in e['timeline']:
+        rows.append((f'violation: {r["instance"]}', [(ep['start'], ep['end'], '#c0504d' if not ep['recovered']
+                                                      else '#e3a09f') for ep in r['episodes']]))
+    for name, runs in (e.get('verdict_timeline') or {}).items():
+        rows.append((f'verdict: {name}', [(a, b, _VERDICT_COLOUR.get(code, '#999999')) for a, b, code in runs]))
+    for name, runs in (e.get('predicate_timeline') or {}).items():
+        rows.append((name, [(a, b, '#4f81bd') for a, b in runs['true']] +
+                     [(a, b, '#bbbbbb') for a, b in runs['unknown']]))
+    frames = max(1, int(e['frames']))
+    scale = (width_px - label_px - 10) / frames
+    height = row_px * len(rows) + 18
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width_px}" height="{height}" '
+           f'font-family="sans-serif" font-size="10">']
+    for k, (label, runs) in enumerate(rows):
+        y = k * row_px
+        out.append(f'<text x="{label_px - 4}" y="{y + row_px - 3}" text-anchor="end">{html.escape(label)}</text>')
+        out.append(f'<rect x="{label_px}" y="{y + 1}" width="{frames * scale:.1f}" height="{row_px - 2}" '
+                   f'fill="#f4f4f4"/>')
+        for a, b, colour in runs:
+            out.append(f'<rect x="{label_px + a * scale:.1f}" y="{y + 1}" width="{max(1.0, (b - a + 1) * scale):.1f}" '
+                       f'height="{row_px - 2}" fill="{colour}"/>')
+    y = len(rows) * row_px + 12
+    for f in range(0, frames + 1, max(1, frames // 10)):
+        out.append(f'<text x="{label_px + f * scale:.1f}" y="{y}" text-anchor="middle">{f}</text>')
+    out.append('</svg>')
+    return ''.join(out)
 
 
 def _fmt(v, ci) -> str:

@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--unknown-flag', type=float, default=0.05, metavar='SHARE',
                    help='flag a property when more than this share of its frames was decided by unknown_as '
                         '(default 0.05)')
+    p.add_argument('--timelines', choices=('violations', 'all', 'none'), default='violations',
+                   help='timelines in report.html: episodes with violations (default), all, or none')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
     p.set_defaults(func=run_audit_cmd)
 
@@ -115,7 +117,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
                           unsupported=unsupported)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     write_csvs(report, out)
-    write_html(report, out)
+    write_html(report, out, args.timelines)
     print(f'audited {report["rollouts"]} rollouts ({report["frames"]} frames) from {len(results)} sources; '
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:

@@ -34,12 +34,13 @@ def run_show(args: argparse.Namespace) -> int:
     if args.config and args.ontology:
         files += [Path(f) for f in args.ontology]
     onto = load_ontology(files)
-    type_name, entity = args.name, None
+    type_name, entity, overrides, roles = args.name, None, None, ()
     if args.config:
         from ..monitor.build import scene_of_robot_config
         _, scene = scene_of_robot_config(args.config)
         if args.name in scene.entities:
             entity, type_name = args.name, scene.entities[args.name]
+            overrides, roles = scene.overrides.get(entity), scene.roles.get(entity, ())
     if type_name not in onto.types:
         raise SpecError(f'{args.name!r} is neither a type of the ontology ({", ".join(str(f) for f in files)}) nor '
                         f'an entity of {args.config or "a configuration (give --config)"}; types: '
@@ -47,12 +48,15 @@ def run_show(args: argparse.Namespace) -> int:
     head = f'entity {entity} (type {type_name})' if entity else f'type {type_name}'
     print(f'{head}, defined at {onto.type_sources.get(type_name, "?")}')
     print(f'  layers: {", ".join(str(f) for f in files)}')
+    if roles:
+        print(f'  scene roles: {", ".join(roles)} (applied below)')
+    values = onto.values(type_name, overrides)
     for dim in DIMENSIONS:
-        own = sorted(onto.types[type_name][dim])
+        own = sorted(values[dim])
         implied = sorted(set().union(*(onto.ancestors(dim, v) for v in own)) - set(own)) if own else []
         print(f'  {dim:10s} {", ".join(own) or "-"}' + (f'   (so also: {", ".join(implied)})' if implied else ''))
     suite = load_suite([str(p) for p in (args.properties or default_suites())])
     binds = [f'{d.name} ({var})' for d in suite.properties for var, sel in d.over.items()
-             if onto.matches(type_name, sel)]
+             if onto.matches(type_name, sel, overrides)]
     print(f'  binds      {", ".join(binds) or "no property template"}')
     return 0

@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             nodes.append(factory())
         monitor = next(n for n in nodes if isinstance(n, MonitorNode))
         monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
+        monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
         for node in nodes:
             if hasattr(node, 'trigger_configure'):
                 node.trigger_configure()

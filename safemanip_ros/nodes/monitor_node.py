@@ -97,6 +97,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._drain_warned = False
         self._frame_timer = None
         self._sources: list = []        # in-process grounding nodes sampled at each frame (safemanip run)
+        self._listeners: list = []      # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
         self._timer = None
         self._hold: SampleHold | None = None
@@ -338,6 +339,12 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         before it, with no second timer and no transport in between."""
         self._sources = list(sources)
 
+    def attach_listeners(self, listeners: list) -> None:
+        """Nodes of this process (``deliver_violation(msg)``) handed each
+        violation event as it is published (they still hear other monitors
+        over DDS and ignore the copy of ours)."""
+        self._listeners = list(listeners)
+
     def _drain_subscriptions(self) -> None:
         """Take every predicate message already delivered to our subscriptions
         (rclpy's executor takes one per subscription per wake-up)."""
@@ -373,6 +380,8 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         msg.start_stamp = time_from_ns(stamp_ns - (frame_now - start) * period_ns)
         msg.end_stamp = time_from_ns(stamp_ns - (frame_now - end) * period_ns)
         self._pub_events.publish(msg)
+        for listener in self._listeners:      # a supervisor in this process acts on the event now
+            listener.deliver_violation(msg)
         verb = 'opened' if kind == ViolationEvent.EVENT_OPENED else 'closed (recovered)'
         self.get_logger().warning(f'violation {verb}: {inst.instance} [{start}, {end}]')
 

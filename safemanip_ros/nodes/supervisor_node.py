@@ -105,6 +105,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)
+        self._seen_events: dict[tuple, None] = {}     # recent events, insertion-ordered (in-process + DDS)
         self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
         # Watched inputs: (subscription, what to call with a taken message).
         self._watched_subs = [(self.create_subscription(JointState, 'joint_states', self._on_joints,
@@ -160,9 +161,21 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         if source in self.supervisor.stale:
             self._act(self.supervisor.on_fresh(source))
 
+    def deliver_violation(self, msg: ViolationEvent) -> None:
+        """An event handed over by a monitor in this process, at the moment it
+        is published: no transport and no executor turn between the frame
+        and the hold.  The same event arriving later over DDS is ignored."""
+        self._guarded(self._on_violation, 'violation (in-process)')(msg)
+
     def _on_violation(self, msg: ViolationEvent) -> None:
         if not self._active:
             return
+        key = (msg.episode_id, msg.instance, msg.event, msg.start_frame)
+        if key in self._seen_events:
+            return                     # delivered in-process already
+        self._seen_events[key] = None
+        while len(self._seen_events) > 4096:
+            self._seen_events.pop(next(iter(self._seen_events)))
         self._frame = msg.end_frame if msg.event == ViolationEvent.EVENT_CLOSED else msg.start_frame
         if msg.event == ViolationEvent.EVENT_OPENED:
             self._act(self.supervisor.on_violation(msg.instance, msg.property, msg.category,

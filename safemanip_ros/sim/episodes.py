@@ -18,7 +18,7 @@ import numpy as np
 from ..audit.bagwriter import SplitBagWriter
 from ..audit.types import typestore
 from . import messages
-from .policies import LiftPolicy, Truth, TruthLabeller
+from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimWorld
 
 TRUTH_FILE = 'truth.json'
@@ -47,10 +47,17 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
     world.seed = spec.seed
     sample = world.reset()
     rng = np.random.default_rng(spec.seed)
-    half = lift_cube_half_m(world)
-    policy = LiftPolicy(spec.fault, rng, cube_half_m=half)
     truth = Truth(spec.task, spec.fault, spec.seed)
-    labeller = TruthLabeller(truth, half)
+    labeller: TruthLabeller | None = None
+    if spec.task == 'Stack':
+        # Cube A set down on cube B; clean only (the Lift labels measure against the table).
+        if spec.fault != 'none':
+            raise ValueError(f'Stack episodes are clean only; got fault {spec.fault!r}')
+        policy: LiftPolicy = StackPolicy(rng, float(world.env.cubeA.size[2]), float(world.env.cubeB.size[2]))
+    else:
+        half = lift_cube_half_m(world)
+        policy = LiftPolicy(spec.fault, rng, cube_half_m=half)
+        labeller = TruthLabeller(truth, half)
     ts = typestore()
     types = messages.MessageTypes.from_typestore(ts)
     bag = out_dir / spec.name
@@ -74,11 +81,14 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
             write('/joint_states', messages.joint_state(types, sample), t_ns)
             write('/tf', messages.transforms(types, sample, dynamic), t_ns)
             write('/contacts', messages.contacts(types, sample), t_ns)
-            labeller.update(sample)
+            if labeller is not None:
+                labeller.update(sample)
+            truth.frames = sample.step + 1
             if policy.done:
                 break
             sample = world.step(policy.act(sample))
-        labeller.close(sample.step)
+        if labeller is not None:
+            labeller.close(sample.step)
     finally:
         writer.close()
     (bag / TRUTH_FILE).write_text(json.dumps(truth.to_dict(), indent=1))

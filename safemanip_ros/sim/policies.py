@@ -86,9 +86,19 @@ class LiftPolicy:
     def _next(self, phase: str) -> None:
         self.phase, self.phase_frames = phase, 0
 
+    object_body = 'cube_main'
+
+    def carry_target(self, s: SimSample) -> np.ndarray:
+        """Where the grasped object is carried (end-effector position, lifted)."""
+        return self._anchor + self.carry_offset + [0, 0, self.lift_m]
+
+    def floor_z(self, s: SimSample) -> float:
+        """The object's centre height when it rests where it is set down."""
+        return TABLE_TOP_Z_M + self.cube_half_m
+
     def act(self, s: SimSample) -> np.ndarray:
         eef = np.array(s.poses[EEF_BODY][0])
-        cube = np.array(s.poses['cube_main'][0])
+        cube = np.array(s.poses[self.object_body][0])
         a = np.zeros(7)
         ph = self.phase
         self.phase_frames += 1
@@ -127,7 +137,7 @@ class LiftPolicy:
             if self.phase_frames > 15:
                 self._next('lower')
         elif ph == 'carry':
-            target = self._anchor + self.carry_offset + [0, 0, self.lift_m]
+            target = self.carry_target(s)
             a[:3] = _move(eef, target, limit=0.4)
             a[6] = grip_closed
             if self.fault == 'loose_grip' and self.phase_frames >= self.drop_after_frames:
@@ -145,7 +155,7 @@ class LiftPolicy:
             if self.phase_frames > 45:
                 self._next('lower')
         elif ph == 'lower':
-            floor = TABLE_TOP_Z_M + self.cube_half_m
+            floor = self.floor_z(s)
             stop = floor + (0.07 if self.fault == 'release_above_support' else 0.0)
             target = np.array([eef[0], eef[1], stop])
             a[:3] = _move(eef, target, gain=6.0, limit=0.25)
@@ -168,6 +178,23 @@ class LiftPolicy:
                 self.done = True
         self.frame += 1
         return a
+
+
+class StackPolicy(LiftPolicy):
+    """robosuite Stack: pick cube A and set it down on cube B (clean only)."""
+
+    object_body = 'cubeA_main'
+
+    def __init__(self, rng: np.random.Generator, half_a_m: float, half_b_m: float) -> None:
+        super().__init__('none', rng, cube_half_m=half_a_m)
+        self.half_b_m = half_b_m
+
+    def carry_target(self, s: SimSample) -> np.ndarray:
+        b = np.array(s.poses['cubeB_main'][0])
+        return np.array([b[0], b[1], self._anchor[2] + self.lift_m])
+
+    def floor_z(self, s: SimSample) -> float:
+        return float(s.poses['cubeB_main'][0][2]) + self.half_b_m + self.cube_half_m
 
 
 class TruthLabeller:

@@ -1,0 +1,163 @@
+"""``safemanip_ros/PredicateArray`` messages from CDR bytes to numpy columns,
+a whole bag at a time.
+
+A publisher repeats its layout — the same predicate names, in the same
+order, with the same source strings — so all its messages have the same
+length and the same bytes everywhere except the stamps, the sequence
+number and the value/unknown flags.  The first message of a layout is
+parsed field by field (:func:`parse_predicate_array`), which gives the
+offsets of those variable bytes; every message of the same length whose
+other bytes equal that template is then decoded by indexing one
+``uint8[messages, length]`` array.  A message that matches no template is
+parsed on its own (and becomes a template).  Values are those of rosbags'
+deserializer, bit for bit (``test/test_audit_columns.py``).
+
+CDR here is what rosbag2 stores: a 4-byte encapsulation header (little-
+endian CDR, ``00 01 00 00``), then the fields aligned to their size
+relative to the end of that header.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SafemanipError
+
+CDR_LE = b'\x00\x01'
+
+
+class ColumnDecodeError(SafemanipError):
+    """A message is not a well-formed little-endian CDR PredicateArray."""
+
+
+@dataclass
+class PredicateLayout:
+    """Byte offsets (from the start of the message, header included) of one
+    layout's variable fields, and the template its other bytes must match."""
+
+    length: int
+    names: tuple[str, ...]
+    sources: tuple[str, ...]
+    value_at: np.ndarray            # intp[P]
+    unknown_at: np.ndarray          # intp[P]
+    stamp_at: int                   # header.stamp.sec (int32) then nanosec (uint32)
+    seq_at: int                     # uint64
+    data_stamp_at: np.ndarray       # intp[P]: data_stamp.sec, nanosec follows
+    template: np.ndarray = field(repr=False)   # uint8[length]
+    fixed: np.ndarray = field(repr=False)      # intp: offsets that must equal the template
+
+
+def _string(buf: bytes, pos: int, where: str) -> tuple[str, int]:
+    pos = (pos + 3) & ~3
+    if pos + 4 > len(buf):
+        raise ColumnDecodeError(f'{where}: truncated at byte {pos}')
+    (n,) = struct.unpack_from('<I', buf, pos)
+    end = pos + 4 + n
+    if n == 0 or end > len(buf) or buf[end - 1] != 0:
+        raise ColumnDecodeError(f'{where}: bad string of length {n} at byte {pos}')
+    return buf[pos + 4:end - 1].decode('utf-8'), end
+
+
+def parse_predicate_array(raw: bytes, where: str = 'message') -> PredicateLayout:
+    """The layout of one message, by walking its fields."""
+    if raw[:2] != CDR_LE:
+        raise ColumnDecodeError(f'{where}: not little-endian CDR (encapsulation {raw[:2].hex()})')
+    body = raw[4:]
+    if len(body) < 12:
+        raise ColumnDecodeError(f'{where}: truncated ({len(raw)} bytes)')
+    variable: list[tuple[int, int]] = [(0, 8)]
+    _, pos = _string(body, 8, where)                       # header.frame_id
+    pos = (pos + 7) & ~7
+    seq_at = pos
+    variable.append((pos, 8))
+    pos += 8
+    if pos + 4 > len(body):
+        raise ColumnDecodeError(f'{where}: truncated before the predicate count')
+    (count,) = struct.unpack_from('<I', body, pos)
+    pos += 4
+    names, sources, value_at, unknown_at, data_at = [], [], [], [], []
+    for k in range(count):
+        name, pos = _string(body, pos, f'{where}: predicates[{k}].name')
+        if pos + 2 > len(body):
+            raise ColumnDecodeError(f'{where}: predicates[{k}]: truncated')
+        value_at.append(pos)
+        unknown_at.append(pos + 1)
+        variable.append((pos, 2))
+        source, pos = _string(body, pos + 2, f'{where}: predicates[{k}].source')
+        pos = (pos + 3) & ~3
+        data_at.append(pos)
+        variable.append((pos, 8))
+        pos += 8
+        if pos > len(body):
+            raise ColumnDecodeError(f'{where}: predicates[{k}]: truncated data_stamp')
+        names.append(name)
+        sources.append(source)
+    if pos != len(body):
+        raise ColumnDecodeError(f'{where}: {len(body) - pos} trailing bytes')
+    fixed = np.ones(len(raw), bool)
+    for start, n in variable:
+        fixed[4 + start:4 + start + n] = False
+    return PredicateLayout(len(raw), tuple(names), tuple(sources), np.array(value_at, np.intp) + 4,
+                           np.array(unknown_at, np.intp) + 4, 4, seq_at + 4, np.array(data_at, np.intp) + 4,
+                           np.frombuffer(raw, np.uint8).copy(), np.flatnonzero(fixed))
+
+
+@dataclass
+class PredicateColumns:
+    """The messages of one layout: their positions in the input, bag times,
+    header stamps (ns), and values/unknown flags per predicate."""
+
+    layout: PredicateLayout
+    rows: np.ndarray          # intp[n]: index into the decoded message list
+    stamp_ns: np.ndarray      # int64[n]: header stamps
+    values: np.ndarray        # bool[n, P]
+    unknown: np.ndarray       # bool[n, P]
+
+
+def _int32_at(arr: np.ndarray, at: int) -> np.ndarray:
+    return np.ascontiguousarray(arr[:, at:at + 4]).view('<i4')[:, 0].astype(np.int64)
+
+
+def _uint32_at(arr: np.ndarray, at: int) -> np.ndarray:
+    return np.ascontiguousarray(arr[:, at:at + 4]).view('<u4')[:, 0].astype(np.int64)
+
+
+def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[PredicateColumns]:
+    """Decode every message; one :class:`PredicateColumns` per layout met."""
+    layouts: list[PredicateLayout] = []
+    by_length: dict[int, list[int]] = {}
+    for i, raw in enumerate(raws):
+        by_length.setdefault(len(raw), []).append(i)
+    groups: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}   # layout index → (rows, arr) pieces
+    for length, rows_list in by_length.items():
+        rows = np.array(rows_list, np.intp)
+        arr = np.frombuffer(b''.join(raws[i] for i in rows_list), np.uint8).reshape(len(rows_list), length)
+        pending = np.ones(len(rows), bool)
+        while pending.any():
+            candidates = [k for k, lay in enumerate(layouts) if lay.length == length]
+            matched = False
+            for k in candidates:
+                lay = layouts[k]
+                sub = np.flatnonzero(pending)
+                ok = (arr[np.ix_(sub, lay.fixed)] == lay.template[lay.fixed]).all(axis=1)
+                if ok.any():
+                    hit = sub[ok]
+                    groups.setdefault(k, []).append((rows[hit], arr[hit]))
+                    pending[hit] = False
+                    matched = True
+            if pending.any() and not matched:
+                first = int(np.flatnonzero(pending)[0])
+                layouts.append(parse_predicate_array(raws[int(rows[first])], f'{where}: message {int(rows[first])}'))
+    out = []
+    for k, pieces in sorted(groups.items()):
+        lay = layouts[k]
+        rows = np.concatenate([r for r, _ in pieces])
+        arr = np.concatenate([a for _, a in pieces])
+        order = np.argsort(rows, kind='stable')
+        rows, arr = rows[order], arr[order]
+        stamp = _int32_at(arr, lay.stamp_at) * 1_000_000_000 + _uint32_at(arr, lay.stamp_at + 4)
+        out.append(PredicateColumns(lay, rows, stamp, arr[:, lay.value_at] != 0, arr[:, lay.unknown_at] != 0))
+    return out
