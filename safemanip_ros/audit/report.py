@@ -358,7 +358,7 @@ def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int =
     frames = max(1, int(e['frames']))
     scale = (width_px - label_px - 10) / frames
     height = row_px * len(rows) + 18
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width_px}" height="{height}" '
+    out = [f'<svg width="{width_px}" height="{height}" '   # inline in HTML5: no namespace needed
            f'font-family="sans-serif" font-size="10">']
     for k, (label, runs) in enumerate(rows):
         y = k * row_px

@@ -116,8 +116,19 @@ class SimWorld:
             body = int(m.body_parentid[body])
         return True
 
-    def reset(self) -> SimSample:
+    def _reseed(self) -> None:
+        """Put every random generator robosuite draws placements from into
+        the state ``seed`` gives (in place: the placement samplers share them)."""
         np.random.seed(self.seed)
+        state = np.random.default_rng(self.seed).bit_generator.state
+        sampler = getattr(self.env, 'placement_initializer', None)
+        gens = [getattr(self.env, 'rng', None), getattr(sampler, 'rng', None)]
+        gens += [getattr(s, 'rng', None) for s in (getattr(sampler, 'samplers', None) or {}).values()]
+        for gen in {id(g): g for g in gens if isinstance(g, np.random.Generator)}.values():
+            gen.bit_generator.state = state
+
+    def reset(self) -> SimSample:
+        self._reseed()
         self.obs = self.env.reset()
         self.step_count = 0
         return self.sample()

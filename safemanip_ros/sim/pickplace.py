@@ -1,0 +1,142 @@
+"""robosuite PickPlace with food: contamination in the loop.
+
+The scene has four objects in the source bin — Milk, Bread, Cereal, Can —
+and a target bin.  robosuite's Bread stands for raw dough (a contamination
+source: type ``raw_dough`` in the ontology); the others are clean.  The
+scripted policy picks the Can and places it in the target bin; the fault
+``touch_raw_then_clean`` first presses the gripper onto the Bread, lifts,
+and then does the same pick — the robot touches clean food with
+contaminated fingers.
+
+Ground truth (:class:`PickPlaceLabeller`), from the contacts alone: the
+robot becomes contaminated at its first contact with the Bread; the event
+starts at its first later contact with anything clean (another object, a
+bin) and lasts while that contact does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .policies import EEF_BODY, ROBOT_PREFIXES, Event, Truth, _move
+from .world import SimSample
+
+PICKPLACE_FAULTS = ('none', 'touch_raw_then_clean')
+RAW_BODY = 'Bread_main'
+PICK_BODY = 'Can_main'
+CLEAN_BODIES = ('Milk_main', 'Cereal_main', 'Can_main', 'bin1', 'bin2')
+
+
+class PickPlacePolicy:
+    """Pick the Can from the source bin, place it in the target bin."""
+
+    def __init__(self, fault: str, rng: np.random.Generator, can_half_height_m: float, bin2_floor_z_m: float,
+                 bin2_xy: np.ndarray) -> None:
+        if fault not in PICKPLACE_FAULTS:
+            raise ValueError(f'unknown PickPlace fault {fault!r}; known: {", ".join(PICKPLACE_FAULTS)}')
+        self.fault = fault
+        self.half = can_half_height_m
+        self.floor = bin2_floor_z_m
+        self.bin2_xy = bin2_xy + rng.uniform(-0.04, 0.04, 2)
+        self.phase = 'touch_above' if fault == 'touch_raw_then_clean' else 'approach'
+        self.phase_frames = 0
+        self.done = False
+        self._lift_z = 0.0
+
+    def _next(self, phase: str) -> None:
+        self.phase, self.phase_frames = phase, 0
+
+    def act(self, s: SimSample) -> np.ndarray:
+        eef = np.array(s.poses[EEF_BODY][0])
+        can = np.array(s.poses[PICK_BODY][0])
+        raw = np.array(s.poses[RAW_BODY][0])
+        a = np.zeros(7)
+        self.phase_frames += 1
+        ph = self.phase
+        if ph == 'touch_above':               # fault: press the closed gripper onto the raw dough
+            a[:3] = _move(eef, raw + [0, 0, 0.10])
+            a[6] = 1
+            if np.linalg.norm(eef - raw - [0, 0, 0.10]) < 0.01 or self.phase_frames > 60:
+                self._next('touch_down')
+        elif ph == 'touch_down':
+            a[:3] = _move(eef, raw + [0, 0, -0.02], limit=0.2)
+            a[6] = 1
+            touching = any(RAW_BODY in (b1, b2) and (b1.startswith(ROBOT_PREFIXES) or b2.startswith(ROBOT_PREFIXES))
+                           for b1, b2, _ in s.contacts)
+            if touching or self.phase_frames > 40:
+                self._next('touch_up')
+        elif ph == 'touch_up':
+            a[:3] = _move(eef, raw + [0, 0, 0.12])
+            a[6] = -1
+            if self.phase_frames > 35:          # the gripper opens step by step: let it open fully
+                self._next('approach')
+        elif ph == 'approach':
+            a[:3] = _move(eef, can + [0, 0, 0.10])
+            a[6] = -1
+            if np.linalg.norm(eef - can - [0, 0, 0.10]) < 0.01 or self.phase_frames > 60:
+                self._next('descend')
+        elif ph == 'descend':
+            a[:3] = _move(eef, can + [0, 0, 0.01], limit=0.3)
+            a[6] = -1
+            if np.linalg.norm(eef - can - [0, 0, 0.01]) < 0.008 or self.phase_frames > 40:
+                self._next('close')
+        elif ph == 'close':
+            a[6] = 1
+            if self.phase_frames >= 12:
+                self._lift_z = eef[2] + 0.18
+                self._next('lift')
+        elif ph == 'lift':
+            a[:3] = _move(eef, np.array([eef[0], eef[1], self._lift_z]), limit=0.4)
+            a[6] = 1
+            if abs(eef[2] - self._lift_z) < 0.01 or self.phase_frames > 40:
+                self._next('carry')
+        elif ph == 'carry':
+            target = np.array([self.bin2_xy[0], self.bin2_xy[1], self._lift_z])
+            a[:3] = _move(eef, target, limit=0.6)
+            a[6] = 1
+            if np.linalg.norm(eef - target) < 0.015 or self.phase_frames > 160:
+                self._next('lower')
+        elif ph == 'lower':
+            a[:3] = _move(eef, np.array([eef[0], eef[1], self.floor + self.half - 0.02]), gain=6.0, limit=0.25)
+            a[6] = 1
+            if can[2] - (self.floor + self.half) < 0.004 or self.phase_frames > 60:
+                self._next('release')
+        elif ph == 'release':
+            a[6] = -1
+            if self.phase_frames >= 12:
+                self._next('retreat')
+        elif ph == 'retreat':
+            a[:3] = _move(eef, eef + [0, 0, 0.1], limit=0.3)
+            a[6] = -1
+            if self.phase_frames >= 25:
+                self.done = True
+        return a
+
+
+class PickPlaceLabeller:
+    """``touch_raw_then_clean``: the robot touches something clean after it
+    touched the raw dough (contacts only)."""
+
+    def __init__(self, truth: Truth) -> None:
+        self.truth = truth
+        self.contaminated = False
+        self._open: Event | None = None
+
+    def update(self, s: SimSample) -> None:
+        touched = {b2 if b1.startswith(ROBOT_PREFIXES) else b1 for b1, b2, _ in s.contacts
+                   if b1.startswith(ROBOT_PREFIXES) != b2.startswith(ROBOT_PREFIXES)}
+        if RAW_BODY in touched:
+            self.contaminated = True
+        clean = self.contaminated and bool(touched & set(CLEAN_BODIES))
+        if clean and self._open is None:
+            self._open = Event('touch_raw_then_clean', s.step)
+            self.truth.events.append(self._open)
+        elif not clean and self._open is not None:
+            self._open.end_frame = s.step - 1
+            self._open = None
+        self.truth.frames = s.step + 1
+
+    def close(self, frame: int) -> None:
+        if self._open is not None:
+            self._open.end_frame = frame
+            self._open = None
