@@ -19,17 +19,20 @@ def test_make_demo(tmp_path):
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
-    assert any(line.startswith('safemanip demo: 6 robosuite Lift episodes') for line in text.splitlines()[:3]), \
+    assert any(line.startswith('safemanip demo: 8 robosuite episodes') for line in text.splitlines()[:3]), \
         text[:500]
     assert 'MISMATCH' not in text, text
-    assert (out / 'audit' / 'report.html').exists() and f'report: {out / "audit" / "report.html"}' in text
-    report = json.loads((out / 'audit' / 'report.json').read_text())
-    assert report['rollouts'] == 6 and not report['skipped']
-    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith('lift_')}
+    for task, episodes in (('Lift', 6), ('PickPlace', 2)):
+        assert f'report ({task}): {out / "audit" / task / "report.html"}' in text
+        report = json.loads((out / 'audit' / task / 'report.json').read_text())
+        assert report['rollouts'] == episodes and not report['skipped']
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(('lift_', 'pickplace_'))}
     assert 'release_only_over_support (+0)' in rows['lift_midair_drop_002']
     assert 'no_dragging_on_support' in rows['lift_drag_003']
     assert 'no_forbidden_contact' in rows['lift_table_smash_004']
-    assert 'none' in rows['lift_none_001'] and 'none' in rows['lift_none_006']
+    assert 'raw_contact_blocks_clean_until_sanitized' in rows['pickplace_touch_raw_then_clean_007']
+    for clean in ('lift_none_001', 'pickplace_none_006', 'lift_none_008'):
+        assert 'clean' in rows[clean] and ' none ' in rows[clean], rows[clean]
     # The supervisor's pause reached the simulated arm, and the bridge obeyed it.
     truth = json.loads((out / 'bags' / 'lift_table_smash_004' / 'truth.json').read_text())
     assert truth['supervisor_holds'], truth

@@ -32,8 +32,10 @@ from pathlib import Path
 from ..errors import SafemanipError
 from ..resources import config_path
 
-DEMO_EPISODES = [('none', 1), ('midair_drop', 2), ('drag', 3), ('table_smash', 4), ('release_above_support', 5),
-                 ('none', 6)]
+DEMO_EPISODES = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag', 3), ('Lift', 'table_smash', 4),
+                 ('Lift', 'release_above_support', 5), ('PickPlace', 'none', 6),
+                 ('PickPlace', 'touch_raw_then_clean', 7), ('Lift', 'none', 8)]
+ROBOT_CONFIGS = {'Lift': 'robosuite_lift.yaml', 'PickPlace': 'robosuite_pickplace.yaml'}
 RATE_HZ = 20.0
 
 
@@ -58,8 +60,8 @@ def _exe(name: str) -> list[str]:
     return [sys.executable, '-c', f'import sys; from {module} import main; sys.exit(main())']
 
 
-def _run_episode(fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict) -> dict:
-    robot = config_path('robots', 'robosuite_lift.yaml')
+def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict) -> dict:
+    robot = config_path('robots', ROBOT_CONFIGS[task])
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
     bridge_log = open(log_dir / f'{bag.name}.bridge.log', 'w')
@@ -67,7 +69,8 @@ def _run_episode(fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: flo
                                                   '--reliable-inputs',
                                                   '--ros-args', '-p', 'use_sim_time:=true'],
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'fault:={fault}', '-p', f'seed:={seed}',
+    bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'task:={task}', '-p', f'fault:={fault}',
+                                                    '-p', f'seed:={seed}',
                                                     '-p', f'truth_file:={truth_file}', '-p', 'wait_for_subscribers:=2'],
                               stdout=bridge_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     t0 = time.monotonic()
@@ -131,15 +134,16 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
     plan = DEMO_EPISODES[:max(1, args.episodes)]
-    _say(f'safemanip demo: {len(plan)} robosuite Lift episodes (Panda, 20 Hz physics), each watched live over DDS '
+    _say(f'safemanip demo: {len(plan)} robosuite episodes (Lift and PickPlace with food; Panda, 20 Hz physics), '
+         f'each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')
     rows = []
-    for i, (fault, seed) in enumerate(plan):
-        name = f'lift_{fault}_{seed:03d}'
+    for i, (task, fault, seed) in enumerate(plan):
+        name = f'{task.lower()}_{fault}_{seed:03d}'
         bag = out / 'bags' / name
         t0 = time.monotonic()
         _say(f'[{i + 1}/{len(plan)}] {name}: simulating (about 15 s) ...')
-        truth = _run_episode(fault, seed, bag, out / 'logs', args.episode_timeout_s, env)
+        truth = _run_episode(task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env)
         violations, actions = _live_events(bag)
         rows.append((name, truth, violations, actions))
         holds = [a for a in actions if a['action'] in (2, 3, 4) and a['success']]
@@ -148,10 +152,16 @@ def run(args: argparse.Namespace) -> int:
              f'{len(holds)} hold(s) sent, {len(truth.get("supervisor_holds", []))} obeyed by the arm '
              f'({time.monotonic() - t0:.0f} s)')
     _say('auditing the recorded bags ...')
-    audit = subprocess.run(_exe('safemanip') + ['audit', str(out / 'bags'), '--config',
-                                                str(config_path('robots', 'robosuite_lift.yaml')),
-                                                '--out', str(out / 'audit'), '--quiet'],
-                           capture_output=True, text=True)
+    audit_lines, audit_rc = [], 0
+    for task in sorted({t for t, _, _ in plan}):
+        bags = [str(out / 'bags' / f'{t.lower()}_{f}_{sd:03d}') for t, f, sd in plan if t == task]
+        proc = subprocess.run(_exe('safemanip') + ['audit', *bags, '--config', str(config_path('robots',
+                                                                                             ROBOT_CONFIGS[task])),
+                                                   '--out', str(out / 'audit' / task), '--quiet'],
+                              capture_output=True, text=True)
+        audit_lines.append(proc.stdout + proc.stderr)
+        audit_rc |= proc.returncode
+    audit = subprocess.CompletedProcess([], audit_rc, '\n'.join(audit_lines), '')
     (out / 'logs' / 'audit.log').write_text(audit.stdout + audit.stderr)
     _say('')
     table = []
@@ -176,8 +186,9 @@ def run(args: argparse.Namespace) -> int:
     for r in [head] + table:
         _say('  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     _say('')
-    _say(audit.stdout.strip().splitlines()[-1] if audit.stdout.strip() else f'audit failed: see {out / "logs"}')
-    _say(f'report: {out / "audit" / "report.html"}   ({time.monotonic() - t_start:.0f} s in all)')
+    for task in sorted({t for t, _, _ in plan}):
+        _say(f'report ({task}): {out / "audit" / task / "report.html"}')
+    _say(f'({time.monotonic() - t_start:.0f} s in all; logs in {out / "logs"})')
     if failures:
         _say(f'{failures} episode(s) where the live monitor and the labels disagree')
     return 0 if failures == 0 and audit.returncode == 0 else 1

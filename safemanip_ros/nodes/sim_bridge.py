@@ -45,7 +45,8 @@ from trajectory_msgs.msg import JointTrajectory
 from safemanip_ros.msg import Contact, ContactArray
 
 from ..sim import messages
-from ..sim.policies import EEF_BODY, LiftPolicy, Truth, TruthLabeller
+from ..sim.episodes import EpisodeSpec, task_script
+from ..sim.policies import EEF_BODY, Truth
 from ..sim.world import CONTROL_RATE_HZ, SimWorld
 from .guard import CallbackGuard
 from .runner import run_node
@@ -81,10 +82,9 @@ class SimBridgeNode(CallbackGuard, Node):
         self.types = RCLPY_TYPES
         self.world = SimWorld(str(p('task')), int(p('seed')))
         self.sample = self.world.reset()
-        half = float(self.world.env.cube.size[2])
-        self.policy = LiftPolicy(str(p('fault')), np.random.default_rng(int(p('seed'))), cube_half_m=half)
-        self.truth = Truth(str(p('task')), str(p('fault')), int(p('seed')))
-        self.labeller = TruthLabeller(self.truth, half)
+        spec = EpisodeSpec(str(p('task')), str(p('fault')), int(p('seed')))
+        self.truth = Truth(spec.task, spec.fault, spec.seed)
+        self.policy, self.labeller = task_script(self.world, spec, self.truth)
         self.holds: list[dict] = []
         self._tracking: list[tuple[float, np.ndarray]] | None = None    # (sim time, arm joint positions)
         self._held_since_s: float | None = None
@@ -180,7 +180,9 @@ class SimBridgeNode(CallbackGuard, Node):
                 return
             self._started = True
             self.get_logger().info(f'episode {self.truth.task}/{self.truth.fault}/seed {self.truth.seed} starts')
-        self.labeller.update(self.sample)
+        if self.labeller is not None:
+            self.labeller.update(self.sample)
+        self.truth.frames = self.sample.step + 1
         held_too_long = (self._held_since_s is not None and
                          self.sample.stamp_s - self._held_since_s >= float(self.get_parameter('max_held_s').value))
         if self.policy.done or held_too_long or self.sample.step >= 600:
@@ -199,7 +201,8 @@ class SimBridgeNode(CallbackGuard, Node):
         self._pub_clock.publish(messages.clock(t, s))
 
     def _finish(self) -> None:
-        self.labeller.close(self.sample.step)
+        if self.labeller is not None:
+            self.labeller.close(self.sample.step)
         self.finished = True
         out = dict(self.truth.to_dict(), supervisor_holds=self.holds)
         path = self.get_parameter('truth_file').value

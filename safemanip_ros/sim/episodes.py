@@ -18,6 +18,7 @@ import numpy as np
 from ..audit.bagwriter import SplitBagWriter
 from ..audit.types import typestore
 from . import messages
+from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimWorld
 
@@ -41,23 +42,42 @@ def lift_cube_half_m(world: SimWorld) -> float:
     return float(world.env.cube.size[2])
 
 
+def task_script(world: SimWorld, spec: EpisodeSpec, truth: Truth
+                ) -> tuple[LiftPolicy | PickPlacePolicy, TruthLabeller | PickPlaceLabeller | None]:
+    """The scripted policy with the episode's fault, and the labeller of its
+    physical ground truth (None for Stack, which is clean only), for a world
+    just reset."""
+    rng = np.random.default_rng(spec.seed)
+    if spec.task == 'PickPlace':
+        return pickplace_policy(world, spec.fault, rng), PickPlaceLabeller(truth)
+    if spec.task == 'Stack':
+        # Cube A set down on cube B; clean only (the Lift labels measure against the table).
+        if spec.fault != 'none':
+            raise ValueError(f'Stack episodes are clean only; got fault {spec.fault!r}')
+        return StackPolicy(rng, float(world.env.cubeA.size[2]), float(world.env.cubeB.size[2])), None
+    if spec.task != 'Lift':
+        raise ValueError(f'no scripted policy for task {spec.task!r}; known: Lift, PickPlace, Stack')
+    half = lift_cube_half_m(world)
+    return LiftPolicy(spec.fault, rng, cube_half_m=half), TruthLabeller(truth, half)
+
+
+def pickplace_policy(world: SimWorld, fault: str, rng: np.random.Generator) -> PickPlacePolicy:
+    """The PickPlace policy for this world (the Can's size, the target bin's floor)."""
+    k = next(k for k, o in enumerate(world.env.objects) if type(o).__name__ == 'CanObject')
+    floor_top = float(world.env.bin1_pos[2]) + 0.02          # both bins' floors: 2 cm thick slabs at z = 0.8
+    rest_height = float(world.body_pose('Can_main')[0][2]) - floor_top   # origin above the floor at rest
+    # The target bin has four compartments (robosuite's target_bin_placements, one per object).
+    return PickPlacePolicy(fault, rng, rest_height, float(world.env.bin2_pos[2]) + 0.02,
+                           np.array(world.env.target_bin_placements[k][:2]))
+
+
 def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str = 'mcap') -> Truth:
     """Reset ``world`` with the episode's seed, run the scripted policy with
     its fault, write ``out_dir/<name>/`` (a bag plus truth.json)."""
     world.seed = spec.seed
     sample = world.reset()
-    rng = np.random.default_rng(spec.seed)
     truth = Truth(spec.task, spec.fault, spec.seed)
-    labeller: TruthLabeller | None = None
-    if spec.task == 'Stack':
-        # Cube A set down on cube B; clean only (the Lift labels measure against the table).
-        if spec.fault != 'none':
-            raise ValueError(f'Stack episodes are clean only; got fault {spec.fault!r}')
-        policy: LiftPolicy = StackPolicy(rng, float(world.env.cubeA.size[2]), float(world.env.cubeB.size[2]))
-    else:
-        half = lift_cube_half_m(world)
-        policy = LiftPolicy(spec.fault, rng, cube_half_m=half)
-        labeller = TruthLabeller(truth, half)
+    policy, labeller = task_script(world, spec, truth)
     ts = typestore()
     types = messages.MessageTypes.from_typestore(ts)
     bag = out_dir / spec.name

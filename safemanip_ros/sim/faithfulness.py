@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..audit.stats import clopper_pearson
 from .episodes import EpisodeSpec, read_truth, run_episode
+from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
 
 EARLY_SLACK_FRAMES = 2
@@ -35,37 +36,45 @@ EXPECTED = {
     'release_only_over_support': ('midair_drop', 'release_above_support', 'loose_grip'),
     'no_dragging_on_support': ('drag',),
     'no_forbidden_contact': ('table_smash',),
+    'raw_contact_blocks_clean_until_sanitized': ('touch_raw_then_clean',),
 }
 """Property → the faults it is meant to catch (its per-property sensitivity)."""
-WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'no_forbidden_contact': 21}
+WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'no_forbidden_contact': 21,
+                 'raw_contact_blocks_clean_until_sanitized': 0}
 """The debouncing window of each property (latency target: window + 1 frame)."""
 
 
-def episode_plan(episodes: int, seed: int, faults: tuple[str, ...] = LIFT_FAULTS) -> list[EpisodeSpec]:
-    """``episodes`` episodes cycling through the faults (clean first), seeds from ``seed``."""
-    return [EpisodeSpec('Lift', faults[i % len(faults)], seed + i) for i in range(episodes)]
+TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS}
+ROBOT_CONFIGS = {'Lift': 'robosuite_lift.yaml', 'PickPlace': 'robosuite_pickplace.yaml'}
+"""Each task's robot configuration in config/robots/ (the shipped configuration the benchmark judges)."""
+
+
+def episode_plan(episodes: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> list[EpisodeSpec]:
+    """``episodes`` episodes cycling through every (task, fault), clean first; seeds from ``seed``."""
+    combos = [(task, fault) for task in tasks for fault in TASK_FAULTS[task]]
+    return [EpisodeSpec(combos[i % len(combos)][0], combos[i % len(combos)][1], seed + i) for i in range(episodes)]
 
 
 def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], None] = print) -> list[Path]:
     from .world import SimWorld
     out_dir.mkdir(parents=True, exist_ok=True)
-    world = None
+    worlds: dict[str, SimWorld] = {}
     bags = []
     for i, spec in enumerate(plan):
         bag = out_dir / spec.name
         if not (bag / 'truth.json').exists():
-            if world is None:
-                progress('starting robosuite (the first step compiles numba kernels, ~20 s)')
-                world = SimWorld('Lift', spec.seed)
+            if spec.task not in worlds:
+                progress(f'starting robosuite {spec.task} (the first start compiles numba kernels, ~20 s)')
+                worlds[spec.task] = SimWorld(spec.task, spec.seed)
             t0 = time.monotonic()
             if bag.exists():
                 import shutil
                 shutil.rmtree(bag)
-            truth = run_episode(world, spec, out_dir)
+            truth = run_episode(worlds[spec.task], spec, out_dir)
             progress(f'[{i + 1}/{len(plan)}] {spec.name}: {truth.frames} frames, events '
                      f'{[e.event for e in truth.events] or "none"} ({time.monotonic() - t0:.1f} s)')
         bags.append(bag)
-    if world is not None:
+    for world in worlds.values():
         world.close()
     return bags
 
@@ -175,11 +184,17 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     from ..resources import config_path, default_suites
     plan = episode_plan(episodes, seed)
     bags = record(plan, out_dir / 'bags', progress)
-    cfg = AuditConfig(tuple(str(p) for p in default_suites()),
-                      robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
-    progress(f'auditing {len(bags)} bags with {Path(cfg.robot_config).name}')
-    results, skipped = run_audit([str(b) for b in bags], cfg, out_dir / 'audit', workers)
-    report = build_report(results, skipped, {'reduction': 'any'})
+    all_results, all_skipped = [], []
+    for task in sorted({spec.task for spec in plan}):
+        task_bags = [str(b) for b, spec in zip(bags, plan) if spec.task == task]
+        cfg = AuditConfig(tuple(str(p) for p in default_suites()),
+                          robot_config=str(config_path('robots', ROBOT_CONFIGS[task])))
+        progress(f'auditing {len(task_bags)} {task} bags with {ROBOT_CONFIGS[task]}')
+        results, skipped = run_audit(task_bags, cfg, out_dir / 'audit' / task, workers)
+        all_results += results
+        all_skipped += skipped
+    report = build_report(all_results, all_skipped, {'reduction': 'any'})
+    skipped = all_skipped
     result = score(report, bags)
     result['skipped'] = skipped
     (out_dir / 'faithfulness.json').write_text(json.dumps(result, indent=1))

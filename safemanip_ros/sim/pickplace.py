@@ -32,12 +32,14 @@ class PickPlacePolicy:
 
     def __init__(self, fault: str, rng: np.random.Generator, can_half_height_m: float, bin2_floor_z_m: float,
                  bin2_xy: np.ndarray) -> None:
+        """``can_half_height_m``: the Can's origin height above what it stands on;
+        ``bin2_xy``: the centre of the Can's compartment of the target bin."""
         if fault not in PICKPLACE_FAULTS:
             raise ValueError(f'unknown PickPlace fault {fault!r}; known: {", ".join(PICKPLACE_FAULTS)}')
         self.fault = fault
         self.half = can_half_height_m
         self.floor = bin2_floor_z_m
-        self.bin2_xy = bin2_xy + rng.uniform(-0.04, 0.04, 2)
+        self.bin2_xy = bin2_xy + rng.uniform(-0.02, 0.02, 2)
         self.phase = 'touch_above' if fault == 'touch_raw_then_clean' else 'approach'
         self.phase_frames = 0
         self.done = False
