@@ -60,7 +60,11 @@ class RepairReport:
 def _load_metadata(bag: Path) -> dict[str, Any]:
     from ruamel.yaml import YAML, YAMLError
     try:
-        doc = YAML(typ='safe').load((bag / 'metadata.yaml').read_text())
+        text = (bag / 'metadata.yaml').read_text()
+        try:
+            doc = json.loads(text)     # ours is YAML's JSON form: json's C parser, 50x faster than YAML's
+        except ValueError:
+            doc = YAML(typ='safe').load(text)
         info = doc['rosbag2_bagfile_information']
         info['relative_file_paths']
         return dict(info)

@@ -250,7 +250,7 @@ def _write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix='.tmp')
     with os.fdopen(fd, 'w') as fh:
-        json.dump(data, fh)
+        fh.write(json.dumps(data, separators=(',', ':')))      # one C-encoder call, not json.dump's chunks
     os.replace(tmp, path)
 
 

@@ -239,6 +239,8 @@ def _png(fig) -> str:
 
 
 TIMELINE_CHOICES = ('violations', 'all', 'none')
+INLINE_TIMELINES = 100
+"""Timelines drawn inside report.html; the others are files in ``timelines/`` beside it."""
 
 
 def write_html(report: dict, out: Path, timelines: str = 'violations') -> None:
@@ -277,6 +279,13 @@ def write_html(report: dict, out: Path, timelines: str = 'violations') -> None:
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
     chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
     drawn = [(f'{e["episode"]} ({e["source"]})', timeline_svg(e)) for e in chosen]
+    if len(drawn) > INLINE_TIMELINES:
+        # Past the first ones, each timeline is its own file, loaded when scrolled to: the page stays light.
+        folder = out / 'timelines'
+        folder.mkdir(exist_ok=True)
+        for k, (title, svg) in enumerate(drawn[INLINE_TIMELINES:], start=INLINE_TIMELINES):
+            (folder / f'{k:05d}.svg').write_text(svg.replace('<svg ', '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
+            drawn[k] = (title, f'<img loading="lazy" alt="timeline" src="timelines/{k:05d}.svg">')
     esc = html.escape
     rows = ''.join(
         f'<tr{" class=flagged" if r.get("unknown_flagged") else ""}><td>{esc(n)}</td><td>{esc(r["category"])}</td>'
