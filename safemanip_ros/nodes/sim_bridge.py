@@ -22,7 +22,10 @@ Parameters: ``task`` (Lift), ``fault`` (none, midair_drop, ...), ``seed``,
 a hold; 2.0), ``truth_file`` (write the episode's ground truth and the
 holds received here), ``controller_topic``
 (joint_trajectory_controller/joint_trajectory), ``wait_for_subscribers``
-(1: start once this many nodes subscribe to joint_states).
+(1: start once this many nodes subscribe to joint_states), ``camera`` (a
+robosuite camera, e.g. ``agentview``: ``image`` + ``camera_info`` and its
+optical frame on ``/tf`` every ``camera_every_frames`` steps, rendered on
+the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none).
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -76,11 +79,13 @@ class SimBridgeNode(CallbackGuard, Node):
         super().__init__('sim_bridge')
         for name, default in (('task', 'Lift'), ('fault', 'none'), ('seed', 0), ('real_time_factor', 1.0),
                               ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
+                              ('camera', ''), ('camera_every_frames', 5), ('camera_size_px', 128),
                               ('controller_topic', 'joint_trajectory_controller/joint_trajectory')):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         self.types = RCLPY_TYPES
-        self.world = SimWorld(str(p('task')), int(p('seed')))
+        self.camera = str(p('camera'))
+        self.world = SimWorld(str(p('task')), int(p('seed')), camera=self.camera)
         self.sample = self.world.reset()
         spec = EpisodeSpec(str(p('task')), str(p('fault')), int(p('seed')))
         self.truth = Truth(spec.task, spec.fault, spec.seed)
@@ -100,6 +105,10 @@ class SimBridgeNode(CallbackGuard, Node):
         self._pub_contacts = self.create_publisher(ContactArray, 'contacts', RELIABLE)
         self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC)
         self._pub_static.publish(messages.transforms(self.types, self.sample, static))
+        if self.camera:
+            # A rendered frame costs ~0.1 s on the CPU: one every camera_every_frames steps.
+            self._pub_image = self.create_publisher(Image, 'image', qos_profile_sensor_data)
+            self._pub_info = self.create_publisher(CameraInfo, 'camera_info', qos_profile_sensor_data)
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
                                  RELIABLE)
         self.create_service(Trigger, '~/pause', self._srv_pause)
@@ -197,8 +206,27 @@ class SimBridgeNode(CallbackGuard, Node):
         self._pub_js.publish(messages.joint_state(t, s))
         self._pub_tf.publish(messages.transforms(t, s, self._dynamic))
         self._pub_contacts.publish(messages.contacts(t, s))
+        if self.camera and s.step % int(self.get_parameter('camera_every_frames').value) == 0:
+            self._publish_camera(s)
         # The clock last: when a node's time reaches t, the state at t is already on its way.
         self._pub_clock.publish(messages.clock(t, s))
+
+    def _publish_camera(self, s) -> None:
+        size = int(self.get_parameter('camera_size_px').value)
+        img = self.world.render(size, size)
+        frame = f'{self.camera}_optical'
+        header = Header(stamp=messages.stamp(self.types, s.stamp_s), frame_id=frame)
+        self._pub_image.publish(Image(header=header, height=size, width=size, encoding='rgb8', is_bigendian=0,
+                                      step=3 * size, data=img.tobytes()))
+        K = self.world.camera_intrinsics(size, size)
+        self._pub_info.publish(CameraInfo(header=header, height=size, width=size, distortion_model='plumb_bob',
+                                          d=[0.0] * 5, k=K.reshape(-1).tolist(),
+                                          r=[1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0],
+                                          p=[K[0, 0], 0.0, K[0, 2], 0.0, 0.0, K[1, 1], K[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]))
+        (x, y, z), (qx, qy, qz, qw) = self.world.camera_optical_pose()
+        self._pub_tf.publish(TFMessage(transforms=[TransformStamped(
+            header=Header(stamp=header.stamp, frame_id=messages.WORLD_FRAME), child_frame_id=frame,
+            transform=Transform(translation=Vector3(x=x, y=y, z=z), rotation=Quaternion(x=qx, y=qy, z=qz, w=qw)))]))
 
     def _finish(self) -> None:
         if self.labeller is not None:

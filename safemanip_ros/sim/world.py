@@ -80,15 +80,20 @@ class SimWorld:
     (``Lift``, ``PickPlaceBread``, ``Door``, ...); ``seed`` fixes the
     placement randomisation."""
 
-    def __init__(self, task: str = 'Lift', seed: int = 0, horizon_frames: int = 2000) -> None:
+    def __init__(self, task: str = 'Lift', seed: int = 0, horizon_frames: int = 2000, camera: str = '') -> None:
+        """``camera``: a robosuite camera to render on request (:meth:`render`);
+        needs a GL back-end (``MUJOCO_GL=egl`` with Mesa, or ``osmesa``)."""
+        if camera:
+            os.environ.setdefault('MUJOCO_GL', 'egl')
         suite = import_robosuite()
+        self.camera = camera
         import mujoco
         self._mujoco = mujoco
         self.task = task
         self.seed = seed
         np.random.seed(seed)   # robosuite's placement samplers draw from numpy's global generator
         try:
-            self.env = suite.make(task, robots='Panda', has_renderer=False, has_offscreen_renderer=False,
+            self.env = suite.make(task, robots='Panda', has_renderer=False, has_offscreen_renderer=bool(camera),
                                   use_camera_obs=False, control_freq=int(CONTROL_RATE_HZ), horizon=horizon_frames,
                                   hard_reset=False, ignore_done=True, reward_shaping=False)
         except Exception as exc:     # robosuite raises bare Exceptions for unknown tasks and robots
@@ -176,6 +181,34 @@ class SimWorld:
         pos = [float(d.qpos[m.jnt_qposadr[j]]) for j in self._joints]
         vel = [float(d.qvel[m.jnt_dofadr[j]]) for j in self._joints]
         return SimSample(self.time_s, self.step_count, names, pos, vel, poses, contacts, dict(self.obs))
+
+    def render(self, width_px: int = 128, height_px: int = 128) -> np.ndarray:
+        """The configured camera's RGB image (uint8[h, w, 3], top row first)."""
+        if not self.camera:
+            raise SimError('no camera configured (SimWorld(camera=NAME))')
+        img = self.env.sim.render(camera_name=self.camera, width=width_px, height=height_px)
+        return np.ascontiguousarray(img[::-1])       # OpenGL's rows run bottom-up
+
+    def camera_intrinsics(self, width_px: int = 128, height_px: int = 128) -> np.ndarray:
+        """The pinhole matrix K of the configured camera (square pixels, vertical field of view)."""
+        mj = self._mujoco
+        cam = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_CAMERA, self.camera)
+        if cam < 0:
+            raise SimError(f'no camera {self.camera!r} in task {self.task}')
+        f = 0.5 * height_px / math.tan(math.radians(float(self.model.cam_fovy[cam])) / 2)
+        return np.array([[f, 0, width_px / 2], [0, f, height_px / 2], [0, 0, 1.0]])
+
+    def camera_optical_pose(self) -> tuple[tuple[float, float, float], tuple[float, float, float, float]]:
+        """The camera's optical frame in the world (x right, y down, z forward; MuJoCo's
+        camera looks along its -z with y up: a half turn about x)."""
+        mj = self._mujoco
+        cam = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_CAMERA, self.camera)
+        R = self.data.cam_xmat[cam].reshape(3, 3) @ np.diag([1.0, -1.0, -1.0])
+        q = np.zeros(4)
+        mj.mju_mat2Quat(q, R.reshape(-1))
+        w, x, y, z = (float(v) for v in q)
+        px, py, pz = (float(v) for v in self.data.cam_xpos[cam])
+        return (px, py, pz), (x, y, z, w)
 
     def close(self) -> None:
         self.env.close()
