@@ -36,6 +36,7 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 TOLERANCE_S = 1.0        # no_forbidden_contact: held(forbidden_contact, 21) at 20 Hz: 20 periods
+FAILSAFE_S = 0.5         # the supervisor's failsafe_staleness_s (its default)
 
 
 def _proc_stats(pid: int) -> tuple[float, float]:
@@ -110,9 +111,14 @@ def main() -> int:
     next_tick = [time.monotonic()]
     first_contact: list[float] = []
 
+    joints_on = [True]
+    last_js = [0.0]
+
     def tick() -> None:
         stamp = time_from_ns(time.time_ns())
-        js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
+        if joints_on[0]:
+            last_js[0] = time.monotonic()
+            js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
                               position=pose + [0.04, 0.04], velocity=[0.0] * 9))
         t = TransformStamped()
         t.header = Header(stamp=stamp, frame_id='world')
@@ -141,6 +147,8 @@ def main() -> int:
                 return True
         return until is None
 
+    failsafe_s: float | None = None
+    n_actions = [0]               # supervisor actions before the deliberate fail-safe phase
     delays: list[float] = []
     reactions: list[float] = []       # hold received − the violating frame's time (the monitor's part: after the window)
     first_contact_wall: list[int] = []
@@ -180,6 +188,16 @@ def main() -> int:
                 print(f'  {len(delays)} touches, last delay beyond tolerance {delays[-1] * 1e3:.0f} ms', flush=True)
         cpu1, rss1 = _proc_stats(stack.pid)
         wall1 = time.monotonic()
+        # Fail-safe: the joint states stop (TF and contacts go on); the supervisor must hold within its
+        # staleness limit plus one frame of the last sample.
+        n_trajs = len(trajs)
+        n_actions[0] = len(actions)
+        joints_on[0] = False
+        failsafe_s = None
+        if run_for(5.0, lambda: len(trajs) > n_trajs):
+            failsafe_s = trajs[n_trajs] - last_js[0]
+        joints_on[0] = True
+        run_for(0.5)
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -189,7 +207,8 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             stack.kill()
     periods = [(b - a) * 1e-6 for a, b in zip(verdict_stamps, verdict_stamps[1:])]
-    false_failsafe = [a for a in actions if a.action == SupervisorAction.ACTION_PAUSE and 'stale' in a.reason]
+    false_failsafe = [a for a in actions[:n_actions[0] or len(actions)]
+                      if a.action == SupervisorAction.ACTION_PAUSE and 'stale' in a.reason]
     stalls = [a for a in actions if 'executor stalled' in a.reason]
     print(f'touches: {len(delays)}')
     if delays:
@@ -208,6 +227,9 @@ def main() -> int:
     print(f'stack CPU share: {(cpu1 - cpu0) / (wall1 - wall0) * 100:.0f} % of one core; '
           f'RSS {rss0:.0f} MiB -> {rss1:.0f} MiB ({rss1 - rss0:+.1f} MiB over {(wall1 - wall0) / 60:.1f} min; '
           f'target < 10 MB per 10 min)')
+    print('fail-safe: joint states stopped; hold ' + ('never sent (FAIL)' if failsafe_s is None else
+          f'{failsafe_s * 1e3:.0f} ms after the last sample (limit {FAILSAFE_S * 1e3:.0f} ms + one frame = '
+          f'{(FAILSAFE_S + 0.05) * 1e3:.0f} ms)'))
     print(f'stack exit code {stack.returncode} (0: the bag was closed with every split listed)')
     return 0
 

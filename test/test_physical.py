@@ -225,9 +225,9 @@ PHYSICAL_CASES = {
     # Grasped (debounced from frame 4), on the table and moving for 12 frames vs. 7 (a set-down).
     'no_dragging_on_support': (
         {'object_grasped_raw_mug': O(30), 'object_supported_mug': Z(10) + O(20),
-         'object_stable_mug': O(10) + Z(12) + O(8)},
+         'object_sliding_mug': Z(10) + O(12) + Z(8)},
         {'object_grasped_raw_mug': O(30), 'object_supported_mug': Z(10) + O(20),
-         'object_stable_mug': O(10) + Z(7) + O(13)}, 17),
+         'object_sliding_mug': Z(10) + O(7) + Z(13)}, 17),
     'no_overload_while_grasping': (
         {'object_grasped_raw_mug': O(20), 'contact_force_over_threshold': Z(8) + O(3) + Z(9)},
         {'object_grasped_raw_mug': O(20), 'contact_force_over_threshold': Z(8) + O(2) + Z(10)}, 10),

@@ -66,6 +66,7 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
                  f'{cfg.tf.stable_angular_rad_s} rad/s'),
                 ('tf', f'object_sync_{o}', f'while grasped, {o} slipped less than {cfg.tf.slip_m} m and '
                  f'{cfg.tf.slip_rad} rad relative to the gripper since grasp onset (true when not grasped)'),
+                ('tf', f'object_sliding_{o}', f'{o} moves horizontally faster than {cfg.tf.sliding_m_s} m/s'),
                 ('tf', f'object_supported_{o}', f'the bottom of {o} is within {cfg.tf.support_gap_m} m of the top '
                  f'of a support other than itself ({", ".join(sorted(cfg.tf.supports)) or "none configured"})'),
                 ('tf', f'object_settled_{o}', f'{o} supported, stable, gripper farther than '

@@ -53,7 +53,7 @@ ROBOT_SCHEMA = Field('map', keys={
     'thresholds': Field('map', keys={k: Field('float') for k in (
         'moving_speed_rad_s', 'near_limit_margin_rad', 'gripper_closed_below_m', 'gripper_open_above_m',
         'gripper_motion_m', 'command_divergence_rad', 'contact_min_force_n', 'stable_linear_m_s',
-        'stable_angular_rad_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
+        'stable_angular_rad_s', 'sliding_m_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
         'force_threshold_n', 'torque_threshold_nm')}),
     'contacts': Field('map', keys={
         'robot_bodies': _STR_LIST, 'finger_bodies': _STR_LIST, 'min_finger_bodies': Field('int', minimum=1),
@@ -186,6 +186,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
                   shapes={e: shapes[e] for e in objects}, interiors=interiors,
                   stable_linear_m_s=th.get('stable_linear_m_s', 0.05), stable_angular_rad_s=th.get('stable_angular_rad_s', 0.25),
+                  sliding_m_s=th.get('sliding_m_s', 0.01),
                   slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
                   staleness_s=st.get('tf', 0.2))

@@ -14,7 +14,8 @@ implementation gives identical results and needs no ROS.)
 * ``near_<name>``: two frames closer than a distance;
 * ``inside_<name>``: a frame's origin inside a box given in another frame;
 * per object ``o``: ``object_stable_o`` (linear speed < 0.05 m/s and angular
-  < 0.25 rad/s, from consecutive evaluations), ``object_sync_o`` (while
+  < 0.25 rad/s, from consecutive evaluations), ``object_sliding_o`` (horizontal
+  speed in the world frame above ``sliding_m_s``, 0.01 m/s), ``object_sync_o`` (while
   grasped, slip relative to the gripper since grasp onset < 0.03 m and
   < 0.3 rad; true when not grasped; the reference survives a one-frame
   contact dropout), ``object_supported_o`` (the object's lowest point, from
@@ -171,6 +172,7 @@ class TfConfig:
         field(default_factory=dict)                                   # name → (frame, box frame, min, max)
     stable_linear_m_s: float = 0.05
     stable_angular_rad_s: float = 0.25
+    sliding_m_s: float = 0.01      # object_sliding: horizontal speed (drags slower than the stability bound)
     slip_m: float = 0.03
     slip_rad: float = 0.3
     support_gap_m: float = 0.02
@@ -195,7 +197,7 @@ class TfGrounding:
         objs = sorted(config.objects)
         self._prev_distance: dict[str, float] = {}
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
-                      + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled') for o in objs]
+                      + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled', 'sliding') for o in objs]
                       + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else [])
                       + [f'{k}_{f}' for f in sorted(config.interiors) for k in ('reach_in', 'object_reach_in')])
 
@@ -237,7 +239,7 @@ class TfGrounding:
         for obj, frame in sorted(cfg.objects.items()):
             W = lookup(cfg.world_frame, frame, now_s)
             G = lookup(cfg.gripper_frame, frame, now_s)
-            stable = supported = settled = sync = None
+            stable = supported = settled = sync = sliding = None
             if W is not None:
                 prev = self._prev_pose.get(obj)
                 if prev is not None and now_s > prev[0]:
@@ -245,6 +247,8 @@ class TfGrounding:
                     lin = np.linalg.norm(W[:3, 3] - prev[1][:3, 3]) / dt
                     ang = rotation_angle(prev[1][:3, :3].T @ W[:3, :3]) / dt
                     stable = bool(lin < cfg.stable_linear_m_s and ang < cfg.stable_angular_rad_s)
+                    # Sliding: horizontal speed in the world (a drag; lifting and setting down are vertical).
+                    sliding = bool(np.linalg.norm((W[:2, 3] - prev[1][:2, 3])) / dt > cfg.sliding_m_s)
                 if prev is None or now_s != prev[0]:
                     self._prev_pose[obj] = (now_s, W)
                 supported = self._supported(obj, frame, now_s)
@@ -274,6 +278,7 @@ class TfGrounding:
             out[f'object_sync_{obj}'] = sync
             out[f'object_supported_{obj}'] = supported
             out[f'object_settled_{obj}'] = settled
+            out[f'object_sliding_{obj}'] = sliding
             approaching = None
             if G is not None:
                 dist = float(np.linalg.norm(G[:3, 3]))

@@ -82,6 +82,7 @@ class LiftPolicy:
         self.grip = 1.0
         self.done = False
         self._anchor: np.ndarray | None = None
+        self._smash_frames = 0
 
     def _next(self, phase: str) -> None:
         self.phase, self.phase_frames = phase, 0
@@ -148,11 +149,14 @@ class LiftPolicy:
             elif np.linalg.norm(eef - target) < 0.01 or self.phase_frames > 40:
                 self._next('smash' if self.fault == 'table_smash' else 'lower')
         elif ph == 'smash':
-            # Press down past the table top: the fingers hit the table and stay on it.
+            # Press down past the table top: the hand hits the table and stays on it for 1.5 s.
             target = np.array([eef[0], eef[1], TABLE_TOP_Z_M - 0.05])
             a[:3] = _move(eef, target, limit=0.6)
             a[6] = grip_closed
-            if self.phase_frames > 45:
+            if any('table' in (b1, b2) and (b1.startswith(ROBOT_PREFIXES) or b2.startswith(ROBOT_PREFIXES))
+                   for b1, b2, _ in s.contacts):
+                self._smash_frames += 1
+            if self._smash_frames >= 30 or self.phase_frames > 90:
                 self._next('lower')
         elif ph == 'lower':
             floor = self.floor_z(s)
