@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..grounding.geometry import Shape
+from ..grounding.tf import quat_to_matrix
 from .world import SimSample
 
 EEF_BODY = 'gripper0_right_eef'
@@ -206,8 +208,9 @@ class TruthLabeller:
 
     * ``midair_drop`` / ``release_above_support``: the cube leaves the fingers
       with its bottom more than 2 cm above the table, until it lands;
-    * ``drag``: the grasped cube moves faster than 2 cm/s horizontally while
-      its bottom is within 5 mm of the table, for 5 frames or more;
+    * ``drag``: the grasped cube moves faster than 1 cm/s horizontally while
+      its lowest point (tilt included) is within 5 mm of the table, for 5
+      frames or more;
     * ``table_smash``: a robot body touches the table for 3 frames or more;
     * ``loose_grip``: the grasped cube slips more than 2 cm relative to the
       end effector since the grasp began.
@@ -239,7 +242,10 @@ class TruthLabeller:
         frame = s.step
         cube = np.array(s.poses['cube_main'][0])
         eef = np.array(s.poses[EEF_BODY][0])
-        gap = cube[2] - self.cube_half_m - TABLE_TOP_Z_M
+        # The cube's lowest point above the table, tilt included (a dragged cube tips onto an edge).
+        R = quat_to_matrix(s.poses['cube_main'][1])
+        gap = cube[2] - Shape('box', (self.cube_half_m,) * 3).extent_along(np.array([0.0, 0.0, 1.0]), R) \
+            - TABLE_TOP_Z_M
         fingers = {b for pair in s.contacts for b in pair[:2] if b in FINGER_BODIES
                    and 'cube_main' in pair[:2]}
         held = len(fingers) >= 2
@@ -254,7 +260,7 @@ class TruthLabeller:
             if kind in self._open and gap <= 0.005:
                 self._mark(kind, False, frame)
         speed = 0.0 if self._prev_cube is None else float(np.linalg.norm((cube - self._prev_cube)[:2]) * 20.0)
-        self._mark('drag', held and abs(gap) < 0.005 and speed > 0.02, frame, min_frames=5)
+        self._mark('drag', held and abs(gap) < 0.005 and speed > 0.01, frame, min_frames=5)
         self._mark('table_smash', robot_on_table, frame, min_frames=3)
         slip = held and self._grasp_ref is not None and float(np.linalg.norm(cube - eef - self._grasp_ref)) > 0.02
         self._mark('loose_grip', slip or ('loose_grip' in self._open and not held and gap > 0.005), frame)
