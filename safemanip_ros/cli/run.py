@@ -102,11 +102,20 @@ def run(args: argparse.Namespace) -> int:
             executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
+        except RuntimeError:
+            # SIGINT shuts the context down while the executor may be inside rcl, which then
+            # raises a bare RuntimeError: that is the shutdown asked for, not a bug.
+            if rclpy.ok():
+                raise
     finally:
         for node in nodes:
             if isinstance(node, RecorderNode):
                 node.close_bag()          # every split listed before the process ends
-            node.destroy_node()
+            try:
+                node.destroy_node()
+            except RuntimeError:
+                if rclpy.ok():
+                    raise                 # only a context already shut down excuses it
         rclpy.try_shutdown()
     return 0
 
