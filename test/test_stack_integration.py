@@ -78,13 +78,7 @@ def test_contact_violation_pauses_the_arm(tmp_path):
         hold = trajs[-1]
         assert hold.joint_names == ARM and list(hold.points[0].positions) == pytest.approx(pose)
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(node, ctx, proc)
     with Reader(bag) as r:
         topics = {c.topic for c in r.connections}
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
@@ -116,6 +110,17 @@ class _Robot:
         if self.touching[0]:
             msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
         self.contacts.publish(msg)
+
+
+def _stop(node, ctx, proc) -> None:
+    """Take the test's node down, then stop the stack as Ctrl-C would (it closes its bag)."""
+    node.destroy_node()
+    rclpy.shutdown(context=ctx)
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _hdr(stamp, frame=''):
@@ -169,13 +174,7 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
             touching[0] = False
             run_for(1.0)
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(node, ctx, proc)
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
     out = tmp_path / 'audit'
     audit = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'audit', str(bag), '--config',

@@ -232,7 +232,9 @@ class ContactGroundingNode(GroundingNode):
         self.fingers = JointStateGrounding(self.robot.joints)
         self._closed_upstream: object = _UNSET
         self.create_subscription(ContactArray, 'contacts', self._on_contacts, self.input_qos)
-        if self.robot.contacts.require_fingers_closed:
+        if self.robot.contacts.require_fingers_closed and not self.sampled_by_monitor:
+            # Sampled in one process, the closure comes from the joint grounding's own sample of the
+            # frame (upstream()): a second JointState subscription would only repeat its work.
             self.create_subscription(JointState, 'joint_states', self._on_joint_state, self.input_qos)
         if self._use_wrench:
             self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench,
