@@ -42,6 +42,24 @@ def test_joint_predicates_from_velocities_and_positions():
     assert p['joint_speed_over_limit'] and p['joint_near_limit'] and p['gripper_closing'] and p['gripper_closed']
 
 
+def test_gripper_motion_hold_keeps_a_fast_opening_visible():
+    """Without a hold, opening is read from the last two samples only
+    (SafeManip); with ``gripper_motion_hold_s`` it stays true that long after
+    the fingers last moved outwards, so a gripper that opens fully within the
+    grasp debounce still reads as opening where the debounced grasp ends."""
+    strokes = [0.02, 0.03, 0.04, 0.04, 0.04, 0.04, 0.04]       # open in two samples, then still
+    for hold_s, expected in ((0.0, [None, True, True, False, False, False, False]),
+                             (0.15, [None, True, True, True, True, True, False])):
+        g = joint_grounding(gripper_motion_hold_s=hold_s)
+        seen = []
+        for k, q in enumerate(strokes):
+            g.update(0.05 * k, JOINTS, [0.0, 0.0, q, q], [0, 0, 0, 0])
+            p = g.evaluate(0.05 * k)
+            seen.append(p['gripper_opening'])
+            assert p['gripper_closing'] in (None, False)
+        assert seen == expected, (hold_s, seen)
+
+
 def test_joint_speed_from_position_differences_when_no_velocities():
     g = joint_grounding()
     g.update(0.0, JOINTS, [0.0, 0.0, 0.02, 0.02])

@@ -13,8 +13,10 @@ JOINT_MEANINGS = {
     'gripper_closed': 'every finger opening (calibrated joint position) is below gripper_closed_below_m '
                       '(SafeManip: 0.0399)',
     'gripper_open': 'every finger opening is at or above gripper_open_above_m',
-    'gripper_opening': 'the fingers moved outwards by more than gripper_motion_m since the last sample',
-    'gripper_closing': 'the fingers moved inwards by more than gripper_motion_m since the last sample',
+    'gripper_opening': ('the fingers moved outwards by more than gripper_motion_m since the last sample '
+                        '(or within gripper_motion_hold_s)'),
+    'gripper_closing': ('the fingers moved inwards by more than gripper_motion_m since the last sample '
+                        '(or within gripper_motion_hold_s)'),
     'command_divergence': 'an arm joint differs from the commanded position by more than command_divergence_rad',
 }
 

@@ -54,7 +54,7 @@ ROBOT_SCHEMA = Field('map', keys={
         'moving_speed_rad_s', 'near_limit_margin_rad', 'gripper_closed_below_m', 'gripper_open_above_m',
         'gripper_motion_m', 'command_divergence_rad', 'contact_min_force_n', 'stable_linear_m_s',
         'stable_angular_rad_s', 'sliding_m_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
-        'force_threshold_n', 'torque_threshold_nm')}),
+        'force_threshold_n', 'torque_threshold_nm')} | {'gripper_motion_hold_s': Field('float', minimum=0.0)}),
     'contacts': Field('map', keys={
         'robot_bodies': _STR_LIST, 'finger_bodies': _STR_LIST, 'min_finger_bodies': Field('int', minimum=1),
         'target_fixtures': _STR_LIST}),
@@ -127,6 +127,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         moving_speed_rad_s=th.get('moving_speed_rad_s', 0.02), near_limit_margin_rad=th.get('near_limit_margin_rad', 0.05),
         gripper_closed_below_m=th.get('gripper_closed_below_m', 0.0399),
         gripper_open_above_m=th.get('gripper_open_above_m', 0.039), gripper_motion_m=th.get('gripper_motion_m', 1e-3),
+        gripper_motion_hold_s=th.get('gripper_motion_hold_s', 0.0),
         command_divergence_rad=th.get('command_divergence_rad', 0.1), has_command=bool(j.get('command_topic')),
         staleness_s=st.get('joint_states', 0.2), gripper_calibration=calibration)
     c = doc.get('contacts') or {}

@@ -13,7 +13,12 @@ Predicates (names as published):
   ``gripper_closed_below_m`` (SafeManip: 0.0399) / every finger at or above
   ``gripper_open_above_m``;
 * ``gripper_opening`` / ``gripper_closing``: the mean finger position moved
-  more than ``gripper_motion_m`` since the previous sample, outwards / inwards;
+  more than ``gripper_motion_m`` since the previous sample, outwards / inwards,
+  or did so within the last ``gripper_motion_hold_s`` of input time (default
+  0: the previous sample only, SafeManip's reading).  A gripper that travels
+  its whole stroke within the grasp debounce (robosuite's Panda: 4-6 frames)
+  has stopped by the frame where the debounced grasp ends, so without a hold
+  every clean release there would read as a drop;
 * ``command_divergence``: with a commanded position vector, some arm joint
   differs from it by more than ``command_divergence_rad``.
 
@@ -70,6 +75,7 @@ class JointConfig:
     gripper_closed_below_m: float = 0.0399
     gripper_open_above_m: float = 0.039
     gripper_motion_m: float = 1e-3
+    gripper_motion_hold_s: float = 0.0
     command_divergence_rad: float = 0.1
     has_command: bool = False          # a command topic is configured
     staleness_s: float = 0.2
@@ -95,6 +101,8 @@ class JointStateGrounding:
         self._prev_stamp: float | None = None
         self._stamp: float | None = None
         self._command: np.ndarray | None = None
+        self._opened_at_s: float | None = None     # stamp of the last outward / inward finger motion
+        self._closed_at_s: float | None = None
         limits = config.position_limits_rad
         self._lo = np.array([limits.get(j, (-math.inf, math.inf))[0] for j in config.arm_joints])
         self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
@@ -120,6 +128,7 @@ class JointStateGrounding:
             return
         if self.freshness.reset_needed:
             self._prev_pos = self._prev_stamp = self._pos = self._stamp = None
+            self._opened_at_s = self._closed_at_s = None
             self.freshness.reset_needed = False
         names = tuple(names)
         if names != self._names:
@@ -150,6 +159,25 @@ class JointStateGrounding:
             self.health.nan_values += nan
         self._prev_pos, self._prev_stamp = self._pos, self._stamp
         self._pos, self._vel, self._stamp = pos, vel, stamp_s
+        delta = self._gripper_delta()
+        if delta is not None and delta > self.config.gripper_motion_m:
+            self._opened_at_s = stamp_s
+        elif delta is not None and delta < -self.config.gripper_motion_m:
+            self._closed_at_s = stamp_s
+
+    def _gripper_delta(self) -> float | None:
+        """Mean finger opening change (m) between the last two samples; None when unknown."""
+        if self._pos is None or self._prev_pos is None or not self.config.gripper_joints:
+            return None
+        now, prev = self._opening(self._pos), self._opening(self._prev_pos)
+        if np.isnan(now).any() or np.isnan(prev).any():
+            return None
+        return float(now.mean() - prev.mean())
+
+    def _recent(self, at_s: float | None) -> bool:
+        """Motion stamped ``at_s`` is the latest sample's or within the hold before it."""
+        return at_s is not None and self._stamp is not None and \
+            self._stamp - at_s <= self.config.gripper_motion_hold_s
 
     def _opening(self, positions: np.ndarray) -> np.ndarray:
         """Finger openings (m) from a position vector in ``_wanted`` order."""
@@ -184,13 +212,11 @@ class JointStateGrounding:
         else:
             out['gripper_closed'] = bool((grip < cfg.gripper_closed_below_m).all())
             out['gripper_open'] = bool((grip >= cfg.gripper_open_above_m).all())
-            prev = None if self._prev_pos is None else self._opening(self._prev_pos)
-            if prev is None or np.isnan(prev).any():
+            if self._gripper_delta() is None:
                 out['gripper_opening'] = out['gripper_closing'] = None
             else:
-                delta = float(grip.mean() - prev.mean())
-                out['gripper_opening'] = delta > cfg.gripper_motion_m
-                out['gripper_closing'] = delta < -cfg.gripper_motion_m
+                out['gripper_opening'] = self._recent(self._opened_at_s)
+                out['gripper_closing'] = self._recent(self._closed_at_s)
         if not cfg.has_command:
             return out
         if self._command is None:
