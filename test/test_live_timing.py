@@ -16,7 +16,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from safemanip_ros.msg import PredicateArray, ViolationEvent
+from safemanip_ros.msg import PredicateArray, SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
 
 REPO = Path(__file__).resolve().parents[1]
@@ -120,7 +120,6 @@ def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
     Returns the supervisor actions seen."""
     from sensor_msgs.msg import JointState
 
-    from safemanip_ros.msg import SupervisorAction
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
     rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
                      '-p', 'executor_stall_limit_s:=1.0'])
@@ -167,3 +166,79 @@ def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
     reasons = [a.reason for a in actions]
     assert stalls >= 1 and any('the executor stalled for' in r for r in reasons), reasons
     assert not any('joint_states stale' in r for r in reasons), reasons
+
+
+def _watchdog_thread_under_a_stall(stall_s: float, seconds: float):
+    """As ``safemanip run`` wires it: the supervisor on a thread of its own
+    (:class:`WatchdogThread`), the main executor (here: a node that stalls
+    once, ``stall_s``, after 1 s) beating its heartbeat.  Joint states flow
+    at 20 Hz from another thread and context.  Returns (actions, wall-clock
+    stall interval in ns)."""
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.nodes.runner import WatchdogThread
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
+                     '-p', 'executor_stall_limit_s:=1.0'])
+    sup = SupervisorNode()
+    main = rclpy.create_node('main_executor')
+    stall_ns: list[int] = []
+    t_start = time.monotonic()
+
+    def stall():
+        if not stall_ns and time.monotonic() - t_start > 1.0:
+            stall_ns.append(time.time_ns())
+            time.sleep(stall_s)
+            stall_ns.append(time.time_ns())
+    main.create_timer(0.05, stall)
+    ex = SingleThreadedExecutor()
+    ex.add_node(main)
+
+    def joints(k, t0):
+        msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        return msg
+    io = _OutsideProcess('watchdog_io', JointState, f'{NS}/joint_states', joints, SupervisorAction,
+                         f'{NS}/supervisor_actions')
+    watchdog = None
+    try:
+        sup.trigger_configure()
+        sup.trigger_activate()
+        watchdog = WatchdogThread(sup, main, 'the main executor').start()
+        io.worker.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.05)
+        watchdog.stop()        # before the inputs stop: what follows is the test's, not the robot's
+        io.finish()
+        for _ in range(20):
+            io.executor.spin_once(timeout_sec=0.05)
+        return io.received, stall_ns
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+        io.close()
+        sup.destroy_node()
+        main.destroy_node()
+        rclpy.try_shutdown()
+
+
+def test_the_watchdog_thread_holds_during_a_main_executor_stall():
+    """A 2.5 s stall of the executor that runs grounding and monitor: the
+    supervisor, on its own thread, pauses *during* the stall (limit 1 s),
+    naming it; the joint states it watches stay fresh throughout."""
+    actions, stall_ns = _watchdog_thread_under_a_stall(2.5, 5.0)
+    reasons = [a.reason for a in actions]
+    assert len(stall_ns) == 2, stall_ns
+    named = [a for a in actions if 'the main executor stalled for' in a.reason]
+    assert named, reasons
+    assert named[0].action == SupervisorAction.ACTION_PAUSE, reasons
+    sent_ns = ns_from_time(named[0].header.stamp)
+    assert stall_ns[0] < sent_ns < stall_ns[1], (stall_ns, sent_ns)
+    assert not any('joint_states stale' in r for r in reasons), reasons
+
+
+def test_a_short_main_executor_stall_is_no_fail_safe():
+    actions, stall_ns = _watchdog_thread_under_a_stall(0.7, 3.0)
+    assert len(stall_ns) == 2, stall_ns
+    assert not [a for a in actions if a.reason.startswith('fail-safe')], [a.reason for a in actions]

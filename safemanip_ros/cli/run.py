@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
     from ..grounding.config import load_robot_config
     from ..monitor.build import build_instances
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
+    from ..nodes.runner import WatchdogThread, spin_until_shutdown
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     rclpy.init(args=['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
                + list(getattr(args, 'ros_args', []) or []))
     nodes = []
+    watchdog = None
     try:
         # The recorder first: its subscriptions are matched before anyone publishes.
         factories = ([] if args.no_record else [RecorderNode]) + \
@@ -90,24 +92,25 @@ def run(args: argparse.Namespace) -> int:
             if hasattr(node, 'trigger_configure'):
                 node.trigger_configure()
                 node.trigger_activate()
-        # One thread: rclpy's MultiThreadedExecutor starved subscriptions here
-        # (joint states arrived 0.9 s late under recording load); Python
-        # callbacks share the GIL anyway.
+        # Grounding, monitor and recorder share one executor: rclpy's
+        # MultiThreadedExecutor starved subscriptions here (joint states arrived
+        # 0.9 s late under recording load), and Python callbacks share the GIL
+        # anyway.  The supervisor spins on a thread of its own: its watchdog
+        # judges the sensors by their arrival and the main executor by its
+        # heartbeat, and neither waits for a stalled grounding or monitor turn.
         executor = SingleThreadedExecutor()
+        supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
         for node in nodes:
-            executor.add_node(node)
+            if node not in supervisors:
+                executor.add_node(node)
+        watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \
+            if supervisors else None
         print(f'safemanip run: {len(nodes)} nodes up ({", ".join(n.get_name() for n in nodes)}); Ctrl-C to stop',
               flush=True)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except RuntimeError:
-            # SIGINT shuts the context down while the executor may be inside rcl, which then
-            # raises a bare RuntimeError: that is the shutdown asked for, not a bug.
-            if rclpy.ok():
-                raise
+        spin_until_shutdown(executor)
     finally:
+        if watchdog is not None:
+            watchdog.stop()
         for node in nodes:
             if isinstance(node, RecorderNode):
                 node.close_bag()          # every split listed before the process ends

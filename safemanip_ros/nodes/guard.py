@@ -7,10 +7,15 @@ wraps every subscription, timer and service callback a node creates: an
 exception is caught, counted per cause (callback and exception type), logged
 once per cause with the message, and the node keeps running.  Counts are in
 ``callback_errors`` for status and ``/diagnostics``.
+
+A node whose callbacks may run on two threads (the supervisor spins on a
+thread of its own and also takes violations handed over in-process by the
+monitor) sets ``_callback_lock``: every guarded callback then runs under it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections import Counter
 from typing import Any, Callable
@@ -27,8 +32,10 @@ class CallbackGuard:
         self._guard_init()
 
         def guarded(*args: Any) -> Any:
+            lock = getattr(self, '_callback_lock', None) or contextlib.nullcontext()
             try:
-                return fn(*args)
+                with lock:
+                    return fn(*args)
             except Exception as err:     # the node boundary: count, log once per cause, go on
                 key = (what, type(err).__name__)
                 self.callback_errors[key] += 1

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from typing import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from ..errors import SafemanipError
@@ -68,3 +71,46 @@ def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
             node.trigger_activate()
         return node
     return make
+
+
+def spin_until_shutdown(executor) -> None:
+    """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RuntimeError:
+        # SIGINT shuts the context down while the executor may be inside rcl, which then
+        # raises a bare RuntimeError: that is the shutdown asked for, not a bug.
+        if rclpy.ok():
+            raise
+
+
+class WatchdogThread:
+    """A node (the supervisor) on an executor and a thread of its own,
+    watching the main executor's heartbeat: a 50 ms wall-clock timer on
+    ``beat_node`` (steady time, so it runs under ``/clock`` sim time too)
+    whose last turn is handed to ``node.watch_heartbeat(what, ...)``.  A
+    stalled main executor then neither delays the watchdog nor goes
+    unreported."""
+
+    def __init__(self, node: Node, beat_node: Node, what: str) -> None:
+        self._beat = time.monotonic()
+        self.beat_timer = beat_node.create_timer(0.05, self._on_beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.watch_heartbeat(what, lambda: self._beat)   # type: ignore[attr-defined]
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self.thread = threading.Thread(target=spin_until_shutdown, args=(self.executor,),
+                                       name=f'{node.get_name()}-executor', daemon=True)
+
+    def _on_beat(self) -> None:
+        self._beat = time.monotonic()
+
+    def start(self) -> 'WatchdogThread':
+        self.thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop spinning and join the thread (the node is left to its owner)."""
+        self.executor.shutdown(timeout_sec=timeout_s / 2)
+        self.thread.join(timeout=timeout_s)

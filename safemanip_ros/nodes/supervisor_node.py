@@ -23,13 +23,22 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
 * a hold that could not be delivered (no joint states yet, no controller,
   service unavailable) is not a hold: it is retried every 0.25 s and
   escalated to ``stop`` after ``max_hold_failures`` (3) failures.
+* **stalls**: the watchdog (every 50 ms) notices its own executor stalling
+  (> 0.25 s: counted and logged; beyond ``executor_stall_limit_s``: a named
+  fail-safe pause) and, given :meth:`SupervisorNode.watch_heartbeat`, another
+  executor's: ``safemanip run`` spins the supervisor on a thread of its own,
+  so a stalled grounding/monitor executor neither delays the fail-safe nor
+  goes unreported (a stall beyond the limit pauses: verdicts were not
+  produced meanwhile).
 
 Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_node`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Callable
 
 import yaml
 from builtin_interfaces.msg import Duration
@@ -89,6 +98,18 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         self._confirming: tuple[Action, float] | None = None   # (delivered hold, deadline, monotonic)
         self._stalls = 0
         self._retry_period_s = 0.25
+        # Callbacks may run on two threads (its own executor, and violations
+        # handed over in-process by the monitor): CallbackGuard serialises them.
+        self._callback_lock = threading.RLock()
+        self._heartbeats: dict[str, Callable[[], float | None]] = {}
+        self._stalled: dict[str, str] = {}   # watched executor → 'warned' or 'failsafe' during a stall
+
+    def watch_heartbeat(self, what: str, last_beat: Callable[[], float | None]) -> None:
+        """Watch another executor: ``last_beat()`` is the ``time.monotonic()``
+        of its last turn (None before the first).  A gap over 0.25 s is counted
+        and logged; over ``executor_stall_limit_s`` it is a fail-safe pause
+        named after ``what``."""
+        self._heartbeats[what] = last_beat
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.get_parameter
@@ -209,6 +230,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 self.get_logger().warning(f'executor stalled for {gap:.2f} s (limit {limit:.2f} s); sensors judged '
                                           f'by what arrived meanwhile')
             now = time.monotonic()
+        self._check_heartbeats(now)
         if self._confirming is not None:
             self._check_hold_confirmed(now)
         if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
@@ -217,6 +239,24 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
                 self._act(self.supervisor.on_stale(source, now - last, limit))
+
+    def _check_heartbeats(self, now: float) -> None:
+        limit = float(self.get_parameter('executor_stall_limit_s').value)
+        for what, beat in self._heartbeats.items():
+            last = beat()
+            gap = 0.0 if last is None else now - last
+            state = self._stalled.get(what)
+            if gap > limit and state != 'failsafe':
+                self._stalled[what] = 'failsafe'
+                if state is None:
+                    self._stalls += 1
+                self._act(self.supervisor.on_stall(gap, limit, what, 'no verdicts were produced meanwhile'))
+            elif gap > 0.25 and state is None:
+                self._stalled[what] = 'warned'
+                self._stalls += 1
+                self.get_logger().warning(f'{what} stalled for {gap:.2f} s so far (limit {limit:.2f} s)')
+            elif gap <= 0.25 and state is not None:
+                del self._stalled[what]
 
     def _check_hold_confirmed(self, now: float) -> None:
         action, deadline = self._confirming

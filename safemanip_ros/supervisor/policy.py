@@ -119,12 +119,13 @@ class Supervisor:
         self._ask(action)
         return [action]
 
-    def on_stall(self, stalled_s: float, limit_s: float) -> list[Action]:
-        """The node's executor stalled longer than ``limit_s``: nothing was
-        watched meanwhile, a fail-safe condition of its own (held until
-        acknowledged, like a stale sensor that came back)."""
-        reason = (f'fail-safe: the executor stalled for {stalled_s:.2f} s (limit {limit_s:.2f} s); '
-                  f'nothing was watched meanwhile')
+    def on_stall(self, stalled_s: float, limit_s: float, what: str = 'the executor',
+                 consequence: str = 'nothing was watched meanwhile') -> list[Action]:
+        """An executor stalled longer than ``limit_s`` (``what``: the
+        supervisor's own, or the one that runs grounding and monitor): a
+        fail-safe condition of its own, held until acknowledged like a stale
+        sensor that came back."""
+        reason = f'fail-safe: {what} stalled for {stalled_s:.2f} s (limit {limit_s:.2f} s); {consequence}'
         if self.held:
             return [Action('alert', reason=reason)]
         action = Action('pause', reason=reason)
