@@ -7,6 +7,7 @@ contact began, not 21 *ticks* later."""
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from pathlib import Path
@@ -242,3 +243,90 @@ def test_a_short_main_executor_stall_is_no_fail_safe():
     actions, stall_ns = _watchdog_thread_under_a_stall(0.7, 3.0)
     assert len(stall_ns) == 2, stall_ns
     assert not [a for a in actions if a.reason.startswith('fail-safe')], [a.reason for a in actions]
+
+
+def test_phase_lock_shifts_only_for_a_steady_late_phase():
+    """Pure logic: 20 steady lags of 35 ms ask for ticks 25 ms earlier (to a
+    10 ms lag); lags spread over the period, small lags, or no input keep
+    the phase."""
+    from safemanip_ros.monitor.phase import PhaseLock
+    lock = PhaseLock(0.05)
+    asks = [lock.observe(0.035 + 0.001 * (k % 3)) for k in range(20)]
+    assert asks[:-1] == [None] * 19 and abs(asks[-1] - 0.026) < 1e-9 and lock.shifts == 1
+    assert [lock.observe(0.035) for _ in range(19)] == [None] * 19      # evidence starts afresh
+    assert lock.observe(None) is None and lock._lags == collections.deque()
+    spread = PhaseLock(0.05)
+    assert all(spread.observe(0.001 + 0.0025 * k) is None for k in range(40))    # no steady phase
+    early = PhaseLock(0.05)
+    assert all(early.observe(0.008) is None for _ in range(40)) and early.shifts == 0
+
+
+def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
+    """Joint states at 20 Hz published 15 ms after each of the monitor's
+    ticks (read from its verdict stamps): a frame would see each one 35 ms
+    late.  The in-process monitor moves its ticks to ~10 ms after them."""
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.msg import VerdictArray
+    from safemanip_ros.nodes.grounding_nodes import JointStateGroundingNode
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+    suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', f'config:={config}', '-p', f'robot_config:={config}',
+                     '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
+                     '-p', 'predicate_topics:=[predicates/joint_states]'])
+    source, monitor = JointStateGroundingNode(), MonitorNode()
+    monitor.attach_sources([source])
+    ex = SingleThreadedExecutor()
+    ex.add_node(source)
+    ex.add_node(monitor)
+    names = [f'robot0_joint{i}' for i in range(1, 8)] + ['gripper0_finger_joint1', 'gripper0_finger_joint2']
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    robot = rclpy.create_node('phase_robot', context=ctx)
+    pub = robot.create_publisher(JointState, f'{NS}/joint_states', RELIABLE)
+    ticks_ns: list[int] = []
+    robot.create_subscription(VerdictArray, f'{NS}/verdicts',
+                              lambda m: ticks_ns.append(ns_from_time(m.header.stamp)), RELIABLE)
+    rex = SingleThreadedExecutor(context=ctx)
+    rex.add_node(robot)
+    published_ns: list[int] = []
+    stop = threading.Event()
+
+    def publish() -> None:
+        next_ns, phased = time.time_ns(), False
+        while not stop.is_set():
+            time.sleep(max(0.0, (next_ns - time.time_ns()) * 1e-9))
+            msg = JointState(name=names, position=[0.0] * len(names))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+            pub.publish(msg)
+            published_ns.append(time.time_ns())
+            next_ns += 50_000_000
+            rex.spin_once(timeout_sec=0.0)
+            if not phased and len(ticks_ns) >= 3:
+                # Against the monitor's phase once it runs: each message 15 ms after one of its ticks.
+                phased = True
+                next_ns = ticks_ns[-1] + 15_000_000
+                while next_ns < time.time_ns():
+                    next_ns += 50_000_000
+    worker = threading.Thread(target=publish, daemon=True)
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        worker.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (monitor._phase.shifts == 0 or len(ticks_ns) < 100):
+            ex.spin_once(timeout_sec=0.02)
+        stop.set()
+        worker.join(timeout=5)
+        assert monitor._phase.shifts >= 1, monitor._phase
+        # The last 20 frames: how long after the newest published message each one came.
+        lags = sorted((t - max(p for p in published_ns if p <= t)) * 1e-6 for t in ticks_ns[-20:])
+        assert lags[10] < 20, lags
+    finally:
+        stop.set()
+        source.destroy_node()
+        monitor.destroy_node()
+        robot.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        rclpy.try_shutdown()

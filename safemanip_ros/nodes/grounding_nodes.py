@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped, WrenchStamped
@@ -82,6 +83,7 @@ class GroundingNode(CallbackGuard, Node):
         self._inputs: list = []           # input subscriptions, drained before each in-process sample
         self._deferred: list = []         # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
         self._deferred_seq = itertools.count()
+        self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
         super().__init__(node_name)
         self.declare_parameter('config', '')
         self.declare_parameter('rate_hz', 0.0)
@@ -131,6 +133,8 @@ class GroundingNode(CallbackGuard, Node):
         static = topic == '/tf_static'
 
         def deferring(msg, _cb=callback):  # type: ignore[no-untyped-def]
+            if not static:
+                self.last_arrival_ns = time.monotonic_ns()
             stamp_ns = None if static else _stamp_ns(msg)
             if stamp_ns is None:
                 _cb(msg)

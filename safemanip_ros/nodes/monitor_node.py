@@ -47,6 +47,7 @@ from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
+from ..monitor.phase import PhaseLock
 from ..resources import default_suites
 from .conversions import time_from_ns
 from .guard import CallbackGuard
@@ -82,6 +83,9 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self.declare_parameter('metrics_period_s', 1.0)
         self.declare_parameter('autostart', False)
         self.declare_parameter('arming_timeout_s', 10.0)
+        # Sampling in-process grounding (safemanip run) on the system clock, the
+        # ticks move to just after the robot's inputs arrive (monitor/phase.py).
+        self.declare_parameter('phase_lock', True)
         self.monitor: Monitor | None = None
         # Arming: per predicate topic, whether it carries predicates the suite
         # reads and whether one of those has had a known value yet.
@@ -109,6 +113,8 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._last_tick: float | None = None
         self._last_metrics = 0.0
         self._subs = []
+        self._phase: PhaseLock | None = None
+        self._phase_timer = None
 
     # ------------------------------------------------------------ lifecycle
     def _build(self) -> Monitor:
@@ -149,7 +155,11 @@ class MonitorNode(CallbackGuard, LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._start_episode()
-        self._timer = self.create_timer(1.0 / float(self.get_parameter('rate_hz').value), self._tick)
+        period_s = 1.0 / float(self.get_parameter('rate_hz').value)
+        self._timer = self.create_timer(period_s, self._tick)
+        # Under /clock the simulator's clock drives the ticks, its state already out: no phase to fix.
+        sim_time = bool(self.get_parameter('use_sim_time').value)
+        self._phase = PhaseLock(period_s) if self.get_parameter('phase_lock').value and not sim_time else None
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -308,6 +318,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                 names = list(values)
                 self._pending.append((now_ns, names, [bool(values[n]) for n in names],
                                       [values[n] is None for n in names]))
+            self._lock_phase(period)
         else:
             due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
         self._caught_up += len(due) - 1
@@ -332,6 +343,33 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             self._overruns += 1
+
+    def _lock_phase(self, period_s: float) -> None:
+        """Feed this frame's input lag to the phase lock; when it asks, tick
+        that much earlier from now on (the next tick comes early, once)."""
+        if self._phase is None or self._phase_timer is not None:
+            return
+        arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
+        lag_s = (time.monotonic_ns() - max(arrivals)) * 1e-9 if arrivals else None
+        earlier_s = self._phase.observe(lag_s)
+        if earlier_s is None:
+            return
+        self.get_logger().info(f'frame clock moved {earlier_s * 1e3:.0f} ms earlier: the inputs arrived '
+                               f'{(earlier_s + self._phase.target_lag_s) * 1e3:.0f} ms before each frame, now '
+                               f'{self._phase.target_lag_s * 1e3:.0f} ms')
+        self._phase_timer = self.create_timer(period_s - earlier_s, self._shift_phase)
+
+    def _shift_phase(self) -> None:
+        """The early tick: the periodic timer restarts from here, and so does
+        the frame schedule (this one frame period is shorter, once)."""
+        if self._phase_timer is not None:
+            self.destroy_timer(self._phase_timer)
+            self._phase_timer = None
+        if self._timer is None:
+            return
+        self._timer.reset()
+        self._next_frame_ns = None
+        self._tick()
 
     def attach_sources(self, sources: list) -> None:
         """Grounding nodes of this process (``sample(now_ns)`` → values) to
@@ -443,6 +481,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             values=[KeyValue(key='frames', value=str(self._frames_total)),
                     KeyValue(key='caught_up_frames', value=str(self._caught_up)),
                     KeyValue(key='overruns', value=str(self._overruns)),
+                    KeyValue(key='phase_shifts', value=str(self._phase.shifts if self._phase else 0)),
                     KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}')]))
         unsupported = self.monitor.unsupported
         arr.status.append(DiagnosticStatus(

@@ -23,7 +23,7 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
 * a hold that could not be delivered (no joint states yet, no controller,
   service unavailable) is not a hold: it is retried every 0.25 s and
   escalated to ``stop`` after ``max_hold_failures`` (3) failures.
-* **stalls**: the watchdog (every 50 ms) notices its own executor stalling
+* **stalls**: the watchdog (every 20 ms) notices its own executor stalling
   (> 0.25 s: counted and logged; beyond ``executor_stall_limit_s``: a named
   fail-safe pause) and, given :meth:`SupervisorNode.watch_heartbeat`, another
   executor's: ``safemanip run`` spins the supervisor on a thread of its own,
@@ -61,6 +61,9 @@ EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durabilit
 ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACTION_ALERT,
                'pause': SupervisorAction.ACTION_PAUSE, 'retract': SupervisorAction.ACTION_RETRACT,
                'stop': SupervisorAction.ACTION_STOP, 'resume': SupervisorAction.ACTION_RESUME}
+# A stale sensor is noticed at most this late: 20 ms keeps the fail-safe hold
+# within its limit plus one 50 ms frame, with room for the delivery.
+WATCHDOG_PERIOD_S = 0.02
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
@@ -155,7 +158,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
             sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
                                            raw=True)
             self._watched_subs.append((sub, lambda raw, s=source: self._seen(s)))
-        self.create_timer(0.05, self._watchdog)
+        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
