@@ -131,9 +131,12 @@ class GroundingNode(CallbackGuard, Node):
         clock reaches its stamp (simulators publish the state of step t
         just before /clock reaches t; a frame must not see its future)."""
         static = topic == '/tf_static'
+        # The robot's inputs, not our own predicates (TF grounding hears the grasp): their arrival phase
+        # is what the monitor's phase lock follows.
+        robot_input = not static and msg_type is not PredicateArray
 
         def deferring(msg, _cb=callback):  # type: ignore[no-untyped-def]
-            if not static:
+            if robot_input:
                 self.last_arrival_ns = time.monotonic_ns()
             stamp_ns = None if static else _stamp_ns(msg)
             if stamp_ns is None:

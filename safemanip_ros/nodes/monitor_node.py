@@ -312,13 +312,16 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             # (published, so recorded, with this stamp) are the ones it sees.
             due[-1] = now_ns
             upstream: dict = {}
+            # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
+            arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
+            sampled_mono_ns = time.monotonic_ns()
             for src in self._sources:     # in order: joints, contacts (reads the closure), TF (reads the grasp)
                 values = src.sample(now_ns, upstream)
                 upstream.update(values)
                 names = list(values)
                 self._pending.append((now_ns, names, [bool(values[n]) for n in names],
                                       [values[n] is None for n in names]))
-            self._lock_phase(period)
+            self._lock_phase(period, (sampled_mono_ns - max(arrivals)) * 1e-9 if arrivals else None)
         else:
             due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
         self._caught_up += len(due) - 1
@@ -344,20 +347,24 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         if elapsed > period:
             self._overruns += 1
 
-    def _lock_phase(self, period_s: float) -> None:
-        """Feed this frame's input lag to the phase lock; when it asks, tick
-        that much earlier from now on (the next tick comes early, once)."""
-        if self._phase is None or self._phase_timer is not None:
+    def _lock_phase(self, period_s: float, lag_s: float | None) -> None:
+        """Feed this frame's input lag (seconds from the newest robot input's
+        arrival to the sampling) to the phase lock; when it asks, the next
+        tick comes that much earlier than its period, and the ticks continue
+        from there."""
+        if self._phase is None or self._phase_timer is not None or self._last_tick is None:
             return
-        arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
-        lag_s = (time.monotonic_ns() - max(arrivals)) * 1e-9 if arrivals else None
         earlier_s = self._phase.observe(lag_s)
         if earlier_s is None:
             return
+        # From this frame's tick, not from now: sampling comes a few ms after the tick.
+        delay_s = self._last_tick + period_s - earlier_s - time.monotonic()
+        if delay_s <= 0.001:
+            return
         self.get_logger().info(f'frame clock moved {earlier_s * 1e3:.0f} ms earlier: the inputs arrived '
-                               f'{(earlier_s + self._phase.target_lag_s) * 1e3:.0f} ms before each frame, now '
-                               f'{self._phase.target_lag_s * 1e3:.0f} ms')
-        self._phase_timer = self.create_timer(period_s - earlier_s, self._shift_phase)
+                               f'{(earlier_s + self._phase.target_lag_s) * 1e3:.0f} ms before each frame was '
+                               f'sampled, now {self._phase.target_lag_s * 1e3:.0f} ms')
+        self._phase_timer = self.create_timer(delay_s, self._shift_phase)
 
     def _shift_phase(self) -> None:
         """The early tick: the periodic timer restarts from here, and so does
