@@ -49,6 +49,21 @@ class PredicateLayout:
     template: np.ndarray = field(repr=False)   # uint8[length]
     fixed: np.ndarray = field(repr=False)      # intp: offsets that must equal the template
 
+    mask: np.ndarray = field(init=False, repr=False)     # uint8[length]: 0xFF on fixed bytes, 0 elsewhere
+    masked_template: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.mask = np.zeros(self.length, np.uint8)
+        self.mask[self.fixed] = 0xFF
+        self.masked_template = self.template & self.mask
+
+    def matches(self, rows: np.ndarray) -> np.ndarray:
+        """``bool[n]``: which rows (``uint8[n, length]``) have this layout,
+        i.e. equal the template on every fixed byte.  Masking and comparing
+        whole rows streams through memory; gathering the fixed bytes by
+        index (they are most of a message: the names) was 5x slower."""
+        return (np.bitwise_and(rows, self.mask) == self.masked_template).all(axis=1)
+
 
 def _string(buf: bytes, pos: int, where: str) -> tuple[str, int]:
     pos = (pos + 3) & ~3
@@ -117,12 +132,12 @@ class PredicateColumns:
     unknown: np.ndarray       # bool[n, P]
 
 
-def _int32_at(arr: np.ndarray, at: int) -> np.ndarray:
-    return np.ascontiguousarray(arr[:, at:at + 4]).view('<i4')[:, 0].astype(np.int64)
+def _int32_at(arr: np.ndarray, at: int, rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(arr[rows, at:at + 4]).view('<i4')[:, 0].astype(np.int64)
 
 
-def _uint32_at(arr: np.ndarray, at: int) -> np.ndarray:
-    return np.ascontiguousarray(arr[:, at:at + 4]).view('<u4')[:, 0].astype(np.int64)
+def _uint32_at(arr: np.ndarray, at: int, rows: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(arr[rows, at:at + 4]).view('<u4')[:, 0].astype(np.int64)
 
 
 def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[PredicateColumns]:
@@ -131,7 +146,9 @@ def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[Predi
     by_length: dict[int, list[int]] = {}
     for i, raw in enumerate(raws):
         by_length.setdefault(len(raw), []).append(i)
-    groups: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}   # layout index → (rows, arr) pieces
+    # layout index → pieces of (rows, header stamps, values, unknown): only the
+    # columns are gathered from the bytes, never whole messages again.
+    groups: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
     for length, rows_list in by_length.items():
         rows = np.array(rows_list, np.intp)
         arr = np.frombuffer(b''.join(raws[i] for i in rows_list), np.uint8).reshape(len(rows_list), length)
@@ -142,10 +159,12 @@ def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[Predi
             for k in candidates:
                 lay = layouts[k]
                 sub = np.flatnonzero(pending)
-                ok = (arr[np.ix_(sub, lay.fixed)] == lay.template[lay.fixed]).all(axis=1)
+                ok = lay.matches(arr if len(sub) == len(arr) else arr[sub])
                 if ok.any():
                     hit = sub[ok]
-                    groups.setdefault(k, []).append((rows[hit], arr[hit]))
+                    stamp = _int32_at(arr, lay.stamp_at, hit) * 1_000_000_000 + _uint32_at(arr, lay.stamp_at + 4, hit)
+                    groups.setdefault(k, []).append((rows[hit], stamp, arr[np.ix_(hit, lay.value_at)] != 0,
+                                                     arr[np.ix_(hit, lay.unknown_at)] != 0))
                     pending[hit] = False
                     matched = True
             if pending.any() and not matched:
@@ -153,11 +172,7 @@ def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[Predi
                 layouts.append(parse_predicate_array(raws[int(rows[first])], f'{where}: message {int(rows[first])}'))
     out = []
     for k, pieces in sorted(groups.items()):
-        lay = layouts[k]
-        rows = np.concatenate([r for r, _ in pieces])
-        arr = np.concatenate([a for _, a in pieces])
+        rows, stamp, values, unknown = (np.concatenate(col) for col in zip(*pieces))
         order = np.argsort(rows, kind='stable')
-        rows, arr = rows[order], arr[order]
-        stamp = _int32_at(arr, lay.stamp_at) * 1_000_000_000 + _uint32_at(arr, lay.stamp_at + 4)
-        out.append(PredicateColumns(lay, rows, stamp, arr[:, lay.value_at] != 0, arr[:, lay.unknown_at] != 0))
+        out.append(PredicateColumns(layouts[k], rows[order], stamp[order], values[order], unknown[order]))
     return out
