@@ -115,43 +115,61 @@ def test_windows_are_periods_of_the_clock_under_a_stalled_executor():
         rclpy.try_shutdown()
 
 
-def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
-    """Supervisor in this process on an executor stalled ``stall_s`` every
-    ``period_s``; joint states at 20 Hz from another thread and context.
-    Returns the supervisor actions seen."""
+def _supervisor_beside(stall, period_s: float, seconds: float, own_thread: bool):
+    """The supervisor in this process beside a node whose timer runs
+    ``stall()`` every ``period_s``: on the same executor, or (``own_thread``,
+    as ``safemanip run`` wires it) on a :class:`WatchdogThread` of its own
+    watching that executor's heartbeat.  Joint states flow at 20 Hz from
+    another thread and context.  Returns (actions seen, the supervisor)."""
     from sensor_msgs.msg import JointState
 
+    from safemanip_ros.nodes.runner import WatchdogThread
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
     rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
                      '-p', 'executor_stall_limit_s:=1.0'])
     sup = SupervisorNode()
-    staller = rclpy.create_node('staller')
-    staller.create_timer(period_s, lambda: time.sleep(stall_s))
+    staller = rclpy.create_node('main_executor')
+    staller.create_timer(period_s, stall)
     ex = SingleThreadedExecutor()
-    ex.add_node(sup)
     ex.add_node(staller)
+    if not own_thread:
+        ex.add_node(sup)
+
     def joints(k, t0):
         msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
         return msg
     io = _OutsideProcess('stall_io', JointState, f'{NS}/joint_states', joints, SupervisorAction,
                          f'{NS}/supervisor_actions')
+    watchdog = None
     try:
         sup.trigger_configure()
         sup.trigger_activate()
+        if own_thread:
+            watchdog = WatchdogThread(sup, staller, 'the main executor').start()
         io.worker.start()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             ex.spin_once(timeout_sec=0.05)
+        if watchdog is not None:
+            watchdog.stop()        # before the inputs stop: what follows is the test's, not the robot's
         io.finish()
         for _ in range(20):
             io.executor.spin_once(timeout_sec=0.05)
-        return io.received, sup._stalls
+        return io.received, sup
     finally:
+        if watchdog is not None:
+            watchdog.stop()
         io.close()
         sup.destroy_node()
         staller.destroy_node()
         rclpy.try_shutdown()
+
+
+def _supervisor_under_stalls(stall_s: float, period_s: float, seconds: float):
+    """Supervisor and staller on one executor: (actions, stalls counted)."""
+    actions, sup = _supervisor_beside(lambda: time.sleep(stall_s), period_s, seconds, own_thread=False)
+    return actions, sup._stalls
 
 
 def test_a_stalled_executor_raises_no_false_fail_safe():
@@ -170,19 +188,8 @@ def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
 
 
 def _watchdog_thread_under_a_stall(stall_s: float, seconds: float):
-    """As ``safemanip run`` wires it: the supervisor on a thread of its own
-    (:class:`WatchdogThread`), the main executor (here: a node that stalls
-    once, ``stall_s``, after 1 s) beating its heartbeat.  Joint states flow
-    at 20 Hz from another thread and context.  Returns (actions, wall-clock
-    stall interval in ns)."""
-    from sensor_msgs.msg import JointState
-
-    from safemanip_ros.nodes.runner import WatchdogThread
-    from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
-                     '-p', 'executor_stall_limit_s:=1.0'])
-    sup = SupervisorNode()
-    main = rclpy.create_node('main_executor')
+    """The supervisor on its own thread; the main executor stalls once,
+    ``stall_s``, after 1 s.  Returns (actions, wall-clock stall interval in ns)."""
     stall_ns: list[int] = []
     t_start = time.monotonic()
 
@@ -191,37 +198,8 @@ def _watchdog_thread_under_a_stall(stall_s: float, seconds: float):
             stall_ns.append(time.time_ns())
             time.sleep(stall_s)
             stall_ns.append(time.time_ns())
-    main.create_timer(0.05, stall)
-    ex = SingleThreadedExecutor()
-    ex.add_node(main)
-
-    def joints(k, t0):
-        msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
-        return msg
-    io = _OutsideProcess('watchdog_io', JointState, f'{NS}/joint_states', joints, SupervisorAction,
-                         f'{NS}/supervisor_actions')
-    watchdog = None
-    try:
-        sup.trigger_configure()
-        sup.trigger_activate()
-        watchdog = WatchdogThread(sup, main, 'the main executor').start()
-        io.worker.start()
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            ex.spin_once(timeout_sec=0.05)
-        watchdog.stop()        # before the inputs stop: what follows is the test's, not the robot's
-        io.finish()
-        for _ in range(20):
-            io.executor.spin_once(timeout_sec=0.05)
-        return io.received, stall_ns
-    finally:
-        if watchdog is not None:
-            watchdog.stop()
-        io.close()
-        sup.destroy_node()
-        main.destroy_node()
-        rclpy.try_shutdown()
+    actions, _ = _supervisor_beside(stall, 0.05, seconds, own_thread=True)
+    return actions, stall_ns
 
 
 def test_the_watchdog_thread_holds_during_a_main_executor_stall():
