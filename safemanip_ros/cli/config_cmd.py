@@ -10,14 +10,12 @@ import sys
 from pathlib import Path
 
 from ..errors import SafemanipError
+from . import add_verb
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser('config', help='draft a robot configuration from a recording')
-    verbs = p.add_subparsers(dest='verb', metavar='VERB')
-    verbs.required = True
-    init = verbs.add_parser('init', help='write a first draft from a bag',
-                            description=__doc__.split('\n\n')[0].split(': ', 1)[1] if __doc__ else None)
+    init = add_verb(sub, 'config', 'draft a robot configuration from a recording', 'init',
+                    'write a first draft from a bag', __doc__)
     init.add_argument('--from-bag', required=True, metavar='BAG')
     init.add_argument('--out', metavar='ROBOT.yaml', help='write here (default: print it)')
     init.add_argument('--robot', default='my_robot', help='the robot\'s name in the draft')

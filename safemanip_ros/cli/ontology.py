@@ -10,14 +10,12 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..resources import default_suites
+from . import add_verb
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser('ontology', help='show what an ontology type or a scene entity ends up with')
-    verbs = p.add_subparsers(dest='verb', metavar='VERB')
-    verbs.required = True
-    show = verbs.add_parser('show', help='a type\'s values along kind, hazard, affordance and role',
-                            description=__doc__.split('\n\n')[0].split(': ', 1)[1] if __doc__ else None)
+    show = add_verb(sub, 'ontology', 'show what an ontology type or a scene entity ends up with', 'show',
+                    'a type\'s values along kind, hazard, affordance and role', __doc__)
     show.add_argument('name', metavar='TYPE_OR_ENTITY')
     show.add_argument('--config', metavar='ROBOT.yaml', help='use this configuration\'s ontology layers and '
                       'entities (NAME may then be an entity id)')

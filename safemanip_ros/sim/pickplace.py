@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .policies import EEF_BODY, ROBOT_PREFIXES, Event, Truth, _move
+from .policies import EEF_BODY, ROBOT_PREFIXES, Event, Truth, _move, release_and_retreat
 from .world import SimSample
 
 PICKPLACE_FAULTS = ('none', 'touch_raw_then_clean')
@@ -103,15 +103,8 @@ class PickPlacePolicy:
             a[6] = 1
             if can[2] - (self.floor + self.half) < 0.004 or self.phase_frames > 60:
                 self._next('release')
-        elif ph == 'release':
-            a[6] = -1
-            if self.phase_frames >= 12:
-                self._next('retreat')
-        elif ph == 'retreat':
-            a[:3] = _move(eef, eef + [0, 0, 0.1], limit=0.3)
-            a[6] = -1
-            if self.phase_frames >= 25:
-                self.done = True
+        elif ph in ('release', 'retreat'):
+            release_and_retreat(self, eef, a, then=None)
         return a
 
 

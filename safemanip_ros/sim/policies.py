@@ -16,6 +16,7 @@ Faults (Lift): ``none``, ``midair_drop``, ``release_above_support``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,29 @@ class Truth:
 
 def _move(eef: np.ndarray, target: np.ndarray, gain: float = 8.0, limit: float = 0.5) -> np.ndarray:
     return np.clip((target - eef) * gain, -limit, limit)
+
+
+RELEASE_FRAMES = 12     # the gripper opens fully within these
+RETREAT_FRAMES = 25
+
+
+def release_and_retreat(policy: Any, eef: np.ndarray, a: np.ndarray, then: str | None) -> None:
+    """The phases every task ends with: ``release`` opens the gripper for
+    ``RELEASE_FRAMES``, ``retreat`` rises 10 cm with it open for
+    ``RETREAT_FRAMES``, then phase ``then`` follows (None: done).  ``policy``
+    has ``phase``, ``phase_frames``, ``_next`` and ``done``; ``a`` is the
+    action being built."""
+    a[6] = -1
+    if policy.phase == 'release':
+        if policy.phase_frames >= RELEASE_FRAMES:
+            policy._next('retreat')
+        return
+    a[:3] = _move(eef, eef + [0, 0, 0.1], limit=0.3)
+    if policy.phase_frames >= RETREAT_FRAMES:
+        if then is None:
+            policy.done = True
+        else:
+            policy._next(then)
 
 
 class LiftPolicy:
@@ -169,15 +193,8 @@ class LiftPolicy:
             if (self.fault == 'release_above_support' and eef[2] - stop < 0.01) or \
                     (self.fault != 'release_above_support' and cube[2] - floor < 0.004) or self.phase_frames > 60:
                 self._next('release')
-        elif ph == 'release':
-            a[6] = -1
-            if self.phase_frames >= 12:
-                self._next('retreat')
-        elif ph == 'retreat':
-            a[:3] = _move(eef, eef + [0, 0, 0.1], limit=0.3)
-            a[6] = -1
-            if self.phase_frames >= 25:
-                self._next('rest')
+        elif ph in ('release', 'retreat'):
+            release_and_retreat(self, eef, a, then='rest')
         elif ph == 'rest':
             a[6] = -1
             if self.phase_frames >= 30:
