@@ -35,7 +35,7 @@ from ..ltlf.cache import compile_cached
 from ..ltlf.runtime import DFABank
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
-from .program import FALSE_COL, Program
+from .program import FALSE_COL, TRUE_COL, Program
 
 _FALSE = int(Verdict.FALSE)
 _TRUE = int(Verdict.TRUE)
@@ -158,6 +158,11 @@ class StepResult:
         return [EpisodeEvent(int(b), int(d), int(s), int(self.frame[b]), True) for b, d, s in zip(bs, ds, starts)]
 
 
+EPISODE_EVAL_MAX_BATCH = 128
+"""Largest batch whose devices :meth:`Monitor.run` evaluates over whole
+episodes at once (above it, frame by frame; the values are the same)."""
+
+
 class Monitor:
     """Runs the instances of an :class:`InstanceSet` over ``batch`` rollouts."""
 
@@ -247,7 +252,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ step
     def step(self, values: np.ndarray, unknown: np.ndarray | None = None,
-             active: np.ndarray | None = None) -> StepResult:
+             active: np.ndarray | None = None, columns: np.ndarray | None = None) -> StepResult:
         """Process one frame of every rollout.
 
         values: ``bool[B, P]`` grounded predicate values, columns in
@@ -256,6 +261,9 @@ class Monitor:
             ``unknown_as`` is used and the frame is counted as unknown).
         active: ``bool[B]``, rollouts that have this frame (others are left
             untouched in every counter).
+        columns: this frame's program columns (``bool[C, B]``), already
+            evaluated from these values (:meth:`run` evaluates a whole
+            episode at once); None evaluates the program here.
         """
         values = np.asarray(values, dtype=bool)
         if values.ndim == 1:
@@ -268,7 +276,7 @@ class Monitor:
         act = np.ones(B, bool) if active is None else np.asarray(active, bool)
         if self.finished[act].any():
             raise MonitorInputError('step() on a finished rollout; call reset() first')
-        v = self._v
+        v = self._v if columns is None else columns
         values_cm = values.T
         if unknown is not None:
             unknown = np.asarray(unknown, dtype=bool).reshape(B, -1)
@@ -278,8 +286,9 @@ class Monitor:
                 self.unknown_pred += unk.T
                 for b in np.nonzero(unk.any(axis=1))[0]:   # few rollouts have unknowns at once
                     self.unknown_inst[:, b] += self._needs[unk[b]].any(axis=0)
-        v[self._pred_col] = values_cm
-        self.program.evaluate(v)
+        if columns is None:
+            v[self._pred_col] = values_cm
+            self.program.evaluate(v)
         trig = v[self.trigger_cols]
         self.triggers += trig if all_active else trig & act
         t = self.frames.copy()
@@ -333,6 +342,20 @@ class Monitor:
         self.frames += act
         rec_out = rec_labels if all_active else bank.labels_cm(self.r, REC)
         return StepResult(t, bank.labels_cm(self.m, MAIN).T, self.violated.T, rec_out.T, opened_mask, closed_at)
+
+    def _columns_over_time(self, values: np.ndarray, unknown: np.ndarray | None) -> np.ndarray:
+        """Every frame's program columns (``bool[T, C, B]``) for :meth:`run`,
+        the device program evaluated over whole episodes at once (the same
+        values as frame by frame; ``test_monitor_devices``).  Unknown inputs
+        read as ``unknown_as``, as in :meth:`step`."""
+        B, T, _ = values.shape
+        V = np.zeros((T, self.program.num_columns, B), bool)
+        V[:, TRUE_COL] = True
+        inputs = values.transpose(1, 2, 0)
+        if unknown is not None:
+            inputs = np.where(np.asarray(unknown, bool).transpose(1, 2, 0), self.unknown_as[None, :, None], inputs)
+        V[:, self._pred_col] = inputs
+        return self.program.evaluate_over_time(V)
 
     # ---------------------------------------------------------------- finish
     def finish(self, which: np.ndarray | None = None) -> list[RolloutResult | None]:
@@ -419,9 +442,14 @@ class Monitor:
         self.reset()
         results: list[RolloutResult | None] = [None] * B
         kept = np.zeros((T, B, len(self.instances)), np.int8) if keep_verdicts else None
+        # Small batches (an audit chunk): the device program over whole episodes at once is 1.3-1.6x
+        # faster; large ones already amortise each frame's numpy calls, and their whole-episode
+        # arrays outgrow the caches (30 % slower at 1,000 rollouts).
+        columns = self._columns_over_time(values, unknown) if B <= EPISODE_EVAL_MAX_BATCH else None
         for t in range(T):
             active = lengths_arr > t
-            res = self.step(values[:, t], None if unknown is None else unknown[:, t], active)
+            res = self.step(values[:, t], None if unknown is None else unknown[:, t], active,
+                            None if columns is None else columns[t])
             if kept is not None:
                 kept[t] = res.verdicts
             ending = lengths_arr == t + 1
