@@ -107,16 +107,22 @@ def source_fingerprint(path: Path) -> str:
     return h.hexdigest()[:24]
 
 
-@functools.lru_cache(maxsize=8)
 def _monitor(cfg: AuditConfig, batch: int = 1) -> Monitor:
-    return Monitor(_instances(cfg.key(), cfg), batch=batch)
+    """The configuration's monitor for ``batch`` rollouts, built once per
+    process and per *content* of its files (``cfg.key()``): an edited suite
+    or robot configuration is rebuilt, an unchanged one is not."""
+    return _built_monitor(cfg.key(), cfg, batch)
+
+
+@functools.lru_cache(maxsize=8)
+def _built_monitor(content_key: str, cfg: AuditConfig, batch: int) -> Monitor:
+    return Monitor(_instances(content_key, cfg), batch=batch)
 
 
 @functools.lru_cache(maxsize=8)
 def _instances(content_key: str, cfg: AuditConfig) -> InstanceSet:
-    """The configuration's property instances, built once per process and
-    per *content* of its files (``content_key`` = ``cfg.key()``): an audit
-    builds a monitor per chunk, and loading the suites costs ~0.3 s."""
+    """The property instances (loading the suites costs ~0.3 s), shared by
+    the monitors of every batch size."""
     return build_instances(list(cfg.properties), cfg.scene, cfg.robot_config, list(cfg.only), cfg.rate_hz,
                            strict=cfg.strict)
 

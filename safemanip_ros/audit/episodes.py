@@ -224,9 +224,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                     emit(next_frame)
                     close(name)
                     gaps += 1
-                    gap_s = (stamp_ns - next_frame) * 1e-9
-                    warnings.append(f'{path}: {gap_s:.3g} s without messages at bag time {next_frame * 1e-9:.3f} s '
-                                    f'(> {max_gap_s:g} s): episode split')
+                    warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
                     rows_v, rows_u = [], []
                     name = f'{name.split("#gap")[0]}#gap{gaps}'
                     hold = SampleHold(predicates, staleness_s)
@@ -273,6 +271,12 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float) -> str:
+    """The warning for a hole in a recording that splits the episode."""
+    return (f'{path}: {(stamp_ns - next_frame_ns) * 1e-9:.3g} s without messages at bag time '
+            f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
+
+
 def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Episode] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
@@ -308,9 +312,7 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     for i, stamp in enumerate(t.tolist()):
         if stamp - next_frame > max_gap_ns:
             segments.append((seg_first, i, seg_start, next_frame, len(warnings)))
-            gap_s = (stamp - next_frame) * 1e-9
-            warnings.append(f'{path}: {gap_s:.3g} s without messages at bag time {next_frame * 1e-9:.3f} s '
-                            f'(> {max_gap_s:g} s): episode split')
+            warnings.append(_gap_warning(path, stamp, next_frame, max_gap_s))
             seg_first, seg_start, next_frame = i, stamp, stamp
         if stamp > next_frame:
             next_frame += -(-(stamp - next_frame) // period_ns) * period_ns

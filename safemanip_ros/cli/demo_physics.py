@@ -31,11 +31,11 @@ from pathlib import Path
 
 from ..errors import SafemanipError
 from ..resources import config_path
+from ..sim import ROBOT_CONFIGS
 
 DEMO_EPISODES = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag', 3), ('Lift', 'table_smash', 4),
                  ('Lift', 'release_above_support', 5), ('PickPlace', 'none', 6),
                  ('PickPlace', 'touch_raw_then_clean', 7), ('Lift', 'none', 8)]
-ROBOT_CONFIGS = {'Lift': 'robosuite_lift.yaml', 'PickPlace': 'robosuite_pickplace.yaml'}
 RATE_HZ = 20.0
 
 

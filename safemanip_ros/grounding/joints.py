@@ -103,6 +103,7 @@ class JointStateGrounding:
         self._command: np.ndarray | None = None
         self._opened_at_s: float | None = None     # stamp of the last outward / inward finger motion
         self._closed_at_s: float | None = None
+        self._grip_delta_m: float | None = None    # mean finger opening change over the last two samples
         limits = config.position_limits_rad
         self._lo = np.array([limits.get(j, (-math.inf, math.inf))[0] for j in config.arm_joints])
         self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
@@ -128,7 +129,7 @@ class JointStateGrounding:
             return
         if self.freshness.reset_needed:
             self._prev_pos = self._prev_stamp = self._pos = self._stamp = None
-            self._opened_at_s = self._closed_at_s = None
+            self._opened_at_s = self._closed_at_s = self._grip_delta_m = None
             self.freshness.reset_needed = False
         names = tuple(names)
         if names != self._names:
@@ -159,7 +160,7 @@ class JointStateGrounding:
             self.health.nan_values += nan
         self._prev_pos, self._prev_stamp = self._pos, self._stamp
         self._pos, self._vel, self._stamp = pos, vel, stamp_s
-        delta = self._gripper_delta()
+        delta = self._grip_delta_m = self._gripper_delta()
         if delta is not None and delta > self.config.gripper_motion_m:
             self._opened_at_s = stamp_s
         elif delta is not None and delta < -self.config.gripper_motion_m:
@@ -212,7 +213,7 @@ class JointStateGrounding:
         else:
             out['gripper_closed'] = bool((grip < cfg.gripper_closed_below_m).all())
             out['gripper_open'] = bool((grip >= cfg.gripper_open_above_m).all())
-            if self._gripper_delta() is None:
+            if self._grip_delta_m is None:
                 out['gripper_opening'] = out['gripper_closing'] = None
             else:
                 out['gripper_opening'] = self._recent(self._opened_at_s)

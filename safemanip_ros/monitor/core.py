@@ -281,7 +281,8 @@ class Monitor:
         if unknown is not None:
             unknown = np.asarray(unknown, dtype=bool).reshape(B, -1)
             if unknown.any():
-                values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
+                if columns is None:      # given columns already read unknowns as unknown_as
+                    values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
                 unk = unknown & act[:, None]
                 self.unknown_pred += unk.T
                 for b in np.nonzero(unk.any(axis=1))[0]:   # few rollouts have unknowns at once

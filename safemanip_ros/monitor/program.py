@@ -240,7 +240,6 @@ class Program:
             v[g.out] = out
         return v
 
-
     def evaluate_over_time(self, V: np.ndarray) -> np.ndarray:
         """Fill the computed columns of ``V`` (``bool[T, C, B]``, inputs
         already set) for frames ``0..T-1`` from the reset state: the same

@@ -44,7 +44,7 @@ from ..grounding.messages import (
     stamp_s,
 )
 from ..grounding.tf import TfGrounding
-from .conversions import predicate_array, predicate_values
+from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .runner import run_node as _run
 from .runner import take_delivered
@@ -63,12 +63,10 @@ def _stamp_ns(msg) -> int | None:  # type: ignore[no-untyped-def]
     when it has none or it is 0 ("now")."""
     header = getattr(msg, 'header', None)
     if header is not None:
-        ns = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
-        return ns or None
+        return ns_from_time(header.stamp) or None
     transforms = getattr(msg, 'transforms', None)
     if transforms:
-        ns = max(t.header.stamp.sec * 1_000_000_000 + t.header.stamp.nanosec for t in transforms)
-        return ns or None
+        return max(ns_from_time(t.header.stamp) for t in transforms) or None
     return None
 
 

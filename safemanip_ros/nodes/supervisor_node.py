@@ -64,6 +64,8 @@ ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACT
 # A stale sensor is noticed at most this late: 20 ms keeps the fail-safe hold
 # within its limit plus one 50 ms frame, with room for the delivery.
 WATCHDOG_PERIOD_S = 0.02
+# An executor turn later than this is a stall worth reporting (counted, logged).
+STALL_REPORT_S = 0.25
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
@@ -222,7 +224,7 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
         now = time.monotonic()
         gap = now - (self._last_watchdog or now)
         self._last_watchdog = now
-        if gap > 0.25:
+        if gap > STALL_REPORT_S:
             # The executor itself stalled: said so, by name, never mistaken for a stale sensor.
             self._stalls += 1
             self._take_watched()
@@ -254,11 +256,11 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 if state is None:
                     self._stalls += 1
                 self._act(self.supervisor.on_stall(gap, limit, what, 'no verdicts were produced meanwhile'))
-            elif gap > 0.25 and state is None:
+            elif gap > STALL_REPORT_S and state is None:
                 self._stalled[what] = 'warned'
                 self._stalls += 1
                 self.get_logger().warning(f'{what} stalled for {gap:.2f} s so far (limit {limit:.2f} s)')
-            elif gap <= 0.25 and state is not None:
+            elif gap <= STALL_REPORT_S and state is not None:
                 del self._stalled[what]
 
     def _check_hold_confirmed(self, now: float) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..audit.stats import clopper_pearson
+from . import ROBOT_CONFIGS
 from .episodes import EpisodeSpec, read_truth, run_episode
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
@@ -45,8 +46,6 @@ WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'n
 
 
 TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS}
-ROBOT_CONFIGS = {'Lift': 'robosuite_lift.yaml', 'PickPlace': 'robosuite_pickplace.yaml'}
-"""Each task's robot configuration in config/robots/ (the shipped configuration the benchmark judges)."""
 
 
 def episode_plan(episodes: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> list[EpisodeSpec]:
