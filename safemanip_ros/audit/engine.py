@@ -200,32 +200,43 @@ def _predicate_intervals(ep: Episode, res, predicates: list[str]) -> dict[str, d
     grounded predicate read by a violated instance was true, and where it was
     unknown."""
     wanted = sorted({p for r in res.instances if r.violations for p in r.unknown_by_predicate})
-    out: dict[str, dict[str, list[list[int]]]] = {}
-    for name in wanted:
-        j = predicates.index(name)
-        out[name] = {'true': _runs(ep.values[:, j] & ~ep.unknown[:, j]), 'unknown': _runs(ep.unknown[:, j])}
-    return out
+    if not wanted:
+        return {}
+    cols = [predicates.index(name) for name in wanted]
+    unknown = ep.unknown[:, cols]
+    true_runs = _runs(ep.values[:, cols] & ~unknown)
+    unknown_runs = _runs(unknown)
+    return {name: {'true': t, 'unknown': u} for name, t, u in zip(wanted, true_runs, unknown_runs)}
 
 
 def _verdict_runs(res) -> dict[str, list[list[int]]]:
     """For the timelines: [start, end, verdict code] runs of the main verdict
     of each instance that was violated."""
-    out = {}
-    for d, r in enumerate(res.instances):
-        if not r.violations:
-            continue
-        v = res.verdicts[:, d]
-        change = np.flatnonzero(np.diff(v)) + 1
-        starts = np.concatenate([[0], change])
-        ends = np.concatenate([change - 1, [v.size - 1]])
-        out[r.instance] = [[int(a), int(b), int(v[a])] for a, b in zip(starts, ends)]
-    return out
+    which = [d for d, r in enumerate(res.instances) if r.violations]
+    if not which or not res.verdicts.shape[0]:
+        return {res.instances[d].instance: [] for d in which}
+    v = res.verdicts[:, which].T                     # [instances, T]
+    change = np.ones((len(which), v.shape[1]), bool)
+    change[:, 1:] = v[:, 1:] != v[:, :-1]            # a run starts at 0 and wherever the verdict changes
+    rows, starts = np.nonzero(change)
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:] - 1
+    last = np.append(rows[1:] != rows[:-1], True)    # a row's last run ends at its last frame
+    ends[last] = v.shape[1] - 1
+    runs = np.stack([starts, ends, v[rows, starts].astype(np.int64)], axis=1).tolist()
+    bounds = np.searchsorted(rows, np.arange(len(which) + 1)).tolist()
+    return {res.instances[d].instance: runs[bounds[k]:bounds[k + 1]] for k, d in enumerate(which)}
 
 
-def _runs(series: np.ndarray) -> list[list[int]]:
-    padded = np.concatenate([[0], series.astype(np.int8), [0]])
-    edges = np.flatnonzero(np.diff(padded))
-    return [[int(a), int(b) - 1] for a, b in zip(edges[::2], edges[1::2])]
+def _runs(series: np.ndarray) -> list[list[list[int]]]:
+    """Per column of ``bool[T, K]``: its [start, end] runs of trues (inclusive)."""
+    T, K = series.shape
+    padded = np.zeros((K, T + 2), np.int8)
+    padded[:, 1:-1] = series.T
+    rows, edges = np.nonzero(np.diff(padded, axis=1))   # per row: rising, falling, rising, ...
+    runs = np.stack([edges[0::2], edges[1::2] - 1], axis=1).tolist()
+    bounds = np.searchsorted(rows[0::2], np.arange(K + 1)).tolist()
+    return [runs[bounds[k]:bounds[k + 1]] for k in range(K)]
 
 
 def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> tuple[bool | None, bool]:
@@ -299,11 +310,14 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     if progress:
         progress(done, len(labelled))
 
+    computed: dict[str, dict] = {}     # this run's results, not read back from their files
+
     def record(path: str, result: dict | None, reason: str | None) -> None:
         nonlocal done
         name, key = keys[path]
         if result is not None:
             _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
+            computed[path] = result
         else:
             (out / 'episodes' / f'{name}.json').unlink(missing_ok=True)   # an older result is stale now
             _write_json(out / 'skipped' / f'{name}.json', {'source': path, 'reason': reason})
@@ -344,7 +358,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     for src, label in labelled:
         name, key = keys[str(src)]
         ep_file, sk_file = out / 'episodes' / f'{name}.json', out / 'skipped' / f'{name}.json'
-        if ep_file.exists():
+        if str(src) in computed:
+            results.append({**computed[str(src)], 'policy': label})
+        elif ep_file.exists():
             data = json.loads(ep_file.read_text())
             if data.pop('key', None) != key:
                 raise SafemanipError(f'{ep_file}: changed while the audit ran; run it again')

@@ -32,6 +32,8 @@ import numpy as np
 
 from ..errors import SafemanipError
 from ..monitor.frames import SampleHold
+from .bagread import messages as bag_messages
+from .bagread import read_all
 from .types import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
@@ -215,7 +217,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             rows_u.append(u)
 
         try:
-            for conn, stamp_ns, raw in reader.messages(connections=conns + episode_conns):
+            for conn, stamp_ns, raw in bag_messages(reader, conns + episode_conns):
                 if next_frame is None:
                     next_frame = stamp_ns
                 if stamp_ns - next_frame > max_gap_ns:
@@ -288,21 +290,17 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     from rosbags.rosbag2 import ReaderError
 
     from .columns import ColumnDecodeError, decode_predicate_arrays
-    times: list[int] = []
-    raws: list[bytes] = []
     try:
-        for _, stamp_ns, raw in reader.messages(connections=conns):
-            times.append(stamp_ns)
-            raws.append(bytes(raw))
+        batch = read_all(reader, conns)
     except ReaderError as err:
         raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
-    if not raws:
+    if not batch.raws:
         return []
     try:
-        groups = decode_predicate_arrays(raws, str(path))
+        groups = decode_predicate_arrays(batch.raws, str(path))
     except ColumnDecodeError:
         return None
-    t = np.array(times, np.int64)
+    t = batch.time_ns
     period_ns = int(1e9 / rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
     # Segments and their frame times, exactly as the message loop steps next_frame.
@@ -379,7 +377,7 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
     try:
-        for seq, (conn, bag_ns, raw) in enumerate(reader.messages(connections=list(conns) + list(verdict_conns))):
+        for seq, (conn, bag_ns, raw) in enumerate(bag_messages(reader, list(conns) + list(verdict_conns))):
             try:
                 msg = ts.deserialize_cdr(raw, conn.msgtype)
             except (SerdeError, *_BAD_BYTES) as err:
