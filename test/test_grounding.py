@@ -195,6 +195,25 @@ def test_tf_tree_chains_interpolates_and_refuses_extrapolation():
     assert not tree.set_transform('base', 'hand', 0.5, [0, 0, 0], _yaw(0))   # out of order
 
 
+def test_tf_lookups_see_every_change_made_after_them():
+    """Chains are shared between lookups at one time; a new, replaced or
+    forgotten transform is seen by the next lookup at that same time."""
+    tree = TransformTree(tolerance_s=0.05)
+    tree.set_transform('world', 'base', 0.0, [1, 0, 0], _yaw(0), static=True)
+    tree.set_transform('base', 'hand', 0.0, [0, 0, 0], _yaw(0))
+    assert np.allclose(tree.lookup('world', 'hand', 0.02)[:3, 3], [1, 0, 0])
+    assert np.allclose(tree.lookup('hand', 'world', 0.02)[:3, 3], [-1, 0, 0])
+    tree.set_transform('base', 'hand', 0.04, [0, 4, 0], _yaw(0))          # now brackets t = 0.02
+    assert np.allclose(tree.lookup('world', 'hand', 0.02)[:3, 3], [1, 2, 0])
+    assert np.allclose(tree.lookup('hand', 'world', 0.02)[:3, 3], [-1, -2, 0])
+    tree.set_transform('world', 'base', 0.0, [5, 0, 0], _yaw(0), static=True)   # a static link replaced
+    assert np.allclose(tree.lookup('world', 'hand', 0.02)[:3, 3], [5, 2, 0])
+    tree.clear_dynamic()
+    assert tree.lookup('world', 'hand', 0.02) is None and tree.lookup('world', 'base', 0.02) is not None
+    assert not tree.set_transform('base', 'hand', 0.1, [float('nan'), 0, 0], _yaw(0))
+    assert not tree.set_transform('base', 'hand', 0.1, [0, 0, 0], [0.0, 0.0, 0.0, 0.0])
+
+
 def tf_grounding():
     cfg = TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug'},
                    supports={'table': SupportSurface('table_top', 0.5, 0.5)},

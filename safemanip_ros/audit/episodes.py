@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import SafemanipError
 from ..monitor.frames import SampleHold
 from .bagread import messages as bag_messages
-from .bagread import read_all
+from .bagread import read_all, read_batches
 from .types import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
@@ -217,7 +217,8 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             rows_u.append(u)
 
         try:
-            for conn, stamp_ns, raw in bag_messages(reader, conns + episode_conns):
+            for conn, stamp_ns, raw, sample in _with_samples(reader, conns + episode_conns, grounding is not None,
+                                                             str(path)):
                 if next_frame is None:
                     next_frame = stamp_ns
                 if stamp_ns - next_frame > max_gap_ns:
@@ -236,6 +237,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                 while stamp_ns > next_frame:      # frames strictly before this message
                     emit(next_frame)
                     next_frame += period_ns
+                if grounding is not None and sample is not None:
+                    grounding.feed_sample(conn.topic, sample)      # decoded column-wise
+                    continue
                 try:
                     msg = ts.deserialize_cdr(raw, conn.msgtype)
                 except (SerdeError, *_BAD_BYTES) as err:
@@ -271,6 +275,19 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         reader.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _with_samples(reader, conns, raw_inputs: bool, where: str):
+    """``(connection, bag time ns, bytes, sample)`` per message in bag
+    order; with ``raw_inputs`` the grounding sample of each raw input
+    message the column decoder takes (:mod:`.rawinputs`), else None."""
+    decoder = None
+    if raw_inputs:
+        from .rawinputs import SampleDecoder
+        decoder = SampleDecoder(typestore())
+    for batch in read_batches(reader, conns):
+        samples = decoder.decode(batch, where) if decoder is not None else [None] * len(batch)
+        yield from zip(batch.connections, batch.time_ns.tolist(), batch.raws, samples)
 
 
 def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float) -> str:

@@ -33,15 +33,51 @@ def stamp_s(stamp: Any) -> float:
     return int(stamp.sec) + int(stamp.nanosec) * 1e-9
 
 
-def feed_joint_state(joints: JointStateGrounding, fixtures: FixtureGrounding | None, msg: Any) -> None:
+# What each message type gives its grounding, independent of where the
+# message came from: a message read by attribute (below), or a bag's
+# messages decoded column-wise (safemanip_ros.audit.rawinputs builds the same
+# tuples, value for value).
+JointSample = tuple[float, list[str], np.ndarray, Any]
+"""(stamp s, names, positions, velocities — None unless one per name)."""
+TfSample = list[tuple[float, list[tuple[str, str, tuple, tuple]]]]
+""":func:`~.tf.transforms_by_stamp` of the message's transforms."""
+ContactsSample = tuple[float, list[ContactSample]]
+WrenchSample = tuple[float, tuple[float, float, float], tuple[float, float, float]]
+
+
+def joint_state_sample(msg: Any) -> JointSample:
     """``sensor_msgs/JointState``; velocities only when they match the names."""
-    t = stamp_s(msg.header.stamp)
     names = list(msg.name)
-    positions = np.asarray(msg.position, dtype=float)
     velocity = msg.velocity if len(msg.velocity) == len(names) and len(names) else None
+    return stamp_s(msg.header.stamp), names, np.asarray(msg.position, dtype=float), velocity
+
+
+def contacts_sample(msg: Any) -> ContactsSample:
+    """``safemanip_ros/ContactArray``."""
+    return stamp_s(msg.header.stamp), [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts]
+
+
+def wrench_sample(msg: Any) -> WrenchSample:
+    """``geometry_msgs/WrenchStamped``."""
+    f, t = msg.wrench.force, msg.wrench.torque
+    return stamp_s(msg.header.stamp), (f.x, f.y, f.z), (t.x, t.y, t.z)
+
+
+def feed_joint_sample(joints: JointStateGrounding, fixtures: FixtureGrounding | None, sample: JointSample) -> None:
+    t, names, positions, velocity = sample
     joints.update(t, names, positions, velocity)
     if fixtures is not None:
         fixtures.update(t, names, positions)
+
+
+def feed_tf_sample(tf: TfGrounding, sample: TfSample, static: bool) -> None:
+    for stamp, items in sample:
+        tf.update(stamp, items, static=static)
+
+
+def feed_joint_state(joints: JointStateGrounding, fixtures: FixtureGrounding | None, msg: Any) -> None:
+    """``sensor_msgs/JointState``."""
+    feed_joint_sample(joints, fixtures, joint_state_sample(msg))
 
 
 def command_positions(arm_joints: list[str], msg: Any) -> list[float] | None:
@@ -56,20 +92,31 @@ def command_positions(arm_joints: list[str], msg: Any) -> list[float] | None:
 
 def feed_contacts(contacts: ContactGrounding, msg: Any) -> None:
     """``safemanip_ros/ContactArray``."""
-    contacts.update(stamp_s(msg.header.stamp),
-                    [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts])
+    contacts.update(*contacts_sample(msg))
 
 
 def feed_wrench(wrench: WrenchGrounding, msg: Any) -> None:
     """``geometry_msgs/WrenchStamped``."""
-    f, t = msg.wrench.force, msg.wrench.torque
-    wrench.update(stamp_s(msg.header.stamp), (f.x, f.y, f.z), (t.x, t.y, t.z))
+    wrench.update(*wrench_sample(msg))
 
 
 def feed_tf(tf: TfGrounding, msg: Any, static: bool) -> None:
     """``tf2_msgs/TFMessage`` from ``/tf`` or ``/tf_static``."""
-    for stamp, items in transforms_by_stamp(msg.transforms):
-        tf.update(stamp, items, static=static)
+    feed_tf_sample(tf, transforms_by_stamp(msg.transforms), static)
+
+
+def sample_of(topic: str, msg: Any) -> Any:
+    """The sample :meth:`GroundingSet.feed_sample` takes for a message of a
+    raw topic (the image itself for ``/image``)."""
+    if topic == '/joint_states':
+        return joint_state_sample(msg)
+    if topic in ('/tf', '/tf_static'):
+        return transforms_by_stamp(msg.transforms)
+    if topic == '/contacts':
+        return contacts_sample(msg)
+    if topic == '/wrench':
+        return wrench_sample(msg)
+    return msg
 
 
 def image_array(msg: Any) -> np.ndarray:
@@ -98,23 +145,28 @@ class GroundingSet:
         return GroundingSet(self.robot, *self._flags)
 
     def feed(self, topic: str, msg: Any) -> None:
+        """One message of a raw topic."""
+        self.feed_sample(topic, sample_of(topic, msg))
+
+    def feed_sample(self, topic: str, sample: Any) -> None:
+        """One message of a raw topic as its sample (:func:`sample_of`)."""
         if topic == '/joint_states':
-            feed_joint_state(self.joints, self.fixtures, msg)
+            feed_joint_sample(self.joints, self.fixtures, sample)
         elif topic in ('/tf', '/tf_static'):
-            feed_tf(self.tf, msg, static=topic == '/tf_static')
+            feed_tf_sample(self.tf, sample, static=topic == '/tf_static')
         elif topic == '/contacts':
-            feed_contacts(self.contacts, msg)
-            for c in msg.contacts:
+            self.contacts.update(*sample)
+            for c in sample[1]:
                 self.contact_bodies_seen.update((c.body1, c.body2))
         elif topic == '/wrench' and self.wrench is not None:
-            feed_wrench(self.wrench, msg)
+            self.wrench.update(*sample)
         elif topic == '/image' and self.camera is not None:
             try:
-                img = image_array(msg)
+                img = image_array(sample)
             except CameraError:
                 self.camera.health.missing_inputs += 1
                 return
-            self.camera.update(stamp_s(msg.header.stamp), img)
+            self.camera.update(stamp_s(sample.header.stamp), img)
 
     def name_warnings(self, source: str) -> list[str]:
         """What the contacts seen so far say about the configuration's names:

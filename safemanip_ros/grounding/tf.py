@@ -84,28 +84,46 @@ class _Link:
     stamps: list[float] = field(default_factory=list)
     translations: list[np.ndarray] = field(default_factory=list)
     rotations: list[np.ndarray] = field(default_factory=list)
+    static_pose: np.ndarray | None = None      # a static link's pose, built once
+
+
+_MISS = object()
+_MEMO_LIMIT = 512
 
 
 class TransformTree:
-    """Frames linked child → parent; ``buffer_s`` of history per dynamic link."""
+    """Frames linked child → parent; ``buffer_s`` of history per dynamic link.
+
+    Lookups at one time share their chains: the pose of a frame in its root
+    (and its inverse) is computed once per (frame, time) until the tree
+    changes — a frame of predicates looks up the same object, gripper and
+    support chains many times.  The memo holds exactly what the computation
+    would return, so results do not depend on it."""
 
     def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05) -> None:
         self.links: dict[str, _Link] = {}
         self.buffer_s = buffer_s
         self.tolerance_s = tolerance_s
+        self._memo: dict[tuple[str, float, bool], object] = {}
 
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
-        """Add one transform; returns False for an out-of-order dynamic sample."""
-        t = np.asarray(translation, dtype=float)
-        q = np.asarray(rotation_xyzw, dtype=float)
-        if np.isnan(t).any() or np.isnan(q).any() or not np.linalg.norm(q) > 0:
+        """Add one transform; returns False for an out-of-order dynamic sample
+        or a NaN or zero-norm one."""
+        tx, ty, tz = translation
+        qx, qy, qz, qw = rotation_xyzw
+        if any(map(math.isnan, (tx, ty, tz, qx, qy, qz, qw))) or \
+                not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
             return False
+        t = np.array((tx, ty, tz), dtype=float)
+        q = np.array((qx, qy, qz, qw), dtype=float)
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
             link = self.links[child] = _Link(parent, static)
+        self._memo.clear()
         if static:
             link.stamps, link.translations, link.rotations = [stamp_s], [t], [q]
+            link.static_pose = make_pose(t, q)
             return True
         if link.stamps and stamp_s < link.stamps[-1]:
             return False
@@ -120,10 +138,18 @@ class TransformTree:
 
     def clear(self) -> None:
         self.links.clear()
+        self._memo.clear()
+
+    def clear_dynamic(self) -> None:
+        """Forget every dynamic sample (static links stay)."""
+        for link in self.links.values():
+            if not link.static:
+                link.stamps.clear(), link.translations.clear(), link.rotations.clear()
+        self._memo.clear()
 
     def _link_pose(self, link: _Link, time_s: float) -> np.ndarray | None:
         if link.static:
-            return make_pose(link.translations[0], link.rotations[0])
+            return link.static_pose
         stamps = link.stamps
         if not stamps or time_s < stamps[0] - self.tolerance_s or time_s > stamps[-1] + self.tolerance_s:
             return None
@@ -138,19 +164,40 @@ class TransformTree:
         return make_pose(trans, slerp(link.rotations[i - 1], link.rotations[i], a))
 
     def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray] | None:
+        key = (frame, time_s, False)
+        hit = self._memo.get(key, _MISS)
+        if hit is not _MISS:
+            return hit      # type: ignore[return-value]
         T = np.eye(4)
         seen = set()
+        root: tuple[str, np.ndarray] | None = None
         while frame in self.links:
             if frame in seen:
-                return None   # a cycle in the tree
+                break   # a cycle in the tree
             seen.add(frame)
             link = self.links[frame]
             pose = self._link_pose(link, time_s)
             if pose is None:
-                return None
+                break
             T = pose @ T
             frame = link.parent
-        return frame, T
+        else:
+            root = (frame, T)
+        self._remember(key, root)
+        return root
+
+    def _root_inverse(self, frame: str, time_s: float, to_root: np.ndarray) -> np.ndarray:
+        key = (frame, time_s, True)
+        hit = self._memo.get(key, _MISS)
+        if hit is _MISS:
+            hit = np.linalg.inv(to_root)
+            self._remember(key, hit)
+        return hit      # type: ignore[return-value]
+
+    def _remember(self, key: tuple[str, float, bool], value: object) -> None:
+        if len(self._memo) >= _MEMO_LIMIT:     # live: many times between two transforms
+            self._memo.clear()
+        self._memo[key] = value
 
     def lookup(self, target: str, source: str, time_s: float) -> np.ndarray | None:
         """4x4 pose of ``source`` in ``target`` at ``time_s``, or None."""
@@ -158,7 +205,7 @@ class TransformTree:
         b = self._to_root(source, time_s)
         if a is None or b is None or a[0] != b[0]:
             return None
-        return np.linalg.inv(a[1]) @ b[1]
+        return self._root_inverse(target, time_s, a[1]) @ b[1]
 
 
 @dataclass
@@ -212,9 +259,7 @@ class TfGrounding:
             if not self.freshness.accept(stamp_s):
                 return
             if self.freshness.reset_needed:
-                for link in self.tree.links.values():
-                    if not link.static:
-                        link.stamps.clear(), link.translations.clear(), link.rotations.clear()
+                self.tree.clear_dynamic()
                 self._prev_pose.clear()
                 self._grasp_ref.clear()
                 self.freshness.reset_needed = False

@@ -1,0 +1,230 @@
+"""CDR messages of any type to numpy columns, many messages at a time.
+
+The rule :mod:`.columns` applies to ``PredicateArray``, for every message
+type the typestore defines: a publisher repeats its *layout* — the same
+strings (joint names, frame ids, body names) and the same sequence lengths —
+so its messages have the same length and the same bytes everywhere except
+the numbers.  The first message of a layout is walked field by field from
+the type's definition (:func:`parse_layout`), which names every number and
+its byte offset; every message of the same length whose other bytes equal
+that template is then decoded by indexing one ``uint8[messages, length]``
+array.  Numbers are those of rosbags' deserializer bit for bit: the same
+bytes read as the same little-endian type (``test/test_audit_layouts.py``).
+
+A message the walk cannot take — big-endian CDR, a type with more than
+``MAX_NUMBERS`` numbers (an image), bytes that do not parse — raises
+:class:`LayoutError`; callers then deserialize it with rosbags.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SafemanipError
+
+MAX_NUMBERS = 4096
+"""Numbers per message beyond which a layout is not worth building (images
+and point clouds go through rosbags)."""
+
+_DTYPES = {'bool': '|u1', 'byte': '|u1', 'char': '|u1', 'uint8': '|u1', 'int8': '|i1', 'uint16': '<u2',
+           'int16': '<i2', 'uint32': '<u4', 'int32': '<i4', 'uint64': '<u8', 'int64': '<i8',
+           'float32': '<f4', 'float64': '<f8'}
+
+
+class LayoutError(SafemanipError):
+    """A message this decoder does not take (it then goes through rosbags)."""
+
+
+@dataclass
+class Layout:
+    """One message layout: every number's path (``transforms[2].transform.
+    translation.x``), byte offset (from the start of the message, the
+    4-byte encapsulation header included) and dtype; every string's value;
+    and the template the other bytes must match."""
+
+    msgtype: str
+    length: int
+    numbers: dict[str, tuple[int, str]]
+    strings: dict[str, str]
+    sequence_lengths: dict[str, int]
+    template: np.ndarray = field(repr=False)      # uint8[length]
+    mask: np.ndarray = field(repr=False)          # uint8[length]: 0xFF where the template must match
+    masked_template: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.masked_template = self.template & self.mask
+
+    def matches(self, rows: np.ndarray) -> np.ndarray:
+        """``bool[n]``: the rows (``uint8[n, length]``) of this layout."""
+        return (np.bitwise_and(rows, self.mask) == self.masked_template).all(axis=1)
+
+
+class _Walker:
+    def __init__(self, typestore, raw: bytes, where: str) -> None:
+        self.ts = typestore
+        self.buf = raw
+        self.where = where
+        self.pos = 4
+        self.numbers: dict[str, tuple[int, str]] = {}
+        self.strings: dict[str, str] = {}
+        self.sequences: dict[str, int] = {}
+
+    def _align(self, size: int) -> None:
+        self.pos = 4 + ((self.pos - 4 + size - 1) & -size)
+
+    def _need(self, n: int, what: str) -> None:
+        if self.pos + n > len(self.buf):
+            raise LayoutError(f'{self.where}: truncated at byte {self.pos} reading {what}')
+
+    def _count(self, what: str) -> int:
+        self._align(4)
+        self._need(4, what)
+        (n,) = struct.unpack_from('<I', self.buf, self.pos)
+        self.pos += 4
+        return n
+
+    def message(self, msgtype: str, path: str) -> None:
+        try:
+            _, fields = self.ts.fielddefs[msgtype]
+        except KeyError:
+            raise LayoutError(f'{self.where}: unknown type {msgtype}') from None
+        for name, desc in fields:
+            self.node(desc, f'{path}{name}')
+
+    def node(self, desc, path: str) -> None:
+        kind = desc[0].name
+        if kind == 'BASE':
+            self.base(desc[1][0], path)
+        elif kind == 'NAME':
+            self.message(desc[1], f'{path}.')
+        elif kind in ('ARRAY', 'SEQUENCE'):
+            sub, size = desc[1]
+            n = size if kind == 'ARRAY' else self._count(path)
+            if kind == 'SEQUENCE':
+                self.sequences[path] = n
+            if len(self.numbers) + n > MAX_NUMBERS:
+                raise LayoutError(f'{self.where}: {path} has {n} elements (more than {MAX_NUMBERS})')
+            for k in range(n):
+                self.node(sub, f'{path}[{k}]')
+        else:
+            raise LayoutError(f'{self.where}: {path}: unsupported field kind {kind}')
+
+    def base(self, typename: str, path: str) -> None:
+        if typename == 'string':
+            n = self._count(path)
+            self._need(n, path)
+            if n == 0 or self.buf[self.pos + n - 1] != 0:
+                raise LayoutError(f'{self.where}: {path}: bad string of length {n} at byte {self.pos - 4}')
+            try:
+                self.strings[path] = self.buf[self.pos:self.pos + n - 1].decode('utf-8')
+            except UnicodeDecodeError as err:
+                raise LayoutError(f'{self.where}: {path}: {err}') from None
+            self.pos += n
+            return
+        dtype = _DTYPES.get(typename)
+        if dtype is None:
+            raise LayoutError(f'{self.where}: {path}: unsupported type {typename}')
+        size = int(dtype[-1])
+        self._align(size)
+        self._need(size, path)
+        if len(self.numbers) >= MAX_NUMBERS:
+            raise LayoutError(f'{self.where}: more than {MAX_NUMBERS} numbers')
+        self.numbers[path] = (self.pos, dtype)
+        self.pos += size
+
+
+def parse_layout(typestore, msgtype: str, raw: bytes, where: str = 'message') -> Layout:
+    """The layout of one message of ``msgtype``, by walking its fields."""
+    if raw[:2] != b'\x00\x01':
+        raise LayoutError(f'{where}: not little-endian CDR (encapsulation {raw[:2].hex()})')
+    w = _Walker(typestore, raw, where)
+    w.message(msgtype, '')
+    if len(raw) - w.pos > 3:       # (up to 3 bytes of padding to a multiple of 4 are allowed)
+        raise LayoutError(f'{where}: {len(raw) - w.pos} trailing bytes')
+    mask = np.full(len(raw), 0xFF, np.uint8)
+    for offset, dtype in w.numbers.values():
+        mask[offset:offset + int(dtype[-1])] = 0
+    return Layout(msgtype, len(raw), w.numbers, w.strings, w.sequences, np.frombuffer(raw, np.uint8).copy(), mask)
+
+
+@dataclass
+class Columns:
+    """Messages of one layout: their positions in the decoded list and one
+    array per number path."""
+
+    layout: Layout
+    rows: np.ndarray                    # intp[n]
+    numbers: dict[str, np.ndarray]      # path → [n]
+
+    def stack(self, paths: list[str], dtype=None) -> np.ndarray:
+        """The columns ``paths`` side by side (``[n, len(paths)]``)."""
+        if not paths:
+            return np.zeros((len(self.rows), 0), dtype or float)
+        return np.stack([self.numbers[p] for p in paths], axis=1)
+
+
+class LayoutDecoder:
+    """Decodes messages of one type, remembering its layouts across calls
+    (a bag is decoded batch by batch)."""
+
+    def __init__(self, typestore, msgtype: str) -> None:
+        self.typestore = typestore
+        self.msgtype = msgtype
+        self.layouts: list[Layout] = []
+
+    def decode(self, raws: list[bytes], where: str = 'bag') -> tuple[list[Columns], np.ndarray]:
+        """Columns per layout met, and the indices of the messages that no
+        layout takes (to be deserialized by rosbags)."""
+        by_length: dict[int, list[int]] = {}
+        for i, raw in enumerate(raws):
+            by_length.setdefault(len(raw), []).append(i)
+        out: list[Columns] = []
+        rejected: list[int] = []
+        for length, rows_list in by_length.items():
+            rows = np.array(rows_list, np.intp)
+            arr = np.frombuffer(b''.join([raws[i] for i in rows_list]), np.uint8).reshape(len(rows_list), length)
+            pending = np.ones(len(rows), bool)
+            tried: set[int] = set()
+            while pending.any():
+                progressed = False
+                for k, lay in enumerate(self.layouts):
+                    if lay.length != length or k in tried:
+                        continue
+                    sub = np.flatnonzero(pending)
+                    ok = lay.matches(arr if len(sub) == len(arr) else arr[sub])
+                    tried.add(k)
+                    if ok.any():
+                        hit = sub[ok]
+                        out.append(Columns(lay, rows[hit], _gather(arr, hit, lay)))
+                        pending[hit] = False
+                        progressed = True
+                if pending.any() and not progressed:
+                    first = int(np.flatnonzero(pending)[0])
+                    try:
+                        self.layouts.append(parse_layout(self.typestore, self.msgtype, raws[int(rows[first])],
+                                                         f'{where}: message {int(rows[first])}'))
+                    except LayoutError:
+                        rejected.append(int(rows[first]))
+                        pending[first] = False
+        return out, np.array(sorted(rejected), np.intp)
+
+
+def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout) -> dict[str, np.ndarray]:
+    """Every number column of the rows ``hit``: the numbers of one dtype are
+    gathered together, as bytes, then viewed as that dtype."""
+    by_dtype: dict[str, list[tuple[str, int]]] = {}
+    for path, (offset, dtype) in lay.numbers.items():
+        by_dtype.setdefault(dtype, []).append((path, offset))
+    sub = arr[hit]
+    out: dict[str, np.ndarray] = {}
+    for dtype, items in by_dtype.items():
+        size = int(dtype[-1])
+        offsets = np.array([o for _, o in items], np.intp)
+        index = (offsets[:, None] + np.arange(size)).ravel()
+        values = np.ascontiguousarray(sub[:, index]).view(dtype)      # [n, len(items)]
+        for j, (path, _) in enumerate(items):
+            out[path] = values[:, j]
+    return out
