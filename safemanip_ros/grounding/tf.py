@@ -82,8 +82,9 @@ class _Link:
     parent: str
     static: bool
     stamps: list[float] = field(default_factory=list)
-    translations: list[np.ndarray] = field(default_factory=list)
-    rotations: list[np.ndarray] = field(default_factory=list)
+    # As received: a message carries every link, a frame's lookups read a few.
+    translations: list[tuple[float, float, float]] = field(default_factory=list)
+    rotations: list[tuple[float, float, float, float]] = field(default_factory=list)
     static_pose: np.ndarray | None = None      # a static link's pose, built once
 
 
@@ -112,11 +113,10 @@ class TransformTree:
         or a NaN or zero-norm one."""
         tx, ty, tz = translation
         qx, qy, qz, qw = rotation_xyzw
-        if any(map(math.isnan, (tx, ty, tz, qx, qy, qz, qw))) or \
-                not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
+        t = (float(tx), float(ty), float(tz))
+        q = (float(qx), float(qy), float(qz), float(qw))
+        if any(map(math.isnan, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
             return False
-        t = np.array((tx, ty, tz), dtype=float)
-        q = np.array((qx, qy, qz, qw), dtype=float)
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
             link = self.links[child] = _Link(parent, static)
@@ -160,17 +160,19 @@ class TransformTree:
             return make_pose(link.translations[-1], link.rotations[-1])
         t0, t1 = stamps[i - 1], stamps[i]
         a = 0.0 if t1 == t0 else (time_s - t0) / (t1 - t0)
-        trans = (1 - a) * link.translations[i - 1] + a * link.translations[i]
-        return make_pose(trans, slerp(link.rotations[i - 1], link.rotations[i], a))
+        trans = (1 - a) * np.array(link.translations[i - 1]) + a * np.array(link.translations[i])
+        return make_pose(trans, slerp(np.array(link.rotations[i - 1]), np.array(link.rotations[i]), a))
 
-    def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray] | None:
+    def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray | None] | None:
+        """(root frame, pose of ``frame`` in it — None when ``frame`` is the
+        root), or None when a link on the way is unknown at ``time_s``."""
         key = (frame, time_s, False)
         hit = self._memo.get(key, _MISS)
         if hit is not _MISS:
             return hit      # type: ignore[return-value]
-        T = np.eye(4)
+        T: np.ndarray | None = None       # None: the identity (the frame is a root)
         seen = set()
-        root: tuple[str, np.ndarray] | None = None
+        root: tuple[str, np.ndarray | None] | None = None
         while frame in self.links:
             if frame in seen:
                 break   # a cycle in the tree
@@ -179,7 +181,7 @@ class TransformTree:
             pose = self._link_pose(link, time_s)
             if pose is None:
                 break
-            T = pose @ T
+            T = pose if T is None else pose @ T
             frame = link.parent
         else:
             root = (frame, T)
@@ -195,6 +197,7 @@ class TransformTree:
         return hit      # type: ignore[return-value]
 
     def _remember(self, key: tuple[str, float, bool], value: object) -> None:
+        """Memo one result (values are never modified: lookups return new arrays)."""
         if len(self._memo) >= _MEMO_LIMIT:     # live: many times between two transforms
             self._memo.clear()
         self._memo[key] = value
@@ -205,6 +208,10 @@ class TransformTree:
         b = self._to_root(source, time_s)
         if a is None or b is None or a[0] != b[0]:
             return None
+        if b[1] is None:
+            return np.eye(4) if a[1] is None else self._root_inverse(target, time_s, a[1]).copy()
+        if a[1] is None:
+            return b[1].copy()          # in the root itself: no inverse to apply
         return self._root_inverse(target, time_s, a[1]) @ b[1]
 
 
