@@ -206,10 +206,18 @@ def test_tf_lookups_see_every_change_made_after_them():
     tree.set_transform('base', 'hand', 0.04, [0, 4, 0], _yaw(0))          # now brackets t = 0.02
     assert np.allclose(tree.lookup('world', 'hand', 0.02)[:3, 3], [1, 2, 0])
     assert np.allclose(tree.lookup('hand', 'world', 0.02)[:3, 3], [-1, -2, 0])
+    assert np.allclose(tree.lookup('base', 'world', 0.3)[:3, 3], [-1, 0, 0])     # a static chain: any time
     tree.set_transform('world', 'base', 0.0, [5, 0, 0], _yaw(0), static=True)   # a static link replaced
     assert np.allclose(tree.lookup('world', 'hand', 0.02)[:3, 3], [5, 2, 0])
+    assert np.allclose(tree.lookup('base', 'world', 0.3)[:3, 3], [-5, 0, 0])
+    tree.set_transform('map', 'world', 0.0, [0, 0, 1], _yaw(0), static=True)    # the root gets a parent
+    assert np.allclose(tree.lookup('base', 'map', 0.3)[:3, 3], [-5, 0, -1])
+    tree.set_transform('map', 'world', 0.3, [0, 0, 2], _yaw(0))                 # ... which turns dynamic
+    assert np.allclose(tree.lookup('base', 'map', 0.3)[:3, 3], [-5, 0, -2])
+    assert tree.lookup('base', 'map', 0.9) is None
     tree.clear_dynamic()
-    assert tree.lookup('world', 'hand', 0.02) is None and tree.lookup('world', 'base', 0.02) is not None
+    assert tree.lookup('world', 'hand', 0.02) is None and tree.lookup('map', 'base', 0.3) is None
+    assert len(tree.links['base'].stamps) == 1          # static links stay
     assert not tree.set_transform('base', 'hand', 0.1, [float('nan'), 0, 0], _yaw(0))
     assert not tree.set_transform('base', 'hand', 0.1, [0, 0, 0], [0.0, 0.0, 0.0, 0.0])
 

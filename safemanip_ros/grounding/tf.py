@@ -98,14 +98,17 @@ class TransformTree:
     Lookups at one time share their chains: the pose of a frame in its root
     (and its inverse) is computed once per (frame, time) until the tree
     changes — a frame of predicates looks up the same object, gripper and
-    support chains many times.  The memo holds exactly what the computation
-    would return, so results do not depend on it."""
+    support chains many times — and once for all times when every link on
+    the way is static (a support surface), until a static link is set or a
+    link replaced.  The memos hold exactly what the computation would
+    return, so results do not depend on them."""
 
     def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05) -> None:
         self.links: dict[str, _Link] = {}
         self.buffer_s = buffer_s
         self.tolerance_s = tolerance_s
         self._memo: dict[tuple[str, float, bool], object] = {}
+        self._static_memo: dict[tuple[str, bool], object] = {}
 
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
@@ -120,8 +123,10 @@ class TransformTree:
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
             link = self.links[child] = _Link(parent, static)
+            self._static_memo.clear()
         self._memo.clear()
         if static:
+            self._static_memo.clear()
             link.stamps, link.translations, link.rotations = [stamp_s], [t], [q]
             link.static_pose = make_pose(t, q)
             return True
@@ -139,6 +144,7 @@ class TransformTree:
     def clear(self) -> None:
         self.links.clear()
         self._memo.clear()
+        self._static_memo.clear()
 
     def clear_dynamic(self) -> None:
         """Forget every dynamic sample (static links stay)."""
@@ -166,18 +172,22 @@ class TransformTree:
     def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray | None] | None:
         """(root frame, pose of ``frame`` in it — None when ``frame`` is the
         root), or None when a link on the way is unknown at ``time_s``."""
-        key = (frame, time_s, False)
-        hit = self._memo.get(key, _MISS)
+        hit = self._static_memo.get((frame, False), _MISS)
+        if hit is _MISS:
+            hit = self._memo.get((frame, time_s, False), _MISS)
         if hit is not _MISS:
             return hit      # type: ignore[return-value]
+        start = frame
         T: np.ndarray | None = None       # None: the identity (the frame is a root)
         seen = set()
+        static = True
         root: tuple[str, np.ndarray | None] | None = None
         while frame in self.links:
             if frame in seen:
                 break   # a cycle in the tree
             seen.add(frame)
             link = self.links[frame]
+            static = static and link.static
             pose = self._link_pose(link, time_s)
             if pose is None:
                 break
@@ -185,10 +195,19 @@ class TransformTree:
             frame = link.parent
         else:
             root = (frame, T)
-        self._remember(key, root)
+        if static:
+            self._static_memo[(start, False)] = root
+        else:
+            self._remember((start, time_s, False), root)
         return root
 
     def _root_inverse(self, frame: str, time_s: float, to_root: np.ndarray) -> np.ndarray:
+        """The inverse of ``to_root``, the pose of ``frame`` in its root at ``time_s``."""
+        if (frame, False) in self._static_memo:
+            hit = self._static_memo.get((frame, True), _MISS)
+            if hit is _MISS:
+                hit = self._static_memo[(frame, True)] = np.linalg.inv(to_root)
+            return hit      # type: ignore[return-value]
         key = (frame, time_s, True)
         hit = self._memo.get(key, _MISS)
         if hit is _MISS:
