@@ -203,6 +203,7 @@ class Monitor:
             cols = sorted(pidx[p] for p in inst.needs)
             self._needs[cols, d] = True
             self._needs_lists.append(cols)
+        self._needs_names = [[self.predicates[j] for j in cols] for cols in self._needs_lists]
         self._strong = np.array([i.end_policy == 'strong' for i in self.instances], dtype=bool)
         self.reset()
 
@@ -408,11 +409,17 @@ class Monitor:
         take = which[cols[1]]
         self._episode_chunks = [tuple(c[~take] for c in cols)] if (~take).any() else []
         ds, bs, starts, ends, rec = (c[take] for c in cols)
+        if not bs.size:
+            return {}
         order = np.lexsort((starts, ds, bs))
+        bs, ds = bs[order], ds[order]
+        episodes = list(map(Episode, starts[order].tolist(), ends[order].tolist(), rec[order].tolist()))
+        # One group per (rollout, instance): slices of the sorted episodes, not one dict step per episode.
+        key = bs.astype(np.int64) * len(self.instances) + ds
+        bounds = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), len(key)]
         out: dict[int, dict[int, list[Episode]]] = {}
-        for b, d, s, e, r in zip(bs[order].tolist(), ds[order].tolist(), starts[order].tolist(),
-                                 ends[order].tolist(), rec[order].tolist()):
-            out.setdefault(b, {}).setdefault(d, []).append(Episode(s, e, r))
+        for lo, hi, b, d in zip(bounds[:-1], bounds[1:], bs[bounds[:-1]].tolist(), ds[bounds[:-1]].tolist()):
+            out.setdefault(b, {})[d] = episodes[lo:hi]
         return out
 
     def _result(self, b: int, pending: np.ndarray, episodes: dict[int, list[Episode]]) -> RolloutResult:
@@ -426,7 +433,8 @@ class Monitor:
             results.append(InstanceResult(
                 inst.property, inst.instance, inst.category, inst.severity, triggers[d], violations[d],
                 pending_l[d], unsafe[d], frames, unknown_inst[d],
-                {self.predicates[j]: unknown_pred[j] for j in self._needs_lists[d]}, episodes.get(d, [])))
+                dict(zip(self._needs_names[d], [unknown_pred[j] for j in self._needs_lists[d]])),
+                episodes.get(d, [])))
         return RolloutResult(frames, results)
 
     # ------------------------------------------------------------------- run
