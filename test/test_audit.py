@@ -16,6 +16,7 @@ from conftest import run_cli
 from scipy import stats
 
 from safemanip_ros.audit.bagwriter import SplitBagWriter
+from safemanip_ros.audit.report import timeline_svg
 from safemanip_ros.audit.stats import clopper_pearson, cluster_bootstrap_ratio
 from safemanip_ros.audit.types import typestore
 
@@ -106,6 +107,12 @@ def test_report_numbers(bags, tmp_path):
     html = (tmp_path / 'out' / 'report.html').read_text()
     assert 'id="summary-table"' in html and html.count('data:image/png;base64,') >= 2
     assert 'http://' not in html and 'https://' not in html    # self-contained
+    # The worker drew ep0's timeline (its only episode with a violation) into its result; report.html shows
+    # that drawing, which is the one report.html would make itself; report.json does not carry it.
+    stored = [json.loads(f.read_text()) for f in (tmp_path / 'out' / 'episodes').glob('*.json')]
+    svgs = {ep['name']: ep['timeline_svg'] for r in stored for ep in r['episodes'] if 'timeline_svg' in ep}
+    assert list(svgs) == ['ep0'] and svgs['ep0'] == timeline_svg(eps['ep0']) and svgs['ep0'] in html
+    assert 'timeline_svg' not in (tmp_path / 'out' / 'report.json').read_text()
 
 
 def test_final_reduction(bags, tmp_path):

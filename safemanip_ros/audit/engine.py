@@ -38,6 +38,7 @@ from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
+from .report import timeline_fields, timeline_svg
 from .schema import SourceResult
 
 
@@ -176,10 +177,14 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
         for ep, res in zip(episodes, results):
             success, seen = _success(ep, n_pred, predicates, cfg)
-            summaries.append({'name': ep.name, 'frames': res.frames, 'success': success, 'success_seen': seen,
-                              'instances': [r.to_dict() for r in res.instances], 'warnings': ep.warnings,
-                              'predicates': _predicate_intervals(ep, res, predicates),
-                              'verdicts': _verdict_runs(res)})
+            summary = {'name': ep.name, 'frames': res.frames, 'success': success, 'success_seen': seen,
+                       'instances': [r.to_dict() for r in res.instances], 'warnings': ep.warnings,
+                       'predicates': _predicate_intervals(ep, res, predicates), 'verdicts': _verdict_runs(res)}
+            fields = timeline_fields(summary)
+            if fields['timeline']:      # report.html's default: a timeline for each episode with a violation
+                # Drawn here, by the worker, so report.html does not draw a thousand timelines after the audit.
+                summary['timeline_svg'] = timeline_svg(fields)
+            summaries.append(summary)
     k = 0
     for path, eps in loaded:
         out.append((path, {'source': path, 'episodes': summaries[k:k + len(eps)]}, None))

@@ -103,11 +103,8 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                 'violations': total_v, 'coverage': _rate(triggered, len(props)),
                 'properties': {n: {'violations': p['V'], 'triggers': p['N'], 'unsafe_frames': p['U']}
                                for n, p in sorted(props.items())},
-                'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
-                             if i['episodes']],
-                'predicate_timeline': ep.get('predicates', {}),
+                **timeline_fields(ep),
                 'warnings': list(ep.get('warnings') or []),
-                'verdict_timeline': ep.get('verdicts', {}),
                 '_rows': props,
             })
     success_warning = None
@@ -243,10 +240,37 @@ INLINE_TIMELINES = 100
 """Timelines drawn inside report.html; the others are files in ``timelines/`` beside it."""
 
 
-def write_html(report: dict, out: Path, timelines: str = 'violations') -> None:
+def timeline_fields(ep: dict) -> dict:
+    """What a timeline is drawn from, out of an episode result
+    (:class:`~.schema.EpisodeRecord`): the report's episode entries carry
+    these fields, and :func:`timeline_svg` reads nothing else."""
+    return {'frames': ep['frames'],
+            'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
+                         if i['episodes']],
+            'predicate_timeline': ep.get('predicates', {}),
+            'verdict_timeline': ep.get('verdicts', {})}
+
+
+def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str]:
+    """The timelines the audit's workers drew (``timeline_svg`` of an episode
+    result, for every episode with a violation), by (source, episode); they
+    are taken out of the results, so ``report.json`` does not carry them."""
+    out: dict[tuple[str, str], str | None] = {}
+    for res in results:
+        for ep in res['episodes']:
+            svg = ep.pop('timeline_svg', None)
+            key = (res['source'], ep['name'])
+            # Two episodes of one source with one name (a repeated /episode label): drawn by write_html.
+            out[key] = None if key in out else svg
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def write_html(report: dict, out: Path, timelines: str = 'violations',
+               drawn: dict[tuple[str, str], str] | None = None) -> None:
     """report.html: summary tables, rate charts, and a timeline per episode
-    (``timelines``: episodes with violations, ``all`` or ``none``) drawn as
-    inline SVG — text, so a thousand episodes cost well under a second."""
+    (``timelines``: episodes with violations, ``all`` or ``none``) as SVG.
+    ``drawn``: timelines already drawn (by the audit's workers, in parallel:
+    :func:`predrawn_timelines`); the others are drawn here."""
     if timelines not in TIMELINE_CHOICES:
         raise ValueError(f'timelines {timelines!r}: expected one of {TIMELINE_CHOICES}')
     import matplotlib
@@ -278,7 +302,9 @@ def write_html(report: dict, out: Path, timelines: str = 'violations') -> None:
         ax.set_ylim(-0.05, 1.05)
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
     chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
-    drawn = [(f'{e["episode"]} ({e["source"]})', timeline_svg(e)) for e in chosen]
+    ready = drawn or {}
+    drawn = [(f'{e["episode"]} ({e["source"]})', ready.get((e['source'], e['episode'])) or timeline_svg(e))
+             for e in chosen]
     if len(drawn) > INLINE_TIMELINES:
         # Past the first ones, each timeline is its own file, loaded when scrolled to: the page stays light.
         folder = out / 'timelines'

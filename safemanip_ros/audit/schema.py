@@ -38,8 +38,7 @@ class InstanceRecord(TypedDict):
     episodes: list[EpisodeSpan]
 
 
-class EpisodeRecord(TypedDict):
-    """One episode of a source, as the engine stores it."""
+class _EpisodeFields(TypedDict):
 
     name: str
     frames: int
@@ -49,6 +48,14 @@ class EpisodeRecord(TypedDict):
     warnings: list[str]
     predicates: dict[str, dict[str, list[list[int]]]]
     verdicts: dict[str, list[list[int]]]
+
+
+class EpisodeRecord(_EpisodeFields, total=False):
+    """One episode of a source, as the engine stores it; ``timeline_svg``:
+    its report timeline, drawn by the worker when the episode has a
+    violation (``report.predrawn_timelines``)."""
+
+    timeline_svg: str
 
 
 class SourceResult(TypedDict):

@@ -75,7 +75,7 @@ skipped, an empty folder, a mistyped path): no report is evidence of nothing."""
 
 def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
-    from ..audit.report import build_report, write_csvs, write_html
+    from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html
     from .options import check_positive, check_probability
 
     check_positive('--rate-hz', args.rate_hz)
@@ -113,11 +113,14 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress)
     if bar is not None:
         bar.close()
+    drawn = predrawn_timelines(results)
     report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
                           unsupported=unsupported)
     (out / 'report.json').write_text(json.dumps(report, indent=1))
     write_csvs(report, out)
-    write_html(report, out, args.timelines)
+    if not args.quiet and args.timelines != 'none':
+        print(f'writing report.html ({len(drawn)} timelines drawn by the audit)', file=sys.stderr)
+    write_html(report, out, args.timelines, drawn)
     print(f'audited {report["rollouts"]} rollouts ({report["frames"]} frames) from {len(results)} sources; '
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:
