@@ -120,32 +120,36 @@ def main() -> int:
               f'32 property instances)')
         print(f'rosbags read + deserialize only: {t_read:.2f} s ({n / t_read:,.0f} frames/s)')
         results = None
-        runs = [('local', 1), ('local', 2)] + ([] if args.quick else [('ray', 2)])
-        for engine, workers in runs:
-            if engine == 'ray':
-                import ray
-                t = time.perf_counter()
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-                # Each Ray worker is a fresh process that imports the package and builds the suite once,
-                # as a fleet audit's workers do before their first of many chunks.
-                run_audit(sorted(str(b) for b in (tmp / 'bags').iterdir())[:workers], cfg, tmp / 'ray-warm',
-                          workers=workers, engine=engine)
-                print(f'(Ray: a local cluster of {workers} CPUs, started and its workers warmed in '
-                      f'{time.perf_counter() - t:.1f} s, not counted)')
-            out = tmp / f'out-{engine}{workers}'
-            t = time.perf_counter()
-            results, _ = run_audit(inputs, cfg, out, workers=workers, engine=engine)
-            dt = time.perf_counter() - t
-            print(f'audit, {engine} engine, {workers} worker(s): {dt:.2f} s ({n / dt:,.0f} frames/s, '
-                  f'{n / dt / workers:,.0f} per worker), {t_read / dt:.1f}x rosbags\' bare rate (targets: >= 30,000 '
-                  f'frames/s per core, >= 10x; near-linear in workers)')
-            if engine == 'ray':
-                ray.shutdown()
+        for workers in (1, 2):
+            results = audit_line(inputs, cfg, tmp, 'local', workers, n, t_read)
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
+        if not args.quick:      # last: Ray's processes outlive ray.shutdown() for a while
+            import ray
+            t = time.perf_counter()
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            # Each Ray worker is a fresh process that imports the package and builds the suite once,
+            # as a fleet audit's workers do before their first of many chunks.
+            run_audit(sorted(str(b) for b in (tmp / 'bags').iterdir())[:2], cfg, tmp / 'ray-warm', workers=2,
+                      engine='ray')
+            print(f'\n## Predicate bags on Ray (a local cluster of 2 CPUs, started and its workers warmed in '
+                  f'{time.perf_counter() - t:.1f} s, not counted)')
+            audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
+            ray.shutdown()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: int, t_read: float) -> list[dict]:
+    """One timed audit of the predicate bags; prints its line, returns the results."""
+    t = time.perf_counter()
+    results, _ = run_audit(inputs, cfg, tmp / f'out-{engine}{workers}', workers=workers, engine=engine)
+    dt = time.perf_counter() - t
+    print(f'audit, {engine} engine, {workers} worker(s): {dt:.2f} s ({n / dt:,.0f} frames/s, '
+          f'{n / dt / workers:,.0f} per worker), {t_read / dt:.1f}x rosbags\' bare rate (targets: >= 30,000 '
+          f'frames/s per core, >= 10x; near-linear in workers)')
+    return results
 
 
 def report_time(results: list[dict], out: Path, episodes: int) -> None:
