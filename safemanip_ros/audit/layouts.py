@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SafemanipError
+from .columns import RowTemplate
 
 MAX_NUMBERS = 4096
 """Numbers per message beyond which a layout is not worth building (images
@@ -52,14 +53,14 @@ class Layout:
     sequence_lengths: dict[str, int]
     template: np.ndarray = field(repr=False)      # uint8[length]
     mask: np.ndarray = field(repr=False)          # uint8[length]: 0xFF where the template must match
-    masked_template: np.ndarray = field(init=False, repr=False)
+    template_match: RowTemplate = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.masked_template = self.template & self.mask
+        self.template_match = RowTemplate(self.template, self.mask)
 
     def matches(self, rows: np.ndarray) -> np.ndarray:
         """``bool[n]``: the rows (``uint8[n, length]``) of this layout."""
-        return (np.bitwise_and(rows, self.mask) == self.masked_template).all(axis=1)
+        return self.template_match.matches(rows)
 
 
 class _Walker:
