@@ -40,8 +40,10 @@ def test_decoder_matches_rosbags_bit_for_bit():
             assert g.values[k].tolist() == [bool(p.value) for p in ref.predicates]
             assert g.unknown[k].tolist() == [bool(p.unknown) for p in ref.predicates]
             assert g.stamp_ns[k] == ref.header.stamp.sec * 1_000_000_000 + ref.header.stamp.nanosec
-    with pytest.raises(ColumnDecodeError, match='trailing bytes|bad string|truncated'):
-        parse_predicate_array(raws[0][:-3] + b'\x00\x00\x00\x00\x00\x00')
+    with pytest.raises(ColumnDecodeError, match='truncated'):
+        parse_predicate_array(raws[0][:-3])
+    with pytest.raises(ColumnDecodeError, match='4 trailing bytes'):      # rosbags takes up to 3, as we do
+        parse_predicate_array(raws[0] + b'\x00' * 4)
     with pytest.raises(ColumnDecodeError, match='not little-endian CDR'):
         parse_predicate_array(b'\x00\x00' + raws[0][2:])
 

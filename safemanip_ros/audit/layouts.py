@@ -19,12 +19,12 @@ A message the walk cannot take — big-endian CDR, a type with more than
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import SafemanipError
-from .columns import RowTemplate
 
 MAX_NUMBERS = 4096
 """Numbers per message beyond which a layout is not worth building (images
@@ -37,6 +37,29 @@ _DTYPES = {'bool': '|u1', 'byte': '|u1', 'char': '|u1', 'uint8': '|u1', 'int8': 
 
 class LayoutError(SafemanipError):
     """A message this decoder does not take (it then goes through rosbags)."""
+
+
+class RowTemplate:
+    """Which rows of a ``uint8[n, length]`` array equal a template on the
+    bytes a mask keeps.  Masking and comparing whole rows streams through
+    memory (gathering the kept bytes by index was 5x slower); doing it on
+    the rows viewed as ``uint64`` words (the last ``length % 8`` bytes as
+    bytes) is another 7-9x faster than byte by byte."""
+
+    def __init__(self, template: np.ndarray, mask: np.ndarray) -> None:
+        self.length = len(template)
+        self.words = self.length // 8 * 8
+        masked = template & mask
+        self.mask64 = np.ascontiguousarray(mask[:self.words]).view('<u8')
+        self.template64 = np.ascontiguousarray(masked[:self.words]).view('<u8')
+        self.mask_tail, self.template_tail = mask[self.words:], masked[self.words:]
+
+    def matches(self, rows: np.ndarray) -> np.ndarray:
+        head = np.ascontiguousarray(rows[:, :self.words]) if rows.strides[1] != 1 else rows[:, :self.words]
+        ok = (np.bitwise_and(head.view('<u8'), self.mask64) == self.template64).all(axis=1)
+        if self.words < self.length:
+            ok &= (np.bitwise_and(rows[:, self.words:], self.mask_tail) == self.template_tail).all(axis=1)
+        return ok
 
 
 @dataclass
@@ -169,11 +192,13 @@ class Columns:
 
 class LayoutDecoder:
     """Decodes messages of one type, remembering its layouts across calls
-    (a bag is decoded batch by batch)."""
+    (a bag is decoded batch by batch).  ``keep``: which number paths to
+    gather (default all)."""
 
-    def __init__(self, typestore, msgtype: str) -> None:
+    def __init__(self, typestore, msgtype: str, keep: Callable[[str], bool] | None = None) -> None:
         self.typestore = typestore
         self.msgtype = msgtype
+        self.keep = keep
         self.layouts: list[Layout] = []
 
     def decode(self, raws: list[bytes], where: str = 'bag') -> tuple[list[Columns], np.ndarray]:
@@ -199,7 +224,7 @@ class LayoutDecoder:
                     tried.add(k)
                     if ok.any():
                         hit = sub[ok]
-                        out.append(Columns(lay, rows[hit], _gather(arr, hit, lay)))
+                        out.append(Columns(lay, rows[hit], _gather(arr, hit, lay, self.keep)))
                         pending[hit] = False
                         progressed = True
                 if pending.any() and not progressed:
@@ -213,19 +238,23 @@ class LayoutDecoder:
         return out, np.array(sorted(rejected), np.intp)
 
 
-def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout) -> dict[str, np.ndarray]:
-    """Every number column of the rows ``hit``: the numbers of one dtype are
-    gathered together, as bytes, then viewed as that dtype."""
+def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
+            keep: Callable[[str], bool] | None) -> dict[str, np.ndarray]:
+    """The number columns (those ``keep`` takes) of the rows ``hit``: the
+    numbers of one dtype are gathered together, as bytes, then viewed as
+    that dtype."""
     by_dtype: dict[str, list[tuple[str, int]]] = {}
     for path, (offset, dtype) in lay.numbers.items():
-        by_dtype.setdefault(dtype, []).append((path, offset))
-    sub = arr[hit]
+        if keep is None or keep(path):
+            by_dtype.setdefault(dtype, []).append((path, offset))
+    every = len(hit) == len(arr)
     out: dict[str, np.ndarray] = {}
     for dtype, items in by_dtype.items():
         size = int(dtype[-1])
         offsets = np.array([o for _, o in items], np.intp)
         index = (offsets[:, None] + np.arange(size)).ravel()
-        values = np.ascontiguousarray(sub[:, index]).view(dtype)      # [n, len(items)]
+        picked = arr[:, index] if every else arr[np.ix_(hit, index)]     # only these bytes are copied
+        values = np.ascontiguousarray(picked).view(dtype)                 # [n, len(items)]
         for j, (path, _) in enumerate(items):
             out[path] = values[:, j]
     return out
