@@ -76,6 +76,7 @@ class Layout:
     sequence_lengths: dict[str, int]
     template: np.ndarray = field(repr=False)      # uint8[length]
     mask: np.ndarray = field(repr=False)          # uint8[length]: 0xFF where the template must match
+    padding: list[int] = field(repr=False)         # offsets of alignment and final padding bytes
     template_match: RowTemplate = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -92,12 +93,15 @@ class _Walker:
         self.buf = raw
         self.where = where
         self.pos = 4
+        self.padding: list[int] = []     # offsets of alignment bytes (their content is not data)
         self.numbers: dict[str, tuple[int, str]] = {}
         self.strings: dict[str, str] = {}
         self.sequences: dict[str, int] = {}
 
     def _align(self, size: int) -> None:
-        self.pos = 4 + ((self.pos - 4 + size - 1) & -size)
+        aligned = 4 + ((self.pos - 4 + size - 1) & -size)
+        self.padding += range(self.pos, min(aligned, len(self.buf)))
+        self.pos = aligned
 
     def _need(self, n: int, what: str) -> None:
         if self.pos + n > len(self.buf):
@@ -168,10 +172,15 @@ def parse_layout(typestore, msgtype: str, raw: bytes, where: str = 'message') ->
     w.message(msgtype, '')
     if len(raw) - w.pos > 3:       # (up to 3 bytes of padding to a multiple of 4 are allowed)
         raise LayoutError(f'{where}: {len(raw) - w.pos} trailing bytes')
+    # The template is what a layout fixes: strings and sequence lengths.  Numbers vary, and so may
+    # alignment and final padding bytes (serializers need not zero them; rosbags ignores them).
     mask = np.full(len(raw), 0xFF, np.uint8)
     for offset, dtype in w.numbers.values():
         mask[offset:offset + int(dtype[-1])] = 0
-    return Layout(msgtype, len(raw), w.numbers, w.strings, w.sequences, np.frombuffer(raw, np.uint8).copy(), mask)
+    mask[w.padding] = 0
+    mask[w.pos:] = 0
+    return Layout(msgtype, len(raw), w.numbers, w.strings, w.sequences, np.frombuffer(raw, np.uint8).copy(), mask,
+                  w.padding + list(range(w.pos, len(raw))))
 
 
 @dataclass
