@@ -2,6 +2,9 @@
 grounding calls, used by the live grounding nodes (rclpy messages) and by
 the offline audit (rosbags messages) alike.  Messages are read by attribute
 only (both kinds have the same field names), so this module imports no ROS.
+Each message type first becomes a *sample* (plain tuples: what its grounding
+source takes), then is fed; the offline audit can build the same samples
+without messages (:mod:`safemanip_ros.audit.rawinputs`).
 
 :class:`GroundingSet` holds every grounding source of a robot configuration
 and evaluates them all at one frame time, with the grasp state the TF
@@ -107,7 +110,7 @@ def feed_tf(tf: TfGrounding, msg: Any, static: bool) -> None:
 
 def sample_of(topic: str, msg: Any) -> Any:
     """The sample :meth:`GroundingSet.feed_sample` takes for a message of a
-    raw topic (the image itself for ``/image``)."""
+    raw topic (the ``sensor_msgs/Image`` message itself for ``/image``)."""
     if topic == '/joint_states':
         return joint_state_sample(msg)
     if topic in ('/tf', '/tf_static'):
