@@ -228,3 +228,20 @@ def test_payloads_from_real_dds_decode_like_rosbags():
         for raw, sample in zip(raws, samples):
             assert sample is not None, (msgtype, raw.hex())
             assert _bits(sample) == _bits(sample_of(TOPIC[msgtype], ts.deserialize_cdr(raw, msgtype)))
+
+
+def test_messages_whose_strings_always_change_go_to_rosbags():
+    """A frame id with a counter makes every message its own layout: past
+    MAX_LAYOUTS the decoder stops building them (matching would be quadratic)
+    and leaves the rest to rosbags."""
+    from safemanip_ros.audit.layouts import MAX_LAYOUTS
+    ts = typestore()
+    rng = np.random.default_rng(4)
+    msgtype = 'geometry_msgs/msg/WrenchStamped'
+    W, V = ts.types[msgtype], ts.types['geometry_msgs/msg/Vector3']
+    raws = [bytes(ts.serialize_cdr(W(header=_header(ts, rng, f'frame{k:05d}'), wrench=ts.types['geometry_msgs/msg/Wrench'](
+        force=V(x=1.0, y=2.0, z=3.0), torque=V(x=0.0, y=0.0, z=float(k)))), msgtype)) for k in range(MAX_LAYOUTS + 50)]
+    decoder = LayoutDecoder(ts, msgtype)
+    columns, rejected = decoder.decode(raws)
+    assert len(decoder.layouts) == MAX_LAYOUTS and len(rejected) == 50
+    assert sorted(r for c in columns for r in c.rows.tolist()) + rejected.tolist() == list(range(len(raws)))

@@ -30,6 +30,11 @@ MAX_NUMBERS = 4096
 """Numbers per message beyond which a layout is not worth building (images
 and point clouds go through rosbags)."""
 
+MAX_LAYOUTS = 256
+"""Layouts one decoder keeps.  A type whose strings change from message to
+message (a counter in a frame id) would make every message a layout and
+matching quadratic; past this many, its messages go through rosbags."""
+
 _DTYPES = {'bool': '|u1', 'byte': '|u1', 'char': '|u1', 'uint8': '|u1', 'int8': '|i1', 'uint16': '<u2',
            'int16': '<i2', 'uint32': '<u4', 'int32': '<i4', 'uint64': '<u8', 'int64': '<i8',
            'float32': '<f4', 'float64': '<f8'}
@@ -237,6 +242,9 @@ class LayoutDecoder:
                         pending[hit] = False
                         progressed = True
                 if pending.any() and not progressed:
+                    if len(self.layouts) >= MAX_LAYOUTS:
+                        rejected += rows[pending].tolist()
+                        break
                     first = int(np.flatnonzero(pending)[0])
                     try:
                         self.layouts.append(parse_layout(self.typestore, self.msgtype, raws[int(rows[first])],
