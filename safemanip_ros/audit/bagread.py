@@ -141,22 +141,21 @@ def _mcap_batches(sub: Any, connmap: dict[int, Any]) -> Iterator[RecordBatch]:
     stays about one chunk when chunks do not overlap in time)."""
     chunks = sorted((c for c in sub.chunks if any(c.channel_count.get(cid, 0) for cid in connmap)),
                     key=lambda c: (c.message_start_time, c.chunk_start_offset))
-    ids = np.array(sorted(connmap), np.int64)
-    by_id = {cid: connmap[cid] for cid in ids.tolist()}
+    wanted = frozenset(connmap)
     pending = _Pending([], [], [], [])
     for k, chunk in enumerate(chunks):
-        times, channels, raws = _chunk_messages(sub, chunk, ids)
+        times, channels, raws = _chunk_messages(sub, chunk, wanted)
         pending.time_ns.append(times)
         pending.chunk_offset.append(np.full(len(times), chunk.chunk_start_offset, np.int64))
         pending.channel.append(channels)
         pending.raws += raws
         watermark = chunks[k + 1].message_start_time if k + 1 < len(chunks) else None
-        batch = _emit(pending, by_id, watermark)
+        batch = _emit(pending, connmap, watermark)
         if batch is not None:
             yield batch
 
 
-def _emit(pending: _Pending, by_id: dict[int, Any], watermark: int | None) -> RecordBatch | None:
+def _emit(pending: _Pending, connmap: dict[int, Any], watermark: int | None) -> RecordBatch | None:
     """The pending records logged before ``watermark`` (all when None), in
     rosbags' order; the rest stay pending."""
     if not pending.raws:
@@ -170,7 +169,7 @@ def _emit(pending: _Pending, by_id: dict[int, Any], watermark: int | None) -> Re
         if not len(order):
             return None
     raws = pending.raws
-    out = RecordBatch([by_id[c] for c in ch[order].tolist()], t[order], [raws[i] for i in order.tolist()])
+    out = RecordBatch([connmap[c] for c in ch[order].tolist()], t[order], [raws[i] for i in order.tolist()])
     rest = np.ones(len(t), bool)
     rest[order] = False
     keep = np.flatnonzero(rest)
@@ -181,9 +180,9 @@ def _emit(pending: _Pending, by_id: dict[int, Any], watermark: int | None) -> Re
     return out
 
 
-def _chunk_messages(sub: Any, chunk: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+def _chunk_messages(sub: Any, chunk: Any, wanted: frozenset[int]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """``(log times, channel ids, data)`` of the chunk's message records on
-    ``ids``, in record order, as rosbags' ``msgsrc`` keeps them."""
+    the ``wanted`` channels, in record order, as rosbags' ``msgsrc`` keeps them."""
     from rosbags.rosbag2.errors import ReaderError
     from rosbags.rosbag2.storage_mcap import decompress, deserialize_uint32, read_exact
 
@@ -192,7 +191,6 @@ def _chunk_messages(sub: Any, chunk: Any, ids: np.ndarray) -> tuple[np.ndarray, 
     crc = deserialize_uint32(read_exact(bio, 4))[0]
     bio.seek(chunk.chunk_start_offset + _CHUNK_RECORDS_AT + len(chunk.compression))
     data = decompress(read_exact(bio, chunk.compressed_size), chunk.compression, chunk.uncompressed_size, crc)
-    wanted = set(ids.tolist())
     start, stop = chunk.message_start_time, chunk.message_end_time + 1
     times: list[int] = []
     channels: list[int] = []

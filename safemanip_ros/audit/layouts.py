@@ -1,13 +1,14 @@
 """CDR messages of any type to numpy columns, many messages at a time.
 
-The rule :mod:`.columns` applies to ``PredicateArray``, for every message
-type the typestore defines: a publisher repeats its *layout* — the same
-strings (joint names, frame ids, body names) and the same sequence lengths —
-so its messages have the same length and the same bytes everywhere except
-the numbers.  The first message of a layout is walked field by field from
-the type's definition (:func:`parse_layout`), which names every number and
-its byte offset; every message of the same length whose other bytes equal
-that template is then decoded by indexing one ``uint8[messages, length]``
+For every message type the typestore defines (:mod:`.columns` uses it for
+``PredicateArray``, :mod:`.rawinputs` for the raw inputs): a publisher
+repeats its *layout* — the same strings (joint names, frame ids, body names)
+and the same sequence lengths — so its messages have the same length and the
+same bytes everywhere except the numbers and the padding.  The first message
+of a layout is walked field by field from the type's definition
+(:func:`parse_layout`), which names every number and its byte offset; every
+message of the same length that equals that template outside its numbers
+and padding is then decoded by indexing one ``uint8[messages, length]``
 array.  Numbers are those of rosbags' deserializer bit for bit: the same
 bytes read as the same little-endian type (``test/test_audit_layouts.py``).
 
@@ -72,7 +73,7 @@ class Layout:
     """One message layout: every number's path (``transforms[2].transform.
     translation.x``), byte offset (from the start of the message, the
     4-byte encapsulation header included) and dtype; every string's value;
-    and the template the other bytes must match."""
+    and the template the other bytes (all but numbers and padding) must match."""
 
     msgtype: str
     length: int
@@ -80,12 +81,17 @@ class Layout:
     strings: dict[str, str]
     sequence_lengths: dict[str, int]
     template: np.ndarray = field(repr=False)      # uint8[length]
-    mask: np.ndarray = field(repr=False)          # uint8[length]: 0xFF where the template must match
     padding: list[int] = field(repr=False)         # offsets of alignment and final padding bytes
     template_match: RowTemplate = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.template_match = RowTemplate(self.template, self.mask)
+        # A layout fixes its strings and sequence lengths.  Numbers vary, and so may alignment and final
+        # padding bytes (serializers need not zero them; rosbags ignores them).
+        mask = np.full(self.length, 0xFF, np.uint8)
+        for offset, dtype in self.numbers.values():
+            mask[offset:offset + int(dtype[-1])] = 0
+        mask[self.padding] = 0
+        self.template_match = RowTemplate(self.template, mask)
 
     def matches(self, rows: np.ndarray) -> np.ndarray:
         """``bool[n]``: the rows (``uint8[n, length]``) of this layout."""
@@ -177,14 +183,7 @@ def parse_layout(typestore, msgtype: str, raw: bytes, where: str = 'message') ->
     w.message(msgtype, '')
     if len(raw) - w.pos > 3:       # (up to 3 bytes of padding to a multiple of 4 are allowed)
         raise LayoutError(f'{where}: {len(raw) - w.pos} trailing bytes')
-    # The template is what a layout fixes: strings and sequence lengths.  Numbers vary, and so may
-    # alignment and final padding bytes (serializers need not zero them; rosbags ignores them).
-    mask = np.full(len(raw), 0xFF, np.uint8)
-    for offset, dtype in w.numbers.values():
-        mask[offset:offset + int(dtype[-1])] = 0
-    mask[w.padding] = 0
-    mask[w.pos:] = 0
-    return Layout(msgtype, len(raw), w.numbers, w.strings, w.sequences, np.frombuffer(raw, np.uint8).copy(), mask,
+    return Layout(msgtype, len(raw), w.numbers, w.strings, w.sequences, np.frombuffer(raw, np.uint8).copy(),
                   w.padding + list(range(w.pos, len(raw))))
 
 

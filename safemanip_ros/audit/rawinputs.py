@@ -47,12 +47,6 @@ def _transforms(c: Columns) -> list[Any]:
     values = c.stack([f'transforms[{k}].transform.{f}' for k in range(count) for f in _TF_FIELDS]).tolist()
     out = []
     for sec, nsec, v in zip(secs, nsecs, values):
-        if count and sec.count(sec[0]) == count and nsec.count(nsec[0]) == count:
-            # One stamp for the whole message (a bridge or robot_state_publisher tick): one group.
-            out.append([(sec[0] + nsec[0] * 1e-9, [(parent, child, tuple(v[7 * k:7 * k + 3]),
-                                                     tuple(v[7 * k + 3:7 * k + 7]))
-                                                    for k, (parent, child) in enumerate(frames)])])
-            continue
         by_stamp: dict[float, list] = {}
         for k, (parent, child) in enumerate(frames):
             b = 7 * k

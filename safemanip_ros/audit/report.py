@@ -266,10 +266,10 @@ def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str]:
 
 
 def write_html(report: dict, out: Path, timelines: str = 'violations',
-               drawn: dict[tuple[str, str], str] | None = None) -> None:
+               predrawn: dict[tuple[str, str], str] | None = None) -> None:
     """report.html: summary tables, rate charts, and a timeline per episode
     (``timelines``: episodes with violations, ``all`` or ``none``) as SVG.
-    ``drawn``: timelines already drawn (by the audit's workers, in parallel:
+    ``predrawn``: timelines already drawn (by the audit's workers, in parallel:
     :func:`predrawn_timelines`); the others are drawn here."""
     if timelines not in TIMELINE_CHOICES:
         raise ValueError(f'timelines {timelines!r}: expected one of {TIMELINE_CHOICES}')
@@ -302,7 +302,7 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         ax.set_ylim(-0.05, 1.05)
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
     chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
-    ready = drawn or {}
+    ready = predrawn or {}
     drawn = [(f'{e["episode"]} ({e["source"]})', ready.get((e['source'], e['episode'])) or timeline_svg(e))
              for e in chosen]
     if len(drawn) > INLINE_TIMELINES:

@@ -121,12 +121,13 @@ class TransformTree:
         if any(map(math.isnan, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
             return False
         link = self.links.get(child)
-        if link is None or link.parent != parent or link.static != static:
+        replaced = link is None or link.parent != parent or link.static != static
+        if replaced:
             link = self.links[child] = _Link(parent, static)
-            self._static_memo.clear()
         self._memo.clear()
-        if static:
+        if static or replaced:      # static chains (and their memo) change only here
             self._static_memo.clear()
+        if static:
             link.stamps, link.translations, link.rotations = [stamp_s], [t], [q]
             link.static_pose = make_pose(t, q)
             return True
