@@ -75,3 +75,28 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
         assert np.array_equal(f.values, s.values) and np.array_equal(f.unknown, s.unknown)
         assert f.warnings == s.warnings
     assert fast[0].unknown[:, 4].all()                     # never published: unknown
+
+
+def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
+    """A source string that changes in every message makes every message a
+    layout of its own: past the decoder's limit the column path gives up
+    (ColumnDecodeError) and the bag is read message by message, every
+    message counted."""
+    from safemanip_ros.audit.layouts import MAX_LAYOUTS
+    ts = typestore()
+    rng = np.random.default_rng(9)
+    raws, t = [], 1_700_000_000_000_000_000
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    w.add_topic('/predicates', TYPE)
+    for k in range(MAX_LAYOUTS + 40):
+        t += 50_000_000
+        raw = ts.serialize_cdr(_msg(ts, rng, ['p1', 'p2'], t, k, source=f'node{k}'), TYPE)
+        raws.append(bytes(raw))
+        w.write('/predicates', t, raw)
+    w.close()
+    with pytest.raises(ColumnDecodeError, match=f'more than {MAX_LAYOUTS} message layouts'):
+        decode_predicate_arrays(raws)
+    [episode] = episodes_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    assert len(episode.values) == len(raws)                 # one frame per message at 20 Hz, none dropped
+    last = ts.deserialize_cdr(raws[-1], TYPE).predicates
+    assert episode.values[-1].tolist() == [bool(p.value and not p.unknown) for p in last]

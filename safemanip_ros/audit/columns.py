@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layouts import Layout, LayoutDecoder, LayoutError, parse_layout
+from .layouts import MAX_LAYOUTS, Layout, LayoutDecoder, LayoutError, parse_layout
 from .types import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
@@ -33,11 +33,10 @@ class ColumnDecodeError(LayoutError):
 @dataclass
 class PredicateLayout:
     """One ``PredicateArray`` layout (:class:`~.layouts.Layout`): its
-    predicate names and sources, in message order."""
+    predicate names, in message order."""
 
     layout: Layout
     names: tuple[str, ...]
-    sources: tuple[str, ...]
 
 
 def parse_predicate_array(raw: bytes, where: str = 'message') -> PredicateLayout:
@@ -50,8 +49,7 @@ def parse_predicate_array(raw: bytes, where: str = 'message') -> PredicateLayout
 
 def _predicate_view(lay: Layout) -> PredicateLayout:
     items = [f'predicates[{k}]' for k in range(lay.sequence_lengths['predicates'])]
-    return PredicateLayout(lay, tuple(lay.strings[f'{p}.name'] for p in items),
-                           tuple(lay.strings[f'{p}.source'] for p in items))
+    return PredicateLayout(lay, tuple(lay.strings[f'{p}.name'] for p in items))
 
 
 @dataclass
@@ -73,11 +71,15 @@ def _audited(path: str) -> bool:
 
 def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[PredicateColumns]:
     """Decode every message; one :class:`PredicateColumns` per layout met.
-    Raises :class:`ColumnDecodeError` for a message no layout takes."""
+    Raises :class:`ColumnDecodeError` for a message no layout takes: a
+    malformed one, or one past the decoder's layout limit (the caller then
+    reads the bag message by message; nothing is dropped)."""
     columns, rejected = LayoutDecoder(typestore(), PREDICATE_TYPE, _audited).decode(raws, where)
     if len(rejected):
         k = int(rejected[0])
-        parse_predicate_array(raws[k], f'{where}: message {k}')     # raises, saying why
+        parse_predicate_array(raws[k], f'{where}: message {k}')     # raises, saying why, if malformed
+        raise ColumnDecodeError(f'{where}: more than {MAX_LAYOUTS} message layouts (predicate names or sources '
+                                f'change from message to message)')
     out = []
     for c in columns:
         lay = _predicate_view(c.layout)
