@@ -237,6 +237,15 @@ def test_phase_lock_shifts_only_for_a_steady_late_phase():
     assert all(spread.observe(0.001 + 0.0025 * k) is None for k in range(40))    # no steady phase
     early = PhaseLock(0.05)
     assert all(early.observe(0.008) is None for _ in range(40)) and early.shifts == 0
+    # A busy computer: two late and two early messages in twenty do not hide a steady phase ...
+    busy = PhaseLock(0.05)
+    lags = [0.035] * 16 + [0.049, 0.047, 0.021, 0.022]
+    assert [busy.observe(lag) for lag in lags][-1] == pytest.approx(0.025) and busy.shifts == 1
+    # ... three at one end do.
+    busier = PhaseLock(0.05)
+    assert all(busier.observe(lag) is None for lag in [0.035] * 17 + [0.049, 0.048, 0.047]) and busier.shifts == 0
+    with pytest.raises(ValueError, match='outliers'):
+        PhaseLock(0.05, ticks=4, outliers=2)
 
 
 def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
