@@ -202,16 +202,27 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         rows_u: list[np.ndarray] = []
         next_frame: int | None = None
 
+        viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (all TF at once)
+
         def close(current: str) -> None:
+            if grounding is not None and viewed:
+                for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
+                    for pname, value in values.items():
+                        hold.update(pname, value, now_s)
+                    v, u = hold.frame(now_s)
+                    rows_v.append(v)
+                    rows_u.append(u)
+                viewed.clear()
             if rows_v:
                 episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
 
         def emit(frame_ns: int) -> None:
-            """Append the frame at ``frame_ns`` (grounding raw inputs first)."""
+            """Append the frame at ``frame_ns`` (grounded raw inputs are
+            viewed now and evaluated when the episode closes)."""
             now_s = frame_ns * 1e-9
             if grounding is not None:
-                for pname, value in grounding.evaluate(now_s).items():
-                    hold.update(pname, value, now_s)
+                viewed.append((now_s, grounding.view(now_s)))
+                return
             v, u = hold.frame(now_s)
             rows_v.append(v)
             rows_u.append(u)

@@ -100,6 +100,33 @@ def support_gap_m(object_in_support: np.ndarray, shape: Shape, surface: SupportS
 def rests_on(object_in_support: np.ndarray, shape: Shape, surface: SupportSurface, tolerance_m: float) -> bool:
     """The object's bottom lies within ``tolerance_m`` of the support's top
     face (either side: simulated contacts interpenetrate by millimetres) and
-    its centre is over the face."""
-    gap = support_gap_m(object_in_support, shape, surface)
-    return gap is not None and -tolerance_m <= gap <= tolerance_m
+    its centre is over the face (4x4 pose of the object in the support's frame)."""
+    T = np.asarray(object_in_support, dtype=float)
+    return bool(rests_on_many(T[None, :3, :3], T[None, :3, 3], shape, surface, tolerance_m)[0])
+
+
+def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
+    """:meth:`Shape.extent_along` the support's up axis for object rotations
+    ``R[n, 3, 3]`` in the support's frame: how far the shape reaches below
+    its centre."""
+    n = R.shape[0]
+    if shape.kind == 'point':
+        return np.zeros(n)
+    if shape.kind == 'sphere':
+        return np.full(n, float(shape.dims_m[0]))
+    up = R[:, 2, :]            # the up axis in the shape's own frame: the bottom row of R
+    if shape.kind == 'box':
+        dx, dy, dz = shape.dims_m
+        return np.abs(up[:, 0]) * dx + np.abs(up[:, 1]) * dy + np.abs(up[:, 2]) * dz
+    radius, half_height = shape.dims_m
+    along = np.abs(up[:, 2])
+    return half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
+
+
+def rests_on_many(R: np.ndarray, t: np.ndarray, shape: Shape, surface: SupportSurface,
+                  tolerance_m: float) -> np.ndarray:
+    """:func:`rests_on` for object poses ``(R[n, 3, 3], t[n, 3])`` in the
+    support's frame: bool ``[n]``."""
+    over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
+    gap = t[:, 2] - depth_below_centre_m(R, shape) - surface.top_z_m
+    return over & (-tolerance_m <= gap) & (gap <= tolerance_m)

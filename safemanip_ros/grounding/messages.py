@@ -188,15 +188,30 @@ class GroundingSet:
         return out
 
     def evaluate(self, now_s: float) -> Predicates:
+        """Every predicate at the frame ``now_s`` (seconds)."""
+        out = self.view(now_s)
+        out.update(self.tf.flush()[-1])
+        return out
+
+    def view(self, now_s: float) -> Predicates:
+        """The frame at ``now_s`` as the inputs are now: every predicate but
+        the TF ones, which :meth:`flush` adds (for all frames viewed since
+        the last flush at once)."""
         out = self.joints.evaluate(now_s)
         if self.fixtures.names:
             out.update(self.fixtures.evaluate(now_s))
         contact = self.contacts.evaluate(now_s, out.get('gripper_closed'))
         out.update(contact)
-        grasped = {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects}
-        out.update(self.tf.evaluate(now_s, grasped))
+        self.tf.view(now_s, {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects})
         if self.wrench is not None:
             out.update(self.wrench.evaluate(now_s))
         if self.camera is not None:
             out.update(self.camera.evaluate(now_s))
         return out
+
+    def flush(self, viewed: list[Predicates]) -> list[Predicates]:
+        """``viewed`` (what :meth:`view` returned for each frame since the
+        last flush, in order) completed with the TF predicates."""
+        for out, tf in zip(viewed, self.tf.flush(), strict=True):
+            out.update(tf)
+        return viewed

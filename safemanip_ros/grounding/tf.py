@@ -37,78 +37,93 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import poses
 from .base import Freshness, Predicates, all_unknown
-from .geometry import Shape, SupportSurface, rests_on
+from .geometry import Shape, SupportSurface, rests_on_many
 
 
 def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
     """Rotation matrix of a quaternion (x, y, z, w)."""
-    x, y, z, w = q
-    n = math.sqrt(x * x + y * y + z * z + w * w)
-    x, y, z, w = x / n, y / n, z / n, w / n
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def slerp(q0: np.ndarray, q1: np.ndarray, a: float) -> np.ndarray:
-    q0 = q0 / np.linalg.norm(q0)
-    q1 = q1 / np.linalg.norm(q1)
-    dot = float(np.dot(q0, q1))
-    if dot < 0:
-        q1, dot = -q1, -dot
-    if dot > 0.9995:
-        q = q0 + a * (q1 - q0)
-        return q / np.linalg.norm(q)
-    theta = math.acos(dot)
-    return (math.sin((1 - a) * theta) * q0 + math.sin(a * theta) * q1) / math.sin(theta)
+    return poses.quat_to_rot(np.asarray(q, dtype=float))
 
 
 def make_pose(translation: Sequence[float], quaternion: Sequence[float]) -> np.ndarray:
-    T = np.eye(4)
-    T[:3, :3] = quat_to_matrix(quaternion)
-    T[:3, 3] = translation
-    return T
+    """4x4 pose from a translation (m) and a quaternion (x, y, z, w)."""
+    return poses.to_matrix(quat_to_matrix(quaternion), np.asarray(translation, dtype=float))
 
 
 def rotation_angle(R: np.ndarray) -> float:
-    return math.acos(max(-1.0, min(1.0, (np.trace(R) - 1) / 2)))
+    """Angle (rad) of a rotation matrix."""
+    return float(poses.relative_angle(np.eye(3), R))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Link:
+    """One child frame's link to its parent.  Its samples only grow (stamps
+    non-decreasing); ``start`` moves past those trimmed from the buffer, so
+    a frame evaluated later still finds exactly the samples it saw.  A
+    static link's one sample is its newest."""
+
     parent: str
     static: bool
     stamps: list[float] = field(default_factory=list)
     # As received: a message carries every link, a frame's lookups read a few.
     translations: list[tuple[float, float, float]] = field(default_factory=list)
     rotations: list[tuple[float, float, float, float]] = field(default_factory=list)
-    static_pose: np.ndarray | None = None      # a static link's pose, built once
+    start: int = 0
+    _arrays: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(stamps [n], translations [n, 3], rotations [n, 4]) of every sample so far."""
+        n = len(self.stamps)
+        if self._arrays is None or self._arrays[0] != n:
+            self._arrays = (n, np.array(self.stamps), np.array(self.translations, dtype=float).reshape(n, 3),
+                            np.array(self.rotations, dtype=float).reshape(n, 4))
+        return self._arrays[1:]
+
+    def compact(self) -> None:
+        """Forget the samples before ``start`` (none may be read again)."""
+        if self.start:
+            del self.stamps[:self.start], self.translations[:self.start], self.rotations[:self.start]
+            self.start = 0
+            self._arrays = None
 
 
-_MISS = object()
-_MEMO_LIMIT = 512
+Links = dict[str, _Link]
+Spans = tuple[tuple[int, int], ...]
+"""Per link of a :data:`Links` (in its order): the samples ``[start, end)`` a lookup may read."""
+
+_COMPACT_ABOVE = 256     # samples trimmed from a link before its lists are shortened
+
+
+@dataclass
+class Lookup:
+    """Poses of one frame in another at many times: rotations ``R[n, 3, 3]``,
+    translations ``t[n, 3]`` (m), and ``ok[n]`` (False: unknown — a link on
+    the way has no sample near that time, or the frames are not connected;
+    ``R`` and ``t`` are then meaningless)."""
+
+    R: np.ndarray
+    t: np.ndarray
+    ok: np.ndarray
 
 
 class TransformTree:
     """Frames linked child → parent; ``buffer_s`` of history per dynamic link.
 
-    Lookups at one time share their chains: the pose of a frame in its root
-    (and its inverse) is computed once per (frame, time) until the tree
-    changes — a frame of predicates looks up the same object, gripper and
-    support chains many times — and once for all times when every link on
-    the way is static (a support surface), until a static link is set or a
-    link replaced.  The memos hold exactly what the computation would
-    return, so results do not depend on them."""
+    A lookup reads the tree as it was when its time was *viewed*
+    (:meth:`view`): the offline audit views each frame as the messages
+    before it have been fed and looks all of an episode's frames up at once
+    (:meth:`lookup_many`); live, a frame is viewed and looked up at once.
+    Both go through the same arithmetic (:mod:`.poses`), so a pose does not
+    depend on how many were computed together.  Changing which links exist
+    or forgetting history starts a new set of links (views of the old one
+    stay valid)."""
 
     def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05) -> None:
-        self.links: dict[str, _Link] = {}
+        self.links: Links = {}
         self.buffer_s = buffer_s
         self.tolerance_s = tolerance_s
-        self._memo: dict[tuple[str, float, bool], object] = {}
-        self._static_memo: dict[tuple[str, bool], object] = {}
 
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
@@ -121,118 +136,153 @@ class TransformTree:
         if any(map(math.isnan, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
             return False
         link = self.links.get(child)
-        replaced = link is None or link.parent != parent or link.static != static
-        if replaced:
-            link = self.links[child] = _Link(parent, static)
-        self._memo.clear()
-        if static or replaced:      # static chains (and their memo) change only here
-            self._static_memo.clear()
+        if link is None or link.parent != parent or link.static != static:
+            link = _Link(parent, static)
+            self.links = {**self.links, child: link}      # a new set: views of the old one keep theirs
         if static:
-            link.stamps, link.translations, link.rotations = [stamp_s], [t], [q]
-            link.static_pose = make_pose(t, q)
+            link.stamps.append(stamp_s)
+            link.translations.append(t)
+            link.rotations.append(q)
+            link.start = len(link.stamps) - 1
+            if link.start > _COMPACT_ABOVE:
+                link.compact()
             return True
-        if link.stamps and stamp_s < link.stamps[-1]:
+        stamps = link.stamps
+        if len(stamps) > link.start and stamp_s < stamps[-1]:
             return False
-        link.stamps.append(stamp_s)
+        stamps.append(stamp_s)
         link.translations.append(t)
         link.rotations.append(q)
-        while link.stamps and link.stamps[-1] - link.stamps[0] > self.buffer_s:
-            link.stamps.pop(0)
-            link.translations.pop(0)
-            link.rotations.pop(0)
+        while stamps[-1] - stamps[link.start] > self.buffer_s:
+            link.start += 1
         return True
 
     def clear(self) -> None:
-        self.links.clear()
-        self._memo.clear()
-        self._static_memo.clear()
+        self.links = {}
 
     def clear_dynamic(self) -> None:
         """Forget every dynamic sample (static links stay)."""
+        self.links = {child: (link if link.static else _Link(link.parent, False))
+                      for child, link in self.links.items()}
+
+    def view(self) -> tuple[Links, Spans]:
+        """The tree as it is now, for :meth:`lookup_many`."""
+        return self.links, tuple((link.start, len(link.stamps)) for link in self.links.values())
+
+    def compact(self) -> None:
+        """Shorten the links' lists (call when no earlier view is still to be looked up)."""
         for link in self.links.values():
-            if not link.static:
-                link.stamps.clear(), link.translations.clear(), link.rotations.clear()
-        self._memo.clear()
-
-    def _link_pose(self, link: _Link, time_s: float) -> np.ndarray | None:
-        if link.static:
-            return link.static_pose
-        stamps = link.stamps
-        if not stamps or time_s < stamps[0] - self.tolerance_s or time_s > stamps[-1] + self.tolerance_s:
-            return None
-        i = bisect.bisect_left(stamps, time_s)
-        if i == 0:
-            return make_pose(link.translations[0], link.rotations[0])
-        if i >= len(stamps):
-            return make_pose(link.translations[-1], link.rotations[-1])
-        t0, t1 = stamps[i - 1], stamps[i]
-        a = 0.0 if t1 == t0 else (time_s - t0) / (t1 - t0)
-        trans = (1 - a) * np.array(link.translations[i - 1]) + a * np.array(link.translations[i])
-        return make_pose(trans, slerp(np.array(link.rotations[i - 1]), np.array(link.rotations[i]), a))
-
-    def _to_root(self, frame: str, time_s: float) -> tuple[str, np.ndarray | None] | None:
-        """(root frame, pose of ``frame`` in it — None when ``frame`` is the
-        root), or None when a link on the way is unknown at ``time_s``."""
-        hit = self._static_memo.get((frame, False), _MISS)
-        if hit is _MISS:
-            hit = self._memo.get((frame, time_s, False), _MISS)
-        if hit is not _MISS:
-            return hit      # type: ignore[return-value]
-        start = frame
-        T: np.ndarray | None = None       # None: the identity (the frame is a root)
-        seen = set()
-        static = True
-        root: tuple[str, np.ndarray | None] | None = None
-        while frame in self.links:
-            if frame in seen:
-                break   # a cycle in the tree
-            seen.add(frame)
-            link = self.links[frame]
-            static = static and link.static
-            pose = self._link_pose(link, time_s)
-            if pose is None:
-                break
-            T = pose if T is None else pose @ T
-            frame = link.parent
-        else:
-            root = (frame, T)
-        if static:
-            self._static_memo[(start, False)] = root
-        else:
-            self._remember((start, time_s, False), root)
-        return root
-
-    def _root_inverse(self, frame: str, time_s: float, to_root: np.ndarray) -> np.ndarray:
-        """The inverse of ``to_root``, the pose of ``frame`` in its root at ``time_s``."""
-        if (frame, False) in self._static_memo:
-            hit = self._static_memo.get((frame, True), _MISS)
-            if hit is _MISS:
-                hit = self._static_memo[(frame, True)] = np.linalg.inv(to_root)
-            return hit      # type: ignore[return-value]
-        key = (frame, time_s, True)
-        hit = self._memo.get(key, _MISS)
-        if hit is _MISS:
-            hit = np.linalg.inv(to_root)
-            self._remember(key, hit)
-        return hit      # type: ignore[return-value]
-
-    def _remember(self, key: tuple[str, float, bool], value: object) -> None:
-        """Memo one result (values are never modified: lookups return new arrays)."""
-        if len(self._memo) >= _MEMO_LIMIT:     # live: many times between two transforms
-            self._memo.clear()
-        self._memo[key] = value
+            if link.start > _COMPACT_ABOVE:
+                link.compact()
 
     def lookup(self, target: str, source: str, time_s: float) -> np.ndarray | None:
         """4x4 pose of ``source`` in ``target`` at ``time_s``, or None."""
-        a = self._to_root(target, time_s)
-        b = self._to_root(source, time_s)
+        links, spans = self.view()
+        res = self.lookup_many(target, source, np.array([time_s]), links, np.array([spans]).reshape(1, -1, 2))
+        return poses.to_matrix(res.R[0], res.t[0]) if res.ok[0] else None
+
+    def lookup_many(self, target: str, source: str, times_s: np.ndarray, links: Links,
+                    spans: np.ndarray) -> Lookup:
+        """Pose of ``source`` in ``target`` at each of ``times_s`` [n], each
+        time read in the view of ``links`` whose spans are ``spans[k]``
+        ([n, len(links), 2], from :meth:`view`)."""
+        n = len(times_s)
+        order = {child: i for i, child in enumerate(links)}
+        a = self._to_root(target, times_s, links, spans, order)
+        b = self._to_root(source, times_s, links, spans, order)
         if a is None or b is None or a[0] != b[0]:
-            return None
-        if b[1] is None:
-            return np.eye(4) if a[1] is None else self._root_inverse(target, time_s, a[1]).copy()
-        if a[1] is None:
-            return b[1].copy()          # in the root itself: no inverse to apply
-        return self._root_inverse(target, time_s, a[1]) @ b[1]
+            return Lookup(np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool))
+        (_, Ra, ta, oka), (_, Rb, tb, okb) = a, b
+        if Rb is None:
+            if Ra is None:
+                return Lookup(np.broadcast_to(np.eye(3), (n, 3, 3)).copy(), np.zeros((n, 3)), np.ones(n, dtype=bool))
+            R, t = poses.invert(Ra, ta)
+            return Lookup(R, t, oka)
+        if Ra is None:
+            return Lookup(Rb, tb, okb)       # in the root itself: no inverse to apply
+        Ri, ti = poses.invert(Ra, ta)
+        R, t = poses.compose(Ri, ti, Rb, tb)
+        return Lookup(R, t, oka & okb)
+
+    def _to_root(self, frame: str, times_s: np.ndarray, links: Links, spans: np.ndarray, order: dict[str, int]):
+        """(root frame, R, t, ok): the pose of ``frame`` in its root at each
+        time (R and t None when ``frame`` is the root), or None when the
+        chain has a cycle."""
+        R = t = ok = None
+        seen = set()
+        while frame in links:
+            if frame in seen:
+                return None    # a cycle in the tree
+            seen.add(frame)
+            link = links[frame]
+            k = order[frame]
+            Rl, tl, okl = self._link_poses(link, times_s, spans[:, k, 0], spans[:, k, 1])
+            if R is None:
+                R, t, ok = Rl, tl, okl
+            else:
+                R, t = poses.compose(Rl, tl, R, t)
+                ok = ok & okl
+            frame = link.parent
+        return frame, R, t, ok
+
+    def _link_poses(self, link: _Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
+        """One link's pose at each time from its samples ``[start, end)``:
+        the sample itself at or before the first stamp and at or after the
+        newest, interpolated between the two around it (linear translation,
+        spherical rotation), unknown more than ``tolerance_s`` outside them
+        or with no sample.  Returns (R, t, ok)."""
+        tol = self.tolerance_s
+        if len(times_s) == 1:
+            # Live: find the two samples with bisect and copy only those.
+            tm, s, e = float(times_s[0]), int(start[0]), int(end[0])
+            if e <= s:
+                return np.zeros((1, 3, 3)), np.zeros((1, 3)), np.zeros(1, dtype=bool)
+            st = link.stamps
+            if link.static:
+                r0 = r1 = e - 1
+                ok = True
+            else:
+                ok = st[s] - tol <= tm <= st[e - 1] + tol
+                i = bisect.bisect_left(st, tm, s, e)
+                r0, r1 = (s, s) if i == s else (e - 1, e - 1) if i >= e else (i - 1, i)
+            rows = [r0, r1]
+            return _pose_between(times_s, np.array([st[r0]]), np.array([st[r1]]),
+                                 np.array([link.translations[r] for r in rows], dtype=float).reshape(2, 1, 3),
+                                 np.array([link.rotations[r] for r in rows], dtype=float).reshape(2, 1, 4),
+                                 np.array([r0 != r1]), np.array([ok]))
+        stamps, trans, rots = link.arrays()
+        n = len(times_s)
+        if not len(stamps):
+            return np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
+        nonempty = end > start
+        last_row = np.maximum(end - 1, 0)
+        if link.static:
+            r0 = r1 = last_row
+            ok = nonempty
+        else:
+            first_row = np.minimum(start, len(stamps) - 1)
+            ok = nonempty & (stamps[first_row] - tol <= times_s) & (times_s <= stamps[last_row] + tol)
+            i = np.clip(np.searchsorted(stamps, times_s, 'left'), start, end)
+            at_first, at_last = i == start, i >= end
+            r0 = np.where(at_first, first_row, np.where(at_last, last_row, i - 1))
+            r1 = np.where(at_first, first_row, np.where(at_last, last_row, i))
+        return _pose_between(times_s, stamps[r0], stamps[r1], np.stack([trans[r0], trans[r1]]),
+                             np.stack([rots[r0], rots[r1]]), r0 != r1, ok)
+
+
+def _pose_between(times_s: np.ndarray, t0: np.ndarray, t1: np.ndarray, trans: np.ndarray, rots: np.ndarray,
+                  between: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(R, t, ok) of a link at ``times_s`` from the samples around each time
+    (stamps ``t0``/``t1``, ``trans[0|1]``, ``rots[0|1]``): the first sample
+    where not ``between``, else interpolated at the time's fraction of the
+    way from one to the other."""
+    span = t1 - t0
+    a = np.divide(times_s - t0, span, out=np.zeros_like(span), where=between & (span != 0))
+    a_ = a[:, None]
+    translation = np.where(between[:, None], (1 - a_) * trans[0] + a_ * trans[1], trans[0])
+    rotation = poses.slerp(rots[0], rots[1], a) if between.any() else rots[0]
+    rotation = np.where(between[:, None], rotation, rots[0])
+    return poses.quat_to_rot(rotation), translation, ok
 
 
 @dataclass
@@ -258,18 +308,49 @@ class TfConfig:
         field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
 
 
+_ABSENT = object()      # no grasp state given for an object (as opposed to an unknown one)
+
+
+@dataclass
+class _PendingFrame:
+    """A frame viewed, not yet evaluated."""
+
+    now_s: float
+    fresh: bool
+    epoch: int                              # the grounding's reset count when it was viewed
+    grasped: tuple[object, ...]             # per object (sorted): True, False, None or _ABSENT
+    links: Links
+    spans: Spans
+
+
 class TfGrounding:
+    """TF predicates of the configured entities (see the module docstring).
+
+    A frame is first *viewed* (:meth:`view`: the tree, freshness and grasp
+    state as they are at its time), then evaluated with every other viewed
+    frame at once (:meth:`flush`): the offline audit views each frame of an
+    episode as the messages before it have been fed and evaluates them
+    together over arrays; live, :meth:`evaluate` views and flushes one.
+    The state carried from frame to frame (previous poses, the slip
+    reference of a grasp, the previous gripper distance) is the same either
+    way."""
+
     def __init__(self, config: TfConfig, tree: TransformTree | None = None) -> None:
         self.config = config
         # A frame is built from the newest pose within the staleness limit (sample-and-hold, as
         # every other source), not only within the 50 ms interpolation tolerance.
         self.tree = tree or TransformTree(tolerance_s=max(0.05, config.staleness_s))
         self.freshness = Freshness(config.staleness_s)
-        self._prev_pose: dict[str, tuple[float, np.ndarray]] = {}
-        self._grasp_ref: dict[str, np.ndarray] = {}
+        self._objects = sorted(config.objects)
+        # Carried between flushes (and between frames within one).
+        self._prev_pose: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}   # object → (time s, R, t) in world
+        self._grasp_ref: dict[str, tuple[np.ndarray, np.ndarray]] = {}         # object → (R, t) in the gripper
         self._ungrasped_frames: dict[str, int] = {}
-        objs = sorted(config.objects)
         self._prev_distance: dict[str, float] = {}
+        self._epoch = 0               # resets of the input stream so far
+        self._state_epoch = 0         # the reset the carried state belongs to
+        self._pending: list[_PendingFrame] = []
+        objs = self._objects
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
                       + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled', 'sliding') for o in objs]
                       + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else [])
@@ -287,122 +368,240 @@ class TfGrounding:
                 return
             if self.freshness.reset_needed:
                 self.tree.clear_dynamic()
-                self._prev_pose.clear()
-                self._grasp_ref.clear()
+                self._epoch += 1          # frames from here on start without previous poses or grasp references
                 self.freshness.reset_needed = False
         for parent, child, trans, rot in transforms:
             if not self.tree.set_transform(parent, child, stamp_s, trans, rot, static=static):
                 self.health.nan_values += 1
 
     def evaluate(self, now_s: float, grasped: Mapping[str, bool | None] | None = None) -> Predicates:
-        cfg = self.config
-        if not self.freshness.fresh(now_s):
-            return all_unknown(self.names)
-        out: Predicates = {}
-        lookup = self.tree.lookup
-        for name, (a, b, dist) in sorted(cfg.near.items()):
-            T = lookup(a, b, now_s)
-            out[f'near_{name}'] = None if T is None else bool(np.linalg.norm(T[:3, 3]) < dist)
-        for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
-            T = lookup(box, frame, now_s)
-            out[f'inside_{name}'] = None if T is None else bool(
-                np.all(T[:3, 3] >= np.asarray(lo)) and np.all(T[:3, 3] <= np.asarray(hi)))
+        """Predicate values for the frame at ``now_s`` (seconds), given each
+        object's grasp state (missing: no grasp input)."""
+        self.view(now_s, grasped)
+        return self.flush()[-1]
+
+    def view(self, now_s: float, grasped: Mapping[str, bool | None] | None = None) -> None:
+        """Take the frame at ``now_s`` as the inputs are now; :meth:`flush` evaluates it."""
         grasped = grasped or {}
-        for obj, frame in sorted(cfg.objects.items()):
-            W = lookup(cfg.world_frame, frame, now_s)
-            G = lookup(cfg.gripper_frame, frame, now_s)
-            stable = supported = settled = sync = sliding = None
-            if W is not None:
-                prev = self._prev_pose.get(obj)
-                if prev is not None and now_s > prev[0]:
-                    dt = now_s - prev[0]
-                    lin = np.linalg.norm(W[:3, 3] - prev[1][:3, 3]) / dt
-                    ang = rotation_angle(prev[1][:3, :3].T @ W[:3, :3]) / dt
-                    stable = bool(lin < cfg.stable_linear_m_s and ang < cfg.stable_angular_rad_s)
-                    # Sliding: horizontal speed in the world (a drag; lifting and setting down are vertical).
-                    sliding = bool(np.linalg.norm((W[:2, 3] - prev[1][:2, 3])) / dt > cfg.sliding_m_s)
-                if prev is None or now_s != prev[0]:
-                    self._prev_pose[obj] = (now_s, W)
-                supported = self._supported(obj, frame, now_s)
-            g = grasped.get(obj)
-            if g:
+        links, spans = self.tree.view()
+        self._pending.append(_PendingFrame(now_s, self.freshness.fresh(now_s), self._epoch,
+                                           tuple(grasped.get(o, _ABSENT) for o in self._objects), links, spans))
+
+    def flush(self) -> list[Predicates]:
+        """The predicates of every frame viewed since the last flush, in order."""
+        frames, self._pending = self._pending, []
+        out: list[Predicates] = [all_unknown(self.names) if not f.fresh else {} for f in frames]
+        live = [f for f in frames if f.fresh]
+        if live:
+            for pos, values in zip([k for k, f in enumerate(frames) if f.fresh], self._evaluate(live)):
+                out[pos] = values
+        self.tree.compact()
+        return out
+
+    def _evaluate(self, frames: list[_PendingFrame]) -> list[Predicates]:
+        cfg = self.config
+        n = len(frames)
+        times = np.array([f.now_s for f in frames])
+        # Frames viewed on the same set of links are looked up together.
+        groups: dict[int, tuple[Links, list[int]]] = {}
+        for k, f in enumerate(frames):
+            groups.setdefault(id(f.links), (f.links, []))[1].append(k)
+        spans = {gid: np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(len(rows), len(links), 2)
+                 for gid, (links, rows) in groups.items()}
+        memo: dict[tuple[str, str], Lookup] = {}
+
+        def lookup(target: str, source: str) -> Lookup:
+            hit = memo.get((target, source))
+            if hit is None:
+                R, t, ok = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
+                for gid, (links, rows) in groups.items():
+                    res = self.tree.lookup_many(target, source, times[rows], links, spans[gid])
+                    R[rows], t[rows], ok[rows] = res.R, res.t, res.ok
+                hit = memo[(target, source)] = Lookup(R, t, ok)
+            return hit
+
+        cols: dict[str, list[bool | None]] = {}
+        for name, (a, b, dist) in sorted(cfg.near.items()):
+            T = lookup(a, b)
+            cols[f'near_{name}'] = _values(poses.norm3(T.t) < dist, T.ok)
+        for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
+            cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
+        epochs = [f.epoch for f in frames]
+        approach_cols = []
+        for j, obj in enumerate(self._objects):
+            frame = cfg.objects[obj]
+            W, G = lookup(cfg.world_frame, frame), lookup(cfg.gripper_frame, frame)
+            grasped = [f.grasped[j] for f in frames]
+            stable, sliding = self._motion(obj, times, epochs, W)
+            supported = self._supported(obj, frame, lookup, W.ok)
+            sync = self._sync(obj, epochs, grasped, G)
+            dist = poses.norm3(G.t)
+            settled = _values(stable.astype(bool) & supported.astype(bool) & (dist > cfg.gripper_clearance_m),
+                              ~np.isnan(stable) & ~np.isnan(supported) & G.ok)
+            approaching: list[bool | None] = []
+            prev = self._prev_distance.get(obj)
+            for d, ok in zip(dist.tolist(), G.ok.tolist()):
+                if not ok:
+                    approaching.append(None)
+                    continue
+                approaching.append(None if prev is None else (d < cfg.approach_m and d < prev))
+                prev = d
+            if prev is not None:
+                self._prev_distance[obj] = prev
+            cols[f'object_stable_{obj}'] = _tri(stable)
+            cols[f'object_sync_{obj}'] = sync
+            cols[f'object_supported_{obj}'] = _tri(supported)
+            cols[f'object_settled_{obj}'] = settled
+            cols[f'object_sliding_{obj}'] = _tri(sliding)
+            cols[f'gripper_approaching_{obj}'] = approaching
+            approach_cols.append(approaching)
+        for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
+            cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
+            inside_objs = [self._inside(lookup(box, cfg.objects[o]), lo, hi) for o in self._objects]
+            cols[f'object_reach_in_{fixture}'] = [
+                _or([_and(_grasp(f.grasped[j]), inside_objs[j][k]) for j in range(len(self._objects))])
+                for k, f in enumerate(frames)]
+        if self._objects:
+            picks: list[bool | None] = []
+            for k, f in enumerate(frames):
+                approach = [c[k] for c in approach_cols]
+                held = [_grasp(g) for g in f.grasped]
+                if any(a is True for a in approach) and all(h is False for h in held):
+                    picks.append(True)
+                elif all(a is False for a in approach) or any(h is True for h in held):
+                    picks.append(False)
+                else:
+                    picks.append(None)
+            cols['pick_approach'] = picks
+        self._state_epoch = epochs[-1]
+        names = list(cols)
+        return [dict(zip(names, row)) for row in zip(*cols.values())]
+
+    def _motion(self, obj: str, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
+        """(stable, sliding) per frame as 1.0 / 0.0 / NaN (unknown): the
+        object's speed since the previous frame with a known world pose
+        (one carried from the last flush included; none across a reset)."""
+        cfg = self.config
+        n = len(times)
+        # Row n holds the pose carried from before these frames.
+        carried = self._prev_pose.get(obj) if epochs[0] == self._state_epoch else None
+        prev_row = np.full(n, -1)
+        last = n if carried is not None else -1
+        last_time = carried[0] if carried is not None else None
+        epoch = epochs[0]
+        for k, (t, ok) in enumerate(zip(times.tolist(), W.ok.tolist())):
+            if epochs[k] != epoch:
+                epoch, last, last_time = epochs[k], -1, None
+            if not ok:
+                continue
+            if last >= 0 and last_time is not None and t > last_time:
+                prev_row[k] = last
+            if last_time is None or t != last_time:
+                last, last_time = k, t
+        R = np.concatenate([W.R, carried[1][None] if carried is not None else np.zeros((1, 3, 3))])
+        tr = np.concatenate([W.t, carried[2][None] if carried is not None else np.zeros((1, 3))])
+        pt = np.append(times, carried[0] if carried is not None else 0.0)
+        has = prev_row >= 0
+        rows = np.where(has, prev_row, n)
+        dt = np.where(has, times - pt[rows], 1.0)
+        lin = poses.norm3(tr[:n] - tr[rows]) / dt
+        ang = poses.relative_angle(R[rows], R[:n]) / dt
+        d = tr[:n, :2] - tr[rows, :2]
+        horizontal = np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) / dt
+        stable = np.where(has, ((lin < cfg.stable_linear_m_s) & (ang < cfg.stable_angular_rad_s)).astype(float), np.nan)
+        sliding = np.where(has, (horizontal > cfg.sliding_m_s).astype(float), np.nan)
+        if last >= 0:
+            self._prev_pose[obj] = (float(pt[last]), R[last].copy(), tr[last].copy())
+        elif epochs[-1] != self._state_epoch:
+            self._prev_pose.pop(obj, None)
+        return stable, sliding
+
+    def _supported(self, obj: str, frame: str, lookup, world_ok: np.ndarray) -> np.ndarray:
+        """1.0 / 0.0 / NaN per frame: the object rests on some support other
+        than itself; unknown when a support's pose is unknown and no other
+        holds it, or the object's world pose is unknown."""
+        cfg = self.config
+        shape = cfg.shapes.get(obj, Shape())
+        n = len(world_ok)
+        resting, unknown = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        for sup, surface in sorted(cfg.supports.items()):
+            if sup == obj:
+                continue          # an object never supports itself
+            S = lookup(surface.frame, frame)
+            resting |= S.ok & rests_on_many(S.R, S.t, shape, surface, cfg.support_gap_m)
+            unknown |= ~S.ok
+        out = np.where(resting, 1.0, np.where(unknown, np.nan, 0.0))
+        return np.where(world_ok, out, np.nan)
+
+    def _sync(self, obj: str, epochs: list[int], grasped: list[object], G: Lookup) -> list[bool | None]:
+        """object_sync per frame: not grasped, or slipped less than the
+        limits from the gripper-relative pose at the grasp's onset (kept
+        through a one-frame contact dropout)."""
+        cfg = self.config
+        n = len(grasped)
+        ref_row = np.full(n, -1)          # the row of the reference pose each slip check compares with
+        kind: list[int] = []              # 0: true, 1: unknown, 2: slip check, 3: true if the slip check passes
+        ref = n if (obj in self._grasp_ref and epochs[0] == self._state_epoch) else -1
+        epoch = epochs[0] if ref >= 0 else None
+        ok = G.ok.tolist()
+        for k, g in enumerate(grasped):
+            if epoch is not None and epochs[k] != epoch:
+                ref = -1
+            epoch = epochs[k]
+            if g is True:
                 self._ungrasped_frames[obj] = 0
             elif g is False:
                 # The slip reference survives a one-frame contact dropout: it
                 # is dropped only after two consecutive ungrasped frames.
                 self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
                 if self._ungrasped_frames[obj] >= 2:
-                    self._grasp_ref.pop(obj, None)
-            if g is None and obj in grasped:
+                    ref = -1
+            if g is _ABSENT:
+                kind.append(0)                      # no grasp input: not grasped as far as we know
+            elif g is None:
                 # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
                 # true when the object has not slipped from an ongoing grasp's reference.
-                ref = self._grasp_ref.get(obj)
-                sync = True if ref is not None and G is not None and self._slip_ok(ref, G) else None
-            elif g and G is not None:
-                sync = self._slip_ok(self._grasp_ref.setdefault(obj, G), G)
+                kind.append(3 if ref >= 0 and ok[k] else 1)
+            elif g and ok[k]:
+                if ref < 0:
+                    ref = k
+                kind.append(2)
             elif g:
-                sync = None
+                kind.append(1)
             else:
-                sync = True
-            if stable is not None and supported is not None and G is not None:
-                settled = bool(stable and supported and np.linalg.norm(G[:3, 3]) > cfg.gripper_clearance_m)
-            out[f'object_stable_{obj}'] = stable
-            out[f'object_sync_{obj}'] = sync
-            out[f'object_supported_{obj}'] = supported
-            out[f'object_settled_{obj}'] = settled
-            out[f'object_sliding_{obj}'] = sliding
-            approaching = None
-            if G is not None:
-                dist = float(np.linalg.norm(G[:3, 3]))
-                prev = self._prev_distance.get(obj)
-                approaching = None if prev is None else bool(dist < cfg.approach_m and dist < prev)
-                self._prev_distance[obj] = dist
-            out[f'gripper_approaching_{obj}'] = approaching
-        for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
-            out[f'reach_in_{fixture}'] = self._inside(cfg.gripper_frame, box, lo, hi, now_s)
-            held_inside = [_and(grasped.get(o), self._inside(frame, box, lo, hi, now_s))
-                           for o, frame in sorted(cfg.objects.items())]
-            out[f'object_reach_in_{fixture}'] = _or(held_inside)
-        if cfg.objects:
-            approach = [out[f'gripper_approaching_{o}'] for o in cfg.objects]
-            held = [grasped.get(o) for o in cfg.objects]
-            if any(a is True for a in approach) and all(h is False for h in held):
-                out['pick_approach'] = True
-            elif all(a is False for a in approach) or any(h is True for h in held):
-                out['pick_approach'] = False
-            else:
-                out['pick_approach'] = None
-        return out
+                kind.append(0)
+            ref_row[k] = ref
+        carried = self._grasp_ref.get(obj)
+        R = np.concatenate([G.R, carried[0][None] if carried is not None else np.zeros((1, 3, 3))])
+        t = np.concatenate([G.t, carried[1][None] if carried is not None else np.zeros((1, 3))])
+        rows = np.where(ref_row >= 0, ref_row, n)
+        slip_ok = ((poses.norm3(G.t - t[rows]) < cfg.slip_m) &
+                   (poses.relative_angle(R[rows], G.R) < cfg.slip_rad)).tolist()
+        if ref >= 0:
+            self._grasp_ref[obj] = (R[ref].copy(), t[ref].copy())
+        else:
+            self._grasp_ref.pop(obj, None)
+        return [True if c == 0 else None if c == 1 else slip_ok[k] if c == 2 else (True if slip_ok[k] else None)
+                for k, c in enumerate(kind)]
+
+    @staticmethod
+    def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> list[bool | None]:
+        within = np.all(T.t >= np.asarray(lo), axis=1) & np.all(T.t <= np.asarray(hi), axis=1)
+        return _values(within, T.ok)
 
 
-    def _slip_ok(self, ref: np.ndarray, G: np.ndarray) -> bool:
-        """The object's pose in the gripper moved less than the slip limits since ``ref``."""
-        slip_m = float(np.linalg.norm(G[:3, 3] - ref[:3, 3]))
-        return slip_m < self.config.slip_m and rotation_angle(ref[:3, :3].T @ G[:3, :3]) < self.config.slip_rad
+def _values(value: np.ndarray, known: np.ndarray) -> list[bool | None]:
+    """Predicate values: ``value`` where ``known``, else None."""
+    return [bool(v) if k else None for v, k in zip(value.tolist(), known.tolist())]
 
-    def _inside(self, frame: str, box: str, lo: tuple[float, float, float], hi: tuple[float, float, float],
-                now_s: float) -> bool | None:
-        T = self.tree.lookup(box, frame, now_s)
-        if T is None:
-            return None
-        return bool(np.all(T[:3, 3] >= np.asarray(lo)) and np.all(T[:3, 3] <= np.asarray(hi)))
 
-    def _supported(self, obj: str, frame: str, now_s: float) -> bool | None:
-        """The object rests on some support other than itself (None when a
-        support's pose is unknown and no other support holds it)."""
-        cfg = self.config
-        shape = cfg.shapes.get(obj, Shape())
-        unknown = False
-        for sup, surface in sorted(cfg.supports.items()):
-            if sup == obj:
-                continue          # an object never supports itself
-            S = self.tree.lookup(surface.frame, frame, now_s)
-            if S is None:
-                unknown = True
-                continue
-            if rests_on(S, shape, surface, cfg.support_gap_m):
-                return True
-        return None if unknown else False
+def _tri(x: np.ndarray) -> list[bool | None]:
+    """1.0 / 0.0 / NaN → True / False / None."""
+    return [None if v != v else v == 1.0 for v in x.tolist()]
+
+
+def _grasp(g: object) -> bool | None:
+    return None if g is _ABSENT else g        # type: ignore[return-value]
 
 
 def _and(a: bool | None, b: bool | None) -> bool | None:
