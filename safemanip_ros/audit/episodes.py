@@ -156,10 +156,12 @@ def _split_view(path: Path, info: dict, names: list[str]) -> Path:
 
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
-             max_gap_s: float = DEFAULT_MAX_GAP_S) -> list[Episode]:
+             max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True) -> list[Episode]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
-    grounded offline (:mod:`safemanip_ros.audit.grounded`)."""
+    grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
+    where that reproduces the message loop exactly, else message by message
+    (``columnar=False``: always message by message)."""
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
@@ -192,6 +194,16 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
                                                warnings)
             if fast is not None:
                 return fast
+        if grounding is not None and not episode_conns and columnar:
+            from .grounded import grounded_episodes
+            gap_warnings: list[str] = []
+            grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
+                                         gap_warnings)
+            if grounded is not None:
+                warnings += gap_warnings + grounding.name_warnings(str(path))
+                warnings[:] = list(dict.fromkeys(warnings))
+                return [Episode(str(path), name, values, unknown, list(warnings))
+                        for name, values, unknown in grounded]
         period_ns = int(1e9 / rate_hz)
         max_gap_ns = int(max_gap_s * 1e9)
         gaps = 0

@@ -55,6 +55,16 @@ class ContactSample:
     normal_force_n: float = 0.0
 
 
+@dataclass(frozen=True)
+class Touches:
+    """:meth:`ContactGrounding.touches` of one contact list (do not modify)."""
+
+    fingers_on: dict[str, set[str]]      # graspable object → finger bodies touching it
+    robot_touch: set[str]                # entities the robot touches
+    unknown_robot_contact: bool          # the robot touches a body no entity claims
+    entity_pairs: list[tuple[str, str]]  # entities touching each other
+
+
 class ContactGrounding:
     def __init__(self, config: ContactConfig) -> None:
         self.config = config
@@ -107,14 +117,22 @@ class ContactGrounding:
         """Predicates at ``now_s``; ``fingers_closed`` is joint grounding's
         ``gripper_closed`` at the same time (read only when
         ``require_fingers_closed``)."""
-        cfg = self.config
         if self._contacts is None or not self.freshness.fresh(now_s):
             return all_unknown(self.names)
+        return self.evaluate_touches(self.touches(self._contacts), fingers_closed)
+
+    def touches(self, contacts: Iterable[ContactSample]) -> 'Touches':
+        """What a contact list says, before any state: which finger bodies
+        touch each graspable object, which entities the robot touches,
+        whether it touches an unmapped body, and the entity pairs in
+        contact.  Depends on the body names only (the offline audit computes
+        it once per message layout)."""
+        cfg = self.config
         fingers_on: dict[str, set[str]] = {o: set() for o in cfg.graspable}
         robot_touch: set[str] = set()
         unknown_robot_contact = False
         entity_pairs: list[tuple[str, str]] = []
-        for c in self._contacts:
+        for c in contacts:
             (k1, e1), (k2, e2) = self._side(c.body1), self._side(c.body2)
             for (ka, ea, body_a), (kb, eb, _) in (((k1, e1, c.body1), (k2, e2, c.body2)),
                                                    ((k2, e2, c.body2), (k1, e1, c.body1))):
@@ -127,6 +145,14 @@ class ContactGrounding:
                             fingers_on[eb].add(body_a)
             if k1 == 'entity' and k2 == 'entity' and e1 and e2 and e1 != e2:
                 entity_pairs.append((e1, e2))
+        return Touches(fingers_on, robot_touch, unknown_robot_contact, entity_pairs)
+
+    def evaluate_touches(self, touches: 'Touches', fingers_closed: bool | None = None) -> Predicates:
+        """The predicates of a fresh sample's :meth:`touches` (updates the
+        support remembered at each grasp's onset)."""
+        cfg = self.config
+        fingers_on, robot_touch = touches.fingers_on, touches.robot_touch
+        unknown_robot_contact, entity_pairs = touches.unknown_robot_contact, touches.entity_pairs
         grasped: dict[str, bool | None] = {}
         for o, f in fingers_on.items():
             touching = len(f) >= cfg.min_finger_bodies

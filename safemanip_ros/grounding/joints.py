@@ -189,44 +189,84 @@ class JointStateGrounding:
         cfg = self.config
         if self._pos is None or not self.freshness.fresh(now_s):
             return all_unknown(cfg.predicate_names)
-        n_arm = len(cfg.arm_joints)
-        arm, grip = self._pos[:n_arm], self._opening(self._pos)
-        out: Predicates = {}
-        speed = None
-        if self._vel is not None and not np.isnan(self._vel[:n_arm]).any():
-            speed = np.abs(self._vel[:n_arm])
-        elif self._prev_pos is not None and self._stamp is not None and self._prev_stamp is not None \
-                and self._stamp > self._prev_stamp:
-            speed = np.abs(arm - self._prev_pos[:n_arm]) / (self._stamp - self._prev_stamp)
-        arm_ok = not np.isnan(arm).any()
-        if speed is None or np.isnan(speed).any():
-            out['arm_moving'] = out['arm_stopped'] = out['joint_speed_over_limit'] = None
-        else:
-            moving = bool(speed.max(initial=0.0) > cfg.moving_speed_rad_s)
-            out['arm_moving'], out['arm_stopped'] = moving, not moving
-            out['joint_speed_over_limit'] = bool((speed > self._vmax).any())
-        out['joint_near_limit'] = bool(((arm - self._lo < cfg.near_limit_margin_rad) |
-                                        (self._hi - arm < cfg.near_limit_margin_rad)).any()) if arm_ok else None
-        if not cfg.gripper_joints or np.isnan(grip).any():
-            for k in ('gripper_closed', 'gripper_open', 'gripper_opening', 'gripper_closing'):
-                out[k] = None
-        else:
-            out['gripper_closed'] = bool((grip < cfg.gripper_closed_below_m).all())
-            out['gripper_open'] = bool((grip >= cfg.gripper_open_above_m).all())
-            if self._grip_delta_m is None:
-                out['gripper_opening'] = out['gripper_closing'] = None
-            else:
-                out['gripper_opening'] = self._recent(self._opened_at_s)
-                out['gripper_closing'] = self._recent(self._closed_at_s)
+        prev = self._prev_pos is not None and self._prev_stamp is not None
+        width = len(self._pos)
+        cols = sample_predicates(
+            self.arrays, self._pos[None], (self._vel if self._vel is not None else np.full(width, np.nan))[None],
+            np.array([self._vel is not None]),
+            (self._prev_pos if prev else np.full(width, np.nan))[None], np.array([prev]),
+            np.array([self._stamp]), np.array([self._prev_stamp if prev else np.nan]),
+            np.array([self._grip_delta_m is not None]), np.array([self._recent(self._opened_at_s)]),
+            np.array([self._recent(self._closed_at_s)]))
+        out: Predicates = {name: bool(v[0]) if k[0] else None for name, (v, k) in cols.items()}
         if not cfg.has_command:
             return out
+        arm = self._pos[:len(cfg.arm_joints)]
         if self._command is None:
             out['command_divergence'] = None
-        elif not arm_ok or self._command.shape != arm.shape or np.isnan(self._command).any():
+        elif np.isnan(arm).any() or self._command.shape != arm.shape or np.isnan(self._command).any():
             out['command_divergence'] = None
         else:
             out['command_divergence'] = bool((np.abs(arm - self._command) > cfg.command_divergence_rad).any())
         return out
+
+    @property
+    def arrays(self) -> 'JointArrays':
+        """The configuration's limits and calibration as arrays."""
+        return JointArrays(self.config, self._lo, self._hi, self._vmax, self._grip_gain, self._grip_offset)
+
+
+@dataclass(frozen=True)
+class JointArrays:
+    """A :class:`JointConfig` with its per-joint limits and gripper
+    calibration as arrays (``arm_joints`` then ``gripper_joints`` order)."""
+
+    config: JointConfig
+    lo: np.ndarray
+    hi: np.ndarray
+    vmax: np.ndarray
+    grip_gain: np.ndarray
+    grip_offset: np.ndarray
+
+    def opening(self, positions: np.ndarray) -> np.ndarray:
+        """Finger openings (m) ``[n, fingers]`` from positions ``[n, joints]``."""
+        return self.grip_gain * (positions[:, len(self.config.arm_joints):] - self.grip_offset)
+
+
+def sample_predicates(arrays: JointArrays, pos: np.ndarray, vel: np.ndarray, has_vel: np.ndarray,
+                      prev_pos: np.ndarray, has_prev: np.ndarray, stamp_s: np.ndarray, prev_stamp_s: np.ndarray,
+                      delta_known: np.ndarray, opened_recently: np.ndarray,
+                      closed_recently: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The joint predicates (but ``command_divergence``) of ``n`` samples at
+    once, each as ``(value[n], known[n])``: positions and velocities
+    ``[n, joints]`` (NaN: unknown), each sample's previous one, and whether
+    the fingers moved out / in within the motion hold.  Elementwise over
+    samples: the live grounding (one sample) and the offline audit (an
+    episode's samples) compute the very same values."""
+    cfg = arrays.config
+    n_arm = len(cfg.arm_joints)
+    arm, grip = pos[:, :n_arm], arrays.opening(pos)
+    vel_arm = vel[:, :n_arm]
+    from_vel = has_vel & ~np.isnan(vel_arm).any(axis=1)
+    from_pos = ~from_vel & has_prev & (stamp_s > prev_stamp_s)
+    dt = np.where(from_pos, stamp_s - prev_stamp_s, 1.0)[:, None]
+    speed = np.where(from_vel[:, None], np.abs(vel_arm), np.abs(arm - prev_pos[:, :n_arm]) / dt)
+    speed_known = (from_vel | from_pos) & ~np.isnan(speed).any(axis=1)
+    moving = np.max(np.where(speed_known[:, None], speed, 0.0), axis=1, initial=0.0) > cfg.moving_speed_rad_s
+    arm_ok = ~np.isnan(arm).any(axis=1)
+    grip_ok = ~np.isnan(grip).any(axis=1) if cfg.gripper_joints else np.zeros(len(pos), dtype=bool)
+    motion_known = grip_ok & delta_known
+    return {
+        'arm_moving': (moving, speed_known),
+        'arm_stopped': (~moving, speed_known),
+        'joint_speed_over_limit': ((speed > arrays.vmax).any(axis=1), speed_known),
+        'joint_near_limit': (((arm - arrays.lo < cfg.near_limit_margin_rad) |
+                              (arrays.hi - arm < cfg.near_limit_margin_rad)).any(axis=1), arm_ok),
+        'gripper_closed': ((grip < cfg.gripper_closed_below_m).all(axis=1), grip_ok),
+        'gripper_open': ((grip >= cfg.gripper_open_above_m).all(axis=1), grip_ok),
+        'gripper_opening': (opened_recently, motion_known),
+        'gripper_closing': (closed_recently, motion_known),
+    }
 
 
 @dataclass

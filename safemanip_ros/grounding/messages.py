@@ -144,8 +144,12 @@ class GroundingSet:
         self.contact_bodies_seen: set[str] = set()
 
     def fresh_copy(self) -> 'GroundingSet':
-        """The same sources with no history (a new episode starts)."""
-        return GroundingSet(self.robot, *self._flags)
+        """The same sources with no history (a new episode starts); the
+        contact bodies seen so far are kept (:meth:`name_warnings` is about
+        the whole recording)."""
+        copy = GroundingSet(self.robot, *self._flags)
+        copy.contact_bodies_seen = self.contact_bodies_seen
+        return copy
 
     def feed(self, topic: str, msg: Any) -> None:
         """One message of a raw topic."""

@@ -81,6 +81,10 @@ class _Link:
                             np.array(self.rotations, dtype=float).reshape(n, 4))
         return self._arrays[1:]
 
+    def has_arrays(self) -> bool:
+        """:meth:`arrays` is built for every sample (no list to copy from)."""
+        return self._arrays is not None and self._arrays[0] == len(self.stamps)
+
     def compact(self) -> None:
         """Forget the samples before ``start`` (none may be read again)."""
         if self.start:
@@ -232,7 +236,7 @@ class TransformTree:
         spherical rotation), unknown more than ``tolerance_s`` outside them
         or with no sample.  Returns (R, t, ok)."""
         tol = self.tolerance_s
-        if len(times_s) == 1:
+        if len(times_s) == 1 and not link.has_arrays():
             # Live: find the two samples with bisect and copy only those.
             tm, s, e = float(times_s[0]), int(start[0]), int(end[0])
             if e <= s:
@@ -399,23 +403,36 @@ class TfGrounding:
         return out
 
     def _evaluate(self, frames: list[_PendingFrame]) -> list[Predicates]:
-        cfg = self.config
-        n = len(frames)
-        times = np.array([f.now_s for f in frames])
         # Frames viewed on the same set of links are looked up together.
         groups: dict[int, tuple[Links, list[int]]] = {}
         for k, f in enumerate(frames):
             groups.setdefault(id(f.links), (f.links, []))[1].append(k)
-        spans = {gid: np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(len(rows), len(links), 2)
-                 for gid, (links, rows) in groups.items()}
+        cols = self.evaluate_frames(
+            np.array([f.now_s for f in frames]), [f.epoch for f in frames],
+            [[f.grasped[j] for f in frames] for j in range(len(self._objects))],
+            [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
+                len(rows), len(links), 2)) for links, rows in groups.values()])
+        names = list(cols)
+        return [dict(zip(names, row)) for row in zip(*cols.values())]
+
+    def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: list[list[object]],
+                        groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, list[bool | None]]:
+        """The predicates of fresh frames at ``times`` [n] (seconds, in
+        order), as one column per name: each frame's reset count, each
+        object's grasp state per frame (True, False, None, or absent), and
+        the frames in ``groups`` of (links, frame rows, spans ``[rows, links,
+        2]``) the tree is read in.  Carries the state between frames on to
+        the next call."""
+        cfg = self.config
+        n = len(times)
         memo: dict[tuple[str, str], Lookup] = {}
 
         def lookup(target: str, source: str) -> Lookup:
             hit = memo.get((target, source))
             if hit is None:
                 R, t, ok = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
-                for gid, (links, rows) in groups.items():
-                    res = self.tree.lookup_many(target, source, times[rows], links, spans[gid])
+                for links, rows, spans in groups:
+                    res = self.tree.lookup_many(target, source, times[rows], links, spans)
                     R[rows], t[rows], ok[rows] = res.R, res.t, res.ok
                 hit = memo[(target, source)] = Lookup(R, t, ok)
             return hit
@@ -426,15 +443,13 @@ class TfGrounding:
             cols[f'near_{name}'] = _values(poses.norm3(T.t) < dist, T.ok)
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
             cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
-        epochs = [f.epoch for f in frames]
         approach_cols = []
         for j, obj in enumerate(self._objects):
             frame = cfg.objects[obj]
             W, G = lookup(cfg.world_frame, frame), lookup(cfg.gripper_frame, frame)
-            grasped = [f.grasped[j] for f in frames]
             stable, sliding = self._motion(obj, times, epochs, W)
             supported = self._supported(obj, frame, lookup, W.ok)
-            sync = self._sync(obj, epochs, grasped, G)
+            sync = self._sync(obj, epochs, grasped[j], G)
             dist = poses.norm3(G.t)
             settled = _values(stable.astype(bool) & supported.astype(bool) & (dist > cfg.gripper_clearance_m),
                               ~np.isnan(stable) & ~np.isnan(supported) & G.ok)
@@ -459,13 +474,13 @@ class TfGrounding:
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
             inside_objs = [self._inside(lookup(box, cfg.objects[o]), lo, hi) for o in self._objects]
             cols[f'object_reach_in_{fixture}'] = [
-                _or([_and(_grasp(f.grasped[j]), inside_objs[j][k]) for j in range(len(self._objects))])
-                for k, f in enumerate(frames)]
+                _or([_and(_grasp(grasped[j][k]), inside_objs[j][k]) for j in range(len(self._objects))])
+                for k in range(n)]
         if self._objects:
             picks: list[bool | None] = []
-            for k, f in enumerate(frames):
+            for k in range(n):
                 approach = [c[k] for c in approach_cols]
-                held = [_grasp(g) for g in f.grasped]
+                held = [_grasp(g[k]) for g in grasped]
                 if any(a is True for a in approach) and all(h is False for h in held):
                     picks.append(True)
                 elif all(a is False for a in approach) or any(h is True for h in held):
@@ -474,8 +489,7 @@ class TfGrounding:
                     picks.append(None)
             cols['pick_approach'] = picks
         self._state_epoch = epochs[-1]
-        names = list(cols)
-        return [dict(zip(names, row)) for row in zip(*cols.values())]
+        return cols
 
     def _motion(self, obj: str, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
         """(stable, sliding) per frame as 1.0 / 0.0 / NaN (unknown): the

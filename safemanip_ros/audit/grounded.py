@@ -1,0 +1,451 @@
+"""Raw-input bags grounded column-wise: a whole episode at once.
+
+The message-by-message path of :func:`~.episodes.read_bag` feeds every
+``JointState``, ``TFMessage`` and ``ContactArray`` to the grounding classes
+and evaluates them at every frame.  This module computes the very same
+frames from the bag's columns (:mod:`.layouts`) with array operations:
+
+* **frames**: the frame schedule (every ``1 / rate_hz`` of bag time, split
+  at gaps) and, for each frame, how many messages of each topic came before
+  it — what the grounding had been fed when the frame was built;
+* **joints**: every sample's predicates at once
+  (:func:`~safemanip_ros.grounding.joints.sample_predicates`, the function
+  the live grounding calls for its one sample), then each frame takes its
+  newest sample's, if fresh;
+* **contacts**: what each message layout's body pairs mean is worked out
+  once per set of pairs above the force threshold
+  (:meth:`~safemanip_ros.grounding.contacts.ContactGrounding.touches`); the
+  grasp-onset state runs frame by frame on those;
+* **TF**: each link's samples become arrays, each frame's view of the tree
+  is a span of them, and all frames are looked up and evaluated together
+  (:meth:`~safemanip_ros.grounding.tf.TfGrounding.evaluate_frames`, the
+  live grounding's code).
+
+It takes the bags it can reproduce exactly: inputs on those three topics
+only (plus ``/tf_static``), every message decoded by a layout, each input
+stream in stamp order (no sample the live classes would drop or take as a
+clock reset), each TF message of one stamp and no NaN transform, each TF
+child with one parent throughout, no fixtures configured.  For anything
+else :func:`grounded_episodes` returns None and the message loop runs.
+Input-health counters (live diagnostics) are not computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..grounding.contacts import ContactGrounding, ContactSample, Touches
+from ..grounding.joints import JointStateGrounding, sample_predicates
+from ..grounding.messages import GroundingSet
+from ..grounding.tf import Links, TfGrounding, _Link
+from .layouts import Columns, LayoutDecoder
+
+TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
+         '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray'}
+
+Column = tuple[np.ndarray, np.ndarray]
+"""(value bool[frames], known bool[frames]) of one predicate."""
+
+
+class _NotColumnar(Exception):
+    """The bag needs the message-by-message path (internal)."""
+
+
+@dataclass
+class _Topic:
+    """One topic's messages in bag order: global positions among all raw
+    messages, and per message the layout columns and row holding it."""
+
+    index: np.ndarray                    # int64[n]: position among all raw messages
+    parts: list[tuple[Columns, np.ndarray]]   # (columns of a layout, the topic positions of its rows)
+
+    def stamps_s(self, prefix: str = 'header.stamp') -> np.ndarray:
+        """``int(sec) + int(nanosec) * 1e-9`` per message (``stamp_s``)."""
+        out = np.empty(len(self.index))
+        for c, at in self.parts:
+            out[at] = c.numbers[f'{prefix}.sec'].astype(np.float64) + \
+                c.numbers[f'{prefix}.nanosec'].astype(np.float64) * 1e-9
+        return out
+
+
+def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: GroundingSet, predicates: list[str],
+                      rate_hz: float, max_gap_s: float, typestore: Any,
+                      warnings: list[str]) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
+    """``(name, values, unknown)`` per episode of a raw-input bag, the same
+    frames as the message loop builds, or None when the bag is not one this
+    module reproduces (see the module docstring).  Appends gap warnings to
+    ``warnings``."""
+    from .episodes import _gap_warning
+
+    if any(c.topic not in TYPES for c in conns) or grounding.fixtures.names or \
+            grounding.wrench is not None or grounding.camera is not None:
+        return None
+    try:
+        topics, times = _read(reader, conns, str(path), typestore)
+    except _NotColumnar:
+        return None
+    if not len(times):
+        return []
+    period_ns, max_gap_ns = int(1e9 / rate_hz), int(max_gap_s * 1e9)
+    segments = _schedule(times.tolist(), period_ns, max_gap_ns)
+    out = []
+    name = path.name
+    index = {p: j for j, p in enumerate(predicates)}
+    for k, (lo, hi, frame_ns, fed) in enumerate(segments):
+        if k:
+            warnings.append(_gap_warning(path, int(times[lo]), segments[k - 1][2][-1], max_gap_s))
+            name = f'{path.name}#gap{k}'
+        try:
+            cols = _ground(grounding, topics, lo, hi, np.array(frame_ns, dtype=np.int64) * 1e-9,
+                           np.array(fed, dtype=np.int64))
+        except _NotColumnar:
+            return None
+        n = len(frame_ns)
+        values, unknown = np.zeros((n, len(predicates)), bool), np.ones((n, len(predicates)), bool)
+        for pname, (v, known) in cols.items():
+            j = index.get(pname)
+            if j is not None:
+                values[:, j] = v & known
+                unknown[:, j] = ~known
+        out.append((name, values, unknown))
+    return out
+
+
+def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[dict[str, _Topic], np.ndarray]:
+    """Every message of ``conns`` decoded by layout, grouped by topic, and
+    the bag time (ns) of each in bag order."""
+    from .bagread import read_batches
+
+    decoders = {t: LayoutDecoder(typestore, t) for t in set(TYPES.values())}
+    times: list[np.ndarray] = []
+    pieces: dict[str, list[tuple[np.ndarray, Columns]]] = {}
+    offset = 0
+    for batch in read_batches(reader, conns):
+        by_topic: dict[str, list[int]] = {}
+        for i, conn in enumerate(batch.connections):
+            by_topic.setdefault(conn.topic, []).append(i)
+        for topic, rows in by_topic.items():
+            columns, rejected = decoders[TYPES[topic]].decode([batch.raws[i] for i in rows], where)
+            if len(rejected):
+                raise _NotColumnar
+            at = np.array(rows, dtype=np.int64) + offset
+            for c in columns:
+                pieces.setdefault(topic, []).append((at[c.rows], c))
+        times.append(batch.time_ns)
+        offset += len(batch)
+    topics = {}
+    for topic, parts in pieces.items():
+        index = np.sort(np.concatenate([g for g, _ in parts]))
+        topics[topic] = _Topic(index, [(c, np.searchsorted(index, g)) for g, c in parts])
+    return topics, (np.concatenate(times) if times else np.zeros(0, np.int64))
+
+
+def _schedule(times_ns: list[int], period_ns: int, max_gap_ns: int):
+    """Segments ``(first message, end message, frame times ns, messages fed
+    before each frame)``: the message loop's frames, split where it splits
+    at a gap."""
+    segments = []
+    frames: list[int] = []
+    fed: list[int] = []
+    first = 0
+    next_frame = times_ns[0]
+    for m, stamp in enumerate(times_ns):
+        if stamp - next_frame > max_gap_ns:
+            frames.append(next_frame)
+            fed.append(m)
+            segments.append((first, m, frames, fed))
+            frames, fed, first, next_frame = [], [], m, stamp
+        while stamp > next_frame:
+            frames.append(next_frame)
+            fed.append(m)
+            next_frame += period_ns
+    frames.append(next_frame)
+    fed.append(len(times_ns))
+    segments.append((first, len(times_ns), frames, fed))
+    return segments
+
+
+def _fed(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the topic's message positions in the segment [lo, hi), how many of
+    them came before each frame)."""
+    if topic is None:
+        return np.zeros(0, np.int64), np.zeros(len(fed), np.int64)
+    a, b = np.searchsorted(topic.index, [lo, hi])
+    return np.arange(a, b), np.searchsorted(topic.index[a:b], fed)
+
+
+def _fresh(stamps: np.ndarray, newest: np.ndarray, now_s: np.ndarray, staleness_s: float) -> np.ndarray:
+    """:meth:`~safemanip_ros.grounding.base.Freshness.fresh` per frame, given
+    the newest sample's index (-1: none yet)."""
+    have = newest >= 0
+    age = now_s - np.where(have, stamps[np.maximum(newest, 0)] if len(stamps) else 0.0, 0.0)
+    return have & (-1e-6 <= age) & (age <= staleness_s)
+
+
+def _in_order(stamps: np.ndarray) -> None:
+    if len(stamps) > 1 and (np.diff(stamps) < 0).any():
+        raise _NotColumnar          # a sample the live class drops, or a clock reset
+
+
+def _ground(grounding: GroundingSet, topics: dict[str, _Topic], lo: int, hi: int, now_s: np.ndarray,
+            fed: np.ndarray) -> dict[str, Column]:
+    cols = _joints(grounding, topics.get('/joint_states'), lo, hi, now_s, fed)
+    closed = cols.get('gripper_closed')
+    contact_cols = _contacts(grounding, topics.get('/contacts'), lo, hi, now_s, fed, closed)
+    cols.update(contact_cols)
+    cols.update(_tf(grounding, topics.get('/tf'), topics.get('/tf_static'), lo, hi, now_s, fed, contact_cols))
+    return cols
+
+
+def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now_s: np.ndarray,
+            fed: np.ndarray) -> dict[str, Column]:
+    joints: JointStateGrounding = grounding.joints
+    cfg = joints.config
+    arrays = joints.arrays
+    n_frames = len(now_s)
+    msgs, count = _fed(topic, lo, hi, fed)
+    wanted = list(cfg.arm_joints) + list(cfg.gripper_joints)
+    out: dict[str, Column] = {name: (np.zeros(n_frames, bool), np.zeros(n_frames, bool))
+                              for name in cfg.predicate_names}
+    if not len(msgs):
+        return out
+    assert topic is not None
+    width = len(wanted)
+    n_all = len(topic.index)
+    pos_all, vel_all = np.full((n_all, width), np.nan), np.full((n_all, width), np.nan)
+    has_vel_all = np.zeros(n_all, bool)
+    for c, at in topic.parts:
+        lay = c.layout
+        names = [lay.strings[f'name[{k}]'] for k in range(lay.sequence_lengths['name'])]
+        n_pos, n_vel = lay.sequence_lengths['position'], lay.sequence_lengths['velocity']
+        index = {n: i for i, n in enumerate(names)}
+        idx = np.array([index.get(j, -1) for j in wanted], dtype=np.intp)
+        if n_pos != len(names) or not names:
+            idx = np.full(width, -1)          # malformed: every joint unknown
+        take = idx >= 0
+        if n_pos:
+            positions = c.stack([f'position[{k}]' for k in range(n_pos)])
+            pos_all[np.ix_(at, np.flatnonzero(take))] = positions[:, idx[take]]
+        if n_vel == len(names) and names:
+            has_vel_all[at] = True
+            velocity = c.stack([f'velocity[{k}]' for k in range(n_vel)])
+            vel_all[np.ix_(at, np.flatnonzero(take))] = velocity[:, idx[take]]
+    pos, vel, has_vel = pos_all[msgs], vel_all[msgs], has_vel_all[msgs]
+    pos[~np.isfinite(pos)] = np.nan          # ±inf is not a position: unknown, like NaN
+    vel[~np.isfinite(vel)] = np.nan
+    stamps = topic.stamps_s()[msgs]
+    _in_order(stamps)
+    n = len(msgs)
+    has_prev = np.arange(n) > 0
+    prev_pos = np.vstack([np.full((1, width), np.nan), pos[:-1]])
+    prev_stamp = np.concatenate([[np.nan], stamps[:-1]])
+    if cfg.gripper_joints:
+        opening = arrays.opening(pos)
+        known = has_prev & ~np.isnan(opening).any(axis=1) & ~np.isnan(arrays.opening(prev_pos)).any(axis=1)
+        means = opening.mean(axis=1)
+        delta = np.where(known, means - np.concatenate([[np.nan], means[:-1]]), 0.0)
+    else:
+        known, delta = np.zeros(n, bool), np.zeros(n)
+    hold_s = cfg.gripper_motion_hold_s
+
+    def recently(moved: np.ndarray) -> np.ndarray:
+        last = np.maximum.accumulate(np.where(moved, np.arange(n), -1))
+        return (last >= 0) & (stamps - stamps[np.maximum(last, 0)] <= hold_s)
+
+    opened = known & (delta > cfg.gripper_motion_m)
+    closed = known & ~opened & (delta < -cfg.gripper_motion_m)
+    rows = sample_predicates(arrays, pos, vel, has_vel, prev_pos, has_prev, stamps, prev_stamp, known,
+                             recently(opened), recently(closed))
+    newest = count - 1
+    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
+    at = np.maximum(newest, 0)
+    for name, (v, k) in rows.items():
+        out[name] = (v[at] & fresh, k[at] & fresh)
+    return out
+
+
+def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now_s: np.ndarray, fed: np.ndarray,
+              fingers_closed: Column | None) -> dict[str, Column]:
+    contacts = ContactGrounding(grounding.contacts.config)
+    cfg = contacts.config
+    n_frames = len(now_s)
+    msgs, count = _fed(topic, lo, hi, fed)
+    if topic is not None and len(msgs):
+        n_all = len(topic.index)
+        kept_all: list[Any] = [None] * n_all
+        for c, at in topic.parts:
+            lay = c.layout
+            count_c = lay.sequence_lengths['contacts']
+            bodies = [(lay.strings[f'contacts[{i}].body1'], lay.strings[f'contacts[{i}].body2']) for i in range(count_c)]
+            for b1, b2 in bodies:
+                grounding.contact_bodies_seen.update((b1, b2))
+            forces = c.stack([f'contacts[{i}].normal_force_n' for i in range(count_c)])
+            finite = np.isfinite(forces).all(axis=1)
+            keep = forces >= cfg.min_force_n
+            memo: dict[bytes, Touches] = {}
+            for row, (pos, ok) in enumerate(zip(at.tolist(), finite.tolist())):
+                if not ok:
+                    continue        # a force that is not a number: the sample is unknown
+                key = keep[row].tobytes()
+                touches = memo.get(key)
+                if touches is None:
+                    touches = memo[key] = contacts.touches(
+                        [ContactSample(b1, b2, 0.0) for (b1, b2), kp in zip(bodies, keep[row].tolist()) if kp])
+                kept_all[pos] = touches
+        stamps = topic.stamps_s()[msgs]
+        _in_order(stamps)
+        kept = [kept_all[m] for m in msgs.tolist()]
+    else:
+        stamps, kept = np.zeros(0), []
+    newest = count - 1
+    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s).tolist()
+    closed_v = fingers_closed[0].tolist() if fingers_closed is not None else [False] * n_frames
+    closed_k = fingers_closed[1].tolist() if fingers_closed is not None else [False] * n_frames
+    values: dict[str, list] = {name: [] for name in contacts.names}
+    for f, (ok, s) in enumerate(zip(fresh, newest.tolist())):
+        touches = kept[s] if ok else None
+        if touches is None:
+            for col in values.values():
+                col.append(None)
+            continue
+        got = contacts.evaluate_touches(touches, closed_v[f] if closed_k[f] else None)
+        for name, col in values.items():
+            col.append(got[name])
+    return {name: _column(col) for name, col in values.items()}
+
+
+def _column(values: list) -> Column:
+    known = np.array([v is not None for v in values], bool)
+    return np.array([bool(v) for v in values], bool), known
+
+
+def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, lo: int, hi: int,
+        now_s: np.ndarray, fed: np.ndarray, contact_cols: dict[str, Column]) -> dict[str, Column]:
+    tf = TfGrounding(grounding.tf.config)
+    tree = tf.tree
+    n_frames = len(now_s)
+    # Every valid transform in the segment, in the order the message loop sets them.
+    order: list[str] = []                     # children in the order their links appear
+    parent_of: dict[str, tuple[str, bool]] = {}
+    # child → its samples: (message positions, places in the message, stamps, values [n, 7]) per layout
+    samples: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    dyn_stamps = []                           # (message position, stamp) of each /tf message with transforms
+    for topic, is_static in ((dynamic, False), (static, True)):
+        if topic is None:
+            continue
+        for c, at in topic.parts:
+            inside = (topic.index[at] >= lo) & (topic.index[at] < hi)
+            if not inside.any():
+                continue
+            lay = c.layout
+            count = lay.sequence_lengths['transforms']
+            if not count:
+                continue
+            secs = c.stack([f'transforms[{k}].header.stamp.sec' for k in range(count)])
+            nsecs = c.stack([f'transforms[{k}].header.stamp.nanosec' for k in range(count)])
+            if (secs != secs[:, :1]).any() or (nsecs != nsecs[:, :1]).any():
+                raise _NotColumnar          # transforms of several stamps in one message
+            stamp = secs[:, 0].astype(np.float64) + nsecs[:, 0].astype(np.float64) * 1e-9
+            glob = topic.index[at]
+            if not is_static:
+                dyn_stamps += [(g, s) for g, s, i in zip(glob.tolist(), stamp.tolist(), inside.tolist()) if i]
+            for k in range(count):
+                parent = lay.strings[f'transforms[{k}].header.frame_id']
+                child = lay.strings[f'transforms[{k}].child_frame_id']
+                v = c.stack([f'transforms[{k}].transform.{f}' for f in
+                             ('translation.x', 'translation.y', 'translation.z',
+                              'rotation.x', 'rotation.y', 'rotation.z', 'rotation.w')])
+                q = v[:, 3:]
+                valid = ~np.isnan(v).any(axis=1) & (np.sqrt(q[:, 0] * q[:, 0] + q[:, 1] * q[:, 1] + q[:, 2] * q[:, 2]
+                                                            + q[:, 3] * q[:, 3]) > 0)
+                if not valid[inside].all():
+                    raise _NotColumnar      # a NaN transform (counted and dropped live)
+                known = parent_of.get(child)
+                if known is None:
+                    parent_of[child] = (parent, is_static)
+                elif known != (parent, is_static):
+                    raise _NotColumnar      # a link re-parented or turned static
+                samples.setdefault(child, []).append((glob[inside], np.full(int(inside.sum()), k), stamp[inside],
+                                                      v[inside]))
+    dyn_stamps.sort()
+    dyn_pos = np.array([g for g, _ in dyn_stamps], np.int64)
+    dyn_t = np.array([s for _, s in dyn_stamps])
+    _in_order(dyn_t)
+    newest = np.searchsorted(dyn_pos, fed) - 1
+    fresh = _fresh(dyn_t, newest, now_s, tf.freshness.staleness_s)
+    # Links in the order they appear; a frame sees those whose first sample came before it.
+    links: dict[str, _Link] = {}
+    first_seen: list[tuple[int, str]] = []
+    ends: dict[str, np.ndarray] = {}
+    starts: dict[str, np.ndarray] = {}
+    for child, parts in samples.items():
+        glob, place, st, vals = (np.concatenate(x) for x in zip(*parts))
+        order_ = np.lexsort((place, glob))         # bag order, then order within a message
+        glob, st, vals = glob[order_], st[order_], vals[order_]
+        parent, is_static = parent_of[child]
+        link = _Link(parent, is_static)
+        link.stamps = st.tolist()
+        link._arrays = (len(st), st, vals[:, :3].copy(), vals[:, 3:].copy())
+        end = np.searchsorted(glob, fed)
+        if is_static:
+            start = np.maximum(end - 1, 0)
+        else:
+            _in_order(st)
+            start = _trimmed(st, end, tree.buffer_s)
+        links[child], ends[child], starts[child] = link, end, start
+        first_seen.append((int(glob[0]), child))
+    first_seen.sort()
+    order = [child for _, child in first_seen]
+    appeared = np.searchsorted(np.array([g for g, _ in first_seen], np.int64), fed, side='left')
+    # One set of links per number of links that have appeared.
+    groups = []
+    live = np.flatnonzero(fresh)
+    for size in np.unique(appeared[live]).tolist():
+        rows = live[appeared[live] == size]
+        children = order[:size]
+        view: Links = {child: links[child] for child in children}
+        spans = np.zeros((len(rows), len(children), 2), np.int64)
+        for j, child in enumerate(children):
+            spans[:, j, 0], spans[:, j, 1] = starts[child][rows], ends[child][rows]
+        groups.append((view, np.searchsorted(live, rows), spans))
+    out: dict[str, Column] = {name: (np.zeros(n_frames, bool), np.zeros(n_frames, bool)) for name in tf.names}
+    if not len(live):
+        return out
+    grasped = []
+    for obj in sorted(tf.config.objects):
+        col = contact_cols.get(f'object_grasped_raw_{obj}')
+        if col is None:
+            grasped.append([None] * len(live))
+        else:
+            v, k = col[0][live].tolist(), col[1][live].tolist()
+            grasped.append([a if b else None for a, b in zip(v, k)])
+    cols = tf.evaluate_frames(now_s[live], [0] * len(live), grasped, groups)
+    for name, values in cols.items():
+        v, k = _column(values)
+        value, known = np.zeros(n_frames, bool), np.zeros(n_frames, bool)
+        value[live], known[live] = v, k
+        out[name] = (value, known)
+    return out
+
+
+def _trimmed(stamps: np.ndarray, end: np.ndarray, buffer_s: float) -> np.ndarray:
+    """Each view's first kept sample: the first whose stamp is within
+    ``buffer_s`` of the newest of the ``end`` fed so far, as the tree trims
+    (the exact float comparison, not a rearranged one)."""
+    newest = stamps[np.maximum(end - 1, 0)]
+    i = np.minimum(np.searchsorted(stamps, newest - buffer_s, 'left'), np.maximum(end - 1, 0))
+    while True:
+        back = (i > 0) & (newest - stamps[np.maximum(i - 1, 0)] <= buffer_s)
+        if not back.any():
+            break
+        i = np.where(back, i - 1, i)
+    while True:
+        ahead = newest - stamps[i] > buffer_s
+        if not ahead.any():
+            break
+        i = np.where(ahead, i + 1, i)
+    return np.where(end > 0, i, 0)

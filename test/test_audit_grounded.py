@@ -1,0 +1,216 @@
+"""Raw-input bags grounded column-wise (safemanip_ros/audit/grounded.py)
+build the very frames the message-by-message loop builds: same episodes,
+values, unknowns and warnings.  The bags are generated (seeded) to cover
+what the grounding keeps from message to message and frame to frame, and
+the cases the columnar path must hand back to the loop."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from safemanip_ros.audit.bagwriter import SplitBagWriter
+from safemanip_ros.audit.episodes import read_bag
+from safemanip_ros.audit.grounded import grounded_episodes
+from safemanip_ros.audit.types import typestore
+from safemanip_ros.grounding.config import load_robot_config
+from safemanip_ros.grounding.messages import GroundingSet
+
+REPO = Path(__file__).resolve().parents[1]
+ROBOT = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
+ARM = [f'robot0_joint{i}' for i in range(1, 8)]
+FINGERS = ['gripper0_right_finger_joint1', 'gripper0_right_finger_joint2']
+FINGER_BODIES = ['gripper0_right_leftfinger', 'gripper0_right_rightfinger']
+
+
+def _yaw(deg: float) -> tuple[float, float, float, float]:
+    a = math.radians(deg) / 2
+    return 0.0, 0.0, math.sin(a), math.cos(a)
+
+
+def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120) -> None:
+    """A Lift-like episode: the arm reaches, the fingers close on the cube
+    (contacts come and go, some below the force threshold, one NaN force),
+    lift, release; joint states sometimes reordered, without velocities,
+    NaN, missing a finger or malformed; TF with the eef appearing late, the
+    table static and sent late, stamps behind bag time; input streams that
+    stall past their staleness.  ``break_with`` adds one thing the columnar
+    path must leave to the loop; ``gap_s`` a hole in the recording; ``n``
+    frames of 50 ms (over 200: longer than the TF buffer, which trims)."""
+    ts = typestore()
+    rng = np.random.default_rng(seed)
+    T = ts.types['builtin_interfaces/msg/Time']
+    Header = ts.types['std_msgs/msg/Header']
+    JS = ts.types['sensor_msgs/msg/JointState']
+    TFM, TS, Tr = (ts.types[n] for n in ('tf2_msgs/msg/TFMessage', 'geometry_msgs/msg/TransformStamped',
+                                         'geometry_msgs/msg/Transform'))
+    V3, Q = ts.types['geometry_msgs/msg/Vector3'], ts.types['geometry_msgs/msg/Quaternion']
+    Contact, CA, Point = (ts.types[n] for n in ('safemanip_ros/msg/Contact', 'safemanip_ros/msg/ContactArray',
+                                                'geometry_msgs/msg/Point'))
+
+    def stamp(t: float):
+        ns = int(round(t * 1e9))
+        return T(sec=ns // 10**9, nanosec=ns % 10**9)
+
+    def transform(parent: str, child: str, t: float, xyz, q):
+        return TS(header=Header(stamp=stamp(t), frame_id=parent), child_frame_id=child,
+                  transform=Tr(translation=V3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2])),
+                               rotation=Q(x=q[0], y=q[1], z=q[2], w=q[3])))
+
+    w = SplitBagWriter(path, 'mcap', split_s=10.0**10)
+    for topic, msgtype in (('/joint_states', 'sensor_msgs/msg/JointState'), ('/tf', 'tf2_msgs/msg/TFMessage'),
+                           ('/tf_static', 'tf2_msgs/msg/TFMessage'), ('/contacts', 'safemanip_ros/msg/ContactArray')):
+        w.add_topic(topic, msgtype)
+    cube = np.array([0.0, 0.0, 0.8 + 0.021])
+    eef = np.array([0.1, 0.0, 1.0])
+    closed, q_arm, yaw = False, np.zeros(7), 0.0
+    t0 = 100.0
+    for k in range(n):
+        t = t0 + k * 0.05 + (gap_s if k >= n // 2 else 0.0)
+        bag_ns = int(round((t + float(rng.uniform(0.0, 0.03))) * 1e9))
+        phase = k / n
+        # Reach, grasp, lift, set down, release.
+        target = cube + [0, 0, 0.0] if phase < 0.3 else eef
+        eef = eef + (target - eef) * 0.2 + rng.normal(0, 0.002, 3)
+        closed = 0.3 <= phase < 0.8
+        if 0.35 <= phase < 0.6:
+            cube = eef - [0, 0, 0.0] + rng.normal(0, float(rng.choice([0.0, 0.004, 0.03])), 3)
+            cube[2] = max(cube[2], 0.8 + 0.021)
+            yaw += float(rng.normal(0, 10))
+        elif phase >= 0.6 and rng.random() < 0.2:
+            cube = cube + [float(rng.normal(0, 0.01)), 0.0, 0.0]          # dragged
+        q_arm = q_arm + rng.normal(0, float(rng.choice([0.0005, 0.01, 0.2])), 7)
+        finger = 0.01 if closed else 0.04
+        finger += float(rng.normal(0, 0.002))
+        if rng.random() > 0.05:                      # a joint-state message now and then missing
+            names = ARM + FINGERS
+            pos = list(q_arm) + [finger, -finger]
+            r = rng.random()
+            if r < 0.1:
+                order = rng.permutation(len(names))
+                names, pos = [names[i] for i in order], [pos[i] for i in order]
+            elif r < 0.14:
+                pos[int(rng.integers(len(pos)))] = float(rng.choice([math.nan, math.inf]))
+            elif r < 0.17:
+                names, pos = names[:-1], pos[:-1]    # a finger missing
+            elif r < 0.19:
+                pos = pos[:-2]                       # malformed: fewer positions than names
+            vel = list(rng.normal(0, 0.05, len(names))) if rng.random() < 0.5 else []
+            js_t = t - float(rng.uniform(0, 0.02))
+            if break_with == 'joint_order' and k == 60:
+                js_t -= 0.5                          # dropped as out of order by the live class
+            w.write('/joint_states', bag_ns, ts.serialize_cdr(JS(
+                header=Header(stamp=stamp(js_t), frame_id=''), name=names, position=np.array(pos, float),
+                velocity=np.array(vel, float), effort=np.zeros(0)), 'sensor_msgs/msg/JointState'))
+        if rng.random() > 0.04 and not (40 <= k < 48):      # TF stalls for 0.4 s (stale frames)
+            tf_t = t - float(rng.uniform(0, 0.01))
+            items = [transform('world', 'cube_main', tf_t, cube, _yaw(yaw))]
+            if k >= 5:                                    # the eef's link appears late
+                items.append(transform('world', 'gripper0_right_eef', tf_t, eef, _yaw(0)))
+            if break_with == 'nan_tf' and k == 70:
+                items[0] = transform('world', 'cube_main', tf_t, [math.nan, 0, 0], _yaw(0))
+            if break_with == 'reparent' and k == 70:
+                items.append(transform('gripper0_right_eef', 'cube_main', tf_t, [0, 0, -0.05], _yaw(0)))
+            w.write('/tf', bag_ns, ts.serialize_cdr(TFM(transforms=items), 'tf2_msgs/msg/TFMessage'))
+        if k in (3, 90):                                  # the table, late, and sent again
+            w.write('/tf_static', bag_ns, ts.serialize_cdr(TFM(transforms=[
+                transform('world', 'table', t, [0, 0, 0.8 - 0.025 + (0.0 if k == 3 else 0.001)], _yaw(0))]),
+                'tf2_msgs/msg/TFMessage'))
+        contacts = []
+        if closed and rng.random() > 0.1:
+            for body in FINGER_BODIES[:int(rng.integers(1, 3)) if rng.random() < 0.2 else 2]:
+                contacts.append((body, 'cube_main', float(rng.choice([5.0, 0.0, 2.0]))))
+        if phase < 0.35 or phase > 0.75:
+            contacts.append(('cube_main', 'table', 3.0))
+        if rng.random() < 0.05:
+            contacts.append(('robot0_link4', 'mystery_body', 1.0))
+        if rng.random() < 0.03:
+            contacts.append(('robot0_link5', 'table', math.nan))
+        if rng.random() > 0.05:
+            w.write('/contacts', bag_ns, ts.serialize_cdr(CA(header=Header(stamp=stamp(t), frame_id=''), contacts=[
+                Contact(body1=a, body2=b, position=Point(x=0.0, y=0.0, z=0.0), normal=V3(x=0.0, y=0.0, z=1.0),
+                        normal_force_n=f, depth_m=0.0) for a, b, f in contacts]), 'safemanip_ros/msg/ContactArray'))
+    w.close()
+
+
+def _names(robot) -> list[str]:
+    g = GroundingSet(robot, False, False)
+    return list(dict.fromkeys(list(g.joints.config.predicate_names) + g.contacts.names + g.tf.names))
+
+
+def _compare(path: Path, robot, names: list[str], max_gap_s: float = 10.0) -> int:
+    fast = read_bag(path, names, 20.0, 0.3, robot, max_gap_s=max_gap_s)
+    slow = read_bag(path, names, 20.0, 0.3, robot, max_gap_s=max_gap_s, columnar=False)
+    assert [e.name for e in fast] == [e.name for e in slow]
+    for a, b in zip(fast, slow):
+        assert a.values.shape == b.values.shape
+        diff = np.argwhere((a.values != b.values) | (a.unknown != b.unknown))
+        assert not len(diff), [(int(f), names[p], bool(b.values[f, p]), bool(b.unknown[f, p])) for f, p in diff[:8]]
+        assert a.warnings == b.warnings
+    return sum(len(e.values) for e in fast)
+
+
+def _columnar(path: Path, robot, names: list[str]) -> bool:
+    from rosbags.rosbag2 import Reader
+    with Reader(path) as reader:
+        conns = [c for c in reader.connections if c.topic != '/clock']
+        return grounded_episodes(path, reader, conns, GroundingSet(robot, False, False), names, 20.0, 10.0,
+                                 typestore(), []) is not None
+
+
+def _tight_robot(tmp_path: Path):
+    """The Lift configuration with a contact force threshold and staleness
+    limits inside the generated stamps' spread (both sides of each limit occur)."""
+    text = ROBOT.read_text().replace('staleness_s: {joint_states: 0.2, contacts: 0.2, tf: 0.2}',
+                                     'staleness_s: {joint_states: 0.045, contacts: 0.04, tf: 0.05}')
+    text = text.replace('thresholds:', 'thresholds:\n  contact_min_force_n: 1.0', 1)
+    assert 'contact_min_force_n' in text and 'joint_states: 0.045' in text
+    path = tmp_path / 'tight.yaml'
+    path.write_text(text)
+    return load_robot_config(path)
+
+
+def test_columnar_grounding_builds_the_frames_of_the_message_loop(tmp_path):
+    frames = 0
+    seen: dict[str, set[str]] = {}            # predicate → {'true', 'unknown'} where it occurs
+    for seed in range(6):
+        robot = load_robot_config(ROBOT) if seed < 3 else _tight_robot(tmp_path)
+        names = _names(robot)
+        path = tmp_path / f'ep{seed}'
+        _write(path, seed, n=260 if seed == 0 else 120)
+        assert _columnar(path, robot, names), seed
+        frames += _compare(path, robot, names)
+        for ep in read_bag(path, names, 20.0, 0.3, robot):
+            for j, name in enumerate(names):
+                seen.setdefault(name, set()).update({'true'} if ep.values[:, j].any() else set())
+                seen[name].update({'unknown'} if ep.unknown[:, j].any() else set())
+    assert frames > 800, frames
+    # Values are compared, not only unknowns: these are true somewhere and unknown somewhere.
+    wanted = ['arm_moving', 'gripper_closed', 'gripper_opening', 'object_grasped_raw_cube', 'forbidden_contact',
+              'object_stable_cube', 'object_supported_cube', 'object_sync_cube', 'gripper_approaching_cube',
+              'object_left_gripper_cube', 'object_sliding_cube', 'joint_near_limit']
+    assert [n for n in wanted if seen[n] != {'true', 'unknown'}] == []
+
+
+def test_a_gap_splits_the_episode_the_same_way(tmp_path):
+    robot = load_robot_config(ROBOT)
+    names = _names(robot)
+    _write(tmp_path / 'gap', 7, gap_s=3.0)
+    assert _columnar(tmp_path / 'gap', robot, names)
+    _compare(tmp_path / 'gap', robot, names, max_gap_s=1.0)
+    eps = read_bag(tmp_path / 'gap', names, 20.0, 0.3, robot, max_gap_s=1.0)
+    assert [e.name for e in eps] == ['gap', 'gap#gap1'] and 'episode split' in eps[0].warnings[0]
+
+
+@pytest.mark.parametrize('break_with', ['joint_order', 'nan_tf', 'reparent'])
+def test_what_the_columns_cannot_reproduce_goes_through_the_message_loop(tmp_path, break_with):
+    """A joint state the live class drops as out of order, a NaN transform,
+    a re-parented link: the columnar path declines, the loop grounds it."""
+    robot = load_robot_config(ROBOT)
+    names = _names(robot)
+    _write(tmp_path / break_with, 11, break_with=break_with)
+    assert not _columnar(tmp_path / break_with, robot, names)
+    assert _compare(tmp_path / break_with, robot, names) > 100
