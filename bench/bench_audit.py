@@ -9,7 +9,7 @@ deserialize the same bags, in the same run:
   frames/s per core;
 * the report for 1,000 episodes.  Target: < 30 s.
 
-    python bench/bench_audit.py [--quick] [--raw-bags DIR]
+    python bench/bench_audit.py [--quick] [--raw-bags DIR] [--raw-only]
 
 ``--raw-bags DIR`` reuses (or records into) DIR; otherwise the episodes are
 recorded into a scratch folder first (about 4 s each).
@@ -98,6 +98,7 @@ def raw_throughput(root: Path, episodes: int, out: Path) -> None:
         results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}', workers=workers)
         times[workers] = time.perf_counter() - t
     frames = sum(e['frames'] for r in results for e in r['episodes'])
+    grounding = grounding_only(bags, cfg)
     print(f'\n## Raw-input audit: {len(bags)} robosuite Lift bags, {frames} frames, {n_msgs} messages '
           f'(joint states, TF, contacts; recorded in {t_record:.0f} s), robosuite_lift.yaml, shipped suites')
     print(f'rosbags read + deserialize only: {t_read:.2f} s ({frames / t_read:,.0f} frames/s)')
@@ -105,16 +106,39 @@ def raw_throughput(root: Path, episodes: int, out: Path) -> None:
         print(f'audit (grounded offline), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
               f'{frames / dt / workers:,.0f} per worker), {t_read / dt:.2f}x rosbags\' bare rate; {len(skipped)} '
               f'skipped (target: >= 20,000 frames/s per core)')
+    for label, dt in grounding.items():
+        print(f'grounding only (read_bag, no monitor), {label}: {dt:.2f} s ({frames / dt:,.0f} frames/s)')
+
+
+def grounding_only(bags: list[Path], cfg: AuditConfig, repeats: int = 3) -> dict[str, float]:
+    """Best-of-``repeats`` seconds to build the frames of ``bags`` column-wise
+    and message by message (interleaved, same process)."""
+    from safemanip_ros.audit.engine import _monitor, _robot
+    from safemanip_ros.audit.episodes import read_bag
+    predicates = list(_monitor(cfg).predicates)
+    robot = _robot(cfg.robot_config)
+    best = {'column-wise': float('inf'), 'message by message (the path before)': float('inf')}
+    for _ in range(repeats):
+        for label, columnar in zip(best, (True, False)):
+            t = time.perf_counter()
+            for bag in bags:
+                read_bag(bag, predicates, cfg.rate_hz, cfg.staleness_s, robot, columnar=columnar)
+            best[label] = min(best[label], time.perf_counter() - t)
+    return best
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true')
     ap.add_argument('--raw-bags', type=Path, help='folder of robosuite Lift bags to reuse or record into')
+    ap.add_argument('--raw-only', action='store_true', help='the raw-input section alone')
     args = ap.parse_args()
     bags, frames = (4, 200) if args.quick else (40, 1200)
     tmp = Path(tempfile.mkdtemp())
     try:
+        if args.raw_only:
+            raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
+            return 0
         inputs = make_bags(tmp / 'bags', bags, frames)
         t = time.perf_counter()
         n = read_only(sorted((tmp / 'bags').iterdir()))

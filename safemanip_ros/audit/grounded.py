@@ -42,7 +42,7 @@ from ..grounding.contacts import ContactGrounding, ContactSample, Touches
 from ..grounding.joints import JointStateGrounding, sample_predicates
 from ..grounding.messages import GroundingSet
 from ..grounding.tf import Links, TfGrounding, _Link
-from .layouts import Columns, LayoutDecoder
+from .layouts import MAX_LAYOUTS, Columns, LayoutDecoder
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
          '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray'}
@@ -120,7 +120,7 @@ def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[di
     the bag time (ns) of each in bag order."""
     from .bagread import read_batches
 
-    decoders = {t: LayoutDecoder(typestore, t) for t in set(TYPES.values())}
+    decoders = {t: _decoder(typestore, t) for t in set(TYPES.values())}
     times: list[np.ndarray] = []
     pieces: dict[str, list[tuple[np.ndarray, Columns]]] = {}
     offset = 0
@@ -142,6 +142,20 @@ def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[di
         index = np.sort(np.concatenate([g for g, _ in parts]))
         topics[topic] = _Topic(index, [(c, np.searchsorted(index, g)) for g, c in parts])
     return topics, (np.concatenate(times) if times else np.zeros(0, np.int64))
+
+
+_DECODERS: dict[tuple[int, str], LayoutDecoder] = {}
+
+
+def _decoder(typestore: Any, msgtype: str) -> LayoutDecoder:
+    """One decoder per message type for the process: the bags of an audit
+    share their layouts (a robot's joint names and TF frames), parsed once.
+    Started afresh when half full, so that a bag still finds room for its own."""
+    key = (id(typestore), msgtype)
+    dec = _DECODERS.get(key)
+    if dec is None or len(dec.layouts) > MAX_LAYOUTS // 2:
+        dec = _DECODERS[key] = LayoutDecoder(typestore, msgtype)
+    return dec
 
 
 def _schedule(times_ns: list[int], period_ns: int, max_gap_ns: int):
@@ -334,6 +348,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     # child → its samples: (message positions, places in the message, stamps, values [n, 7]) per layout
     samples: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
     dyn_stamps = []                           # (message position, stamp) of each /tf message with transforms
+    needed = _needed_frames(tf, [t for t in (dynamic, static) if t is not None], lo, hi)
     for topic, is_static in ((dynamic, False), (static, True)):
         if topic is None:
             continue
@@ -356,6 +371,8 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
             for k in range(count):
                 parent = lay.strings[f'transforms[{k}].header.frame_id']
                 child = lay.strings[f'transforms[{k}].child_frame_id']
+                if child not in needed:
+                    continue    # on no chain a predicate reads: its samples change no lookup
                 v = c.stack([f'transforms[{k}].transform.{f}' for f in
                              ('translation.x', 'translation.y', 'translation.z',
                               'rotation.x', 'rotation.y', 'rotation.z', 'rotation.w')])
@@ -430,6 +447,37 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
         value[live], known[live] = v, k
         out[name] = (value, known)
     return out
+
+
+def _needed_frames(tf: TfGrounding, topics: list[_Topic], lo: int, hi: int) -> set[str]:
+    """The frames whose links some lookup of the configuration walks: the
+    configured frames and, up the tree, their parents.  A link re-parented
+    within the segment makes the bag the message loop's."""
+    cfg = tf.config
+    wanted = {cfg.world_frame, cfg.gripper_frame, *cfg.objects.values()}
+    wanted |= {s.frame for s in cfg.supports.values()}
+    wanted |= {f for a, b, _ in cfg.near.values() for f in (a, b)}
+    wanted |= {f for frame, box, _, _ in cfg.inside.values() for f in (frame, box)}
+    wanted |= {box for box, _, _ in cfg.interiors.values()}
+    parent_of: dict[str, str] = {}
+    for topic in topics:
+        for c, at in topic.parts:
+            if not ((topic.index[at] >= lo) & (topic.index[at] < hi)).any():
+                continue
+            lay = c.layout
+            for k in range(lay.sequence_lengths['transforms']):
+                child = lay.strings[f'transforms[{k}].child_frame_id']
+                parent = lay.strings[f'transforms[{k}].header.frame_id']
+                if parent_of.setdefault(child, parent) != parent:
+                    raise _NotColumnar
+    needed: set[str] = set()
+    for frame in wanted:
+        while frame not in needed:
+            needed.add(frame)
+            if frame not in parent_of:
+                break
+            frame = parent_of[frame]
+    return needed
 
 
 def _trimmed(stamps: np.ndarray, end: np.ndarray, buffer_s: float) -> np.ndarray:
