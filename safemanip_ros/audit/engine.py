@@ -135,8 +135,20 @@ def unsupported_instances(cfg: AuditConfig) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=4)
 def _robot(path: str):
+    """The robot configuration at ``path`` (None for ''), parsed once per
+    process and per version of the file (every bag of an audit reads it)."""
     if not path:
         return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        from ..grounding.config import load_robot_config
+        return load_robot_config(path)       # raises the configuration error naming the file
+    return _robot_version(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _robot_version(path: str, mtime_ns: int, size: int):
     from ..grounding.config import load_robot_config
     return load_robot_config(path)
 

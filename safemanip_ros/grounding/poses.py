@@ -88,11 +88,10 @@ def norm3(v: np.ndarray) -> np.ndarray:
 
 def relative_angle(Ra: np.ndarray, Rb: np.ndarray) -> np.ndarray:
     """Angle (rad) of the rotation ``Raᵀ Rb`` taking ``Ra`` to ``Rb``."""
-    # trace(Raᵀ Rb) is the sum of the elementwise products.
-    tr = np.zeros(Ra.shape[:-2])
-    for i in range(3):
-        for j in range(3):
-            tr = tr + Ra[..., i, j] * Rb[..., i, j]
+    # trace(Raᵀ Rb) is the sum of the elementwise products: row sums, then their sum.
+    p = Ra * Rb
+    rows = p[..., 0] + p[..., 1] + p[..., 2]
+    tr = rows[..., 0] + rows[..., 1] + rows[..., 2]
     return np.arccos(np.clip((tr - 1) / 2, -1.0, 1.0))
 
 

@@ -97,6 +97,7 @@ Links = dict[str, _Link]
 Spans = tuple[tuple[int, int], ...]
 """Per link of a :data:`Links` (in its order): the samples ``[start, end)`` a lookup may read."""
 
+_MISS = object()
 _COMPACT_ABOVE = 256     # samples trimmed from a link before its lists are shortened
 
 
@@ -186,14 +187,16 @@ class TransformTree:
         return poses.to_matrix(res.R[0], res.t[0]) if res.ok[0] else None
 
     def lookup_many(self, target: str, source: str, times_s: np.ndarray, links: Links,
-                    spans: np.ndarray) -> Lookup:
+                    spans: np.ndarray, memo: dict | None = None) -> Lookup:
         """Pose of ``source`` in ``target`` at each of ``times_s`` [n], each
         time read in the view of ``links`` whose spans are ``spans[k]``
-        ([n, len(links), 2], from :meth:`view`)."""
+        ([n, len(links), 2], from :meth:`view`).  ``memo``: a dict shared by
+        the lookups of the same times and view (chains computed once;
+        :meth:`prefetch` fills it for several frames at once)."""
         n = len(times_s)
-        order = {child: i for i, child in enumerate(links)}
-        a = self._to_root(target, times_s, links, spans, order)
-        b = self._to_root(source, times_s, links, spans, order)
+        memo = {} if memo is None else memo
+        a = self._to_root(target, times_s, links, spans, memo)
+        b = self._to_root(source, times_s, links, spans, memo)
         if a is None or b is None or a[0] != b[0]:
             return Lookup(np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool))
         (_, Ra, ta, oka), (_, Rb, tb, okb) = a, b
@@ -208,39 +211,76 @@ class TransformTree:
         R, t = poses.compose(Ri, ti, Rb, tb)
         return Lookup(R, t, oka & okb)
 
-    def _to_root(self, frame: str, times_s: np.ndarray, links: Links, spans: np.ndarray, order: dict[str, int]):
+    def prefetch(self, frames: Sequence[str], times_s: np.ndarray, links: Links, spans: np.ndarray,
+                 memo: dict) -> None:
+        """Compute, in one pass over arrays, the poses of every link on the
+        chains of ``frames`` into ``memo`` (for :meth:`lookup_many`): a
+        frame's few links interpolated together, not one call each."""
+        order = {child: i for i, child in enumerate(links)}
+        wanted: list[str] = []
+        for frame in frames:
+            seen: set[str] = set()
+            while frame in links and frame not in seen:
+                seen.add(frame)
+                if ('link', frame) not in memo and frame not in wanted:
+                    wanted.append(frame)
+                frame = links[frame].parent
+        if not wanted:
+            return
+        n = len(times_s)
+        rows = [self._link_rows(links[c], times_s, spans[:, order[c], 0], spans[:, order[c], 1]) for c in wanted]
+        R, t, ok = _pose_between(np.concatenate([times_s] * len(rows)), *_stack_rows(rows))
+        for j, child in enumerate(wanted):
+            part = slice(j * n, (j + 1) * n)
+            memo[('link', child)] = (R[part], t[part], ok[part])
+
+    def _to_root(self, frame: str, times_s: np.ndarray, links: Links, spans: np.ndarray, memo: dict):
         """(root frame, R, t, ok): the pose of ``frame`` in its root at each
         time (R and t None when ``frame`` is the root), or None when the
         chain has a cycle."""
+        hit = memo.get(('root', frame), _MISS)
+        if hit is not _MISS:
+            return hit
+        start = frame
         R = t = ok = None
         seen = set()
+        result: tuple | None = None
         while frame in links:
             if frame in seen:
-                return None    # a cycle in the tree
+                break    # a cycle in the tree
             seen.add(frame)
             link = links[frame]
-            k = order[frame]
-            Rl, tl, okl = self._link_poses(link, times_s, spans[:, k, 0], spans[:, k, 1])
+            pose = memo.get(('link', frame))
+            if pose is None:
+                k = list(links).index(frame)
+                pose = memo[('link', frame)] = _pose_between(
+                    times_s, *_stack_rows([self._link_rows(link, times_s, spans[:, k, 0], spans[:, k, 1])]))
+            Rl, tl, okl = pose
             if R is None:
                 R, t, ok = Rl, tl, okl
             else:
                 R, t = poses.compose(Rl, tl, R, t)
                 ok = ok & okl
             frame = link.parent
-        return frame, R, t, ok
+        else:
+            result = (frame, R, t, ok)
+        memo[('root', start)] = result
+        return result
 
-    def _link_poses(self, link: _Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
-        """One link's pose at each time from its samples ``[start, end)``:
-        the sample itself at or before the first stamp and at or after the
-        newest, interpolated between the two around it (linear translation,
-        spherical rotation), unknown more than ``tolerance_s`` outside them
-        or with no sample.  Returns (R, t, ok)."""
+    def _link_rows(self, link: _Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
+        """Which of a link's samples ``[start, end)`` give its pose at each
+        time, as :func:`_pose_between` takes them: the sample itself at or
+        before the first stamp and at or after the newest, the two around
+        the time otherwise (interpolated: linear translation, spherical
+        rotation); unknown more than ``tolerance_s`` outside them or with
+        no sample."""
         tol = self.tolerance_s
-        if len(times_s) == 1 and not link.has_arrays():
+        n = len(times_s)
+        if n == 1 and not link.has_arrays():
             # Live: find the two samples with bisect and copy only those.
             tm, s, e = float(times_s[0]), int(start[0]), int(end[0])
             if e <= s:
-                return np.zeros((1, 3, 3)), np.zeros((1, 3)), np.zeros(1, dtype=bool)
+                return _NO_SAMPLE
             st = link.stamps
             if link.static:
                 r0 = r1 = e - 1
@@ -249,15 +289,12 @@ class TransformTree:
                 ok = st[s] - tol <= tm <= st[e - 1] + tol
                 i = bisect.bisect_left(st, tm, s, e)
                 r0, r1 = (s, s) if i == s else (e - 1, e - 1) if i >= e else (i - 1, i)
-            rows = [r0, r1]
-            return _pose_between(times_s, np.array([st[r0]]), np.array([st[r1]]),
-                                 np.array([link.translations[r] for r in rows], dtype=float).reshape(2, 1, 3),
-                                 np.array([link.rotations[r] for r in rows], dtype=float).reshape(2, 1, 4),
-                                 np.array([r0 != r1]), np.array([ok]))
+            return _Sample(st[r0], st[r1], link.translations[r0], link.translations[r1], link.rotations[r0],
+                           link.rotations[r1], r0 != r1, ok)
         stamps, trans, rots = link.arrays()
-        n = len(times_s)
         if not len(stamps):
-            return np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
+            return (np.zeros(n), np.zeros(n), np.zeros((2, n, 3)), np.tile(_UNIT_Q, (2, n, 1)), np.zeros(n, bool),
+                    np.zeros(n, bool))
         nonempty = end > start
         last_row = np.maximum(end - 1, 0)
         if link.static:
@@ -270,8 +307,33 @@ class TransformTree:
             at_first, at_last = i == start, i >= end
             r0 = np.where(at_first, first_row, np.where(at_last, last_row, i - 1))
             r1 = np.where(at_first, first_row, np.where(at_last, last_row, i))
-        return _pose_between(times_s, stamps[r0], stamps[r1], np.stack([trans[r0], trans[r1]]),
-                             np.stack([rots[r0], rots[r1]]), r0 != r1, ok)
+        return stamps[r0], stamps[r1], np.stack([trans[r0], trans[r1]]), np.stack([rots[r0], rots[r1]]), r0 != r1, ok
+
+
+_UNIT_Q = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+class _Sample(tuple):
+    """One time's rows of one link, as Python values (live lookups: arrays
+    are built once for all of a frame's links, :func:`_stack_rows`)."""
+
+    def __new__(cls, t0, t1, tr0, tr1, q0, q1, between, ok):
+        return super().__new__(cls, (t0, t1, tr0, tr1, q0, q1, between, ok))
+
+
+_NO_SAMPLE = _Sample(0.0, 0.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0),
+                     False, False)
+
+
+def _stack_rows(rows: list) -> tuple[np.ndarray, ...]:
+    """Rows of several links (:meth:`TransformTree._link_rows`) as the
+    arrays :func:`_pose_between` takes, link after link."""
+    if all(isinstance(r, _Sample) for r in rows):
+        t0, t1, tr0, tr1, q0, q1, between, ok = zip(*rows)
+        return (np.array(t0, dtype=float), np.array(t1, dtype=float), np.array([tr0, tr1], dtype=float),
+                np.array([q0, q1], dtype=float), np.array(between, dtype=bool), np.array(ok, dtype=bool))
+    arrays = [_stack_rows([r]) if isinstance(r, _Sample) else r for r in rows]
+    return tuple(np.concatenate(x, axis=1 if i in (2, 3) else 0) for i, x in enumerate(zip(*arrays)))
 
 
 def _pose_between(times_s: np.ndarray, t0: np.ndarray, t1: np.ndarray, trans: np.ndarray, rots: np.ndarray,
@@ -346,6 +408,12 @@ class TfGrounding:
         self.tree = tree or TransformTree(tolerance_s=max(0.05, config.staleness_s))
         self.freshness = Freshness(config.staleness_s)
         self._objects = sorted(config.objects)
+        # Every frame a lookup starts from (their chains' links are interpolated together).
+        self._frames = sorted({config.world_frame, config.gripper_frame, *config.objects.values(),
+                               *(s.frame for s in config.supports.values()),
+                               *(f for a, b, _ in config.near.values() for f in (a, b)),
+                               *(f for frame, box, _, _ in config.inside.values() for f in (frame, box)),
+                               *(box for box, _, _ in config.interiors.values())})
         # Carried between flushes (and between frames within one).
         self._prev_pose: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}   # object → (time s, R, t) in world
         self._grasp_ref: dict[str, tuple[np.ndarray, np.ndarray]] = {}         # object → (R, t) in the gripper
@@ -426,15 +494,23 @@ class TfGrounding:
         cfg = self.config
         n = len(times)
         memo: dict[tuple[str, str], Lookup] = {}
+        chains: list[dict] = [{} for _ in groups]         # per group: its links' poses and chains
+        for (links, rows, spans), chain in zip(groups, chains):
+            self.tree.prefetch(self._frames, times[rows], links, spans, chain)
 
         def lookup(target: str, source: str) -> Lookup:
             hit = memo.get((target, source))
             if hit is None:
-                R, t, ok = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
-                for links, rows, spans in groups:
-                    res = self.tree.lookup_many(target, source, times[rows], links, spans)
-                    R[rows], t[rows], ok[rows] = res.R, res.t, res.ok
-                hit = memo[(target, source)] = Lookup(R, t, ok)
+                if len(groups) == 1 and len(groups[0][1]) == n:
+                    links, rows, spans = groups[0]
+                    hit = self.tree.lookup_many(target, source, times, links, spans, chains[0])
+                else:
+                    R, t, ok = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
+                    for (links, rows, spans), chain in zip(groups, chains):
+                        res = self.tree.lookup_many(target, source, times[rows], links, spans, chain)
+                        R[rows], t[rows], ok[rows] = res.R, res.t, res.ok
+                    hit = Lookup(R, t, ok)
+                memo[(target, source)] = hit
             return hit
 
         cols: dict[str, list[bool | None]] = {}

@@ -5,6 +5,8 @@ exactly the same instances."""
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 from ..errors import SpecError
@@ -36,10 +38,21 @@ def ontology_files(robot_config: str | Path = '') -> list[Path]:
     key names (relative to the configuration)."""
     named: list[str] = []
     if robot_config:
-        doc = load_yaml(robot_config)
-        named = list((doc.get('ontology') if isinstance(doc, dict) else None) or [])
+        try:
+            st = os.stat(robot_config)
+            named = list(_named_ontologies(str(robot_config), st.st_mtime_ns, st.st_size))
+        except OSError:
+            named = _named_ontologies.__wrapped__(str(robot_config), 0, 0)    # its error names the file
     base = Path(robot_config).parent if robot_config else Path('.')
     return layered_ontology_files([p if Path(p).is_absolute() else base / p for p in named])
+
+
+@functools.lru_cache(maxsize=16)
+def _named_ontologies(path: str, mtime_ns: int, size: int) -> list[str]:
+    """The ``ontology`` list of a robot configuration, per version of the
+    file (an audit's configuration key asks for it on every call)."""
+    doc = load_yaml(path)
+    return list((doc.get('ontology') if isinstance(doc, dict) else None) or [])
 
 
 def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
