@@ -31,7 +31,8 @@ def _yaw(deg: float) -> tuple[float, float, float, float]:
     return 0.0, 0.0, math.sin(a), math.cos(a)
 
 
-def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120) -> None:
+def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120,
+           extras: bool = False) -> None:
     """A Lift-like episode: the arm reaches, the fingers close on the cube
     (contacts come and go, some below the force threshold, one NaN force),
     lift, release; joint states sometimes reordered, without velocities,
@@ -39,7 +40,11 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
     table static and sent late, stamps behind bag time; input streams that
     stall past their staleness.  ``break_with`` adds one thing the columnar
     path must leave to the loop; ``gap_s`` a hole in the recording; ``n``
-    frames of 50 ms (over 200: longer than the TF buffer, which trims)."""
+    frames of 50 ms (over 200: longer than the TF buffer, which trims);
+    ``extras``: a microwave whose door hinge is in the joint states (a
+    fixture, sometimes missing or NaN) and whose frame is in TF, and a
+    force/torque sensor on ``/wrench`` (forces across the thresholds, NaN
+    now and then)."""
     ts = typestore()
     rng = np.random.default_rng(seed)
     T = ts.types['builtin_interfaces/msg/Time']
@@ -64,6 +69,10 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
     for topic, msgtype in (('/joint_states', 'sensor_msgs/msg/JointState'), ('/tf', 'tf2_msgs/msg/TFMessage'),
                            ('/tf_static', 'tf2_msgs/msg/TFMessage'), ('/contacts', 'safemanip_ros/msg/ContactArray')):
         w.add_topic(topic, msgtype)
+    if extras:
+        w.add_topic('/wrench', 'geometry_msgs/msg/WrenchStamped')
+    Wrench, WS = ts.types['geometry_msgs/msg/Wrench'], ts.types['geometry_msgs/msg/WrenchStamped']
+    hinge = 0.0
     cube = np.array([0.0, 0.0, 0.8 + 0.021])
     eef = np.array([0.1, 0.0, 1.0])
     closed, q_arm, yaw = False, np.zeros(7), 0.0
@@ -88,6 +97,10 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
         if rng.random() > 0.05:                      # a joint-state message now and then missing
             names = ARM + FINGERS
             pos = list(q_arm) + [finger, -finger]
+            if extras and rng.random() > 0.05:
+                hinge = float(np.clip(hinge + (-0.04 if k < n // 2 else 0.04) + rng.choice([0.0, -0.05, 0.05, -0.0005]),
+                                    -1.6, 0.0))          # the door opens, then closes
+                names, pos = names + ['microwave_door_hinge'], pos + [float(rng.choice([hinge] * 12 + [math.nan]))]
             r = rng.random()
             if r < 0.1:
                 order = rng.permutation(len(names))
@@ -110,6 +123,8 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
             items = [transform('world', 'cube_main', tf_t, cube, _yaw(yaw))]
             if k >= 5:                                    # the eef's link appears late
                 items.append(transform('world', 'gripper0_right_eef', tf_t, eef, _yaw(0)))
+            if extras:
+                items.append(transform('world', 'microwave_main', tf_t, [0.05, 0.0, 0.8], _yaw(0)))
             if break_with == 'nan_tf' and k == 70:
                 items[0] = transform('world', 'cube_main', tf_t, [math.nan, 0, 0], _yaw(0))
             if break_with == 'reparent' and k == 70:
@@ -133,12 +148,21 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
             w.write('/contacts', bag_ns, ts.serialize_cdr(CA(header=Header(stamp=stamp(t), frame_id=''), contacts=[
                 Contact(body1=a, body2=b, position=Point(x=0.0, y=0.0, z=0.0), normal=V3(x=0.0, y=0.0, z=1.0),
                         normal_force_n=f, depth_m=0.0) for a, b, f in contacts]), 'safemanip_ros/msg/ContactArray'))
+        if extras and rng.random() > 0.1:
+            f = rng.normal(0, float(rng.choice([1.0, 8.0])), 6)
+            if rng.random() < 0.05:
+                f[int(rng.integers(6))] = math.nan
+            w.write('/wrench', bag_ns, ts.serialize_cdr(WS(header=Header(stamp=stamp(t), frame_id='ft'), wrench=Wrench(
+                force=V3(x=f[0], y=f[1], z=f[2]), torque=V3(x=f[3], y=f[4], z=f[5]))),
+                'geometry_msgs/msg/WrenchStamped'))
     w.close()
 
 
 def _names(robot) -> list[str]:
-    g = GroundingSet(robot, False, False)
-    return list(dict.fromkeys(list(g.joints.config.predicate_names) + g.contacts.names + g.tf.names))
+    g = GroundingSet(robot, True, False)
+    assert g.wrench is not None
+    return list(dict.fromkeys(list(g.joints.config.predicate_names) + g.fixtures.names + g.contacts.names +
+                              g.tf.names + list(g.wrench.names)))
 
 
 def _compare(path: Path, robot, names: list[str], max_gap_s: float = 10.0) -> int:
@@ -171,6 +195,41 @@ def _tight_robot(tmp_path: Path):
     path = tmp_path / 'tight.yaml'
     path.write_text(text)
     return load_robot_config(path)
+
+
+def _kitchen_robot(tmp_path: Path):
+    """The Lift configuration with a microwave: a fixture measured by its
+    door hinge, an interior, near / inside relations, a wrench threshold."""
+    text = ROBOT.read_text()
+    text = text.replace('entities:\n', 'entities:\n  microwave: {type: microwave, bodies: [microwave_body], '
+                        'frame: microwave_main}\n', 1)
+    text += ('fixtures:\n  microwave: {joint: microwave_door_hinge, closed: 0.0, open: -1.57, '
+             'interior: [microwave_main, [-0.2, -0.2, -0.1], [0.2, 0.2, 0.3]]}\n'
+             'tf:\n  near:\n    gripper_cube: [gripper0_right_eef, cube_main, 0.05]\n'
+             '  inside:\n    cube_in_microwave: [cube_main, microwave_main, [-0.1, -0.1, -0.1], [0.1, 0.1, 0.2]]\n')
+    text = text.replace('thresholds:', 'thresholds:\n  force_threshold_n: 10.0\n  torque_threshold_nm: 8.0', 1)
+    path = tmp_path / 'kitchen.yaml'
+    path.write_text(text)
+    return load_robot_config(path)
+
+
+def test_fixtures_wrench_and_tf_relations_too(tmp_path):
+    robot = _kitchen_robot(tmp_path)
+    names = _names(robot)
+    seen: dict[str, set[str]] = {}
+    for seed in range(3):
+        path = tmp_path / f'k{seed}'
+        _write(path, 20 + seed, extras=True)
+        assert _columnar(path, robot, names), seed
+        _compare(path, robot, names)
+        for ep in read_bag(path, names, 20.0, 0.3, robot):
+            for j, name in enumerate(names):
+                seen.setdefault(name, set()).update({'true'} if ep.values[:, j].any() else set())
+                seen[name].update({'unknown'} if ep.unknown[:, j].any() else set())
+    wanted = ['fixture_fully_open_microwave', 'fixture_fully_closed_microwave', 'fixture_opening_microwave',
+              'fixture_closing_microwave', 'contact_force_over_threshold', 'near_gripper_cube',
+              'inside_cube_in_microwave', 'reach_in_microwave', 'object_reach_in_microwave']
+    assert [n for n in wanted if seen[n] != {'true', 'unknown'}] == []
 
 
 def test_columnar_grounding_builds_the_frames_of_the_message_loop(tmp_path):

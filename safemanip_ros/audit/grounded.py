@@ -12,6 +12,7 @@ frames from the bag's columns (:mod:`.layouts`) with array operations:
   (:func:`~safemanip_ros.grounding.joints.sample_predicates`, the function
   the live grounding calls for its one sample), then each frame takes its
   newest sample's, if fresh;
+* **fixtures** and **wrench**: likewise per sample, then per frame;
 * **contacts**: what each message layout's body pairs mean is worked out
   once per set of pairs above the force threshold
   (:meth:`~safemanip_ros.grounding.contacts.ContactGrounding.touches`); the
@@ -24,8 +25,9 @@ frames from the bag's columns (:mod:`.layouts`) with array operations:
 It takes the bags it can reproduce exactly: inputs on those three topics
 only (plus ``/tf_static``), every message decoded by a layout, each input
 stream in stamp order (no sample the live classes would drop or take as a
-clock reset), each TF message of one stamp and no NaN transform, each TF
-child with one parent throughout, no fixtures configured.  For anything
+clock reset), each TF message of one stamp and no NaN transform on a
+configured frame's chain, each TF child with one parent throughout, no
+camera.  For anything
 else :func:`grounded_episodes` returns None and the message loop runs.
 Input-health counters (live diagnostics) are not computed here.
 """
@@ -45,7 +47,8 @@ from ..grounding.tf import Links, TfGrounding, _Link
 from .layouts import MAX_LAYOUTS, Columns, LayoutDecoder
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
-         '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray'}
+         '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
+         '/wrench': 'geometry_msgs/msg/WrenchStamped'}
 
 Column = tuple[np.ndarray, np.ndarray]
 """(value bool[frames], known bool[frames]) of one predicate."""
@@ -81,8 +84,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     ``warnings``."""
     from .episodes import _gap_warning
 
-    if any(c.topic not in TYPES for c in conns) or grounding.fixtures.names or \
-            grounding.wrench is not None or grounding.camera is not None:
+    if any(c.topic not in TYPES for c in conns) or grounding.camera is not None:
         return None
     try:
         topics, times = _read(reader, conns, str(path), typestore)
@@ -208,6 +210,10 @@ def _in_order(stamps: np.ndarray) -> None:
 def _ground(grounding: GroundingSet, topics: dict[str, _Topic], lo: int, hi: int, now_s: np.ndarray,
             fed: np.ndarray) -> dict[str, Column]:
     cols = _joints(grounding, topics.get('/joint_states'), lo, hi, now_s, fed)
+    if grounding.fixtures.names:
+        cols.update(_fixtures(grounding, topics.get('/joint_states'), lo, hi, now_s, fed))
+    if grounding.wrench is not None:
+        cols.update(_wrench(grounding, topics.get('/wrench'), lo, hi, now_s, fed))
     closed = cols.get('gripper_closed')
     contact_cols = _contacts(grounding, topics.get('/contacts'), lo, hi, now_s, fed, closed)
     cols.update(contact_cols)
@@ -280,6 +286,75 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     for name, (v, k) in rows.items():
         out[name] = (v[at] & fresh, k[at] & fresh)
     return out
+
+
+def _fixtures(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now_s: np.ndarray,
+              fed: np.ndarray) -> dict[str, Column]:
+    """:class:`~safemanip_ros.grounding.joints.FixtureGrounding` over the
+    segment's joint states: each fixture joint's position per sample (NaN
+    when missing or NaN), the previous sample's, and the frames' newest."""
+    fixtures = grounding.fixtures
+    cfg = fixtures.config
+    n_frames = len(now_s)
+    out: dict[str, Column] = {name: (np.zeros(n_frames, bool), np.zeros(n_frames, bool)) for name in fixtures.names}
+    msgs, count = _fed(topic, lo, hi, fed)
+    if topic is None or not len(msgs):
+        return out
+    order = sorted(cfg.joints)
+    q_all = np.full((len(topic.index), len(order)), np.nan)
+    for c, at in topic.parts:
+        lay = c.layout
+        names = [lay.strings[f'name[{k}]'] for k in range(lay.sequence_lengths['name'])]
+        n_pos = lay.sequence_lengths['position']
+        index = {n: i for i, n in enumerate(names)}
+        for j, fixture in enumerate(order):
+            i = index.get(cfg.joints[fixture][0])
+            if i is not None and i < n_pos:
+                q_all[at, j] = c.numbers[f'position[{i}]']
+    q = q_all[msgs]
+    stamps = topic.stamps_s()[msgs]
+    _in_order(stamps)
+    prev = np.vstack([np.full((1, len(order)), np.nan), q[:-1]])
+    newest = count - 1
+    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
+    at = np.maximum(newest, 0)
+    for j, fixture in enumerate(order):
+        _, closed, opened = cfg.joints[fixture]
+        qf, pf = q[at, j], prev[at, j]
+        known = fresh & ~np.isnan(qf)
+        frac = (qf - closed) / (opened - closed)
+        towards_open = (qf - pf) * (1.0 if opened > closed else -1.0)
+        moving_known = known & ~np.isnan(pf)
+        out[f'fixture_fully_open_{fixture}'] = (frac >= cfg.fully_open_fraction, known)
+        out[f'fixture_fully_closed_{fixture}'] = (frac <= cfg.fully_closed_fraction, known)
+        out[f'fixture_opening_{fixture}'] = (towards_open > cfg.motion_per_sample, moving_known)
+        out[f'fixture_closing_{fixture}'] = (towards_open < -cfg.motion_per_sample, moving_known)
+    return out
+
+
+def _wrench(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now_s: np.ndarray,
+            fed: np.ndarray) -> dict[str, Column]:
+    """:class:`~safemanip_ros.grounding.contacts.WrenchGrounding` per frame."""
+    assert grounding.wrench is not None
+    cfg = grounding.wrench.config
+    n_frames = len(now_s)
+    msgs, count = _fed(topic, lo, hi, fed)
+    if topic is None or not len(msgs):
+        return {'contact_force_over_threshold': (np.zeros(n_frames, bool), np.zeros(n_frames, bool))}
+    v_all = np.zeros((len(topic.index), 6))
+    for c, at in topic.parts:
+        v_all[at] = c.stack([f'wrench.{part}.{axis}' for part in ('force', 'torque') for axis in 'xyz'])
+    v = v_all[msgs]
+    stamps = topic.stamps_s()[msgs]
+    _in_order(stamps)
+    finite = np.isfinite(v).all(axis=1)
+    f = np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
+    t = np.sqrt(v[:, 3] * v[:, 3] + v[:, 4] * v[:, 4] + v[:, 5] * v[:, 5])
+    over = (f > cfg.force_threshold_n) | (t > cfg.torque_threshold_nm)
+    newest = count - 1
+    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
+    at = np.maximum(newest, 0)
+    return {'contact_force_over_threshold': (over[at] & fresh, finite[at] & fresh)}
 
 
 def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now_s: np.ndarray, fed: np.ndarray,
