@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layouts import MAX_LAYOUTS, Layout, LayoutDecoder, LayoutError, parse_layout
+from .layouts import MAX_LAYOUTS, Layout, LayoutError, decode_shared, parse_layout
 from .types import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
@@ -74,7 +74,7 @@ def decode_predicate_arrays(raws: list[bytes], where: str = 'bag') -> list[Predi
     Raises :class:`ColumnDecodeError` for a message no layout takes: a
     malformed one, or one past the decoder's layout limit (the caller then
     reads the bag message by message; nothing is dropped)."""
-    columns, rejected = LayoutDecoder(typestore(), PREDICATE_TYPE, _audited).decode(raws, where)
+    columns, rejected = decode_shared(typestore(), PREDICATE_TYPE, raws, where, _audited)
     if len(rejected):
         k = int(rejected[0])
         parse_predicate_array(raws[k], f'{where}: message {k}')     # raises, saying why, if malformed

@@ -47,6 +47,9 @@ class AuditInputError(SafemanipError):
 
 
 DEFAULT_MAX_GAP_S = 10.0
+# Grounded frames evaluated together in the message loop (a long recording's
+# TF history is dropped between batches, as the live grounding trims it).
+_VIEWED_FRAMES = 1024
 
 # What malformed CDR bytes make rosbags' deserializer raise (besides its own
 # SerdeError): reading past the end, bad lengths, bad UTF-8.
@@ -214,17 +217,21 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         rows_u: list[np.ndarray] = []
         next_frame: int | None = None
 
-        viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (all TF at once)
+        viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (TF together)
+
+        def drain() -> None:
+            """Evaluate the viewed frames (the grounding then forgets the TF samples none can read again)."""
+            for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
+                for pname, value in values.items():
+                    hold.update(pname, value, now_s)
+                v, u = hold.frame(now_s)
+                rows_v.append(v)
+                rows_u.append(u)
+            viewed.clear()
 
         def close(current: str) -> None:
             if grounding is not None and viewed:
-                for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
-                    for pname, value in values.items():
-                        hold.update(pname, value, now_s)
-                    v, u = hold.frame(now_s)
-                    rows_v.append(v)
-                    rows_u.append(u)
-                viewed.clear()
+                drain()
             if rows_v:
                 episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
 
@@ -234,6 +241,8 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
             now_s = frame_ns * 1e-9
             if grounding is not None:
                 viewed.append((now_s, grounding.view(now_s)))
+                if len(viewed) >= _VIEWED_FRAMES:
+                    drain()
                 return
             v, u = hold.frame(now_s)
             rows_v.append(v)

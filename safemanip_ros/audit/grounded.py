@@ -27,7 +27,7 @@ only (plus ``/tf_static``), every message decoded by a layout, each input
 stream in stamp order (no sample the live classes would drop or take as a
 clock reset), each TF message of one stamp and no NaN transform on a
 configured frame's chain, each TF child with one parent throughout, no
-camera.  For anything
+camera, at most :data:`MAX_BYTES` of raw messages.  For anything
 else :func:`grounded_episodes` returns None and the message loop runs.
 Input-health counters (live diagnostics) are not computed here.
 """
@@ -44,11 +44,15 @@ from ..grounding.contacts import ContactGrounding, ContactSample, Touches
 from ..grounding.joints import JointStateGrounding, sample_predicates
 from ..grounding.messages import GroundingSet
 from ..grounding.tf import Links, TfGrounding, _Link
-from .layouts import MAX_LAYOUTS, Columns, LayoutDecoder
+from .layouts import Columns, decode_shared
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
          '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
          '/wrench': 'geometry_msgs/msg/WrenchStamped'}
+
+# A bag is held in memory as columns: one with more raw message bytes than
+# this (tens of minutes of a robot's TF) is grounded by the message loop.
+MAX_BYTES = 256 * 2**20
 
 Column = tuple[np.ndarray, np.ndarray]
 """(value bool[frames], known bool[frames]) of one predicate."""
@@ -122,16 +126,19 @@ def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[di
     the bag time (ns) of each in bag order."""
     from .bagread import read_batches
 
-    decoders = {t: _decoder(typestore, t) for t in set(TYPES.values())}
     times: list[np.ndarray] = []
     pieces: dict[str, list[tuple[np.ndarray, Columns]]] = {}
     offset = 0
+    size = 0
     for batch in read_batches(reader, conns):
+        size += sum(map(len, batch.raws))
+        if size > MAX_BYTES:
+            raise _NotColumnar      # a long recording: the message loop streams it in constant memory
         by_topic: dict[str, list[int]] = {}
         for i, conn in enumerate(batch.connections):
             by_topic.setdefault(conn.topic, []).append(i)
         for topic, rows in by_topic.items():
-            columns, rejected = decoders[TYPES[topic]].decode([batch.raws[i] for i in rows], where)
+            columns, rejected = decode_shared(typestore, TYPES[topic], [batch.raws[i] for i in rows], where)
             if len(rejected):
                 raise _NotColumnar
             at = np.array(rows, dtype=np.int64) + offset
@@ -144,20 +151,6 @@ def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[di
         index = np.sort(np.concatenate([g for g, _ in parts]))
         topics[topic] = _Topic(index, [(c, np.searchsorted(index, g)) for g, c in parts])
     return topics, (np.concatenate(times) if times else np.zeros(0, np.int64))
-
-
-_DECODERS: dict[tuple[int, str], LayoutDecoder] = {}
-
-
-def _decoder(typestore: Any, msgtype: str) -> LayoutDecoder:
-    """One decoder per message type for the process: the bags of an audit
-    share their layouts (a robot's joint names and TF frames), parsed once.
-    Started afresh when half full, so that a bag still finds room for its own."""
-    key = (id(typestore), msgtype)
-    dec = _DECODERS.get(key)
-    if dec is None or len(dec.layouts) > MAX_LAYOUTS // 2:
-        dec = _DECODERS[key] = LayoutDecoder(typestore, msgtype)
-    return dec
 
 
 def _schedule(times_ns: list[int], period_ns: int, max_gap_ns: int):

@@ -254,6 +254,29 @@ class LayoutDecoder:
         return out, np.array(sorted(rejected), np.intp)
 
 
+_SHARED: dict[tuple[int, str, object], LayoutDecoder] = {}
+
+
+def decode_shared(typestore, msgtype: str, raws: list[bytes], where: str = 'bag',
+                  keep: Callable[[str], bool] | None = None) -> tuple[list[Columns], np.ndarray]:
+    """:meth:`LayoutDecoder.decode` with one decoder per (type, ``keep``)
+    for the process: the bags of an audit share their layouts (a robot's
+    joint names and frames, a suite's predicate names), each parsed once.
+    A decoder over half full starts afresh, and one that rejects messages
+    after earlier bags filled it is retried fresh, so a bag is decoded
+    exactly as by a decoder of its own."""
+    key = (id(typestore), msgtype, keep)
+    dec = _SHARED.get(key)
+    if dec is None or len(dec.layouts) > MAX_LAYOUTS // 2:
+        dec = _SHARED[key] = LayoutDecoder(typestore, msgtype, keep)
+    had = len(dec.layouts)
+    columns, rejected = dec.decode(raws, where)
+    if len(rejected) and had:
+        dec = _SHARED[key] = LayoutDecoder(typestore, msgtype, keep)
+        columns, rejected = dec.decode(raws, where)
+    return columns, rejected
+
+
 def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
             keep: Callable[[str], bool] | None) -> dict[str, np.ndarray]:
     """The number columns (those ``keep`` takes) of the rows ``hit``: the
