@@ -130,3 +130,14 @@ def rests_on_many(R: np.ndarray, t: np.ndarray, shape: Shape, surface: SupportSu
     over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
     gap = t[:, 2] - depth_below_centre_m(R, shape) - surface.top_z_m
     return over & (-tolerance_m <= gap) & (gap <= tolerance_m)
+
+
+def rests_on_rows(R: np.ndarray, t: np.ndarray, shapes: list[Shape], n: int, surface: SupportSurface,
+                  tolerance_m: float) -> np.ndarray:
+    """:func:`rests_on_many` for rows ``j * n + k`` of objects of ``shapes[j]``
+    (each object's rows with its own shape, one array pass for all)."""
+    depth = np.concatenate([depth_below_centre_m(R[j * n:(j + 1) * n], shape) for j, shape in enumerate(shapes)]) \
+        if len(set(shapes)) > 1 else depth_below_centre_m(R, shapes[0])
+    over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
+    gap = t[:, 2] - depth - surface.top_z_m
+    return over & (-tolerance_m <= gap) & (gap <= tolerance_m)

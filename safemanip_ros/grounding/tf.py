@@ -39,7 +39,7 @@ import numpy as np
 
 from . import poses
 from .base import Freshness, Predicates, all_unknown
-from .geometry import Shape, SupportSurface, rests_on_many
+from .geometry import Shape, SupportSurface, rests_on_rows
 
 
 def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
@@ -209,6 +209,37 @@ class TransformTree:
             return Lookup(Rb, tb, okb)       # in the root itself: no inverse to apply
         Ri, ti = poses.invert(Ra, ta)
         R, t = poses.compose(Ri, ti, Rb, tb)
+        return Lookup(R, t, oka & okb)
+
+    def lookup_rows(self, target: str, sources: Sequence[str], times_s: np.ndarray, links: Links,
+                    spans: np.ndarray, memo: dict | None = None) -> Lookup:
+        """:meth:`lookup_many` for several sources at once: rows ``j * n + k``
+        hold source ``j`` at time ``k`` (the same values, one array pass for
+        all sources instead of one per source)."""
+        n, m = len(times_s), len(sources)
+        memo = {} if memo is None else memo
+        a = self._to_root(target, times_s, links, spans, memo)
+        Rb, tb = np.zeros((m, n, 3, 3)), np.zeros((m, n, 3))
+        okb, b_root = np.zeros((m, n), bool), np.zeros(m, bool)
+        for j, source in enumerate(sources):
+            b = self._to_root(source, times_s, links, spans, memo)
+            if a is None or b is None or a[0] != b[0]:
+                continue
+            if b[1] is None:
+                Rb[j], okb[j], b_root[j] = np.eye(3), True, True
+            else:
+                Rb[j], tb[j], okb[j] = b[1], b[2], b[3]
+        Rb, tb, okb = Rb.reshape(m * n, 3, 3), tb.reshape(m * n, 3), okb.reshape(m * n)
+        if a is None:
+            return Lookup(Rb, tb, np.zeros(m * n, bool))
+        if a[1] is None:
+            return Lookup(Rb, tb, okb)       # the target is the root: no inverse to apply
+        Ri, ti = poses.invert(a[1], a[2])
+        Ri, ti, oka = np.concatenate([Ri] * m), np.concatenate([ti] * m), np.concatenate([a[3]] * m)
+        R, t = poses.compose(Ri, ti, Rb, tb)
+        at_root = np.repeat(b_root, n)
+        if at_root.any():       # a source that is the root itself: the target's inverse, as lookup_many
+            R, t = np.where(at_root[:, None, None], Ri, R), np.where(at_root[:, None], ti, t)
         return Lookup(R, t, oka & okb)
 
     def prefetch(self, frames: Sequence[str], times_s: np.ndarray, links: Links, spans: np.ndarray,
@@ -513,6 +544,27 @@ class TfGrounding:
                 memo[(target, source)] = hit
             return hit
 
+        def lookup_objects(target: str) -> Lookup:
+            """Every object's frame in ``target``: rows ``j * n + k`` (object j, frame k)."""
+            key = (target, '\x00objects')      # not a frame name
+            hit = memo.get(key)
+            if hit is None:
+                sources = [cfg.objects[o] for o in objs]
+                if len(groups) == 1 and len(groups[0][1]) == n:
+                    links, rows, spans = groups[0]
+                    hit = self.tree.lookup_rows(target, sources, times, links, spans, chains[0])
+                else:
+                    m = len(sources)
+                    R, t, ok = np.zeros((m * n, 3, 3)), np.zeros((m * n, 3)), np.zeros(m * n, dtype=bool)
+                    for (links, rows, spans), chain in zip(groups, chains):
+                        res = self.tree.lookup_rows(target, sources, times[rows], links, spans, chain)
+                        at = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
+                        R[at], t[at], ok[at] = res.R, res.t, res.ok
+                    hit = Lookup(R, t, ok)
+                memo[key] = hit
+            return hit
+
+        objs = self._objects
         cols: dict[str, list[bool | None]] = {}
         for name, (a, b, dist) in sorted(cfg.near.items()):
             T = lookup(a, b)
@@ -520,39 +572,42 @@ class TfGrounding:
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
             cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
         approach_cols = []
-        for j, obj in enumerate(self._objects):
-            frame = cfg.objects[obj]
-            W, G = lookup(cfg.world_frame, frame), lookup(cfg.gripper_frame, frame)
-            stable, sliding = self._motion(obj, times, epochs, W)
-            supported = self._supported(obj, frame, lookup, W.ok)
-            sync = self._sync(obj, epochs, grasped[j], G)
+        if objs:
+            W, G = lookup_objects(cfg.world_frame), lookup_objects(cfg.gripper_frame)
+            stable, sliding = self._motion(times, epochs, W)
+            supported = self._supported(lookup_objects, W.ok)
+            sync = self._sync(epochs, grasped, G)
             dist = poses.norm3(G.t)
             settled = _values(stable.astype(bool) & supported.astype(bool) & (dist > cfg.gripper_clearance_m),
                               ~np.isnan(stable) & ~np.isnan(supported) & G.ok)
-            approaching: list[bool | None] = []
-            prev = self._prev_distance.get(obj)
-            for d, ok in zip(dist.tolist(), G.ok.tolist()):
-                if not ok:
-                    approaching.append(None)
-                    continue
-                approaching.append(None if prev is None else (d < cfg.approach_m and d < prev))
-                prev = d
-            if prev is not None:
-                self._prev_distance[obj] = prev
-            cols[f'object_stable_{obj}'] = _tri(stable)
-            cols[f'object_sync_{obj}'] = sync
-            cols[f'object_supported_{obj}'] = _tri(supported)
-            cols[f'object_settled_{obj}'] = settled
-            cols[f'object_sliding_{obj}'] = _tri(sliding)
-            cols[f'gripper_approaching_{obj}'] = approaching
-            approach_cols.append(approaching)
+            stable_l, supported_l, sliding_l = _tri(stable), _tri(supported), _tri(sliding)
+            dist_l, g_ok = dist.tolist(), G.ok.tolist()
+            for j, obj in enumerate(objs):
+                part = slice(j * n, (j + 1) * n)
+                approaching: list[bool | None] = []
+                prev = self._prev_distance.get(obj)
+                for d, ok in zip(dist_l[part], g_ok[part]):
+                    if not ok:
+                        approaching.append(None)
+                        continue
+                    approaching.append(None if prev is None else (d < cfg.approach_m and d < prev))
+                    prev = d
+                if prev is not None:
+                    self._prev_distance[obj] = prev
+                cols[f'object_stable_{obj}'] = stable_l[part]
+                cols[f'object_sync_{obj}'] = sync[part]
+                cols[f'object_supported_{obj}'] = supported_l[part]
+                cols[f'object_settled_{obj}'] = settled[part]
+                cols[f'object_sliding_{obj}'] = sliding_l[part]
+                cols[f'gripper_approaching_{obj}'] = approaching
+                approach_cols.append(approaching)
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
-            inside_objs = [self._inside(lookup(box, cfg.objects[o]), lo, hi) for o in self._objects]
+            inside_all = self._inside(lookup_objects(box), lo, hi) if objs else []
             cols[f'object_reach_in_{fixture}'] = [
-                _or([_and(_grasp(grasped[j][k]), inside_objs[j][k]) for j in range(len(self._objects))])
+                _or([_and(_grasp(grasped[j][k]), inside_all[j * n + k]) for j in range(len(objs))])
                 for k in range(n)]
-        if self._objects:
+        if objs:
             picks: list[bool | None] = []
             for k in range(n):
                 approach = [c[k] for c in approach_cols]
@@ -567,112 +622,133 @@ class TfGrounding:
         self._state_epoch = epochs[-1]
         return cols
 
-    def _motion(self, obj: str, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
-        """(stable, sliding) per frame as 1.0 / 0.0 / NaN (unknown): the
-        object's speed since the previous frame with a known world pose
-        (one carried from the last flush included; none across a reset)."""
+    def _motion(self, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
+        """(stable, sliding) per row (object j, frame k at ``j * n + k``) as
+        1.0 / 0.0 / NaN (unknown): each object's speed since its previous
+        frame with a known world pose (one carried from the last flush
+        included; none across a reset)."""
         cfg = self.config
-        n = len(times)
-        # Row n holds the pose carried from before these frames.
-        carried = self._prev_pose.get(obj) if epochs[0] == self._state_epoch else None
-        prev_row = np.full(n, -1)
-        last = n if carried is not None else -1
-        last_time = carried[0] if carried is not None else None
-        epoch = epochs[0]
-        for k, (t, ok) in enumerate(zip(times.tolist(), W.ok.tolist())):
-            if epochs[k] != epoch:
-                epoch, last, last_time = epochs[k], -1, None
-            if not ok:
-                continue
-            if last >= 0 and last_time is not None and t > last_time:
-                prev_row[k] = last
-            if last_time is None or t != last_time:
-                last, last_time = k, t
-        R = np.concatenate([W.R, carried[1][None] if carried is not None else np.zeros((1, 3, 3))])
-        tr = np.concatenate([W.t, carried[2][None] if carried is not None else np.zeros((1, 3))])
-        pt = np.append(times, carried[0] if carried is not None else 0.0)
+        n, objs = len(times), self._objects
+        m = len(objs)
+        # Rows m * n + j hold object j's pose carried from before these frames.
+        carried_R, carried_t, carried_time = np.zeros((m, 3, 3)), np.zeros((m, 3)), np.zeros(m)
+        prev_row = np.full(m * n, -1)
+        ok_l, times_l = W.ok.tolist(), times.tolist()
+        lasts = []
+        for j, obj in enumerate(objs):
+            carried = self._prev_pose.get(obj) if epochs[0] == self._state_epoch else None
+            last, last_time = -1, None
+            if carried is not None:
+                last, last_time = m * n + j, carried[0]
+                carried_time[j], carried_R[j], carried_t[j] = carried
+            epoch = epochs[0]
+            for k in range(n):
+                if epochs[k] != epoch:
+                    epoch, last, last_time = epochs[k], -1, None
+                if not ok_l[j * n + k]:
+                    continue
+                t = times_l[k]
+                if last >= 0 and last_time is not None and t > last_time:
+                    prev_row[j * n + k] = last
+                if last_time is None or t != last_time:
+                    last, last_time = j * n + k, t
+            lasts.append(last)
+        R = np.concatenate([W.R, carried_R])
+        tr = np.concatenate([W.t, carried_t])
+        pt = np.concatenate([np.tile(times, m), carried_time])
         has = prev_row >= 0
-        rows = np.where(has, prev_row, n)
-        dt = np.where(has, times - pt[rows], 1.0)
-        lin = poses.norm3(tr[:n] - tr[rows]) / dt
-        ang = poses.relative_angle(R[rows], R[:n]) / dt
-        d = tr[:n, :2] - tr[rows, :2]
+        rows = np.where(has, prev_row, m * n)
+        now = pt[:m * n]
+        dt = np.where(has, now - pt[rows], 1.0)
+        lin = poses.norm3(tr[:m * n] - tr[rows]) / dt
+        ang = poses.relative_angle(R[rows], R[:m * n]) / dt
+        d = tr[:m * n, :2] - tr[rows, :2]
         horizontal = np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) / dt
         stable = np.where(has, ((lin < cfg.stable_linear_m_s) & (ang < cfg.stable_angular_rad_s)).astype(float), np.nan)
         sliding = np.where(has, (horizontal > cfg.sliding_m_s).astype(float), np.nan)
-        if last >= 0:
-            self._prev_pose[obj] = (float(pt[last]), R[last].copy(), tr[last].copy())
-        elif epochs[-1] != self._state_epoch:
-            self._prev_pose.pop(obj, None)
+        for obj, last in zip(objs, lasts):
+            if last >= 0:
+                self._prev_pose[obj] = (float(pt[last]), R[last].copy(), tr[last].copy())
+            elif epochs[-1] != self._state_epoch:
+                self._prev_pose.pop(obj, None)
         return stable, sliding
 
-    def _supported(self, obj: str, frame: str, lookup, world_ok: np.ndarray) -> np.ndarray:
-        """1.0 / 0.0 / NaN per frame: the object rests on some support other
+    def _supported(self, lookup_objects, world_ok: np.ndarray) -> np.ndarray:
+        """1.0 / 0.0 / NaN per row: the object rests on some support other
         than itself; unknown when a support's pose is unknown and no other
         holds it, or the object's world pose is unknown."""
         cfg = self.config
-        shape = cfg.shapes.get(obj, Shape())
-        n = len(world_ok)
-        resting, unknown = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        objs = self._objects
+        rows = len(world_ok)
+        n = rows // len(objs)
+        shapes = [cfg.shapes.get(o, Shape()) for o in objs]
+        resting, unknown = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=bool)
         for sup, surface in sorted(cfg.supports.items()):
-            if sup == obj:
-                continue          # an object never supports itself
-            S = lookup(surface.frame, frame)
-            resting |= S.ok & rests_on_many(S.R, S.t, shape, surface, cfg.support_gap_m)
-            unknown |= ~S.ok
+            other = np.repeat([sup != o for o in objs], n)       # an object never supports itself
+            S = lookup_objects(surface.frame)
+            resting |= other & S.ok & rests_on_rows(S.R, S.t, shapes, n, surface, cfg.support_gap_m)
+            unknown |= other & ~S.ok
         out = np.where(resting, 1.0, np.where(unknown, np.nan, 0.0))
         return np.where(world_ok, out, np.nan)
 
-    def _sync(self, obj: str, epochs: list[int], grasped: list[object], G: Lookup) -> list[bool | None]:
-        """object_sync per frame: not grasped, or slipped less than the
-        limits from the gripper-relative pose at the grasp's onset (kept
-        through a one-frame contact dropout)."""
+    def _sync(self, epochs: list[int], grasped: list[list[object]], G: Lookup) -> list[bool | None]:
+        """object_sync per row (object j, frame k at ``j * n + k``): not
+        grasped, or slipped less than the limits from the gripper-relative
+        pose at the grasp's onset (kept through a one-frame contact dropout)."""
         cfg = self.config
-        n = len(grasped)
-        ref_row = np.full(n, -1)          # the row of the reference pose each slip check compares with
+        objs = self._objects
+        m, n = len(objs), len(epochs)
+        ref_row = np.full(m * n, -1)      # the row of the reference pose each slip check compares with
         kind: list[int] = []              # 0: true, 1: unknown, 2: slip check, 3: true if the slip check passes
-        ref = n if (obj in self._grasp_ref and epochs[0] == self._state_epoch) else -1
-        epoch = epochs[0] if ref >= 0 else None
         ok = G.ok.tolist()
-        for k, g in enumerate(grasped):
-            if epoch is not None and epochs[k] != epoch:
-                ref = -1
-            epoch = epochs[k]
-            if g is True:
-                self._ungrasped_frames[obj] = 0
-            elif g is False:
-                # The slip reference survives a one-frame contact dropout: it
-                # is dropped only after two consecutive ungrasped frames.
-                self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
-                if self._ungrasped_frames[obj] >= 2:
+        carried_R, carried_t = np.zeros((m, 3, 3)), np.zeros((m, 3))
+        refs = []
+        for j, obj in enumerate(objs):
+            ref = m * n + j if (obj in self._grasp_ref and epochs[0] == self._state_epoch) else -1
+            if ref >= 0:
+                carried_R[j], carried_t[j] = self._grasp_ref[obj]
+            epoch = epochs[0] if ref >= 0 else None
+            for k, g in enumerate(grasped[j]):
+                r = j * n + k
+                if epoch is not None and epochs[k] != epoch:
                     ref = -1
-            if g is _ABSENT:
-                kind.append(0)                      # no grasp input: not grasped as far as we know
-            elif g is None:
-                # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
-                # true when the object has not slipped from an ongoing grasp's reference.
-                kind.append(3 if ref >= 0 and ok[k] else 1)
-            elif g and ok[k]:
-                if ref < 0:
-                    ref = k
-                kind.append(2)
-            elif g:
-                kind.append(1)
-            else:
-                kind.append(0)
-            ref_row[k] = ref
-        carried = self._grasp_ref.get(obj)
-        R = np.concatenate([G.R, carried[0][None] if carried is not None else np.zeros((1, 3, 3))])
-        t = np.concatenate([G.t, carried[1][None] if carried is not None else np.zeros((1, 3))])
-        rows = np.where(ref_row >= 0, ref_row, n)
+                epoch = epochs[k]
+                if g is True:
+                    self._ungrasped_frames[obj] = 0
+                elif g is False:
+                    # The slip reference survives a one-frame contact dropout: it
+                    # is dropped only after two consecutive ungrasped frames.
+                    self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
+                    if self._ungrasped_frames[obj] >= 2:
+                        ref = -1
+                if g is _ABSENT:
+                    kind.append(0)                      # no grasp input: not grasped as far as we know
+                elif g is None:
+                    # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
+                    # true when the object has not slipped from an ongoing grasp's reference.
+                    kind.append(3 if ref >= 0 and ok[r] else 1)
+                elif g and ok[r]:
+                    if ref < 0:
+                        ref = r
+                    kind.append(2)
+                elif g:
+                    kind.append(1)
+                else:
+                    kind.append(0)
+                ref_row[r] = ref
+            refs.append(ref)
+        R = np.concatenate([G.R, carried_R])
+        t = np.concatenate([G.t, carried_t])
+        rows = np.where(ref_row >= 0, ref_row, m * n)
         slip_ok = ((poses.norm3(G.t - t[rows]) < cfg.slip_m) &
                    (poses.relative_angle(R[rows], G.R) < cfg.slip_rad)).tolist()
-        if ref >= 0:
-            self._grasp_ref[obj] = (R[ref].copy(), t[ref].copy())
-        else:
-            self._grasp_ref.pop(obj, None)
-        return [True if c == 0 else None if c == 1 else slip_ok[k] if c == 2 else (True if slip_ok[k] else None)
-                for k, c in enumerate(kind)]
+        for obj, ref in zip(objs, refs):
+            if ref >= 0:
+                self._grasp_ref[obj] = (R[ref].copy(), t[ref].copy())
+            else:
+                self._grasp_ref.pop(obj, None)
+        return [True if c == 0 else None if c == 1 else slip_ok[r] if c == 2 else (True if slip_ok[r] else None)
+                for r, c in enumerate(kind)]
 
     @staticmethod
     def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> list[bool | None]:
