@@ -92,18 +92,19 @@ def raw_throughput(root: Path, episodes: int, out: Path) -> None:
     cfg = AuditConfig(tuple(str(p) for p in default_suites()),
                       robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
     run_audit([str(bags[0])], cfg, out / 'warm')       # suite compiled and cached, as in a long audit
-    times = {}
-    for workers in (1, 2):
-        t = time.perf_counter()
-        results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}', workers=workers)
-        times[workers] = time.perf_counter() - t
+    times = {1: float('inf'), 2: float('inf')}
+    for rep in range(3):        # best of 3, interleaved: these bags take well under a second
+        for workers in times:
+            t = time.perf_counter()
+            results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}-{rep}', workers=workers)
+            times[workers] = min(times[workers], time.perf_counter() - t)
     frames = sum(e['frames'] for r in results for e in r['episodes'])
     grounding = grounding_only(bags, cfg)
     print(f'\n## Raw-input audit: {len(bags)} robosuite Lift bags, {frames} frames, {n_msgs} messages '
           f'(joint states, TF, contacts; recorded in {t_record:.0f} s), robosuite_lift.yaml, shipped suites')
     print(f'rosbags read + deserialize only: {t_read:.2f} s ({frames / t_read:,.0f} frames/s)')
     for workers, dt in times.items():
-        print(f'audit (grounded offline), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
+        print(f'audit (grounded offline, best of 3), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
               f'{frames / dt / workers:,.0f} per worker), {t_read / dt:.2f}x rosbags\' bare rate; {len(skipped)} '
               f'skipped (target: >= 20,000 frames/s per core)')
     for label, dt in grounding.items():
