@@ -162,9 +162,13 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Epi
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
 
 
-def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | None, str | None]]:
+def audit_sources(paths: list[str], cfg: AuditConfig,
+                  store: tuple[str, dict[str, tuple[str, str]]] | None = None) -> list[tuple[str, dict | None, str | None]]:
     """Monitor every episode of several sources in one batch (one numpy
-    operation steps all of them); per source a result or the reason it failed."""
+    operation steps all of them); per source a result or the reason it
+    failed.  ``store``: (output folder, path → (file name, result key)):
+    results are also written there, as :func:`run_audit` would (a local
+    worker writes its own, in parallel with the others)."""
     predicates = list(_monitor(cfg).predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     out: list[tuple[str, dict | None, str | None]] = []
@@ -199,8 +203,12 @@ def audit_sources(paths: list[str], cfg: AuditConfig) -> list[tuple[str, dict | 
             summaries.append(summary)
     k = 0
     for path, eps in loaded:
-        out.append((path, {'source': path, 'episodes': summaries[k:k + len(eps)]}, None))
+        result = {'source': path, 'episodes': summaries[k:k + len(eps)]}
+        out.append((path, result, None))
         k += len(eps)
+        if store is not None:
+            name, key = store[1][path]
+            _write_json(Path(store[0]) / 'episodes' / f'{name}.json', {**result, 'key': key})
     return out
 
 
@@ -329,11 +337,12 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
 
     computed: dict[str, dict] = {}     # this run's results, not read back from their files
 
-    def record(path: str, result: dict | None, reason: str | None) -> None:
+    def record(path: str, result: dict | None, reason: str | None, written: bool = False) -> None:
         nonlocal done
         name, key = keys[path]
         if result is not None:
-            _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
+            if not written:
+                _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
             computed[path] = result
         else:
             (out / 'episodes' / f'{name}.json').unlink(missing_ok=True)   # an older result is stale now
@@ -367,10 +376,12 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
                 record(path, result, reason)
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context('fork')) as pool:
-            futures = [pool.submit(audit_sources, chunk, cfg) for chunk in chunks]
+            # The workers write their results' files themselves (in parallel); the parent records the rest.
+            futures = [pool.submit(audit_sources, chunk, cfg, (str(out), {p: keys[p] for p in chunk}))
+                       for chunk in chunks]
             for fut in as_completed(futures):
                 for path, result, reason in fut.result():
-                    record(path, result, reason)
+                    record(path, result, reason, written=True)
     results, skipped = [], []
     for src, label in labelled:
         name, key = keys[str(src)]
