@@ -292,3 +292,20 @@ def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):
     assert [e.name for e in got] == [e.name for e in expected]
     for a, b in zip(got, expected):
         assert (a.values == b.values).all() and (a.unknown == b.unknown).all() and a.warnings == b.warnings
+
+
+@pytest.mark.parametrize('columnar', [True, False])
+def test_a_corrupt_raw_bag_is_an_input_error_naming_it(tmp_path, columnar):
+    """Bytes overwritten inside the recording's data: an AuditInputError
+    that names the bag (the audit lists it and goes on), never a crash."""
+    from safemanip_ros.audit.episodes import AuditInputError
+    robot = load_robot_config(ROBOT)
+    names = _names(robot)
+    _write(tmp_path / 'bad', 3)
+    f = next((tmp_path / 'bad').glob('*.mcap'))
+    data = bytearray(f.read_bytes())
+    at = len(data) // 3
+    data[at:at + 4096] = bytes(range(256)) * 16
+    f.write_bytes(bytes(data))
+    with pytest.raises(AuditInputError, match='bad'):
+        read_bag(tmp_path / 'bad', names, 20.0, 0.3, robot, columnar=columnar)

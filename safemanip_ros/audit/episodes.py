@@ -200,8 +200,11 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
         if grounding is not None and not episode_conns and columnar:
             from .grounded import grounded_episodes
             gap_warnings: list[str] = []
-            grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
-                                         gap_warnings)
+            try:
+                grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
+                                             gap_warnings)
+            except ReaderError as err:
+                raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
             if grounded is not None:
                 warnings += gap_warnings + grounding.name_warnings(str(path))
                 warnings[:] = list(dict.fromkeys(warnings))
