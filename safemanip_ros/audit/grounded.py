@@ -43,7 +43,7 @@ import numpy as np
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches
 from ..grounding.joints import JointStateGrounding, sample_predicates
 from ..grounding.messages import GroundingSet
-from ..grounding.tf import Links, TfGrounding, _Link
+from ..grounding.tf import Link, Links, TfGrounding
 from .layouts import Columns, decode_shared
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
@@ -463,7 +463,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     newest = np.searchsorted(dyn_pos, fed) - 1
     fresh = _fresh(dyn_t, newest, now_s, tf.freshness.staleness_s)
     # Links in the order they appear; a frame sees those whose first sample came before it.
-    links: dict[str, _Link] = {}
+    links: dict[str, Link] = {}
     first_seen: list[tuple[int, str]] = []
     ends: dict[str, np.ndarray] = {}
     starts: dict[str, np.ndarray] = {}
@@ -472,9 +472,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
         order_ = np.lexsort((place, glob))         # bag order, then order within a message
         glob, st, vals = glob[order_], st[order_], vals[order_]
         parent, is_static = parent_of[child]
-        link = _Link(parent, is_static)
-        link.stamps = st.tolist()
-        link._arrays = (len(st), st, vals[:, :3].copy(), vals[:, 3:].copy())
+        link = Link.from_arrays(parent, is_static, st, vals[:, :3].copy(), vals[:, 3:].copy())
         end = np.searchsorted(glob, fed)
         if is_static:
             start = np.maximum(end - 1, 0)

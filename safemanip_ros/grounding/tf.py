@@ -52,13 +52,8 @@ def make_pose(translation: Sequence[float], quaternion: Sequence[float]) -> np.n
     return poses.to_matrix(quat_to_matrix(quaternion), np.asarray(translation, dtype=float))
 
 
-def rotation_angle(R: np.ndarray) -> float:
-    """Angle (rad) of a rotation matrix."""
-    return float(poses.relative_angle(np.eye(3), R))
-
-
 @dataclass(eq=False)
-class _Link:
+class Link:
     """One child frame's link to its parent.  Its samples only grow (stamps
     non-decreasing); ``start`` moves past those trimmed from the buffer, so
     a frame evaluated later still finds exactly the samples it saw.  A
@@ -81,6 +76,17 @@ class _Link:
                             np.array(self.rotations, dtype=float).reshape(n, 4))
         return self._arrays[1:]
 
+    @classmethod
+    def from_arrays(cls, parent: str, static: bool, stamps_s: np.ndarray, translations_m: np.ndarray,
+                    rotations_xyzw: np.ndarray) -> 'Link':
+        """A link holding ``n`` samples given as arrays (``[n]``, ``[n, 3]``,
+        ``[n, 4]``, stamps non-decreasing), read through :meth:`arrays`
+        only (the offline audit builds its links this way)."""
+        link = cls(parent, static)
+        link.stamps = stamps_s.tolist()
+        link._arrays = (len(stamps_s), stamps_s, translations_m, rotations_xyzw)
+        return link
+
     def has_arrays(self) -> bool:
         """:meth:`arrays` is built for every sample (no list to copy from)."""
         return self._arrays is not None and self._arrays[0] == len(self.stamps)
@@ -93,7 +99,7 @@ class _Link:
             self._arrays = None
 
 
-Links = dict[str, _Link]
+Links = dict[str, Link]
 Spans = tuple[tuple[int, int], ...]
 """Per link of a :data:`Links` (in its order): the samples ``[start, end)`` a lookup may read."""
 
@@ -142,7 +148,7 @@ class TransformTree:
             return False
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
-            link = _Link(parent, static)
+            link = Link(parent, static)
             self.links = {**self.links, child: link}      # a new set: views of the old one keep theirs
         if static:
             link.stamps.append(stamp_s)
@@ -167,7 +173,7 @@ class TransformTree:
 
     def clear_dynamic(self) -> None:
         """Forget every dynamic sample (static links stay)."""
-        self.links = {child: (link if link.static else _Link(link.parent, False))
+        self.links = {child: (link if link.static else Link(link.parent, False))
                       for child, link in self.links.items()}
 
     def view(self) -> tuple[Links, Spans]:
@@ -298,7 +304,7 @@ class TransformTree:
         memo[('root', start)] = result
         return result
 
-    def _link_rows(self, link: _Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
+    def _link_rows(self, link: Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
         """Which of a link's samples ``[start, end)`` give its pose at each
         time, as :func:`_pose_between` takes them: the sample itself at or
         before the first stamp and at or after the newest, the two around
