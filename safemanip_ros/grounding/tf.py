@@ -197,38 +197,22 @@ class TransformTree:
         """Pose of ``source`` in ``target`` at each of ``times_s`` [n], each
         time read in the view of ``links`` whose spans are ``spans[k]``
         ([n, len(links), 2], from :meth:`view`).  ``memo``: a dict shared by
-        the lookups of the same times and view (chains computed once;
-        :meth:`prefetch` fills it for several frames at once)."""
-        n = len(times_s)
-        memo = {} if memo is None else memo
-        a = self._to_root(target, times_s, links, spans, memo)
-        b = self._to_root(source, times_s, links, spans, memo)
-        if a is None or b is None or a[0] != b[0]:
-            return Lookup(np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool))
-        (_, Ra, ta, oka), (_, Rb, tb, okb) = a, b
-        if Rb is None:
-            if Ra is None:
-                return Lookup(np.broadcast_to(np.eye(3), (n, 3, 3)).copy(), np.zeros((n, 3)), np.ones(n, dtype=bool))
-            R, t = poses.invert(Ra, ta)
-            return Lookup(R, t, oka)
-        if Ra is None:
-            return Lookup(Rb, tb, okb)       # in the root itself: no inverse to apply
-        Ri, ti = poses.invert(Ra, ta)
-        R, t = poses.compose(Ri, ti, Rb, tb)
-        return Lookup(R, t, oka & okb)
+        the lookups of the same times and view (each link's poses and each
+        chain computed once)."""
+        return self.lookup_rows(target, [source], times_s, links, spans, memo)
 
     def lookup_rows(self, target: str, sources: Sequence[str], times_s: np.ndarray, links: Links,
                     spans: np.ndarray, memo: dict | None = None) -> Lookup:
         """:meth:`lookup_many` for several sources at once: rows ``j * n + k``
-        hold source ``j`` at time ``k`` (the same values, one array pass for
-        all sources instead of one per source)."""
+        hold source ``j`` at time ``k`` (one array pass for all sources)."""
         n, m = len(times_s), len(sources)
         memo = {} if memo is None else memo
-        a = self._to_root(target, times_s, links, spans, memo)
+        self.prefetch([target, *sources], times_s, links, spans, memo)
+        a = self._to_root(target, links, memo)
         Rb, tb = np.zeros((m, n, 3, 3)), np.zeros((m, n, 3))
         okb, b_root = np.zeros((m, n), bool), np.zeros(m, bool)
         for j, source in enumerate(sources):
-            b = self._to_root(source, times_s, links, spans, memo)
+            b = self._to_root(source, links, memo)
             if a is None or b is None or a[0] != b[0]:
                 continue
             if b[1] is None:
@@ -241,18 +225,21 @@ class TransformTree:
         if a[1] is None:
             return Lookup(Rb, tb, okb)       # the target is the root: no inverse to apply
         Ri, ti = poses.invert(a[1], a[2])
-        Ri, ti, oka = np.concatenate([Ri] * m), np.concatenate([ti] * m), np.concatenate([a[3]] * m)
+        if m > 1:
+            Ri, ti, oka = np.concatenate([Ri] * m), np.concatenate([ti] * m), np.concatenate([a[3]] * m)
+        else:
+            oka = a[3]
         R, t = poses.compose(Ri, ti, Rb, tb)
         at_root = np.repeat(b_root, n)
-        if at_root.any():       # a source that is the root itself: the target's inverse, as lookup_many
+        if at_root.any():       # a source that is the root itself: the target's inverse
             R, t = np.where(at_root[:, None, None], Ri, R), np.where(at_root[:, None], ti, t)
         return Lookup(R, t, oka & okb)
 
     def prefetch(self, frames: Sequence[str], times_s: np.ndarray, links: Links, spans: np.ndarray,
                  memo: dict) -> None:
         """Compute, in one pass over arrays, the poses of every link on the
-        chains of ``frames`` into ``memo`` (for :meth:`lookup_many`): a
-        frame's few links interpolated together, not one call each."""
+        chains of ``frames`` not yet in ``memo`` (for :meth:`lookup_many`):
+        a frame's few links interpolated together, not one call each."""
         order = {child: i for i, child in enumerate(links)}
         wanted: list[str] = []
         for frame in frames:
@@ -271,10 +258,10 @@ class TransformTree:
             part = slice(j * n, (j + 1) * n)
             memo[('link', child)] = (R[part], t[part], ok[part])
 
-    def _to_root(self, frame: str, times_s: np.ndarray, links: Links, spans: np.ndarray, memo: dict):
+    def _to_root(self, frame: str, links: Links, memo: dict):
         """(root frame, R, t, ok): the pose of ``frame`` in its root at each
         time (R and t None when ``frame`` is the root), or None when the
-        chain has a cycle."""
+        chain has a cycle; from the link poses :meth:`prefetch` put in ``memo``."""
         hit = memo.get(('root', frame), _MISS)
         if hit is not _MISS:
             return hit
@@ -286,19 +273,13 @@ class TransformTree:
             if frame in seen:
                 break    # a cycle in the tree
             seen.add(frame)
-            link = links[frame]
-            pose = memo.get(('link', frame))
-            if pose is None:
-                k = list(links).index(frame)
-                pose = memo[('link', frame)] = _pose_between(
-                    times_s, *_stack_rows([self._link_rows(link, times_s, spans[:, k, 0], spans[:, k, 1])]))
-            Rl, tl, okl = pose
+            Rl, tl, okl = memo[('link', frame)]
             if R is None:
                 R, t, ok = Rl, tl, okl
             else:
                 R, t = poses.compose(Rl, tl, R, t)
                 ok = ok & okl
-            frame = link.parent
+            frame = links[frame].parent
         else:
             result = (frame, R, t, ok)
         memo[('root', start)] = result
@@ -530,32 +511,15 @@ class TfGrounding:
         the next call."""
         cfg = self.config
         n = len(times)
-        memo: dict[tuple[str, str], Lookup] = {}
+        memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
         chains: list[dict] = [{} for _ in groups]         # per group: its links' poses and chains
         for (links, rows, spans), chain in zip(groups, chains):
             self.tree.prefetch(self._frames, times[rows], links, spans, chain)
 
-        def lookup(target: str, source: str) -> Lookup:
-            hit = memo.get((target, source))
+        def lookup_rows(target: str, sources: tuple[str, ...]) -> Lookup:
+            """Each of ``sources`` in ``target``: rows ``j * n + k`` (source j, frame k)."""
+            hit = memo.get((target, sources))
             if hit is None:
-                if len(groups) == 1 and len(groups[0][1]) == n:
-                    links, rows, spans = groups[0]
-                    hit = self.tree.lookup_many(target, source, times, links, spans, chains[0])
-                else:
-                    R, t, ok = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros(n, dtype=bool)
-                    for (links, rows, spans), chain in zip(groups, chains):
-                        res = self.tree.lookup_many(target, source, times[rows], links, spans, chain)
-                        R[rows], t[rows], ok[rows] = res.R, res.t, res.ok
-                    hit = Lookup(R, t, ok)
-                memo[(target, source)] = hit
-            return hit
-
-        def lookup_objects(target: str) -> Lookup:
-            """Every object's frame in ``target``: rows ``j * n + k`` (object j, frame k)."""
-            key = (target, '\x00objects')      # not a frame name
-            hit = memo.get(key)
-            if hit is None:
-                sources = [cfg.objects[o] for o in objs]
                 if len(groups) == 1 and len(groups[0][1]) == n:
                     links, rows, spans = groups[0]
                     hit = self.tree.lookup_rows(target, sources, times, links, spans, chains[0])
@@ -567,8 +531,15 @@ class TfGrounding:
                         at = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
                         R[at], t[at], ok[at] = res.R, res.t, res.ok
                     hit = Lookup(R, t, ok)
-                memo[key] = hit
+                memo[(target, sources)] = hit
             return hit
+
+        def lookup(target: str, source: str) -> Lookup:
+            return lookup_rows(target, (source,))
+
+        def lookup_objects(target: str) -> Lookup:
+            """Every object's frame in ``target``: rows ``j * n + k`` (object j, frame k)."""
+            return lookup_rows(target, tuple(cfg.objects[o] for o in objs))
 
         objs = self._objects
         cols: dict[str, list[bool | None]] = {}
