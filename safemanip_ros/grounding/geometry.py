@@ -102,7 +102,7 @@ def rests_on(object_in_support: np.ndarray, shape: Shape, surface: SupportSurfac
     face (either side: simulated contacts interpenetrate by millimetres) and
     its centre is over the face (4x4 pose of the object in the support's frame)."""
     T = np.asarray(object_in_support, dtype=float)
-    return bool(rests_on_many(T[None, :3, :3], T[None, :3, 3], shape, surface, tolerance_m)[0])
+    return bool(rests_on_rows(T[None, :3, :3], T[None, :3, 3], [shape], 1, surface, tolerance_m)[0])
 
 
 def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
@@ -123,19 +123,11 @@ def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
     return half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
 
 
-def rests_on_many(R: np.ndarray, t: np.ndarray, shape: Shape, surface: SupportSurface,
-                  tolerance_m: float) -> np.ndarray:
-    """:func:`rests_on` for object poses ``(R[n, 3, 3], t[n, 3])`` in the
-    support's frame: bool ``[n]``."""
-    over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
-    gap = t[:, 2] - depth_below_centre_m(R, shape) - surface.top_z_m
-    return over & (-tolerance_m <= gap) & (gap <= tolerance_m)
-
-
 def rests_on_rows(R: np.ndarray, t: np.ndarray, shapes: list[Shape], n: int, surface: SupportSurface,
                   tolerance_m: float) -> np.ndarray:
-    """:func:`rests_on_many` for rows ``j * n + k`` of objects of ``shapes[j]``
-    (each object's rows with its own shape, one array pass for all)."""
+    """:func:`rests_on` for object poses ``(R[m * n, 3, 3], t[m * n, 3])`` in
+    the support's frame, rows ``j * n + k`` of object ``j`` with shape
+    ``shapes[j]`` (one array pass for all): bool ``[m * n]``."""
     depth = np.concatenate([depth_below_centre_m(R[j * n:(j + 1) * n], shape) for j, shape in enumerate(shapes)]) \
         if len(set(shapes)) > 1 else depth_below_centre_m(R, shapes[0])
     over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
