@@ -135,20 +135,8 @@ def unsupported_instances(cfg: AuditConfig) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=4)
 def _robot(path: str):
-    """The robot configuration at ``path`` (None for ''), parsed once per
-    process and per version of the file (every bag of an audit reads it)."""
     if not path:
         return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        from ..grounding.config import load_robot_config
-        return load_robot_config(path)       # raises the configuration error naming the file
-    return _robot_version(path, st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _robot_version(path: str, mtime_ns: int, size: int):
     from ..grounding.config import load_robot_config
     return load_robot_config(path)
 
@@ -207,9 +195,13 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
         out.append((path, result, None))
         k += len(eps)
         if store is not None:
-            name, key = store[1][path]
-            _write_json(Path(store[0]) / 'episodes' / f'{name}.json', {**result, 'key': key})
+            _store_result(Path(store[0]), *store[1][path], result)
     return out
+
+
+def _store_result(out: Path, name: str, key: str, result: dict) -> None:
+    """A source's result as ``out/episodes/<name>.json``, with the key a resumed audit checks."""
+    _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
 
 
 def audit_source(path: str, cfg: AuditConfig) -> dict:
@@ -342,7 +334,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         name, key = keys[path]
         if result is not None:
             if not written:
-                _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
+                _store_result(out, name, key, result)
             computed[path] = result
         else:
             (out / 'episodes' / f'{name}.json').unlink(missing_ok=True)   # an older result is stale now
