@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ..grounding.contacts import ContactGrounding, ContactSample, Touches
-from ..grounding.joints import JointStateGrounding, sample_predicates
+from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
+from ..grounding.joints import JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
 from ..grounding.tf import Link, Links, TfGrounding
 from .layouts import Columns, decode_shared
@@ -312,16 +312,8 @@ def _fixtures(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
     at = np.maximum(newest, 0)
     for j, fixture in enumerate(order):
-        _, closed, opened = cfg.joints[fixture]
-        qf, pf = q[at, j], prev[at, j]
-        known = fresh & ~np.isnan(qf)
-        frac = (qf - closed) / (opened - closed)
-        towards_open = (qf - pf) * (1.0 if opened > closed else -1.0)
-        moving_known = known & ~np.isnan(pf)
-        out[f'fixture_fully_open_{fixture}'] = (frac >= cfg.fully_open_fraction, known)
-        out[f'fixture_fully_closed_{fixture}'] = (frac <= cfg.fully_closed_fraction, known)
-        out[f'fixture_opening_{fixture}'] = (towards_open > cfg.motion_per_sample, moving_known)
-        out[f'fixture_closing_{fixture}'] = (towards_open < -cfg.motion_per_sample, moving_known)
+        for name, (v, k) in fixture_predicates(cfg, fixture, q[at, j], prev[at, j]).items():
+            out[name] = (v, k & fresh)
     return out
 
 
@@ -340,10 +332,7 @@ def _wrench(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     v = v_all[msgs]
     stamps = topic.stamps_s()[msgs]
     _in_order(stamps)
-    finite = np.isfinite(v).all(axis=1)
-    f = np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
-    t = np.sqrt(v[:, 3] * v[:, 3] + v[:, 4] * v[:, 4] + v[:, 5] * v[:, 5])
-    over = (f > cfg.force_threshold_n) | (t > cfg.torque_threshold_nm)
+    over, finite = wrench_over(cfg, v)
     newest = count - 1
     fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
     at = np.maximum(newest, 0)

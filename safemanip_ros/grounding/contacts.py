@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from .base import Freshness, Predicates, all_unknown
 
 
@@ -214,15 +216,25 @@ class WrenchGrounding:
             return
         self._seen = True
         values = list(force_n) + list(torque_nm)
-        if len(values) != 6 or not all(math.isfinite(v) for v in values):
+        over, known = wrench_over(self.config, np.array([values], dtype=float)) if len(values) == 6 else \
+            (None, np.zeros(1, bool))
+        if not known[0]:
             self.health.nan_values += 1
             self._value = None
             return
-        f = math.sqrt(sum(v * v for v in force_n))
-        t = math.sqrt(sum(v * v for v in torque_nm))
-        self._value = f > self.config.force_threshold_n or t > self.config.torque_threshold_nm
+        self._value = bool(over[0])
 
     def evaluate(self, now_s: float) -> Predicates:
         if not self._seen or not self.freshness.fresh(now_s):
             return all_unknown(self.names)
         return {'contact_force_over_threshold': self._value}
+
+
+def wrench_over(config: WrenchConfig, wrench: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(over[n], known[n])`` for ``n`` wrenches ``[n, 6]`` (force N, then
+    torque N·m): the force's or the torque's magnitude above its threshold;
+    unknown where a component is not finite.  The live grounding (one
+    sample) and the offline audit (an episode's samples) share it."""
+    f = np.sqrt(wrench[:, 0] * wrench[:, 0] + wrench[:, 1] * wrench[:, 1] + wrench[:, 2] * wrench[:, 2])
+    t = np.sqrt(wrench[:, 3] * wrench[:, 3] + wrench[:, 4] * wrench[:, 4] + wrench[:, 5] * wrench[:, 5])
+    return (f > config.force_threshold_n) | (t > config.torque_threshold_nm), np.isfinite(wrench).all(axis=1)

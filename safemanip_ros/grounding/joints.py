@@ -323,20 +323,25 @@ class FixtureGrounding:
         if not self.freshness.fresh(now_s):
             return all_unknown(self.names)
         out: Predicates = {}
-        for fixture, (_, closed, opened) in sorted(cfg.joints.items()):
-            q = self._pos.get(fixture)
-            if q is None:
-                for k in ('fully_open', 'fully_closed', 'opening', 'closing'):
-                    out[f'fixture_{k}_{fixture}'] = None
-                continue
-            frac = (q - closed) / (opened - closed)
-            out[f'fixture_fully_open_{fixture}'] = frac >= cfg.fully_open_fraction
-            out[f'fixture_fully_closed_{fixture}'] = frac <= cfg.fully_closed_fraction
-            prev = self._prev.get(fixture)
-            if prev is None:
-                out[f'fixture_opening_{fixture}'] = out[f'fixture_closing_{fixture}'] = None
-            else:
-                towards_open = (q - prev) * (1.0 if opened > closed else -1.0)
-                out[f'fixture_opening_{fixture}'] = towards_open > cfg.motion_per_sample
-                out[f'fixture_closing_{fixture}'] = towards_open < -cfg.motion_per_sample
+        for fixture in sorted(cfg.joints):
+            cols = fixture_predicates(cfg, fixture, np.array([self._pos.get(fixture, math.nan)]),
+                                      np.array([self._prev.get(fixture, math.nan)]))
+            out.update({name: bool(v[0]) if k[0] else None for name, (v, k) in cols.items()})
         return out
+
+
+def fixture_predicates(cfg: FixtureConfig, fixture: str, q: np.ndarray,
+                       prev: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One fixture's predicates for ``n`` samples at once, each as
+    ``(value[n], known[n])``: its joint position ``q`` and the previous
+    sample's ``prev`` (NaN: missing).  The live grounding (one sample) and
+    the offline audit (an episode's samples) compute the same values."""
+    _, closed, opened = cfg.joints[fixture]
+    known = ~np.isnan(q)
+    frac = (q - closed) / (opened - closed)
+    towards_open = (q - prev) * (1.0 if opened > closed else -1.0)
+    moving_known = known & ~np.isnan(prev)
+    return {f'fixture_fully_open_{fixture}': (frac >= cfg.fully_open_fraction, known),
+            f'fixture_fully_closed_{fixture}': (frac <= cfg.fully_closed_fraction, known),
+            f'fixture_opening_{fixture}': (towards_open > cfg.motion_per_sample, moving_known),
+            f'fixture_closing_{fixture}': (towards_open < -cfg.motion_per_sample, moving_known)}
