@@ -34,6 +34,7 @@ Input-health counters (live diagnostics) are not computed here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,51 @@ class _Topic:
     index: np.ndarray                    # int64[n]: position among all raw messages
     parts: list[tuple[Columns, np.ndarray]]   # (columns of a layout, the topic positions of its rows)
 
-    def stamps_s(self, prefix: str = 'header.stamp') -> np.ndarray:
-        """``int(sec) + int(nanosec) * 1e-9`` per message (``stamp_s``)."""
+    @functools.cached_property
+    def stamps_s(self) -> np.ndarray:
+        """Header stamp per message, ``int(sec) + int(nanosec) * 1e-9`` (``stamp_s``)."""
         out = np.empty(len(self.index))
         for c, at in self.parts:
-            out[at] = c.numbers[f'{prefix}.sec'].astype(np.float64) + \
-                c.numbers[f'{prefix}.nanosec'].astype(np.float64) * 1e-9
+            out[at] = c.numbers['header.stamp.sec'].astype(np.float64) + \
+                c.numbers['header.stamp.nanosec'].astype(np.float64) * 1e-9
         return out
+
+
+@dataclass
+class _Stream:
+    """One topic's samples within a segment, as its live grounding source
+    would have been fed them."""
+
+    msgs: np.ndarray      # the segment's messages (positions in the topic), in order
+    stamps: np.ndarray    # their header stamps (s)
+    newest: np.ndarray    # per frame: the newest of them fed before it (index into msgs; -1: none)
+    fresh: np.ndarray     # per frame: that sample within the staleness limit (Freshness.fresh)
+
+    @property
+    def at(self) -> np.ndarray:
+        """Per frame, the sample it reads (0 where there is none: ``fresh`` is False there)."""
+        return np.maximum(self.newest, 0)
+
+
+def _stream(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray, now_s: np.ndarray,
+            staleness_s: float) -> _Stream:
+    """A topic's messages in the segment ``[lo, hi)`` (global positions),
+    the newest fed before each frame (``fed``: messages before each frame)
+    and its freshness at the frame times ``now_s``."""
+    if topic is None:
+        msgs, stamps, newest = np.zeros(0, np.int64), np.zeros(0), np.full(len(fed), -1)
+    else:
+        a, b = np.searchsorted(topic.index, [lo, hi])
+        msgs = np.arange(a, b)
+        stamps = topic.stamps_s[msgs]
+        _in_order(stamps)
+        newest = np.searchsorted(topic.index[a:b], fed) - 1
+    return _Stream(msgs, stamps, newest, _fresh(stamps, newest, now_s, staleness_s))
+
+
+def _joint_names(c: Columns) -> list[str]:
+    """The ``name`` strings of a JointState layout."""
+    return [c.layout.strings[f'name[{k}]'] for k in range(c.layout.sequence_lengths['name'])]
 
 
 def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: GroundingSet, predicates: list[str],
@@ -178,15 +217,6 @@ def _schedule(times_ns: list[int], period_ns: int, max_gap_ns: int):
     return segments
 
 
-def _fed(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the topic's message positions in the segment [lo, hi), how many of
-    them came before each frame)."""
-    if topic is None:
-        return np.zeros(0, np.int64), np.zeros(len(fed), np.int64)
-    a, b = np.searchsorted(topic.index, [lo, hi])
-    return np.arange(a, b), np.searchsorted(topic.index[a:b], fed)
-
-
 def _fresh(stamps: np.ndarray, newest: np.ndarray, now_s: np.ndarray, staleness_s: float) -> np.ndarray:
     """:meth:`~safemanip_ros.grounding.base.Freshness.fresh` per frame, given
     the newest sample's index (-1: none yet)."""
@@ -220,11 +250,11 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     cfg = joints.config
     arrays = joints.arrays
     n_frames = len(now_s)
-    msgs, count = _fed(topic, lo, hi, fed)
+    stream = _stream(topic, lo, hi, fed, now_s, cfg.staleness_s)
     wanted = list(cfg.arm_joints) + list(cfg.gripper_joints)
     out: dict[str, Column] = {name: (np.zeros(n_frames, bool), np.zeros(n_frames, bool))
                               for name in cfg.predicate_names}
-    if not len(msgs):
+    if not len(stream.msgs):
         return out
     assert topic is not None
     width = len(wanted)
@@ -232,9 +262,8 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     pos_all, vel_all = np.full((n_all, width), np.nan), np.full((n_all, width), np.nan)
     has_vel_all = np.zeros(n_all, bool)
     for c, at in topic.parts:
-        lay = c.layout
-        names = [lay.strings[f'name[{k}]'] for k in range(lay.sequence_lengths['name'])]
-        n_pos, n_vel = lay.sequence_lengths['position'], lay.sequence_lengths['velocity']
+        names = _joint_names(c)
+        n_pos, n_vel = c.layout.sequence_lengths['position'], c.layout.sequence_lengths['velocity']
         index = {n: i for i, n in enumerate(names)}
         idx = np.array([index.get(j, -1) for j in wanted], dtype=np.intp)
         if n_pos != len(names) or not names:
@@ -247,11 +276,10 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
             has_vel_all[at] = True
             velocity = c.stack([f'velocity[{k}]' for k in range(n_vel)])
             vel_all[np.ix_(at, np.flatnonzero(take))] = velocity[:, idx[take]]
+    msgs, stamps = stream.msgs, stream.stamps
     pos, vel, has_vel = pos_all[msgs], vel_all[msgs], has_vel_all[msgs]
     pos[~np.isfinite(pos)] = np.nan          # ±inf is not a position: unknown, like NaN
     vel[~np.isfinite(vel)] = np.nan
-    stamps = topic.stamps_s()[msgs]
-    _in_order(stamps)
     n = len(msgs)
     has_prev = np.arange(n) > 0
     prev_pos = np.vstack([np.full((1, width), np.nan), pos[:-1]])
@@ -273,9 +301,7 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     closed = known & ~opened & (delta < -cfg.gripper_motion_m)
     rows = sample_predicates(arrays, pos, vel, has_vel, prev_pos, has_prev, stamps, prev_stamp, known,
                              recently(opened), recently(closed))
-    newest = count - 1
-    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
-    at = np.maximum(newest, 0)
+    at, fresh = stream.at, stream.fresh
     for name, (v, k) in rows.items():
         out[name] = (v[at] & fresh, k[at] & fresh)
     return out
@@ -290,30 +316,24 @@ def _fixtures(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     cfg = fixtures.config
     n_frames = len(now_s)
     out: dict[str, Column] = {name: (np.zeros(n_frames, bool), np.zeros(n_frames, bool)) for name in fixtures.names}
-    msgs, count = _fed(topic, lo, hi, fed)
-    if topic is None or not len(msgs):
+    stream = _stream(topic, lo, hi, fed, now_s, cfg.staleness_s)
+    if topic is None or not len(stream.msgs):
         return out
     order = sorted(cfg.joints)
     q_all = np.full((len(topic.index), len(order)), np.nan)
     for c, at in topic.parts:
-        lay = c.layout
-        names = [lay.strings[f'name[{k}]'] for k in range(lay.sequence_lengths['name'])]
-        n_pos = lay.sequence_lengths['position']
-        index = {n: i for i, n in enumerate(names)}
+        n_pos = c.layout.sequence_lengths['position']
+        index = {n: i for i, n in enumerate(_joint_names(c))}
         for j, fixture in enumerate(order):
             i = index.get(cfg.joints[fixture][0])
             if i is not None and i < n_pos:
                 q_all[at, j] = c.numbers[f'position[{i}]']
-    q = q_all[msgs]
-    stamps = topic.stamps_s()[msgs]
-    _in_order(stamps)
+    q = q_all[stream.msgs]
     prev = np.vstack([np.full((1, len(order)), np.nan), q[:-1]])
-    newest = count - 1
-    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
-    at = np.maximum(newest, 0)
+    at = stream.at
     for j, fixture in enumerate(order):
         for name, (v, k) in fixture_predicates(cfg, fixture, q[at, j], prev[at, j]).items():
-            out[name] = (v, k & fresh)
+            out[name] = (v, k & stream.fresh)
     return out
 
 
@@ -323,19 +343,14 @@ def _wrench(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     assert grounding.wrench is not None
     cfg = grounding.wrench.config
     n_frames = len(now_s)
-    msgs, count = _fed(topic, lo, hi, fed)
-    if topic is None or not len(msgs):
+    stream = _stream(topic, lo, hi, fed, now_s, cfg.staleness_s)
+    if topic is None or not len(stream.msgs):
         return {'contact_force_over_threshold': (np.zeros(n_frames, bool), np.zeros(n_frames, bool))}
     v_all = np.zeros((len(topic.index), 6))
     for c, at in topic.parts:
         v_all[at] = c.stack([f'wrench.{part}.{axis}' for part in ('force', 'torque') for axis in 'xyz'])
-    v = v_all[msgs]
-    stamps = topic.stamps_s()[msgs]
-    _in_order(stamps)
-    over, finite = wrench_over(cfg, v)
-    newest = count - 1
-    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s)
-    at = np.maximum(newest, 0)
+    over, finite = wrench_over(cfg, v_all[stream.msgs])
+    at, fresh = stream.at, stream.fresh
     return {'contact_force_over_threshold': (over[at] & fresh, finite[at] & fresh)}
 
 
@@ -344,8 +359,9 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     contacts = ContactGrounding(grounding.contacts.config)
     cfg = contacts.config
     n_frames = len(now_s)
-    msgs, count = _fed(topic, lo, hi, fed)
-    if topic is not None and len(msgs):
+    stream = _stream(topic, lo, hi, fed, now_s, cfg.staleness_s)
+    kept: list[Touches | None] = []
+    if topic is not None and len(stream.msgs):
         n_all = len(topic.index)
         kept_all: list[Any] = [None] * n_all
         for c, at in topic.parts:
@@ -367,17 +383,11 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
                     touches = memo[key] = contacts.touches(
                         [ContactSample(b1, b2, 0.0) for (b1, b2), kp in zip(bodies, keep[row].tolist()) if kp])
                 kept_all[pos] = touches
-        stamps = topic.stamps_s()[msgs]
-        _in_order(stamps)
-        kept = [kept_all[m] for m in msgs.tolist()]
-    else:
-        stamps, kept = np.zeros(0), []
-    newest = count - 1
-    fresh = _fresh(stamps, newest, now_s, cfg.staleness_s).tolist()
+        kept = [kept_all[m] for m in stream.msgs.tolist()]
     closed_v = fingers_closed[0].tolist() if fingers_closed is not None else [False] * n_frames
     closed_k = fingers_closed[1].tolist() if fingers_closed is not None else [False] * n_frames
     values: dict[str, list] = {name: [] for name in contacts.names}
-    for f, (ok, s) in enumerate(zip(fresh, newest.tolist())):
+    for f, (ok, s) in enumerate(zip(stream.fresh.tolist(), stream.newest.tolist())):
         touches = kept[s] if ok else None
         if touches is None:
             for col in values.values():
