@@ -34,9 +34,9 @@ from ..errors import SafemanipError
 from ..monitor.frames import SampleHold
 from .bagread import messages as bag_messages
 from .bagread import read_all, read_batches
+from .columns import PREDICATE_TYPE
 from .types import typestore
 
-PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
 LIVE_FRAME_CUTOFF_NS = 1_000_000     # nodes/monitor_node.FRAME_CUTOFF_NS (this layer does not import nodes)
 EPISODE_TOPIC = '/episode'
