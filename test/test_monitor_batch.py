@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from monitor_helpers import reference_run
 
+from safemanip_ros.errors import MonitorInputError
+from safemanip_ros.monitor import core, machine
 from safemanip_ros.monitor.core import Monitor
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate, load_suite
@@ -126,3 +129,86 @@ def test_small_suite_equals_scalar_reference(tmp_path_factory, seed):
     for b in range(4):
         n = int(lengths[b])
         assert _summary(results[b]) == reference_run(mon, values[b, :n])
+
+
+def _live_results(mon: Monitor, values, unknown, lengths):
+    """Frame-by-frame results of each rollout on a batch-1 twin of ``mon``."""
+    live = Monitor(mon.instance_set, batch=1)
+    out = []
+    for b in range(values.shape[0]):
+        live.reset()
+        for t in range(int(lengths[b])):
+            live.step(values[b, t], None if unknown is None else unknown[b, t])
+        out.append(live.finish()[0].to_dict())
+    return out
+
+
+def test_wide_episode_machines_equal_dense_ones(monkeypatch):
+    """Instances whose tables are made on demand (wide: too many states ×
+    letters for a full table) give the same results as full tables, on the
+    whole suite, over whole episodes and live."""
+    values, unknown, lengths = _signals(11, 4, 200)
+    dense = Monitor(ISET, batch=4)
+    assert dense.machines.all_dense
+    expected = [r.to_dict() for r in dense.run(values, unknown, lengths, keep_verdicts=True)]
+    monkeypatch.setattr(machine, 'DENSE_MAX_RECORDS', 0)
+    wide = Monitor(ISET, batch=4)
+    assert wide.machines.wide.size == len(wide.instances)
+    results = wide.run(values, unknown, lengths, keep_verdicts=True)
+    assert [r.to_dict() for r in results] == expected
+    assert _live_results(wide, values, unknown, lengths) == expected
+
+
+def test_a_formula_over_many_atoms_is_wide_and_exact(tmp_path):
+    """A property reading 16 atoms (2**16 letters) runs on a wide machine, and
+    agrees with frame by frame and with the scalar transcription of §4."""
+    from monitor_helpers import prop, simple_suite
+    atoms = [f'x{j:02d}' for j in range(16)]
+    conj = ' & '.join(atoms[:14])
+    iset = simple_suite(tmp_path, prop('many', f'G(({conj}) -> X(x14 | x15))', 'x00', 'F(x15)'),
+                        predicates=tuple(atoms))
+    mon = Monitor(iset, batch=3)
+    assert mon.machines.wide.tolist() == [0]
+    rng = np.random.default_rng(5)
+    values = rng.random((3, 300, 16)) < 0.93          # the 14-atom conjunction holds now and then
+    values[..., 14:] = rng.random((3, 300, 2)) < 0.5
+    lengths = np.array([300, 170, 1])
+    results = mon.run(values, None, lengths)
+    assert sum(r.instances[0].violations for r in results) >= 10
+    assert [r.to_dict() for r in results] == _live_results(mon, values, None, lengths)
+    for b in range(3):
+        n = int(lengths[b])
+        assert _summary(results[b]) == reference_run(mon, values[b, :n])
+
+
+def test_columns_in_windows_of_frames_equal_whole_episodes(monkeypatch):
+    """Rollouts too long for one block's memory have their program columns
+    stepped in windows of frames; the results are the same."""
+    values, unknown, lengths = _signals(13, 3, 250)
+    expected = [r.to_dict() for r in Monitor(ISET, batch=3).run(values, unknown, lengths, keep_verdicts=True)]
+    mon = Monitor(ISET, batch=3)
+    monkeypatch.setattr(core, 'RUN_BLOCK_BYTES', mon.program.num_columns * 40)   # 1 rollout a block, 40 frames a window
+    seen = []
+    windows = mon._column_windows
+
+    def spy(*args):
+        for t0, V in windows(*args):
+            seen.append((t0, V.shape[-1]))
+            yield t0, V
+    monkeypatch.setattr(mon, '_column_windows', spy)
+    assert [r.to_dict() for r in mon.run(values, unknown, lengths, keep_verdicts=True)] == expected
+    assert seen[:7] == [(0, 40), (40, 40), (80, 40), (120, 40), (160, 40), (200, 40), (240, 10)]
+    # The monitor is usable live afterwards (its program is back at batch 3).
+    mon.reset()
+    mon.step(values[:, 0], unknown[:, 0])
+
+
+def test_run_rejects_inconsistent_shapes():
+    mon = Monitor(ISET, batch=2)
+    values = np.zeros((2, 10, P), bool)
+    with pytest.raises(MonitorInputError, match='lengths'):
+        mon.run(values, None, [3, 11])
+    with pytest.raises(MonitorInputError, match='expected'):
+        mon.run(values[:, :, :-1])
+    with pytest.raises(MonitorInputError, match='unknown'):
+        mon.run(values, np.zeros((2, 9, P), bool))

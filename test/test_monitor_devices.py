@@ -86,18 +86,19 @@ def test_devices_are_independent_per_rollout():
     assert v[prog.index["out"]].tolist() == [False, False]
 
 
-def test_whole_episode_evaluation_equals_frame_by_frame():
+@pytest.mark.parametrize('T', [400, 2 ** 14 + 60])     # frame indices as int16, then int32
+def test_whole_episode_evaluation_equals_frame_by_frame(T):
     """``evaluate_over_time`` (the offline path: every device in closed form
     over time) gives exactly what stepping ``evaluate`` frame by frame gives,
     for every device kind, windows 1-5 (timeout 0-4), nested devices and expressions, on
-    random inputs with flickers and long runs, in a batch."""
+    random inputs with flickers and long runs, in a batch, short and long."""
     defs = {f'{kind}_{w}': f'{kind}(p, {w})' for kind in ('held', 'sticky', 'debounce') for w in range(1, 6)}
     defs |= {f'timeout_{w}': f'timeout(p, q, {w})' for w in range(5)}
     defs |= {'rose': 'rose(p)', 'fell': 'fell(q)', 'latch': 'latch(p, q)', 'latch_same': 'latch(p, p)',
              'db': 'debounce(p | q, 2)', 'nested': 'held(db, 3)', 'latch_rose': 'latch(q, rose)',
              'expr': 'sticky_2 & !latch_rose', 'timeout_nested': 'timeout(rose, fell | held_2, 3)'}
     prog = Program(['p', 'q'], {k: parse_derived(v, 'test') for k, v in defs.items()})
-    B, T = 6, 400
+    B = 6
     prog.finalize(batch=B)
     rng = np.random.default_rng(7)
     V = np.zeros((T, prog.num_columns, B), bool)
@@ -109,7 +110,7 @@ def test_whole_episode_evaluation_equals_frame_by_frame():
     prog.reset()
     for t in range(T):
         prog.evaluate(expected[t])
-    got = prog.evaluate_over_time(V.copy())
+    got = prog.evaluate_over_time(np.ascontiguousarray(V.transpose(1, 2, 0))).transpose(2, 0, 1)   # time last
     for name in defs:
         col = prog.index[name]
         assert np.array_equal(got[:, col], expected[:, col]), name

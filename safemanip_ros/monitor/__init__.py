@@ -1,4 +1,4 @@
-"""The monitor: frames, derived predicates, DFA banks, violation episodes
+"""The monitor: frames, derived predicates, episode machines, violation episodes
 and per-trigger metrics (SEMANTICS.md §1, §3-§5); no ROS, no sensors."""
 
 from .core import Episode, InstanceResult, Monitor, RolloutResult, StepResult

@@ -1,11 +1,13 @@
-"""The monitor: derived predicates → DFA banks → episodes → metrics
+"""The monitor: derived predicates → episode machines → episodes → metrics
 (SEMANTICS.md §1, §4, §5).
 
 One :class:`Monitor` runs a fixed set of property instances over a *batch*
-of ``B`` independent rollouts, one frame at a time: live monitoring is
-``B = 1`` (``step`` per tick, ``finish`` at the end of the episode) and the
-offline audit runs many rollouts at once through the same ``step``
-(``run``).  Everything is deterministic.
+of ``B`` independent rollouts: live monitoring is ``B = 1``, one frame at a
+time (``step`` per tick, ``finish`` at the end of the episode), and the
+offline audit gives whole rollouts at once (``run``).  Both run the same
+compiled pieces — the derived-predicate program (program.py) and one episode
+machine per instance, §4 compiled into a table (machine.py) — and give the
+same results.  Everything is deterministic.
 
 Per instance and rollout, each frame: unknown grounded values are replaced
 by their ``unknown_as`` and counted; derived predicates and trigger edges are
@@ -24,28 +26,29 @@ the trace, counts as a one-frame episode at T-1).
 from __future__ import annotations
 
 import builtins
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import MonitorInputError
 from ..ltlf.cache import compile_cached
-from ..ltlf.runtime import DFABank
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
+from .machine import CLOSED, OPENED, EpisodeMachines
 from .program import FALSE_COL, TRUE_COL, Program
 
 _FALSE = int(Verdict.FALSE)
-_TRUE = int(Verdict.TRUE)
 _PF = int(Verdict.PRESUMABLY_FALSE)
-_PT = int(Verdict.PRESUMABLY_TRUE)
 
 
-@dataclass(frozen=True, slots=True)
-class Episode:
-    """A violation episode: frames ``start..end`` inclusive."""
+class Episode(NamedTuple):
+    """A violation episode: frames ``start..end`` inclusive.  (A named tuple:
+    an audit makes one per violation, and these are the cheapest to make.)"""
 
     start: int
     end: int
@@ -158,9 +161,27 @@ class StepResult:
         return [EpisodeEvent(int(b), int(d), int(s), int(self.frame[b]), True) for b, d, s in zip(bs, ds, starts)]
 
 
-EPISODE_EVAL_MAX_BATCH = 128
-"""Largest batch whose devices :meth:`Monitor.run` evaluates over whole
-episodes at once (above it, frame by frame; the values are the same)."""
+RUN_BLOCK_ROLLOUTS = 128
+"""Most rollouts :meth:`Monitor.run` works on at once: their whole episodes'
+program columns stay within the caches (more is slower, not faster)."""
+
+RUN_BLOCK_BYTES = 64 << 20
+"""Working memory of one block of :meth:`Monitor.run` (columns and records);
+a rollout too long for it has its columns evaluated in windows of frames."""
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Results are ~10^5 small acyclic objects (an episode per violation);
+    the cyclic collector's passes while they are made cost several times more
+    than making them, so it waits until they are built."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Monitor:
@@ -183,18 +204,9 @@ class Monitor:
         program.finalize(batch)
         self.program = program
         self.batch = batch
-        columns = dict(program.index)
-        # One bank: main DFAs at [0, D), recovery DFAs at [D, 2D), so each
-        # frame's letters for both are gathered in one operation.
-        D = len(self.instances)
-        self.bank = DFABank([compile_cached(i.formula, cache_dir) for i in self.instances] +
-                            [compile_cached(i.recovery, cache_dir) for i in self.instances], columns,
-                            num_columns=program.num_columns)
-        self.bank.set_false_column(FALSE_COL)
-        self._main = slice(0, D)
-        self._rec = slice(D, 2 * D)
-        self.main_initial = self.bank.initial[self._main]
-        self.recovery_initial = self.bank.initial[self._rec]
+        # One episode machine per instance (SEMANTICS.md §4 as a table; machine.py).
+        self.machines = EpisodeMachines([(compile_cached(i.formula, cache_dir), compile_cached(i.recovery, cache_dir))
+                                         for i in self.instances], program.index, FALSE_COL)
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
         pidx = {p: j for j, p in enumerate(self.predicates)}
         self._needs = np.zeros((len(self.predicates), len(self.instances)), dtype=bool)
@@ -204,6 +216,7 @@ class Monitor:
             self._needs[cols, d] = True
             self._needs_lists.append(cols)
         self._needs_names = [[self.predicates[j] for j in cols] for cols in self._needs_lists]
+        self._heads = [(i.property, i.instance, i.category, i.severity) for i in self.instances]
         self._strong = np.array([i.end_policy == 'strong' for i in self.instances], dtype=bool)
         self.reset()
 
@@ -215,10 +228,7 @@ class Monitor:
         B, D, P = self.batch, len(self.instances), len(self.predicates)
         if which is None:
             which = np.ones(B, dtype=bool)
-            self.m = np.empty((D, B), np.int32)
-            self.r = np.empty((D, B), np.int32)
-            self.violated = np.zeros((D, B), bool)
-            self.fresh = np.ones((D, B), bool)
+            self.base = np.empty((D, B), np.int64)
             self.open_start = np.full((D, B), -1, np.int64)
             self.triggers = np.zeros((D, B), np.int64)
             self.violations = np.zeros((D, B), np.int64)
@@ -232,16 +242,20 @@ class Monitor:
             self._v = self.program.new_frame_matrix()
             self.program.reset()
         else:
-            for arr in (self.violated, self.open_start, self.triggers, self.violations, self.unsafe,
+            for arr in (self.open_start, self.triggers, self.violations, self.unsafe,
                         self.unknown_inst, self.unknown_pred):
                 arr[:, which] = -1 if arr is self.open_start else 0
             self.frames[which] = 0
             self.finished[which] = False
-            self.fresh[:, which] = True
             self._episode_chunks = [tuple(a[~which[ch[1]]] for a in ch) for ch in self._episode_chunks]
             self.program.reset(which)
-        self.m[:, which] = self.main_initial[:, None]
-        self.r[:, which] = self.recovery_initial[:, None]
+        self.base[:, which] = self.machines.initial_base[:, None]
+
+    @builtins.property
+    def violated(self) -> np.ndarray:
+        """``bool[D, B]``: instances in an open violation episode."""
+        out: np.ndarray = self.machines.violated[self.base]
+        return out
 
     def snapshot(self, b: int = 0) -> RolloutSnapshot:
         """Counts so far of rollout ``b`` (live nodes publish these)."""
@@ -253,7 +267,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ step
     def step(self, values: np.ndarray, unknown: np.ndarray | None = None,
-             active: np.ndarray | None = None, columns: np.ndarray | None = None) -> StepResult:
+             active: np.ndarray | None = None) -> StepResult:
         """Process one frame of every rollout.
 
         values: ``bool[B, P]`` grounded predicate values, columns in
@@ -262,9 +276,6 @@ class Monitor:
             ``unknown_as`` is used and the frame is counted as unknown).
         active: ``bool[B]``, rollouts that have this frame (others are left
             untouched in every counter).
-        columns: this frame's program columns (``bool[C, B]``), already
-            evaluated from these values (:meth:`run` evaluates a whole
-            episode at once); None evaluates the program here.
         """
         values = np.asarray(values, dtype=bool)
         if values.ndim == 1:
@@ -277,87 +288,51 @@ class Monitor:
         act = np.ones(B, bool) if active is None else np.asarray(active, bool)
         if self.finished[act].any():
             raise MonitorInputError('step() on a finished rollout; call reset() first')
-        v = self._v if columns is None else columns
+        v = self._v
         values_cm = values.T
         if unknown is not None:
             unknown = np.asarray(unknown, dtype=bool).reshape(B, -1)
             if unknown.any():
-                if columns is None:      # given columns already read unknowns as unknown_as
-                    values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
+                values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
                 unk = unknown & act[:, None]
                 self.unknown_pred += unk.T
                 for b in np.nonzero(unk.any(axis=1))[0]:   # few rollouts have unknowns at once
                     self.unknown_inst[:, b] += self._needs[unk[b]].any(axis=0)
-        if columns is None:
-            v[self._pred_col] = values_cm
-            self.program.evaluate(v)
+        v[self._pred_col] = values_cm
+        self.program.evaluate(v)
         trig = v[self.trigger_cols]
         self.triggers += trig if all_active else trig & act
         t = self.frames.copy()
 
-        bank, MAIN, REC = self.bank, self._main, self._rec
-        letters = bank.letters_cm(v)
-        was_violated = self.violated
-        watching = ~was_violated
-        m = np.where(watching, bank.transition_cm(self.m, v, letters[MAIN], MAIN), self.m)
-        new_viol = watching & (bank.labels_cm(m, MAIN) == _FALSE)
-        if not all_active:
-            new_viol &= act
-        opened_mask = None
-        r_in = self.r
-        if new_viol.any():
-            # A new episode starts the recovery DFA from its initial state on this frame.
-            r_in = np.where(new_viol, self.recovery_initial[:, None], self.r)
-            self.violations += new_viol
-            self.open_start = np.where(new_viol, t[None, :], self.open_start)
-            opened_mask = new_viol
-        violated = was_violated | new_viol
-        r = np.where(violated, bank.transition_cm(r_in, v, letters[REC], REC), self.r)
-        rec_labels = bank.labels_cm(r, REC)
-        recovered = violated & ((rec_labels == _TRUE) | (rec_labels == _PT))
-        if not all_active:
-            recovered &= act
-        closed_at = (_NONE, _NONE, _NONE)
-        if recovered.any():
-            ds, bs = np.nonzero(recovered)
-            starts = self.open_start[ds, bs]
-            self.unsafe[ds, bs] += t[bs] - starts + 1
-            self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
-            closed_at = (bs, ds, starts)
-            # §4 step 3: restart M on the closing frame, m ← δ_M(m₀, v_t); an
-            # episode that opened on this very frame restarts at m₀ instead.
-            init = np.broadcast_to(self.main_initial[:, None], m.shape)
-            reread = bank.transition_cm(init, v, letters[MAIN], MAIN)
-            m = np.where(recovered, np.where(new_viol, init, reread), m)
-            violated &= ~recovered
-            self.open_start = np.where(recovered, -1, self.open_start)
-        # fresh: the main DFA has read nothing since its (re)start (only a
-        # restart at m₀, i.e. an episode opened and closed on this frame).
-        fresh = np.where(recovered, new_viol, self.fresh & ~watching)
+        mach = self.machines
+        rec = mach.records(self.base, mach.letters(v), v)     # first: a wide record made now may grow `outcome`
+        outcome = mach.outcome[rec]
+        events = outcome & 3
         if all_active:
-            self.m, self.r, self.violated, self.fresh = m, r, violated, fresh
+            self.base = outcome >> 2
         else:
-            self.m = np.where(act, m, self.m)
-            self.r = np.where(act, r, self.r)
-            self.violated = np.where(act, violated, self.violated)
-            self.fresh = np.where(act, fresh, self.fresh)
+            events = np.where(act, events, 0)
+            self.base = np.where(act, outcome >> 2, self.base)
+        opened_mask = None
+        closed_at = (_NONE, _NONE, _NONE)
+        if events.any():
+            opened = (events & OPENED) != 0
+            if opened.any():
+                self.violations += opened
+                self.open_start = np.where(opened, t[None, :], self.open_start)
+                opened_mask = opened
+            closed = (events & CLOSED) != 0
+            if closed.any():
+                ds, bs = np.nonzero(closed)
+                starts = self.open_start[ds, bs]
+                self.unsafe[ds, bs] += t[bs] - starts + 1
+                self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
+                closed_at = (bs, ds, starts)
+                self.open_start = np.where(closed, -1, self.open_start)
         self.frames += act
-        rec_out = rec_labels if all_active else bank.labels_cm(self.r, REC)
-        return StepResult(t, bank.labels_cm(self.m, MAIN).T, self.violated.T, rec_out.T, opened_mask, closed_at)
-
-    def _columns_over_time(self, values: np.ndarray, unknown: np.ndarray | None) -> np.ndarray:
-        """Every frame's program columns (``bool[T, C, B]``) for :meth:`run`,
-        the device program evaluated over whole episodes at once (the same
-        values as frame by frame; ``test_monitor_devices``).  Unknown inputs
-        read as ``unknown_as``, as in :meth:`step`."""
-        B, T, _ = values.shape
-        V = np.zeros((T, self.program.num_columns, B), bool)
-        V[:, TRUE_COL] = True
-        inputs = values.transpose(1, 2, 0)
-        if unknown is not None:
-            inputs = np.where(np.asarray(unknown, bool).transpose(1, 2, 0), self.unknown_as[None, :, None], inputs)
-        V[:, self._pred_col] = inputs
-        return self.program.evaluate_over_time(V)
+        base = self.base
+        return StepResult(t, mach.main_label[base].T, mach.violated[base].T, mach.recovery_label[base].T,
+                          opened_mask, closed_at)
 
     # ---------------------------------------------------------------- finish
     def finish(self, which: np.ndarray | None = None) -> list[RolloutResult | None]:
@@ -369,10 +344,11 @@ class Monitor:
         ending = which & ~self.finished
         if not ending.any():
             return out
-        labels = self.bank.labels_cm(self.m, self._main)
+        mach = self.machines
+        labels, violated, fresh = mach.main_label[self.base], mach.violated[self.base], mach.fresh[self.base]
         last = self.frames - 1
         has_frames = ((self.frames > 0) & ending)[None, :]
-        open_eps = self.violated & has_frames
+        open_eps = violated & has_frames
         if open_eps.any():
             ds, bs = np.nonzero(open_eps)
             starts = self.open_start[ds, bs]
@@ -380,13 +356,13 @@ class Monitor:
             self._episode_chunks.append((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
         # A restarted M that failed on the closing frame T-1 (false is a sink)
         # counts as a one-frame, unrecovered episode at T-1.
-        failed = ~self.violated & (labels == _FALSE) & has_frames
+        failed = ~violated & (labels == _FALSE) & has_frames
         if failed.any():
             ds, bs = np.nonzero(failed)
             self.violations[ds, bs] += 1
             self.unsafe[ds, bs] += 1
             self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
-        obligation = ~self.violated & ~self.fresh & (labels == _PF) & has_frames
+        obligation = ~violated & ~fresh & (labels == _PF) & has_frames
         strong = obligation & self._strong[:, None]
         if strong.any():
             ds, bs = np.nonzero(strong)
@@ -394,10 +370,18 @@ class Monitor:
             self.unsafe[ds, bs] += 1
             self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         pending = obligation & ~self._strong[:, None]
+        with _gc_paused():
+            return self._finish_results(ending, pending, out)
+
+    def _finish_results(self, ending: np.ndarray, pending: np.ndarray,
+                        out: list[RolloutResult | None]) -> list[RolloutResult | None]:
         episodes = self._collect_episodes(ending)
-        for b in np.nonzero(ending)[0]:
-            self.finished[b] = True
-            out[b] = self._result(int(b), pending[:, b], episodes.get(int(b), {}))
+        self.finished |= ending
+        rollouts = np.flatnonzero(ending)
+        columns = [a[:, rollouts].T.tolist() for a in (self.triggers, self.violations, pending, self.unsafe,
+                                                         self.unknown_inst, self.unknown_pred)]
+        for b, frames, tr, vi, pe, un, ui, up in zip(rollouts.tolist(), self.frames[rollouts].tolist(), *columns):
+            out[b] = self._result(frames, tr, vi, pe, un, ui, up, episodes.get(b, {}))
         return out
 
     def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, list[Episode]]]:
@@ -411,67 +395,171 @@ class Monitor:
         ds, bs, starts, ends, rec = (c[take] for c in cols)
         if not bs.size:
             return {}
-        order = np.lexsort((starts, ds, bs))
-        bs, ds = bs[order], ds[order]
-        episodes = list(map(Episode, starts[order].tolist(), ends[order].tolist(), rec[order].tolist()))
+        span = int(ends.max()) + 1
+        group = bs.astype(np.int64) * len(self.instances) + ds
+        order = np.argsort(group * span + starts)            # by rollout, instance, start (unique)
+        group, bs, ds = group[order], bs[order], ds[order]
+        # tuple.__new__ straight from C: one Episode per violation is the bulk of a result.
+        episodes = list(map(tuple.__new__, repeat(Episode),
+                            zip(starts[order].tolist(), ends[order].tolist(), rec[order].tolist())))
         # One group per (rollout, instance): slices of the sorted episodes, not one dict step per episode.
-        key = bs.astype(np.int64) * len(self.instances) + ds
-        bounds = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), len(key)]
+        bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(group)]
         out: dict[int, dict[int, list[Episode]]] = {}
         for lo, hi, b, d in zip(bounds[:-1], bounds[1:], bs[bounds[:-1]].tolist(), ds[bounds[:-1]].tolist()):
             out.setdefault(b, {})[d] = episodes[lo:hi]
         return out
 
-    def _result(self, b: int, pending: np.ndarray, episodes: dict[int, list[Episode]]) -> RolloutResult:
-        triggers, violations = self.triggers[:, b].tolist(), self.violations[:, b].tolist()
-        unsafe, unknown_inst = self.unsafe[:, b].tolist(), self.unknown_inst[:, b].tolist()
-        unknown_pred = self.unknown_pred[:, b].tolist()
-        pending_l = pending.tolist()
-        frames = int(self.frames[b])
-        results = []
-        for d, inst in enumerate(self.instances):
-            results.append(InstanceResult(
-                inst.property, inst.instance, inst.category, inst.severity, triggers[d], violations[d],
-                pending_l[d], unsafe[d], frames, unknown_inst[d],
-                dict(zip(self._needs_names[d], [unknown_pred[j] for j in self._needs_lists[d]])),
-                episodes.get(d, [])))
+    def _result(self, frames: int, triggers: list[int], violations: list[int], pending: list[bool],
+                unsafe: list[int], unknown_inst: list[int], unknown_pred: list[int],
+                episodes: dict[int, list[Episode]]) -> RolloutResult:
+        """One rollout's result from its per-instance counts (lists in instance order)."""
+        results = [InstanceResult(prop, inst, cat, sev, tr, vi, pe, un, frames, ui,
+                                  dict(zip(names, map(unknown_pred.__getitem__, cols))), episodes.get(d) or [])
+                   for d, (prop, inst, cat, sev), names, cols, tr, vi, pe, un, ui in zip(
+                       range(len(self._heads)), self._heads, self._needs_names, self._needs_lists, triggers,
+                       violations, pending, unsafe, unknown_inst)]
         return RolloutResult(frames, results)
 
     # ------------------------------------------------------------------- run
     def run(self, values: np.ndarray, unknown: np.ndarray | None = None,
             lengths: Sequence[int] | None = None, keep_verdicts: bool = False) -> list[RolloutResult]:
         """Whole rollouts at once: ``values[b, t, p]`` (padded to the longest),
-        ``lengths[b]`` frames each.  Resets the monitor first.  With
-        ``keep_verdicts`` each result carries its per-frame verdicts."""
+        ``lengths[b]`` frames each.  Resets the monitor first and leaves every
+        rollout finished.  With ``keep_verdicts`` each result carries its
+        per-frame verdicts.
+
+        The same results as :meth:`step` frame by frame then :meth:`finish`
+        (``test_monitor_batch``), computed over whole episodes: the program's
+        columns for all frames at once, then each instance's episode machine
+        as one gather per frame, then the episodes and counts from all frames'
+        events at once."""
         values = np.asarray(values, dtype=bool)
+        if values.ndim != 3 or values.shape[0] != self.batch or values.shape[2] != len(self.predicates):
+            raise MonitorInputError(f'rollouts have shape {values.shape}, expected ({self.batch}, frames, '
+                                    f'{len(self.predicates)}) for predicates {self.predicates}')
         B, T, _ = values.shape
-        if B != self.batch:
-            raise MonitorInputError(f'{B} rollouts given to a monitor built for batch={self.batch}')
-        lengths_arr = np.full(B, T) if lengths is None else np.asarray(lengths)
+        if unknown is not None:
+            unknown = np.asarray(unknown, dtype=bool)
+            if unknown.shape != values.shape:
+                raise MonitorInputError(f'unknown has shape {unknown.shape}, values {values.shape}')
+        lengths_arr = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+        if lengths_arr.shape != (B,) or (lengths_arr < 0).any() or (lengths_arr > T).any():
+            raise MonitorInputError(f'lengths must be {B} frame counts within [0, {T}], got {lengths_arr.tolist()}')
         self.reset()
-        results: list[RolloutResult | None] = [None] * B
         kept = np.zeros((T, B, len(self.instances)), np.int8) if keep_verdicts else None
-        # Small batches (an audit chunk): the device program over whole episodes at once is 1.3-1.6x
-        # faster; large ones already amortise each frame's numpy calls, and their whole-episode
-        # arrays outgrow the caches (30 % slower at 1,000 rollouts).
-        columns = self._columns_over_time(values, unknown) if B <= EPISODE_EVAL_MAX_BATCH else None
-        for t in range(T):
-            active = lengths_arr > t
-            res = self.step(values[:, t], None if unknown is None else unknown[:, t], active,
-                            None if columns is None else columns[t])
-            if kept is not None:
-                kept[t] = res.verdicts
-            ending = lengths_arr == t + 1
-            if ending.any():
-                for b, done in enumerate(self.finish(ending)):
-                    if done is not None:
-                        results[b] = done
-        for b, done in enumerate(self.finish(lengths_arr == 0)):
-            if done is not None:
-                results[b] = done
-        out = [r for r in results if r is not None]
-        assert len(out) == B            # every rollout ends at its length
+        per_rollout = max(1, T * (self.program.num_columns + 24 * len(self.instances)))
+        block = max(1, min(RUN_BLOCK_ROLLOUTS, RUN_BLOCK_BYTES // per_rollout))
+        for lo in range(0, B, block):
+            hi = min(B, lo + block)
+            self._run_block(lo, values[lo:hi], None if unknown is None else unknown[lo:hi], lengths_arr[lo:hi],
+                            kept)
+        self.frames[:] = lengths_arr
+        out = self.finish()
+        results = [r for r in out if r is not None]
+        assert len(results) == B            # every rollout ends at its length
         if kept is not None:
-            for b, r in enumerate(out):
+            for b, r in enumerate(results):
                 r.verdicts = kept[:int(lengths_arr[b]), b]
-        return out
+        return results
+
+    def _run_block(self, lo: int, values: np.ndarray, unknown: np.ndarray | None, lengths: np.ndarray,
+                   kept: np.ndarray | None) -> None:
+        """Rollouts ``lo..lo+b`` of :meth:`run`: their counters, closed
+        episodes, open episodes and end states, ready for :meth:`finish`."""
+        b, T, _ = values.shape
+        D = len(self.instances)
+        mach = self.machines
+        outcomes = np.empty((T, D, b), np.int64)      # per frame: base after it << 2 | its events
+        base = np.broadcast_to(mach.initial_base[:, None], (D, b)).copy()
+        rec = np.empty((D, b), np.int64)
+        trig = np.empty((D, b, T), bool)
+        for t0, V in self._column_windows(values, unknown):
+            width = V.shape[-1]
+            trig[..., t0:t0 + width] = V[self.trigger_cols]
+            letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1))   # [width, D, b]: a frame's rows together
+            for i in range(width):
+                if mach.all_dense:
+                    np.add(base, letters[i], out=rec)
+                else:
+                    rec = mach.records(base, letters[i], V[..., i])
+                out = outcomes[t0 + i]
+                np.take(mach.outcome, rec, out=out, mode='clip')   # 'clip' skips take's out-buffering; in range
+                np.right_shift(out, 2, out=base)
+        frame = np.arange(T, dtype=np.int64)
+        events = (outcomes & 3).astype(np.int8)
+        if (lengths < T).any():
+            active = frame[None, :] < lengths[:, None]                      # [b, T]
+            events *= active.T[:, None, :]
+            trig &= active
+        blk = slice(lo, lo + b)
+        self.triggers[:, blk] = np.count_nonzero(trig, axis=-1)
+        # Every event of the block, sorted by (instance, rollout, frame).
+        at = np.flatnonzero(events)
+        what = events.reshape(-1)[at]
+        t_e, rest = np.divmod(at, D * b)
+        key = rest * T + t_e                     # rest = instance * b + rollout
+        order = np.argsort(key)
+        key, what = key[order], what[order]
+        group, t_e = np.divmod(key, T)
+        is_open, is_close = (what & OPENED) != 0, (what & CLOSED) != 0
+        g_o, t_o, g_c, t_c = group[is_open], t_e[is_open], group[is_close], t_e[is_close]
+        self.violations[:, blk] = np.bincount(g_o, minlength=D * b).reshape(D, b)
+        # Per (instance, rollout), the i-th close ends the i-th open (a frame
+        # can open then close an episode, never close then open one).
+        rank_c = np.arange(g_c.size) - np.searchsorted(g_c, g_c, 'left')
+        match = np.searchsorted(g_o, g_c, 'left') + rank_c
+        starts = t_o[match]
+        if g_c.size:
+            d_c, b_c = np.divmod(g_c, b)
+            np.add.at(self.unsafe, (d_c, b_c + lo), t_c - starts + 1)
+            self._episode_chunks.append((d_c, b_c + lo, starts, t_c, np.ones(g_c.size, bool)))
+        unmatched = np.ones(g_o.size, bool)
+        unmatched[match] = False
+        d_u, b_u = np.divmod(g_o[unmatched], b)
+        self.open_start[d_u, b_u + lo] = t_o[unmatched]
+        ended = np.flatnonzero(lengths > 0)
+        if ended.size:
+            self.base[:, ended + lo] = outcomes[lengths[ended] - 1, :, ended].T >> 2   # [n, D] gathered
+        if unknown is not None:
+            unk = unknown & (frame[None, :, None] < lengths[:, None, None])   # [b, T, P]
+            self.unknown_pred[:, blk] = unk.sum(axis=1).T
+            rows_b, rows_t = np.nonzero(unk.any(axis=2))
+            if rows_b.size:
+                hit = (unk[rows_b, rows_t].astype(np.float32) @ self._needs.astype(np.float32)) > 0
+                counts = np.zeros((b, D), np.int64)
+                np.add.at(counts, rows_b, hit)
+                self.unknown_inst[:, blk] = counts.T
+        if kept is not None:
+            kept[:, blk] = mach.main_label[outcomes >> 2].transpose(0, 2, 1)
+
+    def _column_windows(self, values: np.ndarray, unknown: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
+        """The program's columns for the rollouts ``values`` (``bool[b, T,
+        P]``) as (first frame, ``bool[C, b, W]``) windows of frames (time
+        last): all frames at once (devices in closed form over time,
+        :meth:`Program.evaluate_over_time`) when they fit in
+        :data:`RUN_BLOCK_BYTES`, else windows of frames stepped one by one.
+        Unknown inputs read as ``unknown_as``, as in :meth:`step`."""
+        b, T, _ = values.shape
+        prog = self.program
+        C = prog.num_columns
+        inputs = values.transpose(2, 0, 1)                                  # [P, b, T]
+        if unknown is not None:
+            inputs = np.where(unknown.transpose(2, 0, 1), self.unknown_as[:, None, None], inputs)
+        if T * C * b <= RUN_BLOCK_BYTES:
+            V = np.zeros((C, b, T), bool)
+            V[TRUE_COL] = True
+            V[self._pred_col] = inputs
+            yield 0, prog.evaluate_over_time(V)
+            return
+        width = max(1, RUN_BLOCK_BYTES // (C * b))
+        prog.reset(batch=b)
+        try:
+            for t0 in range(0, T, width):
+                frames = np.zeros((min(T, t0 + width) - t0, C, b), bool)   # frame-major for evaluate()
+                frames[:, TRUE_COL] = True
+                frames[:, self._pred_col] = inputs[..., t0:t0 + frames.shape[0]].transpose(2, 0, 1)
+                for i in range(frames.shape[0]):
+                    prog.evaluate(frames[i])
+                yield t0, frames.transpose(1, 2, 0)
+        finally:
+            prog.reset(batch=self.batch)

@@ -151,8 +151,12 @@ class Program:
         return len(self.nodes)
 
     # ------------------------------------------------------------- running
-    def reset(self, which: np.ndarray | None = None) -> None:
-        """Device states back to 'before frame 0' (``p(-1) = false``)."""
+    def reset(self, which: np.ndarray | None = None, batch: int | None = None) -> None:
+        """Device states back to 'before frame 0' (``p(-1) = false``), for
+        all rollouts or those in ``which``; ``batch`` changes the number of
+        rollouts (all are reset)."""
+        if batch is not None:
+            self.batch, which = batch, None
         for g in self.groups:
             shape = (g.out.size, self.batch)
             init_by_op: dict[str, dict[str, np.ndarray]] = {
@@ -241,72 +245,82 @@ class Program:
         return v
 
     def evaluate_over_time(self, V: np.ndarray) -> np.ndarray:
-        """Fill the computed columns of ``V`` (``bool[T, C, B]``, inputs
-        already set) for frames ``0..T-1`` from the reset state: the same
-        values as ``reset()`` then ``evaluate(V[t])`` for each ``t``, a group
-        for all frames at once.  Each device has a closed form over time —
-        rose/fell a shift, held a run length, sticky the last true frame,
-        latch the last set or reset, debounce the last run of ``window``
-        equal values — except ``timeout``, stepped frame by frame here.
-        Device states are left as they were (call :meth:`reset` before
-        stepping again).  Returns ``V``."""
-        T = V.shape[0]
-        idx = np.arange(T, dtype=np.int64).reshape(T, 1, 1)
-        never = np.int64(-(2 ** 40))
+        """Fill the computed columns of ``V`` (``bool[C, B, T]``, inputs
+        already set; time last, so a column's frames are contiguous) for
+        frames ``0..T-1`` from the reset state: the same values as
+        ``reset()`` then ``evaluate(V[..., t])`` for each ``t``, a group for
+        all frames at once.  Each device has a closed form over time, built
+        from running maxima of frame indices: rose/fell a shift, held the
+        last false frame, sticky the last true one, latch the last set
+        against the last reset, debounce the last run of ``window`` equal
+        values, timeout the frame that armed it (see
+        :meth:`_timeout_over_time`).  Device states are left as they were
+        (call :meth:`reset` before stepping again).  Returns ``V``."""
+        T = V.shape[-1]
+        # Frame indices (broadcast over the last axis) in the narrowest type that holds
+        # them and `never`: the running maxima below are memory-bound.
+        itype = np.int16 if T < 2 ** 14 else np.int32 if T < 2 ** 30 else np.int64
+        idx = np.arange(T, dtype=itype)
+        never = itype(-(2 ** (8 * np.dtype(itype).itemsize - 2)))
         for g in self.groups:
-            x = V[:, g.a]
+            x = V[g.a]
             op = g.op
             if op == 'not':
                 out = ~x
             elif op == 'and':
-                out = x & V[:, g.b]
+                out = x & V[g.b]
             elif op == 'or':
-                out = x | V[:, g.b]
+                out = x | V[g.b]
             elif op == 'eq':
-                out = x == V[:, g.b]
+                out = x == V[g.b]
             elif op in ('rose', 'fell'):
                 prev = np.zeros_like(x)
-                prev[1:] = x[:-1]
+                prev[..., 1:] = x[..., :-1]
                 out = x & ~prev if op == 'rose' else ~x & prev
             elif op == 'held':       # count of trues ending here, capped at the window, >= window
-                last_false = np.maximum.accumulate(np.where(x, -1, idx), axis=0)
-                out = idx - last_false >= _window(g)
+                out = idx - _last(~x, idx, -1) >= _window(g)[..., None]
             elif op == 'sticky':     # frames since the last true < window
-                last_true = np.maximum.accumulate(np.where(x, idx, never), axis=0)
-                out = idx - last_true < _window(g)
+                out = idx - _last(x, idx, never) < _window(g)[..., None]
             elif op == 'debounce':   # the value of the last run that lasted `window` frames (else false)
                 change = np.ones_like(x)
-                change[1:] = x[1:] != x[:-1]
-                run = idx - np.maximum.accumulate(np.where(change, idx, 0), axis=0) + 1
-                last_q = np.maximum.accumulate(np.where(run >= _window(g), idx, -1), axis=0)
-                out = (last_q >= 0) & np.take_along_axis(x, np.maximum(last_q, 0), axis=0)
-            elif op == 'latch':      # the last set (without reset) or reset decides
-                b = V[:, g.b]
-                last_e = np.maximum.accumulate(np.where(x | b, idx, -1), axis=0)
-                out = (last_e >= 0) & np.take_along_axis(x & ~b, np.maximum(last_e, 0), axis=0)
+                change[..., 1:] = x[..., 1:] != x[..., :-1]
+                run = idx - _last(change, idx, 0) + 1
+                steady = run >= _window(g)[..., None]
+                out = _last(steady & x, idx, -1) > _last(steady & ~x, idx, -1)
+            elif op == 'latch':      # the last set (without reset) against the last reset
+                b = V[g.b]
+                out = _last(x & ~b, idx, -1) > _last(b, idx, -1)
             elif op == 'timeout':
-                out = self._timeout_over_time(g, x, V[:, g.b])
+                out = self._timeout_over_time(g, x, V[g.b], idx)
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
-            V[:, g.out] = out
+            V[g.out] = out
         return V
 
     @staticmethod
-    def _timeout_over_time(g: '_Group', x: np.ndarray, stop_all: np.ndarray) -> np.ndarray:
-        """``timeout`` from the reset state, frame by frame (as :meth:`evaluate`)."""
-        w = _window(g)
-        armed = np.zeros(x.shape[1:], bool)
-        count = np.zeros(x.shape[1:], np.int64)
-        out = np.zeros_like(x)
-        for t in range(x.shape[0]):
-            stop, xt = stop_all[t], x[t]
-            disarm = armed & stop
-            tick = armed & ~stop
-            arm = ~armed & xt & ~stop
-            count = np.where(tick, np.minimum(count + 1, w), np.where(arm, 0, count))
-            out[t] = (tick & (count >= w)) | (arm & (w == 0))
-            armed = (armed & ~disarm) | arm
+    def _timeout_over_time(g: '_Group', x: np.ndarray, stop: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """``timeout`` from the reset state over all frames (as :meth:`evaluate`).
+
+        A stop frame always leaves the device unarmed (it disarms, and
+        cannot arm); an ``x`` frame without stop leaves it armed.  So a frame
+        arms it when it has ``x`` and no stop and the last of those events
+        before it was a stop (or none), and on a frame without stop the
+        device counts ``t - a`` frames since the last arming ``a``, if that
+        came after the last stop: the output is ``t - a >= window``."""
+        last_stop = _last(stop, idx, -1)
+        last_x = _last(x, idx, -1)
+        unarmed_before = np.ones_like(x)
+        unarmed_before[..., 1:] = last_stop[..., :-1] >= last_x[..., :-1]
+        armed_at = _last(x & ~stop & unarmed_before, idx, -1)
+        out: np.ndarray = ~stop & (armed_at > last_stop) & (idx - armed_at >= _window(g)[..., None])
         return out
+
+
+def _last(mask: np.ndarray, idx: np.ndarray, none: int | np.integer) -> np.ndarray:
+    """Per frame (last axis), the index of the last frame at or before it
+    where ``mask`` holds, else ``none``."""
+    out: np.ndarray = np.maximum.accumulate(np.where(mask, idx, none), axis=-1)
+    return out
 
 
 def _window(g: '_Group') -> np.ndarray:
