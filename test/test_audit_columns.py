@@ -100,3 +100,30 @@ def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
     assert len(episode.values) == len(raws)                 # one frame per message at 20 Hz, none dropped
     last = ts.deserialize_cdr(raws[-1], TYPE).predicates
     assert episode.values[-1].tolist() == [bool(p.value and not p.unknown) for p in last]
+
+
+def test_shared_qos_parses_equal_rosbags_own():
+    """The memoised QoS parse (share_qos_parses) gives rosbags' values, a
+    fresh list on every call, and raises on bad text every time."""
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+    from rosbags.rosbag2 import ReaderError, storage_mcap
+    from rosbags.rosbag2.metadata import dump_qos_v8
+
+    from safemanip_ros.audit.bagread import share_qos_parses
+
+    share_qos_parses()
+    share_qos_parses()                   # idempotent: one memo, not a memo of a memo
+    parse = storage_mcap.parse_qos
+    assert parse.shared and not getattr(parse.original, 'shared', False)
+    qos = [Qos(QosHistory.KEEP_LAST, depth, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
+               QosTime(0, 0), QosTime(1, 5), QosLiveliness.AUTOMATIC, QosTime(2, 0), False) for depth in (1, 10)]
+    text = dump_qos_v8(qos)
+    first, second = parse(text), parse(text)
+    assert first == second == parse.original(text) == qos
+    assert first is not second
+    first.clear()
+    assert parse(text) == qos            # a caller changing its list changes nothing shared
+    assert parse('') == [] and parse([]) == []
+    for _ in range(2):
+        with pytest.raises(ReaderError):
+            parse('- {history: [unclosed')

@@ -21,6 +21,7 @@ reader that is not a rosbag2 folder — goes through rosbags unchanged.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,34 @@ class RecordBatch:
 
     def __len__(self) -> int:
         return len(self.raws)
+
+
+def share_qos_parses() -> None:
+    """Make rosbags parse each distinct QoS string once per process.
+
+    Opening an MCAP file, rosbags parses every channel's
+    ``offered_qos_profiles`` — a YAML string — with a new ruamel ``YAML``
+    object: about 1 ms each, for every channel of every split file of every
+    bag, the largest fixed cost of opening a short bag.  The strings repeat
+    across files and bags, and the parsed profiles are immutable
+    (``rosbags.interfaces.Qos`` named tuples), so the parse is memoised by
+    its text: the same values, each list a fresh copy.  Errors are not
+    memoised (each raises as before).  Does nothing if this rosbags has no
+    such function, or if it is memoised already."""
+    try:
+        from rosbags.rosbag2 import storage_mcap
+    except ImportError:                  # pragma: no cover - rosbags is a dependency
+        return
+    parse = getattr(storage_mcap, 'parse_qos', None)
+    if parse is None or getattr(parse, 'shared', False):
+        return
+    memo = functools.lru_cache(maxsize=1024)(lambda text: tuple(parse(text)))
+
+    def parse_qos(dcts: Any) -> Any:
+        return list(memo(dcts)) if isinstance(dcts, str) else parse(dcts)
+    parse_qos.shared = True             # type: ignore[attr-defined]
+    parse_qos.original = parse          # type: ignore[attr-defined]
+    storage_mcap.parse_qos = parse_qos
 
 
 def read_batches(reader: Any, connections: Sequence[Any]) -> Iterator[RecordBatch]:

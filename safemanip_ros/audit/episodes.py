@@ -93,8 +93,10 @@ def _open_reader(path: Path):
     from rosbags.rosbag2 import Reader, ReaderError
     from ruamel.yaml import YAML, YAMLError
 
+    from .bagread import share_qos_parses
     from .bagrepair import BagRepairError, repaired_metadata
 
+    share_qos_parses()
     warnings: list[str] = []
     try:
         info, repair = repaired_metadata(path)
