@@ -386,17 +386,27 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
         kept = [kept_all[m] for m in stream.msgs.tolist()]
     closed_v = fingers_closed[0].tolist() if fingers_closed is not None else [False] * n_frames
     closed_k = fingers_closed[1].tolist() if fingers_closed is not None else [False] * n_frames
-    values: dict[str, list] = {name: [] for name in contacts.names}
+    # Rows of predicate values: evaluate_touches on the same touches and closure as its last call
+    # gives the same values and leaves its state as it was (a grasp's onset is taken once), so
+    # a run of equal inputs is evaluated once.
+    rows: list[tuple[bool, ...] | None] = []
+    last_input: tuple[object, bool | None] | None = None
+    last_row: tuple[bool, ...] = ()
+    names = contacts.names
     for f, (ok, s) in enumerate(zip(stream.fresh.tolist(), stream.newest.tolist())):
         touches = kept[s] if ok else None
         if touches is None:
-            for col in values.values():
-                col.append(None)
+            rows.append(None)
             continue
-        got = contacts.evaluate_touches(touches, closed_v[f] if closed_k[f] else None)
-        for name, col in values.items():
-            col.append(got[name])
-    return {name: _column(col) for name, col in values.items()}
+        closed = closed_v[f] if closed_k[f] else None
+        if last_input is None or last_input[0] is not touches or last_input[1] != closed:
+            got = contacts.evaluate_touches(touches, closed)
+            last_input, last_row = (touches, closed), tuple(got[name] for name in names)
+        rows.append(last_row)
+    out: dict[str, Column] = {}
+    for j, name in enumerate(names):
+        out[name] = _column([None if row is None else row[j] for row in rows])
+    return out
 
 
 def _column(values: list) -> Column:
