@@ -83,6 +83,8 @@ class Layout:
     template: np.ndarray = field(repr=False)      # uint8[length]
     padding: list[int] = field(repr=False)         # offsets of alignment and final padding bytes
     template_match: RowTemplate = field(init=False, repr=False)
+    gather_plans: dict[object, list[tuple[str, np.ndarray, list[str]]]] = field(
+        init=False, repr=False, compare=False, default_factory=dict)   # keep → plan (see _gather)
 
     def __post_init__(self) -> None:
         # A layout fixes its strings and sequence lengths.  Numbers vary, and so may alignment and final
@@ -281,19 +283,21 @@ def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
             keep: Callable[[str], bool] | None) -> dict[str, np.ndarray]:
     """The number columns (those ``keep`` takes) of the rows ``hit``: the
     numbers of one dtype are gathered together, as bytes, then viewed as
-    that dtype."""
-    by_dtype: dict[str, list[tuple[str, int]]] = {}
-    for path, (offset, dtype) in lay.numbers.items():
-        if keep is None or keep(path):
-            by_dtype.setdefault(dtype, []).append((path, offset))
+    that dtype.  Which bytes, for each dtype, is worked out once per layout
+    and ``keep`` (a layout is met in many chunks and bags)."""
+    plan = lay.gather_plans.get(keep)
+    if plan is None:
+        by_dtype: dict[str, list[tuple[str, int]]] = {}
+        for path, (offset, dtype) in lay.numbers.items():
+            if keep is None or keep(path):
+                by_dtype.setdefault(dtype, []).append((path, offset))
+        plan = lay.gather_plans[keep] = [
+            (dtype, (np.array([o for _, o in items], np.intp)[:, None] + np.arange(int(dtype[-1]))).ravel(),
+             [p for p, _ in items]) for dtype, items in by_dtype.items()]
     every = len(hit) == len(arr)
     out: dict[str, np.ndarray] = {}
-    for dtype, items in by_dtype.items():
-        size = int(dtype[-1])
-        offsets = np.array([o for _, o in items], np.intp)
-        index = (offsets[:, None] + np.arange(size)).ravel()
+    for dtype, index, paths in plan:
         picked = arr[:, index] if every else arr[np.ix_(hit, index)]     # only these bytes are copied
-        values = np.ascontiguousarray(picked).view(dtype)                 # [n, len(items)]
-        for j, (path, _) in enumerate(items):
-            out[path] = values[:, j]
+        values = np.ascontiguousarray(picked).view(dtype)                 # [n, len(paths)]
+        out.update(zip(paths, values.T))
     return out
