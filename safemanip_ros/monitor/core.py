@@ -59,7 +59,7 @@ class Episode(NamedTuple):
         return self.end - self.start + 1
 
 
-@dataclass
+@dataclass(slots=True)     # an audit makes one per instance and rollout: slots make that cheaper
 class InstanceResult:
     """Metrics of one instance over one rollout (SEMANTICS.md §5)."""
 
@@ -208,6 +208,10 @@ class Monitor:
         self.machines = EpisodeMachines([(compile_cached(i.formula, cache_dir), compile_cached(i.recovery, cache_dir))
                                          for i in self.instances], program.index, FALSE_COL)
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
+        # The program puts its inputs in order after the constants: a slice copies them faster.
+        P = len(self.predicates)
+        contiguous = np.array_equal(self._pred_col, np.arange(TRUE_COL + 1, TRUE_COL + 1 + P))
+        self._pred_cols: slice | np.ndarray = slice(TRUE_COL + 1, TRUE_COL + 1 + P) if contiguous else self._pred_col
         pidx = {p: j for j, p in enumerate(self.predicates)}
         self._needs = np.zeros((len(self.predicates), len(self.instances)), dtype=bool)
         self._needs_lists = []
@@ -306,7 +310,7 @@ class Monitor:
 
         mach = self.machines
         rec = mach.records(self.base, mach.letters(v), v)     # first: a wide record made now may grow `outcome`
-        outcome = mach.outcome[rec]
+        outcome = mach.outcome[rec].astype(np.int64)
         events = outcome & 3
         if all_active:
             self.base = outcome >> 2
@@ -469,7 +473,7 @@ class Monitor:
         b, T, _ = values.shape
         D = len(self.instances)
         mach = self.machines
-        outcomes = np.empty((T, D, b), np.int64)      # per frame: base after it << 2 | its events
+        outcomes = np.empty((T, D, b), mach.outcome.dtype)      # per frame: base after it << 2 | its events
         base = np.broadcast_to(mach.initial_base[:, None], (D, b)).copy()
         rec = np.empty((D, b), np.int64)
         trig = np.empty((D, b, T), bool)
@@ -486,7 +490,7 @@ class Monitor:
                 np.take(mach.outcome, rec, out=out, mode='clip')   # 'clip' skips take's out-buffering; in range
                 np.right_shift(out, 2, out=base)
         frame = np.arange(T, dtype=np.int64)
-        events = (outcomes & 3).astype(np.int8)
+        events = (outcomes & 3).astype(np.int8, copy=False)
         if (lengths < T).any():
             active = frame[None, :] < lengths[:, None]                      # [b, T]
             events *= active.T[:, None, :]
@@ -494,7 +498,7 @@ class Monitor:
         blk = slice(lo, lo + b)
         self.triggers[:, blk] = np.count_nonzero(trig, axis=-1)
         # Every event of the block, sorted by (instance, rollout, frame).
-        at = np.flatnonzero(events)
+        at = np.flatnonzero(events != 0)          # (nonzero on bool is several times faster than on int8)
         what = events.reshape(-1)[at]
         t_e, rest = np.divmod(at, D * b)
         key = rest * T + t_e                     # rest = instance * b + rollout
@@ -546,9 +550,9 @@ class Monitor:
         if unknown is not None:
             inputs = np.where(unknown.transpose(2, 0, 1), self.unknown_as[:, None, None], inputs)
         if T * C * b <= RUN_BLOCK_BYTES:
-            V = np.zeros((C, b, T), bool)
-            V[TRUE_COL] = True
-            V[self._pred_col] = inputs
+            V = np.empty((C, b, T), bool)          # every column is written: constants, inputs, then the program
+            V[FALSE_COL], V[TRUE_COL] = False, True
+            V[self._pred_cols] = inputs
             yield 0, prog.evaluate_over_time(V)
             return
         width = max(1, RUN_BLOCK_BYTES // (C * b))

@@ -129,7 +129,8 @@ class EpisodeMachines:
     Attributes:
         atoms: per instance, the atoms its letter is made of (bit ``j`` is ``atoms[d][j]``).
         initial_base: ``int64[D]``, the base of each instance's initial state.
-        outcome: ``int64[records]``, a record's successor base << 2 | its OPENED | CLOSED bits.
+        outcome: ``int32[records]`` (``int64`` for very large tables), a record's successor
+            base << 2 | its OPENED | CLOSED bits.
         main_label, recovery_label: ``int8[bases]``, Verdict codes of M and R in a state.
         violated, fresh: ``bool[bases]``, a state's mode and fresh flag.
         dense, wide: instance indices with full tables / with tables made on demand.
@@ -181,8 +182,11 @@ class EpisodeMachines:
             self.initial_base[d] = total + p.initial()
             total += p.num_states
         self._wide_memo: dict[tuple[int, int], int] = {}
+        # Outcomes hold bases, fixed here (wide records only add entries): int32 when they fit,
+        # which halves the memory a whole episode's outcomes stream through.
+        dtype = np.int32 if total < 2 ** 29 else np.int64
         self.outcome = (np.concatenate(next_parts) << 2 | np.concatenate(event_parts) if next_parts
-                        else np.zeros(0, np.int64))
+                        else np.zeros(0, np.int64)).astype(dtype)
         self._records = self.outcome.size
         states = [np.concatenate([part[i] for part in state_parts]) if state_parts else np.zeros(0)
                   for i in range(4)]
@@ -263,4 +267,4 @@ class EpisodeMachines:
         if size <= self.outcome.size:
             return
         cap = max(size, 2 * self.outcome.size, 64)
-        self.outcome = np.concatenate([self.outcome, np.zeros(cap - self.outcome.size, np.int64)])
+        self.outcome = np.concatenate([self.outcome, np.zeros(cap - self.outcome.size, self.outcome.dtype)])
