@@ -266,7 +266,8 @@ class Program:
         def window(g: _Group) -> np.ndarray:
             # In the index type, so comparisons stay narrow; a window past its largest value
             # compares like the true one (every difference of indices here is below it).
-            return np.minimum(_window(g), np.iinfo(itype).max).astype(itype)[..., None]
+            out: np.ndarray = np.minimum(_window(g), np.iinfo(itype).max).astype(itype)[..., None]
+            return out
 
         for g in self.groups:
             x = V[g.a]
@@ -327,7 +328,7 @@ def _last(mask: np.ndarray, idx: np.ndarray, none: int | np.integer) -> np.ndarr
     where ``mask`` holds, else ``none`` (below every index; ``idx - none``
     fits ``idx``'s type).  ``mask * (idx - none) + none`` then a running
     maximum, in place: a third faster than ``np.where``."""
-    out = np.multiply(mask, (idx - none).astype(idx.dtype), dtype=idx.dtype)
+    out: np.ndarray = np.multiply(mask, (idx - none).astype(idx.dtype), dtype=idx.dtype)
     if none:
         out += idx.dtype.type(none)
     np.maximum.accumulate(out, axis=-1, out=out)
