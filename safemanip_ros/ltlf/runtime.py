@@ -258,8 +258,9 @@ class DFABank:
         self._false_column = column
         self._weights = None
 
-    def letters(self, frames: np.ndarray) -> np.ndarray:
-        """Per-DFA letters of frames ``bool[..., P]`` → ``int32[..., D]`` (dense DFAs only).
+    def letters(self, frames: np.ndarray, dtype: type = np.int32) -> np.ndarray:
+        """Per-DFA letters of frames ``bool[..., P]`` → ``int32[..., D]`` (or
+        ``dtype``; dense DFAs only).
 
         Computed as ``frames @ W`` with ``W[p, i] = sum of 2**j over the atoms j
         of DFA i read from column p`` (float32, exact below 2**24): one BLAS
@@ -272,7 +273,8 @@ class DFABank:
             if self._false_column is not None:
                 w[self._false_column] = 0.0
             self._weights = w
-        return (frames.astype(np.float32) @ self._weights).astype(np.int32)
+        out: np.ndarray = (frames.astype(np.float32) @ self._weights).astype(dtype)
+        return out
 
     def transition(self, states: np.ndarray, frames: np.ndarray, letters: np.ndarray | None = None,
                    part: slice | None = None) -> np.ndarray:
@@ -354,16 +356,16 @@ class DFABank:
         T, n = frames.shape[0], len(self.dfas)
         first = self.initial if start is None else np.asarray(start)
         shifted_out = np.empty((T, n), dtype=np.int32)
-        index = self.letters(frames).astype(np.intp)   # take() wants intp indices (no per-call cast)
+        index = self.letters(frames, np.intp)   # take() wants intp indices (no per-call cast)
         index += self._offsets
         cur = (np.where(self.dense, first, 0).astype(np.int64) << self._shifts).astype(np.int32)
-        flat = self._flat
+        take = self._flat.take              # the bound method: no numpy-level wrapper per frame
         for t in range(T):
             row = index[t]
             row += cur                      # in place: index rows are used once
             cur = shifted_out[t]
-            np.take(flat, row, out=cur, mode='clip')  # 'clip' avoids take's out-buffering; indices are in range
-        out = (shifted_out >> self._shifts).astype(np.int32)
+            take(row, out=cur, mode='clip')  # 'clip' avoids take's out-buffering; indices are in range
+        out = shifted_out >> self._shifts32
         for i, cols in zip(self._sparse, self._sparse_cols):
             letters_i = self.tables[i].letters_from_matrix(frames[:, cols])
             out[:, i] = self.tables[i].run(letters_i, int(first[i]))
