@@ -481,14 +481,19 @@ class Monitor:
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
             letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1))   # [width, D, b]: a frame's rows together
-            for i in range(width):
-                if mach.all_dense:
+            if mach.all_dense:
+                take = mach.outcome.take        # the bound method: no numpy-level wrapper per frame
+                for i in range(width):
                     np.add(base, letters[i], out=rec)
-                else:
-                    rec = mach.records(base, letters[i], V[..., i])
-                out = outcomes[t0 + i]
-                np.take(mach.outcome, rec, out=out, mode='clip')   # 'clip' skips take's out-buffering; in range
-                np.right_shift(out, 2, out=base)
+                    out = outcomes[t0 + i]
+                    take(rec, out=out, mode='clip')     # 'clip' skips take's out-buffering; in range
+                    np.right_shift(out, 2, out=base)
+            else:
+                for i in range(width):
+                    rec = mach.records(base, letters[i], V[..., i])   # may grow mach.outcome
+                    out = outcomes[t0 + i]
+                    mach.outcome.take(rec, out=out, mode='clip')
+                    np.right_shift(out, 2, out=base)
         frame = np.arange(T, dtype=np.int64)
         events = (outcomes & 3).astype(np.int8, copy=False)
         if (lengths < T).any():
