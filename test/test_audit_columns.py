@@ -106,7 +106,7 @@ def test_shared_qos_parses_equal_rosbags_own():
     """The memoised QoS parse (share_qos_parses) gives rosbags' values, a
     fresh list on every call, and raises on bad text every time."""
     from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
-    from rosbags.rosbag2 import ReaderError, storage_mcap
+    from rosbags.rosbag2 import ReaderError, reader, storage_mcap, storage_sqlite3
     from rosbags.rosbag2.metadata import dump_qos_v8
 
     from safemanip_ros.audit.bagread import share_qos_parses
@@ -115,6 +115,7 @@ def test_shared_qos_parses_equal_rosbags_own():
     share_qos_parses()                   # idempotent: one memo, not a memo of a memo
     parse = storage_mcap.parse_qos
     assert parse.shared and not getattr(parse.original, 'shared', False)
+    assert reader.parse_qos is parse and storage_sqlite3.parse_qos is parse   # one memo for every reader
     qos = [Qos(QosHistory.KEEP_LAST, depth, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
                QosTime(0, 0), QosTime(1, 5), QosLiveliness.AUTOMATIC, QosTime(2, 0), False) for depth in (1, 10)]
     text = dump_qos_v8(qos)

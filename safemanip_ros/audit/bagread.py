@@ -51,29 +51,39 @@ class RecordBatch:
 def share_qos_parses() -> None:
     """Make rosbags parse each distinct QoS string once per process.
 
-    Opening an MCAP file, rosbags parses every channel's
-    ``offered_qos_profiles`` — a YAML string — with a new ruamel ``YAML``
+    Opening a bag, rosbags parses every connection's
+    ``offered_qos_profiles`` — a YAML string in MCAP channels, SQLite3
+    topics and older ``metadata.yaml`` files — with a new ruamel ``YAML``
     object: about 1 ms each, for every channel of every split file of every
     bag, the largest fixed cost of opening a short bag.  The strings repeat
     across files and bags, and the parsed profiles are immutable
     (``rosbags.interfaces.Qos`` named tuples), so the parse is memoised by
     its text: the same values, each list a fresh copy.  Errors are not
-    memoised (each raises as before).  Does nothing if this rosbags has no
-    such function, or if it is memoised already."""
-    try:
-        from rosbags.rosbag2 import storage_mcap
-    except ImportError:                  # pragma: no cover - rosbags is a dependency
-        return
-    parse = getattr(storage_mcap, 'parse_qos', None)
-    if parse is None or getattr(parse, 'shared', False):
-        return
+    memoised (each raises as before).  Does nothing where rosbags has no
+    such function, or where it is memoised already."""
+    import importlib
+
+    for name in ('metadata', 'reader', 'storage_mcap', 'storage_sqlite3'):
+        try:
+            module = importlib.import_module(f'rosbags.rosbag2.{name}')
+        except ImportError:              # pragma: no cover - rosbags is a dependency
+            continue
+        parse = getattr(module, 'parse_qos', None)
+        if parse is None or getattr(parse, 'shared', False):
+            continue
+        module.parse_qos = _shared(getattr(parse, 'original', parse))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared(parse: Any) -> Any:
+    """The memoised form of rosbags' ``parse_qos`` (one per original function)."""
     memo = functools.lru_cache(maxsize=1024)(lambda text: tuple(parse(text)))
 
     def parse_qos(dcts: Any) -> Any:
         return list(memo(dcts)) if isinstance(dcts, str) else parse(dcts)
     parse_qos.shared = True             # type: ignore[attr-defined]
     parse_qos.original = parse          # type: ignore[attr-defined]
-    storage_mcap.parse_qos = parse_qos
+    return parse_qos
 
 
 def read_batches(reader: Any, connections: Sequence[Any]) -> Iterator[RecordBatch]:
