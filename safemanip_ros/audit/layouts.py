@@ -215,6 +215,7 @@ class LayoutDecoder:
         self.msgtype = msgtype
         self.keep = keep
         self.layouts: list[Layout] = []
+        self._by_length: dict[int, list[int]] = {}     # message length → indices of its layouts
 
     def decode(self, raws: list[bytes], where: str = 'bag') -> tuple[list[Columns], np.ndarray]:
         """Columns per layout met, and the indices of the messages that no
@@ -231,9 +232,10 @@ class LayoutDecoder:
             tried: set[int] = set()
             while pending.any():
                 progressed = False
-                for k, lay in enumerate(self.layouts):
-                    if lay.length != length or k in tried:
+                for k in list(self._by_length.get(length, ())):
+                    if k in tried:
                         continue
+                    lay = self.layouts[k]
                     sub = np.flatnonzero(pending)
                     ok = lay.matches(arr if len(sub) == len(arr) else arr[sub])
                     tried.add(k)
@@ -250,6 +252,7 @@ class LayoutDecoder:
                     try:
                         self.layouts.append(parse_layout(self.typestore, self.msgtype, raws[int(rows[first])],
                                                          f'{where}: message {int(rows[first])}'))
+                        self._by_length.setdefault(length, []).append(len(self.layouts) - 1)
                     except LayoutError:
                         rejected.append(int(rows[first]))
                         pending[first] = False
