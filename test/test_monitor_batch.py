@@ -212,3 +212,22 @@ def test_run_rejects_inconsistent_shapes():
         mon.run(values[:, :, :-1])
     with pytest.raises(MonitorInputError, match='unknown'):
         mon.run(values, np.zeros((2, 9, P), bool))
+
+
+def test_stepping_a_batch_with_active_masks_equals_run():
+    """``step`` over a batch whose rollouts end at different frames, the
+    ended ones passed as inactive until all are finished together, gives
+    what ``run`` gives: an inactive rollout's episode state and counters are
+    left as they were."""
+    B, T = 6, 180
+    values, unknown, lengths = _signals(17, B, T)
+    lengths[0], lengths[1] = T, 0
+    expected = [r.to_dict() for r in Monitor(ISET, batch=B).run(values, unknown, lengths)]
+    mon = Monitor(ISET, batch=B)
+    for t in range(T):
+        active = lengths > t
+        res = mon.step(values[:, t], unknown[:, t], active)
+        assert (res.frame[active] == t).all()
+    got = [r.to_dict() for r in mon.finish()]
+    assert got == expected
+    assert sum(p['violations'] for r in got for p in r['properties']) > 5

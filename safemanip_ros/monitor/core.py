@@ -278,8 +278,10 @@ class Monitor:
             ``self.predicates`` order (a 1-D array is taken as ``B = 1``).
         unknown: ``bool[B, P]``, true where the value is unknown (then
             ``unknown_as`` is used and the frame is counted as unknown).
-        active: ``bool[B]``, rollouts that have this frame (others are left
-            untouched in every counter).
+        active: ``bool[B]``, rollouts that have this frame: the others (ended
+            ones) keep their episode state and every counter.  Their
+            derived-predicate devices still read the frame, so this is for
+            rollouts that have ended, not for pausing one.
         """
         values = np.asarray(values, dtype=bool)
         if values.ndim == 1:
