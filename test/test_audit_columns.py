@@ -128,3 +128,35 @@ def test_shared_qos_parses_equal_rosbags_own():
     for _ in range(2):
         with pytest.raises(ReaderError):
             parse('- {history: [unclosed')
+
+
+def _segments_message_by_message(t, period_ns, max_gap_ns):
+    """The message loop's segmentation, transcribed (the oracle for frame_segments)."""
+    out = []
+    seg_first, seg_start, next_frame = 0, int(t[0]), int(t[0])
+    for i, stamp in enumerate(t.tolist()):
+        if stamp - next_frame > max_gap_ns:
+            out.append((seg_first, i, seg_start, next_frame, stamp))
+            seg_first, seg_start, next_frame = i, stamp, stamp
+        if stamp > next_frame:
+            next_frame += -(-(stamp - next_frame) // period_ns) * period_ns
+    out.append((seg_first, len(t), seg_start, next_frame, None))
+    return out
+
+
+@pytest.mark.parametrize('seed', range(40))
+def test_frame_segments_equal_the_message_loop(seed):
+    """Stamps with jitter, ties, steps back in time (split files that
+    overlap) and gaps, at several rates."""
+    from safemanip_ros.audit.episodes import frame_segments
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    steps = rng.integers(0, 90_000_000, n)
+    steps[rng.random(n) < 0.05] *= -3                      # a step back
+    steps[rng.random(n) < 0.03] += 3_000_000_000           # a gap
+    t = 1_700_000_000_000_000_000 + np.cumsum(steps)
+    period_ns = int(1e9 / float(rng.choice([10.0, 20.0, 30.0])))
+    got = frame_segments(t, period_ns, 2_000_000_000)
+    assert got == _segments_message_by_message(t, period_ns, 2_000_000_000)
+    if seed == 0:
+        assert len(got) > 2

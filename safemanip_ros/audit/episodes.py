@@ -333,6 +333,32 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
             f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
 
 
+def frame_segments(t: np.ndarray, period_ns: int, max_gap_ns: int) -> list[tuple[int, int, int, int, int | None]]:
+    """The episodes that messages logged at ``t`` (ns, reading order) make:
+    ``(first message, end message, first frame ns, last frame ns, stamp of
+    the message that opened a gap after it or None)``.  The same as the
+    message loop, which keeps ``next_frame`` on the segment's grid (the
+    first frame at or after every stamp so far) and starts a new segment at
+    a message more than ``max_gap_ns`` past it; computed per segment with a
+    running maximum instead of message by message."""
+    out: list[tuple[int, int, int, int, int | None]] = []
+    first, n = 0, len(t)
+    while first < n:
+        start = int(t[first])
+        ahead = np.maximum.accumulate(t[first:]) - start        # >= 0: the segment's first stamp is its start
+        after = start + -(-ahead // period_ns) * period_ns        # next_frame once each message is taken
+        before = np.empty_like(after)
+        before[0], before[1:] = start, after[:-1]
+        gaps = np.flatnonzero(t[first:] - before > max_gap_ns)
+        if not gaps.size:
+            out.append((first, n, start, int(after[-1]), None))
+            break
+        k = int(gaps[0])
+        out.append((first, first + k, start, int(before[k]), int(t[first + k])))
+        first += k
+    return out
+
+
 def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Episode] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
@@ -360,15 +386,10 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     # Segments and their frame times, exactly as the message loop steps next_frame.
     # (first message, end message, first frame ns, last frame ns, warnings so far)
     segments: list[tuple[int, int, int, int, int]] = []
-    seg_first, seg_start, next_frame = 0, int(t[0]), int(t[0])
-    for i, stamp in enumerate(t.tolist()):
-        if stamp - next_frame > max_gap_ns:
-            segments.append((seg_first, i, seg_start, next_frame, len(warnings)))
-            warnings.append(_gap_warning(path, stamp, next_frame, max_gap_s))
-            seg_first, seg_start, next_frame = i, stamp, stamp
-        if stamp > next_frame:
-            next_frame += -(-(stamp - next_frame) // period_ns) * period_ns
-    segments.append((seg_first, len(t), seg_start, next_frame, len(warnings)))
+    for seg_first, end, seg_start, last_frame, gap_stamp in frame_segments(t, period_ns, max_gap_ns):
+        segments.append((seg_first, end, seg_start, last_frame, len(warnings)))
+        if gap_stamp is not None:
+            warnings.append(_gap_warning(path, gap_stamp, last_frame, max_gap_s))
     index = {p: j for j, p in enumerate(predicates)}
     episodes = []
     for s_no, (lo, hi, f0, f1, n_warnings) in enumerate(segments):
