@@ -86,17 +86,22 @@ def test_devices_are_independent_per_rollout():
     assert v[prog.index["out"]].tolist() == [False, False]
 
 
-@pytest.mark.parametrize('T', [400, 2 ** 14 + 60])     # frame indices as int16, then int32
-def test_whole_episode_evaluation_equals_frame_by_frame(T):
+# Frame indices as int16; as int32 for windows longer than int16 reaches; as int32 for a long episode.
+@pytest.mark.parametrize('T, long_windows', [(400, False), (400, True), (2 ** 14 + 60, False)])
+def test_whole_episode_evaluation_equals_frame_by_frame(T, long_windows):
     """``evaluate_over_time`` (the offline path: every device in closed form
     over time) gives exactly what stepping ``evaluate`` frame by frame gives,
     for every device kind, windows 1-5 (timeout 0-4), nested devices and expressions, on
-    random inputs with flickers and long runs, in a batch, short and long."""
+    random inputs with flickers and long runs, in a batch, short and long, and
+    with windows far longer than the episode."""
     defs = {f'{kind}_{w}': f'{kind}(p, {w})' for kind in ('held', 'sticky', 'debounce') for w in range(1, 6)}
     defs |= {f'timeout_{w}': f'timeout(p, q, {w})' for w in range(5)}
     defs |= {'rose': 'rose(p)', 'fell': 'fell(q)', 'latch': 'latch(p, q)', 'latch_same': 'latch(p, p)',
              'db': 'debounce(p | q, 2)', 'nested': 'held(db, 3)', 'latch_rose': 'latch(q, rose)',
              'expr': 'sticky_2 & !latch_rose', 'timeout_nested': 'timeout(rose, fell | held_2, 3)'}
+    if long_windows:
+        defs |= {f'{kind}_long': f'{kind}(p, 40000)' for kind in ('held', 'sticky', 'debounce')}
+        defs['timeout_long'] = 'timeout(p, q, 40000)'
     prog = Program(['p', 'q'], {k: parse_derived(v, 'test') for k, v in defs.items()})
     B = 6
     prog.finalize(batch=B)

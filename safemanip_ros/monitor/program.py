@@ -257,16 +257,19 @@ class Program:
         :meth:`_timeout_over_time`).  Device states are left as they were
         (call :meth:`reset` before stepping again).  Returns ``V``."""
         T = V.shape[-1]
-        # Frame indices (broadcast over the last axis) in the narrowest type that holds
-        # them and `never`: the running maxima below are memory-bound.
-        itype = np.int16 if T < 2 ** 14 else np.int32 if T < 2 ** 30 else np.int64
+        # Frame indices (broadcast over the last axis) in the narrowest type that holds every
+        # difference compared below: the running maxima are memory-bound.  `never` (sticky's
+        # "no true frame yet") lies more than the longest window before frame 0, so it is
+        # never within a window; indices then differ by at most T + the longest window.
+        longest = max((int(g.window.max()) for g in self.groups if g.window is not None and g.window.size),
+                      default=0)
+        reach = T + longest + 1
+        itype = np.int16 if reach < 2 ** 15 else np.int32 if reach < 2 ** 31 else np.int64
         idx = np.arange(T, dtype=itype)
-        never = itype(-(2 ** (8 * np.dtype(itype).itemsize - 2)))
+        never = itype(-(longest + 1))
 
         def window(g: _Group) -> np.ndarray:
-            # In the index type, so comparisons stay narrow; a window past its largest value
-            # compares like the true one (every difference of indices here is below it).
-            out: np.ndarray = np.minimum(_window(g), np.iinfo(itype).max).astype(itype)[..., None]
+            out: np.ndarray = _window(g).astype(itype)[..., None]    # fits: below `reach`
             return out
 
         for g in self.groups:
