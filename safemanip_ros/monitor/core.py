@@ -213,13 +213,14 @@ class Monitor:
         contiguous = np.array_equal(self._pred_col, np.arange(TRUE_COL + 1, TRUE_COL + 1 + P))
         self._pred_cols: slice | np.ndarray = slice(TRUE_COL + 1, TRUE_COL + 1 + P) if contiguous else self._pred_col
         pidx = {p: j for j, p in enumerate(self.predicates)}
-        self._needs = np.zeros((len(self.predicates), len(self.instances)), dtype=bool)
+        needs = np.zeros((len(self.predicates), len(self.instances)), dtype=bool)
         self._needs_lists = []
         for d, inst in enumerate(self.instances):
             cols = sorted(pidx[p] for p in inst.needs)
-            self._needs[cols, d] = True
+            needs[cols, d] = True
             self._needs_lists.append(cols)
         self._needs_names = [[self.predicates[j] for j in cols] for cols in self._needs_lists]
+        self._needs_f32 = needs.astype(np.float32)     # [P, D], for _reads_unknown's matrix product
         self._heads = [(i.property, i.instance, i.category, i.severity) for i in self.instances]
         self._strong = np.array([i.end_policy == 'strong' for i in self.instances], dtype=bool)
         self.reset()
@@ -269,6 +270,15 @@ class Monitor:
                                col(self.unknown_inst), tuple(bool(x) for x in self.violated[:, b]),
                                col(self.open_start))
 
+    def _reads_unknown(self, unknown: np.ndarray) -> np.ndarray:
+        """``bool[n, D]``: for each row of unknown flags ``bool[n, P]``, the
+        instances that read one of its unknown predicates: a float32 product
+        of 0/1 counts (exact), over only the predicates unknown somewhere in
+        the rows (live, one or two of them)."""
+        cols = np.flatnonzero(unknown.any(axis=0))
+        out: np.ndarray = (unknown[:, cols].astype(np.float32) @ self._needs_f32[cols]) > 0
+        return out
+
     # ------------------------------------------------------------------ step
     def step(self, values: np.ndarray, unknown: np.ndarray | None = None,
              active: np.ndarray | None = None) -> StepResult:
@@ -302,9 +312,9 @@ class Monitor:
                 values_cm = np.where(unknown.T, self.unknown_as[:, None], values_cm)
                 unk = unknown & act[:, None]
                 self.unknown_pred += unk.T
-                for b in np.nonzero(unk.any(axis=1))[0]:   # few rollouts have unknowns at once
-                    self.unknown_inst[:, b] += self._needs[unk[b]].any(axis=0)
-        v[self._pred_col] = values_cm
+                rows = np.flatnonzero(unk.any(axis=1))      # few rollouts have unknowns at once
+                self.unknown_inst[:, rows] += self._reads_unknown(unk[rows]).T
+        v[self._pred_cols] = values_cm
         self.program.evaluate(v)
         trig = v[self.trigger_cols]
         self.triggers += trig if all_active else trig & act
@@ -483,19 +493,15 @@ class Monitor:
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
             letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1))   # [width, D, b]: a frame's rows together
-            if mach.all_dense:
-                take = mach.outcome.take        # the bound method: no numpy-level wrapper per frame
-                for i in range(width):
+            for i in range(width):
+                if mach.all_dense:
                     np.add(base, letters[i], out=rec)
-                    out = outcomes[t0 + i]
-                    take(rec, out=out, mode='clip')     # 'clip' skips take's out-buffering; in range
-                    np.right_shift(out, 2, out=base)
-            else:
-                for i in range(width):
+                else:
                     rec = mach.records(base, letters[i], V[..., i])   # may grow mach.outcome
-                    out = outcomes[t0 + i]
-                    mach.outcome.take(rec, out=out, mode='clip')
-                    np.right_shift(out, 2, out=base)
+                out = outcomes[t0 + i]
+                # The array's own take (no numpy-level wrapper per frame); 'clip' skips its out-buffering.
+                mach.outcome.take(rec, out=out, mode='clip')
+                np.right_shift(out, 2, out=base)
         frame = np.arange(T, dtype=np.int64)
         events = (outcomes & 3).astype(np.int8, copy=False)
         if (lengths < T).any():
@@ -536,7 +542,7 @@ class Monitor:
             self.unknown_pred[:, blk] = unk.sum(axis=1).T
             rows_b, rows_t = np.nonzero(unk.any(axis=2))
             if rows_b.size:
-                hit = (unk[rows_b, rows_t].astype(np.float32) @ self._needs.astype(np.float32)) > 0
+                hit = self._reads_unknown(unk[rows_b, rows_t])
                 counts = np.zeros((b, D), np.int64)
                 np.add.at(counts, rows_b, hit)
                 self.unknown_inst[:, blk] = counts.T
@@ -568,7 +574,7 @@ class Monitor:
             for t0 in range(0, T, width):
                 frames = np.zeros((min(T, t0 + width) - t0, C, b), bool)   # frame-major for evaluate()
                 frames[:, TRUE_COL] = True
-                frames[:, self._pred_col] = inputs[..., t0:t0 + frames.shape[0]].transpose(2, 0, 1)
+                frames[:, self._pred_cols] = inputs[..., t0:t0 + frames.shape[0]].transpose(2, 0, 1)
                 for i in range(frames.shape[0]):
                     prog.evaluate(frames[i])
                 yield t0, frames.transpose(1, 2, 0)

@@ -95,6 +95,15 @@ def _bits(letters: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pack(frames: np.ndarray, cols: np.ndarray, dtype: type) -> np.ndarray:
+    """Letters ``sum_j frames[cols[..., j]] << j`` of frames ``bool[C, ...]``:
+    ``[D, ...]`` for columns ``[D, k]``, ``[...]`` for one instance's ``[k]``."""
+    out: np.ndarray = np.zeros(cols.shape[:-1] + frames.shape[1:], dtype)
+    for j in range(cols.shape[-1]):
+        out |= np.left_shift(frames[cols[..., j]].view(np.uint8), j, dtype=dtype)
+    return out
+
+
 def _successors(pair: _Pair, s: np.ndarray, letters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """SEMANTICS.md §4 for one frame, elementwise: the successors of local
     states ``s`` on union letters ``letters`` and the events (OPENED |
@@ -172,7 +181,6 @@ class EpisodeMachines:
                 state_parts.append(tuple(np.repeat(a, 1 << k) for a in self._state_arrays(p)))
                 total += p.num_states << k
             self.initial_base[d] = offsets[key] + (p.initial() << int(self.k[d]))
-        self._dense_records = total
         # Wide instances: every state gets a base after the dense tables; records grow on demand.
         self._wide_pairs = {d: made[d] for d in self.wide.tolist()}
         self._wide_state_offset: dict[int, int] = {}
@@ -217,24 +225,7 @@ class EpisodeMachines:
         (columns first: one frame ``[C, B]`` live, ``[C, B, T]`` over time);
         wide instances' rows are 0 (see :meth:`records`).  The dtype is the
         smallest that holds them (uint8 up to 8 atoms)."""
-        cols = self._cols
-        dtype = np.uint8 if cols.shape[1] <= 8 else np.uint16
-        if not cols.shape[1]:
-            return np.zeros((len(self),) + frames.shape[1:], dtype)
-        out = frames[cols[:, 0]].view(np.uint8).astype(dtype, copy=False)
-        for j in range(1, cols.shape[1]):
-            bit = frames[cols[:, j]].view(np.uint8).astype(dtype, copy=False)
-            bit <<= j
-            out |= bit
-        return out
-
-    def _wide_letters(self, d: int, frame: np.ndarray) -> np.ndarray:
-        """Wide instance ``d``'s letters ``int64[B]`` of one column-major frame ``bool[C, B]``."""
-        cols = self._wide_cols[d]
-        out = np.zeros(frame.shape[-1], np.int64)
-        for j, c in enumerate(cols.tolist()):
-            out |= frame[c].astype(np.int64) << j
-        return out
+        return _pack(frames, self._cols, np.uint8 if self._cols.shape[1] <= 8 else np.uint16)
 
     # ----------------------------------------------------------- records
     def records(self, base: np.ndarray, letters: np.ndarray, frame: np.ndarray) -> np.ndarray:
@@ -242,7 +233,7 @@ class EpisodeMachines:
         (``letters`` from :meth:`letters`, ``frame`` the column-major frame)."""
         rec: np.ndarray = base + letters
         for d in self.wide.tolist():
-            rec[d] = self._wide_records(d, base[d], self._wide_letters(d, frame))
+            rec[d] = self._wide_records(d, base[d], _pack(frame, self._wide_cols[d], np.int64))
         return rec
 
     def _wide_records(self, d: int, base: np.ndarray, letters: np.ndarray) -> np.ndarray:
