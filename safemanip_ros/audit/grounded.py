@@ -125,7 +125,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     frames as the message loop builds, or None when the bag is not one this
     module reproduces (see the module docstring).  Appends gap warnings to
     ``warnings``."""
-    from .episodes import _gap_warning
+    from .episodes import _gap_warning, frame_segments
 
     if any(c.topic not in TYPES for c in conns) or grounding.camera is not None:
         return None
@@ -136,17 +136,17 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     if not len(times):
         return []
     period_ns, max_gap_ns = int(1e9 / rate_hz), int(max_gap_s * 1e9)
-    segments = _schedule(times.tolist(), period_ns, max_gap_ns)
     out = []
     name = path.name
     index = {p: j for j, p in enumerate(predicates)}
-    for k, (lo, hi, frame_ns, fed) in enumerate(segments):
+    for k, (lo, hi, first_ns, last_ns, gap_stamp) in enumerate(frame_segments(times, period_ns, max_gap_ns)):
         if k:
-            warnings.append(_gap_warning(path, int(times[lo]), segments[k - 1][2][-1], max_gap_s))
             name = f'{path.name}#gap{k}'
+        if gap_stamp is not None:
+            warnings.append(_gap_warning(path, gap_stamp, last_ns, max_gap_s))
+        frame_ns, fed = _schedule(times[lo:hi], lo, first_ns, last_ns, period_ns)
         try:
-            cols = _ground(grounding, topics, lo, hi, np.array(frame_ns, dtype=np.int64) * 1e-9,
-                           np.array(fed, dtype=np.int64))
+            cols = _ground(grounding, topics, lo, hi, frame_ns * 1e-9, fed)
         except _NotColumnar:
             return None
         n = len(frame_ns)
@@ -192,29 +192,14 @@ def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[di
     return topics, (np.concatenate(times) if times else np.zeros(0, np.int64))
 
 
-def _schedule(times_ns: list[int], period_ns: int, max_gap_ns: int):
-    """Segments ``(first message, end message, frame times ns, messages fed
-    before each frame)``: the message loop's frames, split where it splits
-    at a gap."""
-    segments = []
-    frames: list[int] = []
-    fed: list[int] = []
-    first = 0
-    next_frame = times_ns[0]
-    for m, stamp in enumerate(times_ns):
-        if stamp - next_frame > max_gap_ns:
-            frames.append(next_frame)
-            fed.append(m)
-            segments.append((first, m, frames, fed))
-            frames, fed, first, next_frame = [], [], m, stamp
-        while stamp > next_frame:
-            frames.append(next_frame)
-            fed.append(m)
-            next_frame += period_ns
-    frames.append(next_frame)
-    fed.append(len(times_ns))
-    segments.append((first, len(times_ns), frames, fed))
-    return segments
+def _schedule(times_ns: np.ndarray, first: int, first_ns: int, last_ns: int,
+              period_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """A segment's frame times (ns) and, per frame, how many messages (global
+    positions; the segment's start at ``first``) the message loop had fed
+    before building it: every message up to the first stamped after the frame."""
+    frame_ns = np.arange(first_ns, last_ns + 1, period_ns, dtype=np.int64)
+    fed = first + np.searchsorted(np.maximum.accumulate(times_ns), frame_ns, side='right')
+    return frame_ns, fed.astype(np.int64)
 
 
 def _fresh(stamps: np.ndarray, newest: np.ndarray, now_s: np.ndarray, staleness_s: float) -> np.ndarray:
