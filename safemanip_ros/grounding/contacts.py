@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .base import Freshness, Predicates, all_unknown
+from .poses import norm3
 
 
 @dataclass
@@ -235,6 +236,5 @@ def wrench_over(config: WrenchConfig, wrench: np.ndarray) -> tuple[np.ndarray, n
     torque N·m): the force's or the torque's magnitude above its threshold;
     unknown where a component is not finite.  The live grounding (one
     sample) and the offline audit (an episode's samples) share it."""
-    f = np.sqrt(wrench[:, 0] * wrench[:, 0] + wrench[:, 1] * wrench[:, 1] + wrench[:, 2] * wrench[:, 2])
-    t = np.sqrt(wrench[:, 3] * wrench[:, 3] + wrench[:, 4] * wrench[:, 4] + wrench[:, 5] * wrench[:, 5])
-    return (f > config.force_threshold_n) | (t > config.torque_threshold_nm), np.isfinite(wrench).all(axis=1)
+    over = (norm3(wrench[:, :3]) > config.force_threshold_n) | (norm3(wrench[:, 3:]) > config.torque_threshold_nm)
+    return over, np.isfinite(wrench).all(axis=1)
