@@ -130,6 +130,73 @@ def test_shared_qos_parses_equal_rosbags_own():
             parse('- {history: [unclosed')
 
 
+
+@pytest.mark.parametrize('text', [
+    '{"a": {"b": [1, 2.5, -3e2, "x", true, null]}, "c": "RIHS01_ab"}',   # JSON: parsed by json
+    '{"a": 1, "a": 2}',                  # a repeated key: an error for YAML, so json must not take it
+    '{"a": NaN, "b": Infinity}',         # strings in YAML, numbers for json: YAML's reading
+    'rosbag2_bagfile_information:\n  version: 9\n  custom_data: {flag: yes}\n',   # block YAML
+    '{"a": [1, 2}',                      # neither
+])
+def test_load_metadata_reads_as_ruamel_does(text):
+    """load_metadata gives ruamel's values, or raises where ruamel raises."""
+    from ruamel.yaml import YAML, YAMLError
+
+    from safemanip_ros.audit.bagread import load_metadata
+
+    try:
+        expected = YAML(typ='safe').load(text)
+    except YAMLError:
+        with pytest.raises(YAMLError):
+            load_metadata(text)
+        return
+    got = load_metadata(text)
+    assert got == expected and type(got) is type(expected)
+    assert repr(got) == repr(expected)          # NaN != NaN: compare spellings too
+
+
+def test_json_first_reader_opens_bags_as_rosbags_does(tmp_path):
+    """Opening a bag written by our writer (JSON metadata) and one by
+    rosbags' writer (block YAML) through the JSON-first metadata gives the
+    same metadata and connections as rosbags' own ruamel parse."""
+    from rosbags.rosbag2 import Reader, Writer
+    from rosbags.rosbag2 import reader as reader_mod
+
+    from safemanip_ros.audit.bagread import _MetadataYAML, tune_rosbags
+
+    ts = typestore()
+    ours = tmp_path / 'ours'
+    w = SplitBagWriter(ours, 'mcap', split_s=1.0)
+    w.add_topic('/predicates', TYPE)
+    rng = np.random.default_rng(3)
+    for k in range(60):
+        w.write('/predicates', k * 50_000_000, ts.serialize_cdr(_msg(ts, rng, ['a'], k * 50_000_000, k), TYPE))
+    w.close()
+    theirs = tmp_path / 'theirs'
+    with Writer(theirs, version=9) as bw:
+        conn = bw.add_connection('/predicates', TYPE, typestore=ts)
+        bw.write(conn, 5, ts.serialize_cdr(_msg(ts, rng, ['a'], 5, 0), TYPE))
+    assert (ours / 'metadata.yaml').read_text().startswith('{')
+    assert not (theirs / 'metadata.yaml').read_text().startswith('{')
+
+    def opened(bag):
+        with Reader(bag) as r:
+            return r.storage.metadata, [(c.id, c.topic, c.msgtype, c.digest, c.ext) for c in r.connections], \
+                r.storage.files, [str(s.path) for s in r.storage.storages], [(t.msgcount, t.msgtype) for t in r.topics.values()]
+
+    original = reader_mod.YAML
+    tune_rosbags()
+    tune_rosbags()                       # idempotent
+    assert reader_mod.YAML is _MetadataYAML
+    try:
+        fast = [opened(b) for b in (ours, theirs)]
+        reader_mod.YAML = __import__('ruamel.yaml', fromlist=['YAML']).YAML
+        slow = [opened(b) for b in (ours, theirs)]
+    finally:
+        reader_mod.YAML = original
+    assert fast == slow
+
+
 def _segments_message_by_message(t, period_ns, max_gap_ns):
     """The message loop's segmentation, transcribed (the oracle for frame_segments)."""
     out = []

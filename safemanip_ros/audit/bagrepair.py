@@ -58,13 +58,11 @@ class RepairReport:
 
 
 def _load_metadata(bag: Path) -> dict[str, Any]:
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAMLError
+
+    from .bagread import load_metadata
     try:
-        text = (bag / 'metadata.yaml').read_text()
-        try:
-            doc = json.loads(text)     # ours is YAML's JSON form: json's C parser, 50x faster than YAML's
-        except ValueError:
-            doc = YAML(typ='safe').load(text)
+        doc = load_metadata((bag / 'metadata.yaml').read_text())
         info = doc['rosbag2_bagfile_information']
         info['relative_file_paths']
         return dict(info)

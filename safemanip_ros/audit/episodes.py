@@ -91,12 +91,12 @@ def _open_reader(path: Path):
     can (through a scratch folder of links and a filtered metadata.yaml,
     removed by the caller)."""
     from rosbags.rosbag2 import Reader, ReaderError
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAMLError
 
-    from .bagread import share_qos_parses
+    from .bagread import load_metadata, tune_rosbags
     from .bagrepair import BagRepairError, repaired_metadata
 
-    share_qos_parses()
+    tune_rosbags()
     warnings: list[str] = []
     try:
         info, repair = repaired_metadata(path)
@@ -119,7 +119,7 @@ def _open_reader(path: Path):
     except ReaderError as err:
         first_error = err
     try:
-        doc = YAML(typ='safe').load((path / 'metadata.yaml').read_text())
+        doc = load_metadata((path / 'metadata.yaml').read_text())
         info = doc['rosbag2_bagfile_information']
         files = list(info['relative_file_paths'])
     except (OSError, YAMLError, KeyError, TypeError) as err:
