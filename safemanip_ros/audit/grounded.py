@@ -41,10 +41,11 @@ from typing import Any
 
 import numpy as np
 
+from ..grounding.base import Column
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
 from ..grounding.joints import JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
-from ..grounding.tf import Link, Links, TfGrounding
+from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding
 from .layouts import Columns, decode_shared
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
@@ -55,8 +56,6 @@ TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFM
 # this (tens of minutes of a robot's TF) is grounded by the message loop.
 MAX_BYTES = 256 * 2**20
 
-Column = tuple[np.ndarray, np.ndarray]
-"""(value bool[frames], known bool[frames]) of one predicate."""
 
 
 class _NotColumnar(Exception):
@@ -374,29 +373,25 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     # Rows of predicate values: evaluate_touches on the same touches and closure as its last call
     # gives the same values and leaves its state as it was (a grasp's onset is taken once), so
     # a run of equal inputs is evaluated once.
-    rows: list[tuple[bool, ...] | None] = []
-    last_input: tuple[object, bool | None] | None = None
-    last_row: tuple[bool, ...] = ()
+    # Each frame's row of values as an index into the distinct rows evaluated (-1: no fresh sample).
     names = contacts.names
+    evaluated: list[tuple[bool | None, ...]] = []
+    row_of = np.full(n_frames, -1, np.intp)
+    last_input: tuple[object, bool | None] | None = None
     for f, (ok, s) in enumerate(zip(stream.fresh.tolist(), stream.newest.tolist())):
         touches = kept[s] if ok else None
         if touches is None:
-            rows.append(None)
             continue
         closed = closed_v[f] if closed_k[f] else None
         if last_input is None or last_input[0] is not touches or last_input[1] != closed:
             got = contacts.evaluate_touches(touches, closed)
-            last_input, last_row = (touches, closed), tuple(got[name] for name in names)
-        rows.append(last_row)
-    out: dict[str, Column] = {}
-    for j, name in enumerate(names):
-        out[name] = _column([None if row is None else row[j] for row in rows])
-    return out
-
-
-def _column(values: list) -> Column:
-    known = np.array([v is not None for v in values], bool)
-    return np.array([bool(v) for v in values], bool), known
+            last_input = (touches, closed)
+            evaluated.append(tuple(got[name] for name in names))
+        row_of[f] = len(evaluated) - 1
+    table_v = np.array([[bool(v) for v in row] for row in evaluated] + [[False] * len(names)], bool)
+    table_k = np.array([[v is not None for v in row] for row in evaluated] + [[False] * len(names)], bool)
+    values, known = table_v[row_of], table_k[row_of]      # row -1: the all-unknown row
+    return {name: (values[:, j], known[:, j]) for j, name in enumerate(names)}
 
 
 def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, lo: int, hi: int,
@@ -409,7 +404,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     parent_of: dict[str, tuple[str, bool]] = {}
     # child → its samples: (message positions, places in the message, stamps, values [n, 7]) per layout
     samples: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
-    dyn_stamps = []                           # (message position, stamp) of each /tf message with transforms
+    dyn_pos_parts, dyn_t_parts = [], []       # message positions and stamps of the /tf messages with transforms
     needed = _needed_frames(tf, [t for t in (dynamic, static) if t is not None], lo, hi)
     for topic, is_static in ((dynamic, False), (static, True)):
         if topic is None:
@@ -429,7 +424,8 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
             stamp = secs[:, 0].astype(np.float64) + nsecs[:, 0].astype(np.float64) * 1e-9
             glob = topic.index[at]
             if not is_static:
-                dyn_stamps += [(g, s) for g, s, i in zip(glob.tolist(), stamp.tolist(), inside.tolist()) if i]
+                dyn_pos_parts.append(glob[inside])
+                dyn_t_parts.append(stamp[inside])
             for k in range(count):
                 parent = lay.strings[f'transforms[{k}].header.frame_id']
                 child = lay.strings[f'transforms[{k}].child_frame_id']
@@ -450,9 +446,10 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
                     raise _NotColumnar      # a link re-parented or turned static
                 samples.setdefault(child, []).append((glob[inside], np.full(int(inside.sum()), k), stamp[inside],
                                                       v[inside]))
-    dyn_stamps.sort()
-    dyn_pos = np.array([g for g, _ in dyn_stamps], np.int64)
-    dyn_t = np.array([s for _, s in dyn_stamps])
+    dyn_pos = np.concatenate(dyn_pos_parts) if dyn_pos_parts else np.zeros(0, np.int64)
+    by_position = np.argsort(dyn_pos, kind='stable')       # positions are unique: bag order
+    dyn_pos = dyn_pos[by_position]
+    dyn_t = (np.concatenate(dyn_t_parts) if dyn_t_parts else np.zeros(0))[by_position]
     _in_order(dyn_t)
     newest = np.searchsorted(dyn_pos, fed) - 1
     fresh = _fresh(dyn_t, newest, now_s, tf.freshness.staleness_s)
@@ -495,14 +492,13 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     grasped = []
     for obj in sorted(tf.config.objects):
         col = contact_cols.get(f'object_grasped_raw_{obj}')
-        if col is None:
-            grasped.append([None] * len(live))
-        else:
-            v, k = col[0][live].tolist(), col[1][live].tolist()
-            grasped.append([a if b else None for a, b in zip(v, k)])
+        code = np.full(len(live), GRASP_UNKNOWN, np.int8)
+        if col is not None:
+            v, k = col[0][live], col[1][live]
+            code[k] = np.where(v[k], GRASP_TRUE, GRASP_FALSE)
+        grasped.append(code)
     cols = tf.evaluate_frames(now_s[live], [0] * len(live), grasped, groups)
-    for name, values in cols.items():
-        v, k = _column(values)
+    for name, (v, k) in cols.items():
         value, known = np.zeros(n_frames, bool), np.zeros(n_frames, bool)
         value[live], known[live] = v, k
         out[name] = (value, known)

@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from . import poses
-from .base import Freshness, Predicates, all_unknown
+from .base import Column, Freshness, Predicates, all_unknown, column_values, kleene_and, kleene_or
 from .geometry import Shape, SupportSurface, rests_on_rows
 
 
@@ -394,6 +394,9 @@ class TfConfig:
 
 _ABSENT = object()      # no grasp state given for an object (as opposed to an unknown one)
 
+# An object's grasp state per frame, as :meth:`TfGrounding.evaluate_frames` takes it.
+GRASP_TRUE, GRASP_FALSE, GRASP_UNKNOWN, GRASP_ABSENT = 1, 0, -1, -2
+
 
 @dataclass
 class _PendingFrame:
@@ -495,20 +498,21 @@ class TfGrounding:
             groups.setdefault(id(f.links), (f.links, []))[1].append(k)
         cols = self.evaluate_frames(
             np.array([f.now_s for f in frames]), [f.epoch for f in frames],
-            [[f.grasped[j] for f in frames] for j in range(len(self._objects))],
+            [np.array([_grasp_code(f.grasped[j]) for f in frames], np.int8) for j in range(len(self._objects))],
             [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
                 len(rows), len(links), 2)) for links, rows in groups.values()])
         names = list(cols)
-        return [dict(zip(names, row)) for row in zip(*cols.values())]
+        return [dict(zip(names, row)) for row in zip(*(column_values(c) for c in cols.values()))]
 
-    def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: list[list[object]],
-                        groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, list[bool | None]]:
+    def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: list[np.ndarray],
+                        groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, Column]:
         """The predicates of fresh frames at ``times`` [n] (seconds, in
         order), as one column per name: each frame's reset count, each
-        object's grasp state per frame (True, False, None, or absent), and
-        the frames in ``groups`` of (links, frame rows, spans ``[rows, links,
-        2]``) the tree is read in.  Carries the state between frames on to
-        the next call."""
+        object's grasp state per frame (int8[n]: :data:`GRASP_TRUE`,
+        :data:`GRASP_FALSE`, :data:`GRASP_UNKNOWN` or :data:`GRASP_ABSENT`),
+        and the frames in ``groups`` of (links, frame rows, spans ``[rows,
+        links, 2]``) the tree is read in.  Carries the state between frames
+        on to the next call."""
         cfg = self.config
         n = len(times)
         memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
@@ -542,62 +546,67 @@ class TfGrounding:
             return lookup_rows(target, tuple(cfg.objects[o] for o in objs))
 
         objs = self._objects
-        cols: dict[str, list[bool | None]] = {}
+        # Each object's grasp state as a column (no grasp input reads as unknown).
+        held = [(g == GRASP_TRUE, g >= GRASP_FALSE) for g in grasped]
+        cols: dict[str, Column] = {}
         for name, (a, b, dist) in sorted(cfg.near.items()):
             T = lookup(a, b)
-            cols[f'near_{name}'] = _values(poses.norm3(T.t) < dist, T.ok)
+            cols[f'near_{name}'] = (poses.norm3(T.t) < dist) & T.ok, T.ok
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
             cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
-        approach_cols = []
+        approach_cols: list[Column] = []
         if objs:
             W, G = lookup_objects(cfg.world_frame), lookup_objects(cfg.gripper_frame)
             stable, sliding = self._motion(times, epochs, W)
             supported = self._supported(lookup_objects, W.ok)
             sync = self._sync(epochs, grasped, G)
             dist = poses.norm3(G.t)
-            settled = _values(stable.astype(bool) & supported.astype(bool) & (dist > cfg.gripper_clearance_m),
-                              ~np.isnan(stable) & ~np.isnan(supported) & G.ok)
-            stable_l, supported_l, sliding_l = _tri(stable), _tri(supported), _tri(sliding)
-            dist_l, g_ok = dist.tolist(), G.ok.tolist()
+            settled_known = ~np.isnan(stable) & ~np.isnan(supported) & G.ok
+            settled = (stable == 1.0) & (supported == 1.0) & (dist > cfg.gripper_clearance_m) & settled_known
             for j, obj in enumerate(objs):
                 part = slice(j * n, (j + 1) * n)
-                approaching: list[bool | None] = []
-                prev = self._prev_distance.get(obj)
-                for d, ok in zip(dist_l[part], g_ok[part]):
-                    if not ok:
-                        approaching.append(None)
-                        continue
-                    approaching.append(None if prev is None else (d < cfg.approach_m and d < prev))
-                    prev = d
-                if prev is not None:
-                    self._prev_distance[obj] = prev
-                cols[f'object_stable_{obj}'] = stable_l[part]
-                cols[f'object_sync_{obj}'] = sync[part]
-                cols[f'object_supported_{obj}'] = supported_l[part]
-                cols[f'object_settled_{obj}'] = settled[part]
-                cols[f'object_sliding_{obj}'] = sliding_l[part]
+                approaching = self._approaching(obj, dist[part], G.ok[part])
+                cols[f'object_stable_{obj}'] = _tri(stable[part])
+                cols[f'object_sync_{obj}'] = sync[0][part], sync[1][part]
+                cols[f'object_supported_{obj}'] = _tri(supported[part])
+                cols[f'object_settled_{obj}'] = settled[part], settled_known[part]
+                cols[f'object_sliding_{obj}'] = _tri(sliding[part])
                 cols[f'gripper_approaching_{obj}'] = approaching
                 approach_cols.append(approaching)
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
-            inside_all = self._inside(lookup_objects(box), lo, hi) if objs else []
-            cols[f'object_reach_in_{fixture}'] = [
-                _or([_and(_grasp(grasped[j][k]), inside_all[j * n + k]) for j in range(len(objs))])
-                for k in range(n)]
+            inside_all = self._inside(lookup_objects(box), lo, hi) if objs else (np.zeros(0, bool),) * 2
+            cols[f'object_reach_in_{fixture}'] = kleene_or(
+                [kleene_and(held[j], (inside_all[0][j * n:(j + 1) * n], inside_all[1][j * n:(j + 1) * n]))
+                 for j in range(len(objs))], n)
         if objs:
-            picks: list[bool | None] = []
-            for k in range(n):
-                approach = [c[k] for c in approach_cols]
-                held = [_grasp(g[k]) for g in grasped]
-                if any(a is True for a in approach) and all(h is False for h in held):
-                    picks.append(True)
-                elif all(a is False for a in approach) or any(h is True for h in held):
-                    picks.append(False)
-                else:
-                    picks.append(None)
-            cols['pick_approach'] = picks
+            # Some object approached while nothing is held: true; every approach known false, or
+            # something held: false; else unknown.
+            some_approach = np.logical_or.reduce([v & k for v, k in approach_cols])
+            none_approach = np.logical_and.reduce([k & ~v for v, k in approach_cols])
+            none_held = np.logical_and.reduce([k & ~v for v, k in held])
+            some_held = np.logical_or.reduce([v & k for v, k in held])
+            pick = some_approach & none_held
+            cols['pick_approach'] = pick, pick | none_approach | some_held
         self._state_epoch = epochs[-1]
         return cols
+
+    def _approaching(self, obj: str, dist: np.ndarray, ok: np.ndarray) -> Column:
+        """gripper_approaching per frame: the gripper within ``approach_m``
+        of the object and closer than at the previous frame with a known
+        distance (one carried from the last flush included)."""
+        at = np.flatnonzero(ok)
+        d = dist[at]
+        carried = self._prev_distance.get(obj)
+        prev = np.concatenate([[np.nan if carried is None else carried], d[:-1]])
+        value, known = np.zeros(len(dist), bool), np.zeros(len(dist), bool)
+        known[at] = True
+        if carried is None and len(at):
+            known[at[0]] = False          # no distance before this frame's
+        value[at] = (d < self.config.approach_m) & (d < prev)
+        if len(at):
+            self._prev_distance[obj] = float(d[-1])
+        return value & known, known
 
     def _motion(self, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
         """(stable, sliding) per row (object j, frame k at ``j * n + k``) as
@@ -668,7 +677,7 @@ class TfGrounding:
         out = np.where(resting, 1.0, np.where(unknown, np.nan, 0.0))
         return np.where(world_ok, out, np.nan)
 
-    def _sync(self, epochs: list[int], grasped: list[list[object]], G: Lookup) -> list[bool | None]:
+    def _sync(self, epochs: list[int], grasped: list[np.ndarray], G: Lookup) -> Column:
         """object_sync per row (object j, frame k at ``j * n + k``): not
         grasped, or slipped less than the limits from the gripper-relative
         pose at the grasp's onset (kept through a one-frame contact dropout)."""
@@ -676,7 +685,7 @@ class TfGrounding:
         objs = self._objects
         m, n = len(objs), len(epochs)
         ref_row = np.full(m * n, -1)      # the row of the reference pose each slip check compares with
-        kind: list[int] = []              # 0: true, 1: unknown, 2: slip check, 3: true if the slip check passes
+        kind = np.zeros(m * n, np.int8)   # 0: true, 1: unknown, 2: slip check, 3: true if the slip check passes
         ok = G.ok.tolist()
         carried_R, carried_t = np.zeros((m, 3, 3)), np.zeros((m, 3))
         refs = []
@@ -685,80 +694,60 @@ class TfGrounding:
             if ref >= 0:
                 carried_R[j], carried_t[j] = self._grasp_ref[obj]
             epoch = epochs[0] if ref >= 0 else None
-            for k, g in enumerate(grasped[j]):
+            for k, g in enumerate(grasped[j].tolist()):
                 r = j * n + k
                 if epoch is not None and epochs[k] != epoch:
                     ref = -1
                 epoch = epochs[k]
-                if g is True:
+                if g == GRASP_TRUE:
                     self._ungrasped_frames[obj] = 0
-                elif g is False:
+                elif g == GRASP_FALSE:
                     # The slip reference survives a one-frame contact dropout: it
                     # is dropped only after two consecutive ungrasped frames.
                     self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
                     if self._ungrasped_frames[obj] >= 2:
                         ref = -1
-                if g is _ABSENT:
-                    kind.append(0)                      # no grasp input: not grasped as far as we know
-                elif g is None:
+                if g == GRASP_UNKNOWN:
                     # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
                     # true when the object has not slipped from an ongoing grasp's reference.
-                    kind.append(3 if ref >= 0 and ok[r] else 1)
-                elif g and ok[r]:
-                    if ref < 0:
-                        ref = r
-                    kind.append(2)
-                elif g:
-                    kind.append(1)
-                else:
-                    kind.append(0)
+                    kind[r] = 3 if ref >= 0 and ok[r] else 1
+                elif g == GRASP_TRUE:
+                    if ok[r]:
+                        if ref < 0:
+                            ref = r
+                        kind[r] = 2
+                    else:
+                        kind[r] = 1
+                # else (not grasped, or no grasp input): 0, true
                 ref_row[r] = ref
             refs.append(ref)
         R = np.concatenate([G.R, carried_R])
         t = np.concatenate([G.t, carried_t])
         rows = np.where(ref_row >= 0, ref_row, m * n)
         slip_ok = ((poses.norm3(G.t - t[rows]) < cfg.slip_m) &
-                   (poses.relative_angle(R[rows], G.R) < cfg.slip_rad)).tolist()
+                   (poses.relative_angle(R[rows], G.R) < cfg.slip_rad))
         for obj, ref in zip(objs, refs):
             if ref >= 0:
                 self._grasp_ref[obj] = (R[ref].copy(), t[ref].copy())
             else:
                 self._grasp_ref.pop(obj, None)
-        return [True if c == 0 else None if c == 1 else slip_ok[r] if c == 2 else (True if slip_ok[r] else None)
-                for r, c in enumerate(kind)]
+        value = (kind == 0) | ((kind >= 2) & slip_ok)
+        return value, value | (kind == 2)
 
     @staticmethod
-    def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> list[bool | None]:
+    def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> Column:
         within = np.all(T.t >= np.asarray(lo), axis=1) & np.all(T.t <= np.asarray(hi), axis=1)
-        return _values(within, T.ok)
+        return within & T.ok, T.ok
 
 
-def _values(value: np.ndarray, known: np.ndarray) -> list[bool | None]:
-    """Predicate values: ``value`` where ``known``, else None."""
-    return [bool(v) if k else None for v, k in zip(value.tolist(), known.tolist())]
+def _tri(x: np.ndarray) -> Column:
+    """1.0 / 0.0 / NaN → true / false / unknown."""
+    return x == 1.0, ~np.isnan(x)
 
 
-def _tri(x: np.ndarray) -> list[bool | None]:
-    """1.0 / 0.0 / NaN → True / False / None."""
-    return [None if v != v else v == 1.0 for v in x.tolist()]
-
-
-def _grasp(g: object) -> bool | None:
-    return None if g is _ABSENT else g        # type: ignore[return-value]
-
-
-def _and(a: bool | None, b: bool | None) -> bool | None:
-    """Kleene conjunction (None = unknown)."""
-    if a is False or b is False:
-        return False
-    return True if a and b else None
-
-
-def _or(values: list[bool | None]) -> bool | None:
-    """Kleene disjunction of several values (False when there are none)."""
-    if any(v is True for v in values):
-        return True
-    return None if any(v is None for v in values) else False
+def _grasp_code(g: object) -> int:
+    """A viewed grasp state (True, False, None or absent) as its code."""
+    return GRASP_ABSENT if g is _ABSENT else GRASP_UNKNOWN if g is None else GRASP_TRUE if g else GRASP_FALSE
 
 
 def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:
