@@ -20,7 +20,7 @@ A message the walk cannot take — big-endian CDR, a type with more than
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +83,7 @@ class Layout:
     template: np.ndarray = field(repr=False)      # uint8[length]
     padding: list[int] = field(repr=False)         # offsets of alignment and final padding bytes
     template_match: RowTemplate = field(init=False, repr=False)
-    gather_plans: dict[object, list[tuple[str, np.ndarray, list[str]]]] = field(
+    gather_plans: dict[object, tuple[dict[str, np.ndarray], dict[str, tuple[str, int]]]] = field(
         init=False, repr=False, compare=False, default_factory=dict)   # keep → plan (see _gather)
 
     def __post_init__(self) -> None:
@@ -189,6 +189,27 @@ def parse_layout(typestore, msgtype: str, raw: bytes, where: str = 'message') ->
                   w.padding + list(range(w.pos, len(raw))))
 
 
+class Numbers(Mapping[str, np.ndarray]):
+    """A layout's number columns for some rows: path → ``[n]`` array, each a
+    column of the block of numbers of its dtype."""
+
+    __slots__ = ('blocks', 'where')
+
+    def __init__(self, blocks: dict[str, np.ndarray], where: dict[str, tuple[str, int]]) -> None:
+        self.blocks = blocks            # dtype → [n, numbers of that dtype]
+        self.where = where              # path → (dtype, column in its block)
+
+    def __getitem__(self, path: str) -> np.ndarray:
+        dtype, col = self.where[path]
+        return self.blocks[dtype][:, col]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.where)
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+
 @dataclass
 class Columns:
     """Messages of one layout: their positions in the decoded list and one
@@ -196,12 +217,17 @@ class Columns:
 
     layout: Layout
     rows: np.ndarray                    # intp[n]
-    numbers: dict[str, np.ndarray]      # path → [n]
+    numbers: Numbers                    # path → [n]
 
     def stack(self, paths: list[str], dtype=None) -> np.ndarray:
         """The columns ``paths`` side by side (``[n, len(paths)]``)."""
         if not paths:
             return np.zeros((len(self.rows), 0), dtype or float)
+        where = self.numbers.where
+        places = [where[p] for p in paths]
+        kinds = {d for d, _ in places}
+        if len(kinds) == 1:             # one gather from one block (the usual case)
+            return self.numbers.blocks[places[0][0]][:, [c for _, c in places]]
         return np.stack([self.numbers[p] for p in paths], axis=1)
 
 
@@ -220,14 +246,14 @@ class LayoutDecoder:
     def decode(self, raws: list[bytes], where: str = 'bag') -> tuple[list[Columns], np.ndarray]:
         """Columns per layout met, and the indices of the messages that no
         layout takes (to be deserialized by rosbags)."""
-        by_length: dict[int, list[int]] = {}
-        for i, raw in enumerate(raws):
-            by_length.setdefault(len(raw), []).append(i)
+        lengths = np.fromiter(map(len, raws), np.intp, len(raws))
+        by_length = np.argsort(lengths, kind='stable')      # each length's messages in order
+        bounds = np.flatnonzero(np.diff(lengths[by_length])) + 1
         out: list[Columns] = []
         rejected: list[int] = []
-        for length, rows_list in by_length.items():
-            rows = np.array(rows_list, np.intp)
-            arr = np.frombuffer(b''.join([raws[i] for i in rows_list]), np.uint8).reshape(len(rows_list), length)
+        for rows in np.split(by_length, bounds) if len(raws) else []:
+            length = int(lengths[rows[0]])
+            arr = np.frombuffer(b''.join([raws[i] for i in rows.tolist()]), np.uint8).reshape(len(rows), length)
             pending = np.ones(len(rows), bool)
             tried: set[int] = set()
             while pending.any():
@@ -283,7 +309,7 @@ def decode_shared(typestore, msgtype: str, raws: list[bytes], where: str = 'bag'
 
 
 def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
-            keep: Callable[[str], bool] | None) -> dict[str, np.ndarray]:
+            keep: Callable[[str], bool] | None) -> Numbers:
     """The number columns (those ``keep`` takes) of the rows ``hit``: the
     numbers of one dtype are gathered together, as bytes, then viewed as
     that dtype.  Which bytes, for each dtype, is worked out once per layout
@@ -294,13 +320,14 @@ def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
         for path, (offset, dtype) in lay.numbers.items():
             if keep is None or keep(path):
                 by_dtype.setdefault(dtype, []).append((path, offset))
-        plan = lay.gather_plans[keep] = [
-            (dtype, (np.array([o for _, o in items], np.intp)[:, None] + np.arange(int(dtype[-1]))).ravel(),
-             [p for p, _ in items]) for dtype, items in by_dtype.items()]
+        index = {dtype: (np.array([o for _, o in items], np.intp)[:, None] + np.arange(int(dtype[-1]))).ravel()
+                 for dtype, items in by_dtype.items()}
+        where = {path: (dtype, col) for dtype, items in by_dtype.items() for col, (path, _) in enumerate(items)}
+        plan = lay.gather_plans[keep] = (index, where)
+    index, where = plan
     every = len(hit) == len(arr)
-    out: dict[str, np.ndarray] = {}
-    for dtype, index, paths in plan:
-        picked = arr[:, index] if every else arr[np.ix_(hit, index)]     # only these bytes are copied
-        values = np.ascontiguousarray(picked).view(dtype)                 # [n, len(paths)]
-        out.update(zip(paths, values.T))
-    return out
+    blocks = {}
+    for dtype, at in index.items():
+        picked = arr[:, at] if every else arr[np.ix_(hit, at)]            # only these bytes are copied
+        blocks[dtype] = np.ascontiguousarray(picked).view(dtype)          # [n, numbers of the dtype]
+    return Numbers(blocks, where)
