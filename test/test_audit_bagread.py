@@ -96,3 +96,44 @@ def test_corrupt_chunk_is_a_reader_error(tmp_path):
     f.write_bytes(bytes(data))
     with Reader(tmp_path / 'bag') as r, pytest.raises(ReaderError):
         read_all(r, r.connections)
+
+
+def _message_index_entries(bag):
+    """(file, file offsets of each message index record of the first split)."""
+    f = next(bag.glob('*.mcap'))
+    with Reader(bag) as r:
+        records = [rec for chunk in r.storage.storages[0].chunks for rec in chunk.message_index_offsets.values()]
+    return f, records
+
+
+@pytest.mark.parametrize('damage', ['drop', 'wrong'])
+def test_a_message_index_that_misses_a_message_is_not_trusted(tmp_path, monkeypatch, damage):
+    """Messages are found through each chunk's message index when it
+    accounts for every message record; an index entry pointing at the
+    wrong record, or one record left unindexed, makes the chunk walked:
+    the same messages as rosbags either way."""
+    import safemanip_ros.audit.bagread as bagread
+
+    rng = np.random.default_rng(6)
+    _write(tmp_path / 'bag', 'mcap', CompressionMode.STORAGE, _records(rng, 900))
+    taken = []
+    real = bagread._indexed_messages
+    monkeypatch.setattr(bagread, '_indexed_messages', lambda *a: taken.append(real(*a)) or taken[-1])
+    ours, _ = _ours(tmp_path / 'bag', set(TOPICS))
+    assert ours == _rosbags(tmp_path / 'bag', set(TOPICS))
+    assert taken and all(t is not None for t in taken)          # an intact index is used
+    f, records = _message_index_entries(tmp_path / 'bag')
+    data = bytearray(f.read_bytes())
+    rec = records[0]          # op, record length, channel id, entries' byte length, (log time, offset) entries
+    size = int.from_bytes(data[rec + 11:rec + 15], 'little')
+    assert size >= 32
+    if damage == 'drop':      # one entry fewer: that channel's last record of the chunk is unlisted
+        data[rec + 11:rec + 15] = (size - 16).to_bytes(4, 'little')
+    else:                     # the first entry pointing into the middle of a record
+        at = rec + 15 + 8
+        data[at:at + 8] = (int.from_bytes(data[at:at + 8], 'little') + 3).to_bytes(8, 'little')
+    f.write_bytes(bytes(data))
+    taken.clear()
+    ours, _ = _ours(tmp_path / 'bag', set(TOPICS))
+    assert ours == _rosbags(tmp_path / 'bag', set(TOPICS))
+    assert None in taken

@@ -33,6 +33,7 @@ import numpy as np
 _RECORD_HEADER = struct.Struct('<BQ')      # opcode, record length
 _MESSAGE_HEADER = struct.Struct('<HIQQ')    # channel id, sequence, log time, publish time
 _MESSAGE_OP = 0x05
+_MESSAGE_INDEX_OP = 0x07
 _CHUNK_RECORDS_AT = 9 + 40                  # op + length, then 40 bytes of fields before the compression name
 
 
@@ -292,7 +293,6 @@ def _emit(pending: _Pending, connmap: dict[int, Any], watermark: int | None) -> 
 def _chunk_messages(sub: Any, chunk: Any, wanted: frozenset[int]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """``(log times, channel ids, data)`` of the chunk's message records on
     the ``wanted`` channels, in record order, as rosbags' ``msgsrc`` keeps them."""
-    from rosbags.rosbag2.errors import ReaderError
     from rosbags.rosbag2.storage_mcap import decompress, deserialize_uint32, read_exact
 
     bio = sub.bio
@@ -301,6 +301,82 @@ def _chunk_messages(sub: Any, chunk: Any, wanted: frozenset[int]) -> tuple[np.nd
     bio.seek(chunk.chunk_start_offset + _CHUNK_RECORDS_AT + len(chunk.compression))
     data = decompress(read_exact(bio, chunk.compressed_size), chunk.compression, chunk.uncompressed_size, crc)
     start, stop = chunk.message_start_time, chunk.message_end_time + 1
+    found = _indexed_messages(bio, chunk, data)
+    if found is None:
+        return _walked_messages(chunk, data, wanted, start, stop)
+    body, end, channel, log_time = found
+    take = np.isin(channel, np.fromiter(wanted, np.int64, len(wanted))) & (start <= log_time) & (log_time < stop)
+    body, end = body[take].tolist(), end[take].tolist()
+    return log_time[take], channel[take], [data[a:b] for a, b in zip(body, end)]
+
+
+def _indexed_messages(bio: Any, chunk: Any, data: bytes) -> tuple[np.ndarray, ...] | None:
+    """``(data start, end, channel id, log time)`` of every message record of
+    the chunk, in record order, found through the chunk's message index
+    records (what the writer says is where) instead of walking every record
+    header in Python.  None — walk instead — unless the index accounts for
+    every message record: each indexed offset holds a whole message record,
+    and the bytes between indexed records hold other records only."""
+    offsets = chunk.message_index_offsets
+    if not offsets or not chunk.message_index_length:
+        return None
+    bio.seek(chunk.chunk_start_offset + chunk.chunk_length)
+    index = bio.read(chunk.message_index_length)
+    parts = []
+    pos = 0
+    while pos + 9 <= len(index):
+        op, length = _RECORD_HEADER.unpack_from(index, pos)
+        body, pos = pos + 9, pos + 9 + length
+        if op != _MESSAGE_INDEX_OP:
+            continue
+        if pos > len(index) or length < 6:
+            return None
+        (size,) = struct.unpack_from('<I', index, body + 2)
+        if size % 16 or body + 6 + size > pos:
+            return None
+        parts.append(np.frombuffer(index, '<u8', size // 8, body + 6)[1::2])     # (log time, offset) pairs
+    if pos != len(index) or not parts:
+        return None
+    at = np.sort(np.concatenate(parts)).astype(np.int64)
+    n = len(data)
+    if (at > n - 31).any() or (len(at) > 1 and (np.diff(at) == 0).any()):
+        return None
+    buf = np.frombuffer(data, np.uint8)
+    ops = buf[at]
+    length = _gather_uint(buf, at + 1, '<u8').astype(np.int64)
+    end = at + 9 + length
+    if (ops != _MESSAGE_OP).any() or (length < 22).any() or (end > n).any():
+        return None
+    # The gaps between indexed records (and before the first and after the last) must hold no message.
+    gaps = np.flatnonzero(np.concatenate([[0], end]) != np.concatenate([at, [n]]))
+    bounds = np.concatenate([[0], end]), np.concatenate([at, [n]])
+    for g in gaps.tolist():
+        lo, hi = int(bounds[0][g]), int(bounds[1][g])
+        while lo < hi:
+            if lo + 9 > hi:
+                return None
+            op, length_ = _RECORD_HEADER.unpack_from(data, lo)
+            if op == _MESSAGE_OP:
+                return None               # a message the index does not list: walk the chunk
+            lo += 9 + length_
+        if lo != hi:
+            return None
+    channel = _gather_uint(buf, at + 9, '<u2').astype(np.int64)
+    log_time = _gather_uint(buf, at + 15, '<u8').astype(np.int64)
+    return at + 31, end, channel, log_time
+
+
+def _gather_uint(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """The little-endian unsigned integers of ``dtype`` at byte offsets ``at``."""
+    size = int(dtype[-1])
+    return np.ascontiguousarray(buf[at[:, None] + np.arange(size)]).view(dtype)[:, 0]
+
+
+def _walked_messages(chunk: Any, data: bytes, wanted: frozenset[int], start: int,
+                     stop: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """:func:`_chunk_messages` by walking every record header of the chunk."""
+    from rosbags.rosbag2.errors import ReaderError
+
     times: list[int] = []
     channels: list[int] = []
     raws: list[bytes] = []
