@@ -258,7 +258,11 @@ class LayoutDecoder:
             tried: set[int] = set()
             while pending.any():
                 progressed = False
-                for k in list(self._by_length.get(length, ())):
+                # The layouts of this length, the latest to take a message first: a publisher
+                # repeats its layout, so the first tried usually takes them all.  (A message that
+                # two layouts take walks the same way under both: its values do not depend on which.)
+                candidates = self._by_length.get(length, [])
+                for k in list(candidates):
                     if k in tried:
                         continue
                     lay = self.layouts[k]
@@ -270,6 +274,10 @@ class LayoutDecoder:
                         out.append(Columns(lay, rows[hit], _gather(arr, hit, lay, self.keep)))
                         pending[hit] = False
                         progressed = True
+                        candidates.remove(k)
+                        candidates.insert(0, k)
+                        if not pending.any():
+                            break
                 if pending.any() and not progressed:
                     if len(self.layouts) >= MAX_LAYOUTS:
                         rejected += rows[pending].tolist()
