@@ -148,9 +148,12 @@ def test_bad_inputs_are_skipped_and_listed(bags, tmp_path):
     assert 'skipped:' in proc.stdout
 
 
-def test_resume_reuses_finished_results(bags, tmp_path):
+@pytest.mark.parametrize('first', [[], ['--workers', '2']])
+def test_resume_reuses_finished_results(bags, tmp_path, first):
+    """A second audit reuses every result, whichever process computed its
+    key (a worker fingerprints the sources it reads)."""
     out = tmp_path / 'out'
-    assert audit([bags], out).returncode == 0
+    assert audit([bags], out, *first).returncode == 0
     files = sorted((out / 'episodes').glob('*.json'))
     mtimes = [f.stat().st_mtime_ns for f in files]
     first = (out / 'report.json').read_text()
