@@ -85,24 +85,8 @@ def all_unknown(names: Mapping[str, object] | list[str]) -> Predicates:
     return {name: None for name in names}
 
 
-def column_values(column: Column) -> list[Value]:
-    """A column as :data:`Value` per frame (None where unknown)."""
-    value, known = column
-    return [bool(v) if k else None for v, k in zip(value.tolist(), known.tolist())]
-
-
 def kleene_and(a: Column, b: Column) -> Column:
     """Kleene conjunction per frame: false where either is known false."""
     va, ka = a[0] & a[1], a[1]
     vb, kb = b[0] & b[1], b[1]
     return va & vb, (ka & kb) | (ka & ~va) | (kb & ~vb)
-
-
-def kleene_or(columns: list[Column], n: int) -> Column:
-    """Kleene disjunction per frame of ``n`` frames (false for no columns):
-    true where any is known true, unknown where none is and some is unknown."""
-    value, known = np.zeros(n, bool), np.ones(n, bool)
-    for v, k in columns:
-        value |= v & k
-        known &= k
-    return value, value | known

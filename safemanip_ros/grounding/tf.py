@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from . import poses
-from .base import Column, Freshness, Predicates, all_unknown, column_values, kleene_and, kleene_or
+from .base import Column, Freshness, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, rests_on_rows
 
 
@@ -502,7 +502,12 @@ class TfGrounding:
             [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
                 len(rows), len(links), 2)) for links, rows in groups.values()])
         names = list(cols)
-        return [dict(zip(names, row)) for row in zip(*(column_values(c) for c in cols.values()))]
+        if not names:
+            return [{} for _ in frames]
+        value = np.array([v for v, _ in cols.values()]).T.tolist()      # [frames][names], in two calls
+        known = np.array([k for _, k in cols.values()]).T.tolist()
+        return [{name: (bool(v) if k else None) for name, v, k in zip(names, vs, ks)}
+                for vs, ks in zip(value, known)]
 
     def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: list[np.ndarray],
                         groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, Column]:
@@ -546,67 +551,74 @@ class TfGrounding:
             return lookup_rows(target, tuple(cfg.objects[o] for o in objs))
 
         objs = self._objects
+        m = len(objs)
+        codes = np.array(grasped, np.int8).reshape(m, n)      # [objects, frames]
         # Each object's grasp state as a column (no grasp input reads as unknown).
-        held = [(g == GRASP_TRUE, g >= GRASP_FALSE) for g in grasped]
+        held, held_known = codes == GRASP_TRUE, codes >= GRASP_FALSE
         cols: dict[str, Column] = {}
         for name, (a, b, dist) in sorted(cfg.near.items()):
             T = lookup(a, b)
             cols[f'near_{name}'] = (poses.norm3(T.t) < dist) & T.ok, T.ok
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
             cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
-        approach_cols: list[Column] = []
         if objs:
             W, G = lookup_objects(cfg.world_frame), lookup_objects(cfg.gripper_frame)
             stable, sliding = self._motion(times, epochs, W)
             supported = self._supported(lookup_objects, W.ok)
-            sync = self._sync(epochs, grasped, G)
+            sync = self._sync(epochs, codes, G)
             dist = poses.norm3(G.t)
             settled_known = ~np.isnan(stable) & ~np.isnan(supported) & G.ok
             settled = (stable == 1.0) & (supported == 1.0) & (dist > cfg.gripper_clearance_m) & settled_known
+            approaching = self._approaching(dist, G.ok)
+            per_object = {'stable': _tri(stable), 'sync': sync, 'supported': _tri(supported),
+                          'settled': (settled, settled_known), 'sliding': _tri(sliding)}
             for j, obj in enumerate(objs):
                 part = slice(j * n, (j + 1) * n)
-                approaching = self._approaching(obj, dist[part], G.ok[part])
-                cols[f'object_stable_{obj}'] = _tri(stable[part])
-                cols[f'object_sync_{obj}'] = sync[0][part], sync[1][part]
-                cols[f'object_supported_{obj}'] = _tri(supported[part])
-                cols[f'object_settled_{obj}'] = settled[part], settled_known[part]
-                cols[f'object_sliding_{obj}'] = _tri(sliding[part])
-                cols[f'gripper_approaching_{obj}'] = approaching
-                approach_cols.append(approaching)
+                for kind, (v, k) in per_object.items():
+                    cols[f'object_{kind}_{obj}'] = v[part], k[part]
+                cols[f'gripper_approaching_{obj}'] = approaching[0][part], approaching[1][part]
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
-            inside_all = self._inside(lookup_objects(box), lo, hi) if objs else (np.zeros(0, bool),) * 2
-            cols[f'object_reach_in_{fixture}'] = kleene_or(
-                [kleene_and(held[j], (inside_all[0][j * n:(j + 1) * n], inside_all[1][j * n:(j + 1) * n]))
-                 for j in range(len(objs))], n)
+            # Some object held and inside (Kleene: unknown unless some is, or every one is known not to be).
+            if objs:
+                inside, inside_known = (c.reshape(m, n) for c in self._inside(lookup_objects(box), lo, hi))
+                both, both_known = kleene_and((held, held_known), (inside, inside_known))
+                reach = both.any(axis=0)
+                cols[f'object_reach_in_{fixture}'] = reach, reach | both_known.all(axis=0)
+            else:
+                cols[f'object_reach_in_{fixture}'] = np.zeros(n, bool), np.ones(n, bool)
         if objs:
             # Some object approached while nothing is held: true; every approach known false, or
             # something held: false; else unknown.
-            some_approach = np.logical_or.reduce([v & k for v, k in approach_cols])
-            none_approach = np.logical_and.reduce([k & ~v for v, k in approach_cols])
-            none_held = np.logical_and.reduce([k & ~v for v, k in held])
-            some_held = np.logical_or.reduce([v & k for v, k in held])
-            pick = some_approach & none_held
-            cols['pick_approach'] = pick, pick | none_approach | some_held
+            near, near_known = approaching[0].reshape(m, n), approaching[1].reshape(m, n)
+            pick = near.any(axis=0) & (held_known & ~held).all(axis=0)
+            cols['pick_approach'] = pick, pick | (near_known & ~near).all(axis=0) | held.any(axis=0)
         self._state_epoch = epochs[-1]
         return cols
 
-    def _approaching(self, obj: str, dist: np.ndarray, ok: np.ndarray) -> Column:
-        """gripper_approaching per frame: the gripper within ``approach_m``
-        of the object and closer than at the previous frame with a known
-        distance (one carried from the last flush included)."""
-        at = np.flatnonzero(ok)
-        d = dist[at]
-        carried = self._prev_distance.get(obj)
-        prev = np.concatenate([[np.nan if carried is None else carried], d[:-1]])
+    def _approaching(self, dist: np.ndarray, ok: np.ndarray) -> Column:
+        """gripper_approaching per row (object j, frame k at ``j * n + k``):
+        the gripper within ``approach_m`` of the object and closer than at
+        its previous frame with a known distance (one carried from the last
+        flush included)."""
+        objs = self._objects
+        n = len(dist) // len(objs)
         value, known = np.zeros(len(dist), bool), np.zeros(len(dist), bool)
-        known[at] = True
-        if carried is None and len(at):
-            known[at[0]] = False          # no distance before this frame's
-        value[at] = (d < self.config.approach_m) & (d < prev)
-        if len(at):
-            self._prev_distance[obj] = float(d[-1])
-        return value & known, known
+        dist_l, ok_l = dist.tolist(), ok.tolist()
+        approach_m = self.config.approach_m
+        for j, obj in enumerate(objs):
+            prev = self._prev_distance.get(obj)
+            for r in range(j * n, (j + 1) * n):
+                if not ok_l[r]:
+                    continue
+                d = dist_l[r]
+                if prev is not None:
+                    known[r] = True
+                    value[r] = d < approach_m and d < prev
+                prev = d
+            if prev is not None:
+                self._prev_distance[obj] = prev
+        return value, known
 
     def _motion(self, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
         """(stable, sliding) per row (object j, frame k at ``j * n + k``) as
@@ -677,10 +689,11 @@ class TfGrounding:
         out = np.where(resting, 1.0, np.where(unknown, np.nan, 0.0))
         return np.where(world_ok, out, np.nan)
 
-    def _sync(self, epochs: list[int], grasped: list[np.ndarray], G: Lookup) -> Column:
-        """object_sync per row (object j, frame k at ``j * n + k``): not
-        grasped, or slipped less than the limits from the gripper-relative
-        pose at the grasp's onset (kept through a one-frame contact dropout)."""
+    def _sync(self, epochs: list[int], grasped: np.ndarray, G: Lookup) -> Column:
+        """object_sync per row (object j, frame k at ``j * n + k``), given
+        the grasp state codes ``[objects, frames]``: not grasped, or slipped
+        less than the limits from the gripper-relative pose at the grasp's
+        onset (kept through a one-frame contact dropout)."""
         cfg = self.config
         objs = self._objects
         m, n = len(objs), len(epochs)
