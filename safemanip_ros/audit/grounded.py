@@ -344,12 +344,10 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     cfg = contacts.config
     n_frames = len(now_s)
     stream = _stream(topic, lo, hi, fed, now_s, cfg.staleness_s)
-    # What each message's contacts say (an index into ``said``; -1: a force that is not a number,
-    # the sample unknown), worked out once per distinct set of contacts above the threshold.
-    said: list[Touches] = []
-    frame_said = np.full(n_frames, -1, np.intp)
+    kept: list[Touches | None] = []
     if topic is not None and len(stream.msgs):
-        said_of = np.full(len(topic.index), -1, np.intp)
+        n_all = len(topic.index)
+        kept_all: list[Any] = [None] * n_all
         for c, at in topic.parts:
             lay = c.layout
             count_c = lay.sequence_lengths['contacts']
@@ -358,35 +356,38 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
                 grounding.contact_bodies_seen.update((b1, b2))
             forces = c.stack([f'contacts[{i}].normal_force_n' for i in range(count_c)])
             finite = np.isfinite(forces).all(axis=1)
-            keep = np.ascontiguousarray(forces >= cfg.min_force_n)
-            # One key per row: its kept contacts as bytes.
-            keys = keep.view(np.dtype((np.void, count_c))).ravel() if count_c else np.zeros(len(at), 'V1')
-            distinct, inverse = np.unique(keys, return_inverse=True)
-            ids = np.empty(len(distinct), np.intp)
-            for d, row in enumerate(np.unique(inverse, return_index=True)[1].tolist()):
-                ids[d] = len(said)
-                said.append(contacts.touches(
-                    [ContactSample(b1, b2, 0.0) for (b1, b2), kp in zip(bodies, keep[row].tolist()) if kp]))
-            said_of[at] = np.where(finite, ids[inverse.ravel()], -1)
-        frame_said = np.where(stream.fresh, said_of[stream.msgs][stream.at], -1) if len(stream.msgs) else frame_said
-    closed = (np.where(fingers_closed[1], fingers_closed[0].astype(np.int8), 2) if fingers_closed is not None
-              else np.full(n_frames, 2, np.int8))          # 2: closure unknown
+            keep = forces >= cfg.min_force_n
+            memo: dict[bytes, Touches] = {}
+            for row, (pos, ok) in enumerate(zip(at.tolist(), finite.tolist())):
+                if not ok:
+                    continue        # a force that is not a number: the sample is unknown
+                key = keep[row].tobytes()
+                touches = memo.get(key)
+                if touches is None:
+                    touches = memo[key] = contacts.touches(
+                        [ContactSample(b1, b2, 0.0) for (b1, b2), kp in zip(bodies, keep[row].tolist()) if kp])
+                kept_all[pos] = touches
+        kept = [kept_all[m] for m in stream.msgs.tolist()]
+    closed_v = fingers_closed[0].tolist() if fingers_closed is not None else [False] * n_frames
+    closed_k = fingers_closed[1].tolist() if fingers_closed is not None else [False] * n_frames
     # Rows of predicate values: evaluate_touches on the same touches and closure as its last call
     # gives the same values and leaves its state as it was (a grasp's onset is taken once), so
-    # each run of equal inputs (frames without a fresh sample between them do not break it) is
-    # evaluated once.  Each frame's row: an index into the rows evaluated (-1: no fresh sample).
+    # a run of equal inputs is evaluated once.
+    # Each frame's row of values as an index into the distinct rows evaluated (-1: no fresh sample).
     names = contacts.names
-    fed_frames = np.flatnonzero(frame_said >= 0)
-    inputs = frame_said[fed_frames], closed[fed_frames]
-    change = np.ones(len(fed_frames), bool)
-    change[1:] = (inputs[0][1:] != inputs[0][:-1]) | (inputs[1][1:] != inputs[1][:-1])
     evaluated: list[tuple[bool | None, ...]] = []
-    for k in np.flatnonzero(change).tolist():
-        code = int(inputs[1][k])
-        got = contacts.evaluate_touches(said[int(inputs[0][k])], None if code == 2 else bool(code))
-        evaluated.append(tuple(got[name] for name in names))
     row_of = np.full(n_frames, -1, np.intp)
-    row_of[fed_frames] = np.cumsum(change) - 1
+    last_input: tuple[object, bool | None] | None = None
+    for f, (ok, s) in enumerate(zip(stream.fresh.tolist(), stream.newest.tolist())):
+        touches = kept[s] if ok else None
+        if touches is None:
+            continue
+        closed = closed_v[f] if closed_k[f] else None
+        if last_input is None or last_input[0] is not touches or last_input[1] != closed:
+            got = contacts.evaluate_touches(touches, closed)
+            last_input = (touches, closed)
+            evaluated.append(tuple(got[name] for name in names))
+        row_of[f] = len(evaluated) - 1
     table_v = np.array([[bool(v) for v in row] for row in evaluated] + [[False] * len(names)], bool)
     table_k = np.array([[v is not None for v in row] for row in evaluated] + [[False] * len(names)], bool)
     values, known = table_v[row_of], table_k[row_of]      # row -1: the all-unknown row
