@@ -83,7 +83,7 @@ class Layout:
     template: np.ndarray = field(repr=False)      # uint8[length]
     padding: list[int] = field(repr=False)         # offsets of alignment and final padding bytes
     template_match: RowTemplate = field(init=False, repr=False)
-    gather_plans: dict[object, tuple[dict[str, np.ndarray], dict[str, tuple[str, int]]]] = field(
+    gather_plans: dict[object, tuple[list[tuple[str, int | None, np.ndarray]], dict[str, tuple[str, int]]]] = field(
         init=False, repr=False, compare=False, default_factory=dict)   # keep → plan (see _gather)
 
     def __post_init__(self) -> None:
@@ -254,14 +254,20 @@ class LayoutDecoder:
         for rows in np.split(by_length, bounds) if len(raws) else []:
             length = int(lengths[rows[0]])
             arr = np.frombuffer(b''.join([raws[i] for i in rows.tolist()]), np.uint8).reshape(len(rows), length)
+            # The layouts of this length, the latest to take a message first: a publisher repeats
+            # its layout, so the first tried usually takes them all.  (A message that two layouts
+            # take walks the same way under both: its values do not depend on which.)
+            candidates = self._by_length.setdefault(length, [])
+            if candidates:
+                lay = self.layouts[candidates[0]]
+                if lay.matches(arr).all():
+                    out.append(Columns(lay, rows, _gather(arr, None, lay, self.keep)))
+                    continue
             pending = np.ones(len(rows), bool)
+            left = len(rows)
             tried: set[int] = set()
-            while pending.any():
+            while left:
                 progressed = False
-                # The layouts of this length, the latest to take a message first: a publisher
-                # repeats its layout, so the first tried usually takes them all.  (A message that
-                # two layouts take walks the same way under both: its values do not depend on which.)
-                candidates = self._by_length.get(length, [])
                 for k in list(candidates):
                     if k in tried:
                         continue
@@ -273,12 +279,13 @@ class LayoutDecoder:
                         hit = sub[ok]
                         out.append(Columns(lay, rows[hit], _gather(arr, hit, lay, self.keep)))
                         pending[hit] = False
+                        left -= len(hit)
                         progressed = True
                         candidates.remove(k)
                         candidates.insert(0, k)
-                        if not pending.any():
+                        if not left:
                             break
-                if pending.any() and not progressed:
+                if left and not progressed:
                     if len(self.layouts) >= MAX_LAYOUTS:
                         rejected += rows[pending].tolist()
                         break
@@ -286,10 +293,11 @@ class LayoutDecoder:
                     try:
                         self.layouts.append(parse_layout(self.typestore, self.msgtype, raws[int(rows[first])],
                                                          f'{where}: message {int(rows[first])}'))
-                        self._by_length.setdefault(length, []).append(len(self.layouts) - 1)
+                        candidates.append(len(self.layouts) - 1)
                     except LayoutError:
                         rejected.append(int(rows[first]))
                         pending[first] = False
+                        left -= 1
         return out, np.array(sorted(rejected), np.intp)
 
 
@@ -316,26 +324,50 @@ def decode_shared(typestore, msgtype: str, raws: list[bytes], where: str = 'bag'
     return columns, rejected
 
 
-def _gather(arr: np.ndarray, hit: np.ndarray, lay: Layout,
+def _gather(arr: np.ndarray, hit: np.ndarray | None, lay: Layout,
             keep: Callable[[str], bool] | None) -> Numbers:
-    """The number columns (those ``keep`` takes) of the rows ``hit``: the
-    numbers of one dtype are gathered together, as bytes, then viewed as
-    that dtype.  Which bytes, for each dtype, is worked out once per layout
-    and ``keep`` (a layout is met in many chunks and bags)."""
+    """The number columns (those ``keep`` takes) of the rows ``hit`` (None:
+    every row): the
+    numbers of one dtype are gathered together and viewed as that dtype.
+    Where they all sit at the same offset modulo their size (CDR aligns
+    them so), the rows' bytes from there are viewed as that dtype and whole
+    numbers are gathered (an eighth of the elements for ``float64``);
+    otherwise their bytes are gathered and viewed.  Which, for each dtype,
+    is worked out once per layout and ``keep`` (a layout is met in many
+    chunks and bags)."""
     plan = lay.gather_plans.get(keep)
     if plan is None:
-        by_dtype: dict[str, list[tuple[str, int]]] = {}
-        for path, (offset, dtype) in lay.numbers.items():
-            if keep is None or keep(path):
-                by_dtype.setdefault(dtype, []).append((path, offset))
-        index = {dtype: (np.array([o for _, o in items], np.intp)[:, None] + np.arange(int(dtype[-1]))).ravel()
-                 for dtype, items in by_dtype.items()}
-        where = {path: (dtype, col) for dtype, items in by_dtype.items() for col, (path, _) in enumerate(items)}
-        plan = lay.gather_plans[keep] = (index, where)
-    index, where = plan
-    every = len(hit) == len(arr)
+        plan = lay.gather_plans[keep] = _gather_plan(lay, keep)
+    steps, where = plan
+    rows = arr if hit is None or len(hit) == len(arr) else arr[hit]
     blocks = {}
-    for dtype, at in index.items():
-        picked = arr[:, at] if every else arr[np.ix_(hit, at)]            # only these bytes are copied
-        blocks[dtype] = np.ascontiguousarray(picked).view(dtype)          # [n, numbers of the dtype]
+    for dtype, start, index in steps:
+        if start is None:               # bytes, then viewed
+            blocks[dtype] = np.ascontiguousarray(rows[:, index]).view(dtype)
+        else:                           # whole numbers from the aligned view
+            size = int(dtype[-1])
+            span = (lay.length - start) // size * size
+            blocks[dtype] = rows[:, start:start + span].view(dtype)[:, index]
     return Numbers(blocks, where)
+
+
+def _gather_plan(lay: Layout, keep: Callable[[str], bool] | None
+                 ) -> tuple[list[tuple[str, int | None, np.ndarray]], dict[str, tuple[str, int]]]:
+    """Per dtype: (dtype, the common offset modulo its size or None, the
+    number indices in the view from there or the byte indices); and where
+    each path's column is."""
+    by_dtype: dict[str, list[tuple[str, int]]] = {}
+    for path, (offset, dtype) in lay.numbers.items():
+        if keep is None or keep(path):
+            by_dtype.setdefault(dtype, []).append((path, offset))
+    steps: list[tuple[str, int | None, np.ndarray]] = []
+    for dtype, items in by_dtype.items():
+        size = int(dtype[-1])
+        offsets = np.array([o for _, o in items], np.intp)
+        start = int(offsets.min()) % size
+        if size > 1 and (offsets % size == start).all():
+            steps.append((dtype, start, (offsets - start) // size))
+        else:
+            steps.append((dtype, None, (offsets[:, None] + np.arange(size)).ravel()))
+    where = {path: (dtype, col) for dtype, items in by_dtype.items() for col, (path, _) in enumerate(items)}
+    return steps, where
