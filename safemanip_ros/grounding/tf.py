@@ -498,7 +498,8 @@ class TfGrounding:
             groups.setdefault(id(f.links), (f.links, []))[1].append(k)
         cols = self.evaluate_frames(
             np.array([f.now_s for f in frames]), [f.epoch for f in frames],
-            [np.array([_grasp_code(f.grasped[j]) for f in frames], np.int8) for j in range(len(self._objects))],
+            np.array([[_grasp_code(g) for g in f.grasped] for f in frames], np.int8).reshape(
+                len(frames), len(self._objects)).T,
             [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
                 len(rows), len(links), 2)) for links, rows in groups.values()])
         names = list(cols)
@@ -509,15 +510,15 @@ class TfGrounding:
         return [{name: (bool(v) if k else None) for name, v, k in zip(names, vs, ks)}
                 for vs, ks in zip(value, known)]
 
-    def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: list[np.ndarray],
+    def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: np.ndarray | list[np.ndarray],
                         groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, Column]:
         """The predicates of fresh frames at ``times`` [n] (seconds, in
         order), as one column per name: each frame's reset count, each
-        object's grasp state per frame (int8[n]: :data:`GRASP_TRUE`,
-        :data:`GRASP_FALSE`, :data:`GRASP_UNKNOWN` or :data:`GRASP_ABSENT`),
-        and the frames in ``groups`` of (links, frame rows, spans ``[rows,
-        links, 2]``) the tree is read in.  Carries the state between frames
-        on to the next call."""
+        object's grasp state per frame (int8 ``[objects, n]``:
+        :data:`GRASP_TRUE`, :data:`GRASP_FALSE`, :data:`GRASP_UNKNOWN` or
+        :data:`GRASP_ABSENT`), and the frames in ``groups`` of (links, frame
+        rows, spans ``[rows, links, 2]``) the tree is read in.  Carries the
+        state between frames on to the next call."""
         cfg = self.config
         n = len(times)
         memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
