@@ -188,6 +188,8 @@ def test_json_first_reader_opens_bags_as_rosbags_does(tmp_path):
     tune_rosbags()
     tune_rosbags()                       # idempotent
     assert reader_mod.YAML is _MetadataYAML
+    from ruamel.yaml import YAML
+    assert all(type(reader_mod.YAML(**kw)) is YAML for kw in ({}, {'typ': 'rt'}, {'typ': 'safe', 'pure': True}))
     try:
         fast = [opened(b) for b in (ours, theirs)]
         reader_mod.YAML = __import__('ruamel.yaml', fromlist=['YAML']).YAML

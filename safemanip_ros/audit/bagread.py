@@ -90,13 +90,16 @@ def _not_yaml(token: str) -> Any:
 
 class _MetadataYAML:
     """What rosbags' reader needs of ruamel's ``YAML`` (``YAML(typ='safe')
-    .load(text)``), loading through :func:`load_metadata`."""
+    .load(text)``), loading through :func:`load_metadata`; made any other
+    way, it is ruamel's own ``YAML``."""
 
     json_first = True
 
-    def __init__(self, *, typ: str = 'safe', **kwargs: Any) -> None:
-        if typ != 'safe' or kwargs:
-            raise TypeError('only YAML(typ="safe") is stood in for')
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs != {'typ': 'safe'}:
+            from ruamel.yaml import YAML
+            return YAML(*args, **kwargs)
+        return super().__new__(cls)
 
     def load(self, stream: Any) -> Any:
         if isinstance(stream, str):
