@@ -57,7 +57,6 @@ TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFM
 MAX_BYTES = 256 * 2**20
 
 
-
 class _NotColumnar(Exception):
     """The bag needs the message-by-message path (internal)."""
 

@@ -258,7 +258,7 @@ class LayoutDecoder:
             # its layout, so the first tried usually takes them all.  (A message that two layouts
             # take walks the same way under both: its values do not depend on which.)
             candidates = self._by_length.setdefault(length, [])
-            if candidates:
+            if candidates:          # the usual case first, without the masks the search below builds
                 lay = self.layouts[candidates[0]]
                 if lay.matches(arr).all():
                     out.append(Columns(lay, rows, _gather(arr, None, lay, self.keep)))
@@ -327,8 +327,8 @@ def decode_shared(typestore, msgtype: str, raws: list[bytes], where: str = 'bag'
 def _gather(arr: np.ndarray, hit: np.ndarray | None, lay: Layout,
             keep: Callable[[str], bool] | None) -> Numbers:
     """The number columns (those ``keep`` takes) of the rows ``hit`` (None:
-    every row): the
-    numbers of one dtype are gathered together and viewed as that dtype.
+    every row): the numbers of one dtype are gathered together and viewed as
+    that dtype.
     Where they all sit at the same offset modulo their size (CDR aligns
     them so), the rows' bytes from there are viewed as that dtype and whole
     numbers are gathered (an eighth of the elements for ``float64``);

@@ -392,9 +392,8 @@ class TfConfig:
         field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
 
 
-_ABSENT = object()      # no grasp state given for an object (as opposed to an unknown one)
-
-# An object's grasp state per frame, as :meth:`TfGrounding.evaluate_frames` takes it.
+# An object's grasp state per frame, as :meth:`TfGrounding.evaluate_frames` takes it
+# (absent: no grasp input for the object, as opposed to an unknown state).
 GRASP_TRUE, GRASP_FALSE, GRASP_UNKNOWN, GRASP_ABSENT = 1, 0, -1, -2
 
 
@@ -405,7 +404,7 @@ class _PendingFrame:
     now_s: float
     fresh: bool
     epoch: int                              # the grounding's reset count when it was viewed
-    grasped: tuple[object, ...]             # per object (sorted): True, False, None or _ABSENT
+    grasped: tuple[int, ...]                # per object (sorted): its GRASP_* code
     links: Links
     spans: Spans
 
@@ -478,7 +477,7 @@ class TfGrounding:
         grasped = grasped or {}
         links, spans = self.tree.view()
         self._pending.append(_PendingFrame(now_s, self.freshness.fresh(now_s), self._epoch,
-                                           tuple(grasped.get(o, _ABSENT) for o in self._objects), links, spans))
+                                           tuple(_grasp_code(grasped, o) for o in self._objects), links, spans))
 
     def flush(self) -> list[Predicates]:
         """The predicates of every frame viewed since the last flush, in order."""
@@ -498,8 +497,7 @@ class TfGrounding:
             groups.setdefault(id(f.links), (f.links, []))[1].append(k)
         cols = self.evaluate_frames(
             np.array([f.now_s for f in frames]), [f.epoch for f in frames],
-            np.array([[_grasp_code(g) for g in f.grasped] for f in frames], np.int8).reshape(
-                len(frames), len(self._objects)).T,
+            np.array([f.grasped for f in frames], np.int8).reshape(len(frames), len(self._objects)).T,
             [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
                 len(rows), len(links), 2)) for links, rows in groups.values()])
         names = list(cols)
@@ -759,9 +757,12 @@ def _tri(x: np.ndarray) -> Column:
     return x == 1.0, ~np.isnan(x)
 
 
-def _grasp_code(g: object) -> int:
-    """A viewed grasp state (True, False, None or absent) as its code."""
-    return GRASP_ABSENT if g is _ABSENT else GRASP_UNKNOWN if g is None else GRASP_TRUE if g else GRASP_FALSE
+def _grasp_code(grasped: Mapping[str, bool | None], obj: str) -> int:
+    """``obj``'s grasp state in ``grasped`` (True, False, None or missing) as its code."""
+    if obj not in grasped:
+        return GRASP_ABSENT
+    g = grasped[obj]
+    return GRASP_UNKNOWN if g is None else GRASP_TRUE if g else GRASP_FALSE
 
 
 def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:
