@@ -351,19 +351,15 @@ def _indexed_messages(bio: Any, chunk: Any, data: bytes) -> tuple[np.ndarray, ..
     if (ops != _MESSAGE_OP).any() or (length < 22).any() or (end > n).any():
         return None
     # The gaps between indexed records (and before the first and after the last) must hold no message.
-    gaps = np.flatnonzero(np.concatenate([[0], end]) != np.concatenate([at, [n]]))
-    bounds = np.concatenate([[0], end]), np.concatenate([at, [n]])
-    for g in gaps.tolist():
-        lo, hi = int(bounds[0][g]), int(bounds[1][g])
-        while lo < hi:
-            if lo + 9 > hi:
-                return None
-            op, length_ = _RECORD_HEADER.unpack_from(data, lo)
-            if op == _MESSAGE_OP:
+    from rosbags.rosbag2.errors import ReaderError
+
+    gap_from, gap_to = np.concatenate([[0], end]), np.concatenate([at, [n]])
+    for g in np.flatnonzero(gap_from != gap_to).tolist():
+        try:
+            if any(op == _MESSAGE_OP for op, _, _ in _records(data, int(gap_from[g]), int(gap_to[g]), chunk)):
                 return None               # a message the index does not list: walk the chunk
-            lo += 9 + length_
-        if lo != hi:
-            return None
+        except ReaderError:
+            return None                   # not whole records: the walk reports it
     channel = _gather_uint(buf, at + 9, '<u2').astype(np.int64)
     log_time = _gather_uint(buf, at + 15, '<u8').astype(np.int64)
     return at + 31, end, channel, log_time
@@ -375,16 +371,12 @@ def _gather_uint(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(buf[at[:, None] + np.arange(size)]).view(dtype)[:, 0]
 
 
-def _walked_messages(chunk: Any, data: bytes, wanted: frozenset[int], start: int,
-                     stop: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """:func:`_chunk_messages` by walking every record header of the chunk."""
+def _records(data: bytes, pos: int, end: int, chunk: Any) -> Iterator[tuple[int, int, int]]:
+    """``(opcode, body start, record end)`` of each record of ``data[pos:end]``
+    in a chunk; rosbags' ``ReaderError`` for one that does not fit."""
     from rosbags.rosbag2.errors import ReaderError
 
-    times: list[int] = []
-    channels: list[int] = []
-    raws: list[bytes] = []
-    record, message = _RECORD_HEADER.unpack_from, _MESSAGE_HEADER.unpack_from
-    pos, end = 0, len(data)
+    record = _RECORD_HEADER.unpack_from
     while pos < end:
         if pos + 9 > end:
             raise ReaderError(f'Truncated record at offset {pos} of a chunk at {chunk.chunk_start_offset}.')
@@ -394,13 +386,26 @@ def _walked_messages(chunk: Any, data: bytes, wanted: frozenset[int], start: int
         if pos > end:
             raise ReaderError(f'Truncated record at offset {body - 9} of a chunk at {chunk.chunk_start_offset}: '
                               f'expected {length} bytes, got {end - body}.')
+        yield op, body, pos
+
+
+def _walked_messages(chunk: Any, data: bytes, wanted: frozenset[int], start: int,
+                     stop: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """:func:`_chunk_messages` by walking every record header of the chunk."""
+    from rosbags.rosbag2.errors import ReaderError
+
+    times: list[int] = []
+    channels: list[int] = []
+    raws: list[bytes] = []
+    message = _MESSAGE_HEADER.unpack_from
+    for op, body, end in _records(data, 0, len(data), chunk):
         if op != _MESSAGE_OP:
             continue
-        if length < 22:
-            raise ReaderError(f'Invalid message record length {length}.')
+        if end - body < 22:
+            raise ReaderError(f'Invalid message record length {end - body}.')
         channel, _, log_time, _ = message(data, body)
         if channel in wanted and start <= log_time < stop:
             times.append(log_time)
             channels.append(channel)
-            raws.append(data[body + 22:pos])
+            raws.append(data[body + 22:end])
     return np.array(times, np.int64), np.array(channels, np.int64), raws
