@@ -211,6 +211,33 @@ def test_engines_agree(bags, tmp_path):
     assert reports[0] == reports[1] == reports[2]
 
 
+def test_many_chunks_over_workers(bags, tmp_path, monkeypatch):
+    """More chunks than workers: the parent audits chunks beside its forked
+    workers, each chunk's sources are recorded once, a bad source is skipped
+    whoever reads it, and the results equal one worker's."""
+    import safemanip_ros.audit.engine as engine
+    from safemanip_ros.audit.engine import AuditConfig, run_audit
+
+    inputs = tmp_path / 'inputs'
+    inputs.mkdir()
+    for k in range(9):
+        shutil.copytree(bags / f'ep{k % 3}', inputs / f'copy{k}')
+    (inputs / 'broken.jsonl').write_text('{"reach_in_microwave": tru\n')
+    cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,),
+                      success='task_done')
+    monkeypatch.setattr(engine, 'CHUNK', 2)        # 10 sources: 5 chunks
+    seen: list[tuple[int, int]] = []
+    runs = {}
+    for workers in (1, 2, 3):
+        seen.clear()
+        results, skipped = run_audit([str(inputs)], cfg, tmp_path / f'out{workers}', workers=workers,
+                                     progress=lambda done, total: seen.append((done, total)))
+        assert [d for d, _ in seen] == list(range(11)) and {t for _, t in seen} == {10}
+        assert len(results) == 9 and [Path(s['source']).name for s in skipped] == ['broken.jsonl']
+        runs[workers] = json.dumps(results, sort_keys=True)
+    assert runs[1] == runs[2] == runs[3]
+
+
 def test_traces_and_policies(tmp_path):
     a, b = tmp_path / 'policy_a', tmp_path / 'policy_b'
     a.mkdir()

@@ -26,8 +26,9 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
@@ -426,11 +427,43 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
             for path, result, reason in audit_sources(chunk, cfg, (str(out), {p: keys[p] for p in chunk})):
                 record(path, result, reason, written=True)
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context('fork')) as pool:
-            # The workers write their results' files themselves (in parallel); the parent records the rest.
-            futures = [pool.submit(audit_sources, chunk, cfg, (str(out), {p: keys[p] for p in chunk}))
-                       for chunk in chunks]
-            for fut in as_completed(futures):
-                for path, result, reason in fut.result():
+        _fan_out(chunks, cfg, out, keys, record, workers)
+
+
+def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[str, tuple[str, str | None]],
+             record: Callable[..., None], workers: int) -> None:
+    """Audit ``chunks`` in this process and ``workers - 1`` forked ones.
+
+    The parent is a worker too: it is warm (the compiled suite, the message
+    layouts, the caches), where a forked worker's first chunk runs slower,
+    and it would otherwise only wait.  Each child is given a chunk from the
+    front of the queue whenever it has none, the parent takes one from the
+    back whenever it is free (chunks are near-equal, so neither waits long
+    for the other).  Every worker writes its results' files itself (in
+    parallel); the parent records the rest."""
+    queue = deque(chunks)
+    children = workers - 1
+
+    def store(chunk: list[str]) -> tuple[str, dict[str, tuple[str, str | None]]]:
+        return str(out), {p: keys[p] for p in chunk}
+
+    def collect(done: Iterable[Future]) -> None:
+        for fut in done:
+            running.discard(fut)
+            for path, result, reason in fut.result():
+                record(path, result, reason, written=True)
+
+    running: set[Future] = set()
+    with ProcessPoolExecutor(max_workers=children, mp_context=get_context('fork')) as pool:
+        while queue or running:
+            while queue and len(running) < children:
+                chunk = queue.popleft()
+                running.add(pool.submit(audit_sources, chunk, cfg, store(chunk)))
+            if queue:
+                chunk = queue.pop()
+                for path, result, reason in audit_sources(chunk, cfg, store(chunk)):
                     record(path, result, reason, written=True)
+                collect([fut for fut in running if fut.done()])
+            else:
+                collect(wait(running, return_when=FIRST_COMPLETED).done)
 
