@@ -178,3 +178,32 @@ def test_snapshot_reports_running_counts(tmp_path):
     assert snap.frames == 6 and snap.triggers == (2,) and snap.violations == (2,)
     assert snap.violated == (True,) and snap.open_start == (5,) and snap.unsafe_frames == (3,)
     assert snap.violated_count == 1
+
+
+def test_episodes_read_like_the_list_of_named_tuples(tmp_path):
+    """A result's episodes (kept as array slices, tuples made when first
+    read) index, slice, compare and serialise as the list of Episode tuples."""
+    import pickle
+
+    from safemanip_ros.monitor import Episode, Episodes
+
+    r = result_of(tmp_path, {'a': '0100010000', 'b': '0000100000'})
+    eps = r.episodes
+    assert isinstance(eps, Episodes)
+    want = [Episode(1, 4, True), Episode(5, 9, False)]
+    assert len(eps) == 2 and bool(eps)
+    assert eps == want and want == eps and eps == tuple(want) and eps != want[:1] and eps != 'x'
+    assert eps[0] == want[0] and eps[-1] == want[-1] and eps[0].frames == 4
+    assert eps[1:] == want[1:] and isinstance(eps[1:], list)
+    assert list(eps) == want and [e.start for e in eps] == [1, 5]
+    assert type(eps[0].start) is int and type(eps[0].recovered) is bool
+    assert eps.as_dicts() == [{'start': 1, 'end': 4, 'recovered': True}, {'start': 5, 'end': 9, 'recovered': False}]
+    assert r.to_dict()['episodes'] == eps.as_dicts()
+    assert repr(eps) == f'Episodes({want!r})'
+    assert pickle.loads(pickle.dumps(eps)) == want
+    with pytest.raises(IndexError):
+        eps[2]
+    with pytest.raises(TypeError):
+        hash(eps)
+    none = result_of(tmp_path, {'a': '0000', 'b': '0000'}).episodes
+    assert len(none) == 0 and not none and none == [] and none.as_dicts() == [] and list(none) == []

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence, overload
 
 import numpy as np
 
@@ -59,6 +59,88 @@ class Episode(NamedTuple):
         return self.end - self.start + 1
 
 
+class _EpisodeRows:
+    """The episodes a :meth:`Monitor.finish` collected, in (rollout,
+    instance, start) order, as arrays; their Python forms are made once,
+    for all of them, when one is first read."""
+
+    __slots__ = ('columns', '_lists', '_tuples')
+
+    def __init__(self, columns: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.columns = columns              # start[n], end[n], recovered[n]
+        self._lists: tuple[list[int], list[int], list[bool]] | None = None
+        self._tuples: list[Episode] | None = None
+
+    def lists(self) -> tuple[list[int], list[int], list[bool]]:
+        if self._lists is None:
+            starts, ends, recovered = (c.tolist() for c in self.columns)
+            self._lists = (starts, ends, recovered)
+        return self._lists
+
+    def tuples(self) -> list[Episode]:
+        if self._tuples is None:
+            # tuple.__new__ straight from C: the cheapest way to make many named tuples; the
+            # collector waits (each pass would walk every result made before them).
+            with _gc_paused():
+                self._tuples = list(map(tuple.__new__, repeat(Episode), zip(*self.lists())))
+        return self._tuples
+
+
+class Episodes(Sequence[Episode]):
+    """One instance's violation episodes over one rollout, in start order: a
+    read-only sequence of :class:`Episode`, equal to any list or tuple of
+    the same episodes.  It is a slice of the episodes the monitor collected
+    at the end of the run, kept as arrays; the tuples are made when any of
+    them is first read (an offline run over a fleet finds ~10^5 episodes,
+    and most results are counted or written out with :meth:`as_dicts`)."""
+
+    __slots__ = ('_rows', '_lo', '_hi')
+
+    def __init__(self, rows: _EpisodeRows | None = None, lo: int = 0, hi: int = 0) -> None:
+        self._rows = rows
+        self._lo, self._hi = (lo, hi) if rows is not None else (0, 0)
+
+    def _list(self) -> list[Episode]:
+        return self._rows.tuples()[self._lo:self._hi] if self._rows is not None else []
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    @overload
+    def __getitem__(self, index: int) -> Episode: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Episode]: ...
+
+    def __getitem__(self, index: int | slice) -> Episode | list[Episode]:
+        return self._list()[index]
+
+    def __iter__(self) -> Iterator[Episode]:
+        return iter(self._list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Episodes, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None     # type: ignore[assignment]   # equal to lists, which are unhashable
+
+    def __repr__(self) -> str:
+        return f'Episodes({self._list()!r})'
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """``[{'start', 'end', 'recovered'}]``, made from the collected rows."""
+        if self._rows is None or self._hi == self._lo:
+            return []
+        lo, hi = self._lo, self._hi
+        starts, ends, recovered = self._rows.lists()
+        return [{'start': a, 'end': b, 'recovered': c}
+                for a, b, c in zip(starts[lo:hi], ends[lo:hi], recovered[lo:hi])]
+
+
+_NO_EPISODES = Episodes()
+
+
 @dataclass(slots=True)     # an audit makes one per instance and rollout: slots make that cheaper
 class InstanceResult:
     """Metrics of one instance over one rollout (SEMANTICS.md §5)."""
@@ -74,7 +156,7 @@ class InstanceResult:
     frames: int
     unknown_frames: int
     unknown_by_predicate: dict[str, int]
-    episodes: list[Episode]
+    episodes: Sequence[Episode]        # an :class:`Episodes` from the monitor
 
     @builtins.property       # ``property`` is a field name here
     def triggered(self) -> bool:
@@ -86,7 +168,8 @@ class InstanceResult:
             'severity': self.severity, 'triggers': self.triggers, 'violations': self.violations,
             'pending': self.pending, 'unsafe_frames': self.unsafe_frames, 'frames': self.frames,
             'unknown_frames': dict(self.unknown_by_predicate), 'unknown_any_frames': self.unknown_frames,
-            'episodes': [{'start': e.start, 'end': e.end, 'recovered': e.recovered} for e in self.episodes],
+            'episodes': (self.episodes.as_dicts() if isinstance(self.episodes, Episodes) else
+                         [{'start': e.start, 'end': e.end, 'recovered': e.recovered} for e in self.episodes]),
         }
 
 
@@ -400,7 +483,7 @@ class Monitor:
             out[b] = self._result(frames, tr, vi, pe, un, ui, up, episodes.get(b, {}))
         return out
 
-    def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, list[Episode]]]:
+    def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, Episodes]]:
         """Closed episodes of the rollouts in ``which`` (removed from the
         chunks), grouped rollout → instance → episodes in start order."""
         if not self._episode_chunks:
@@ -415,22 +498,20 @@ class Monitor:
         group = bs.astype(np.int64) * len(self.instances) + ds
         order = np.argsort(group * span + starts)            # by rollout, instance, start (unique)
         group, bs, ds = group[order], bs[order], ds[order]
-        # tuple.__new__ straight from C: one Episode per violation is the bulk of a result.
-        episodes = list(map(tuple.__new__, repeat(Episode),
-                            zip(starts[order].tolist(), ends[order].tolist(), rec[order].tolist())))
-        # One group per (rollout, instance): slices of the sorted episodes, not one dict step per episode.
+        rows = _EpisodeRows((starts[order], ends[order], rec[order]))
+        # One group per (rollout, instance): a slice of the sorted episodes, not one dict step per episode.
         bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(group)]
-        out: dict[int, dict[int, list[Episode]]] = {}
+        out: dict[int, dict[int, Episodes]] = {}
         for lo, hi, b, d in zip(bounds[:-1], bounds[1:], bs[bounds[:-1]].tolist(), ds[bounds[:-1]].tolist()):
-            out.setdefault(b, {})[d] = episodes[lo:hi]
+            out.setdefault(b, {})[d] = Episodes(rows, lo, hi)
         return out
 
     def _result(self, frames: int, triggers: list[int], violations: list[int], pending: list[bool],
                 unsafe: list[int], unknown_inst: list[int], unknown_pred: list[int],
-                episodes: dict[int, list[Episode]]) -> RolloutResult:
+                episodes: dict[int, Episodes]) -> RolloutResult:
         """One rollout's result from its per-instance counts (lists in instance order)."""
         results = [InstanceResult(prop, inst, cat, sev, tr, vi, pe, un, frames, ui,
-                                  dict(zip(names, map(unknown_pred.__getitem__, cols))), episodes.get(d) or [])
+                                  dict(zip(names, map(unknown_pred.__getitem__, cols))), episodes.get(d, _NO_EPISODES))
                    for d, (prop, inst, cat, sev), names, cols, tr, vi, pe, un, ui in zip(
                        range(len(self._heads)), self._heads, self._needs_names, self._needs_lists, triggers,
                        violations, pending, unsafe, unknown_inst)]
