@@ -231,3 +231,27 @@ def test_stepping_a_batch_with_active_masks_equals_run():
     got = [r.to_dict() for r in mon.finish()]
     assert got == expected
     assert sum(p['violations'] for r in got for p in r['properties']) > 5
+
+
+def test_resized_monitor_equals_a_new_one():
+    """resize() keeps the compiled program and machines and starts over: a
+    monitor resized between runs (and then stepped live) gives what a new
+    monitor of that batch gives."""
+    mon = Monitor(ISET, batch=2)
+    for seed, B in ((1, 5), (2, 1), (3, 3)):
+        values, unknown, lengths = _signals(seed, B, 120)
+        with pytest.raises(MonitorInputError):      # a run does not change the batch by itself
+            mon.run(values, unknown, lengths)
+        mon.resize(B)
+        got = [r.to_dict() for r in mon.run(values, unknown, lengths)]
+        assert got == [r.to_dict() for r in Monitor(ISET, batch=B).run(values, unknown, lengths)]
+    mon.resize(4)           # not the batch it was built for: the program's device states follow
+    values, unknown, _ = _signals(4, 4, 80)
+    fresh = Monitor(ISET, batch=4)
+    for t in range(80):
+        a, b = mon.step(values[:, t], unknown[:, t]), fresh.step(values[:, t], unknown[:, t])
+        assert np.array_equal(a.violated, b.violated)
+        assert np.array_equal(a.verdicts, b.verdicts)
+    assert [r.to_dict() for r in mon.finish()] == [r.to_dict() for r in fresh.finish()]
+    with pytest.raises(MonitorInputError):
+        mon.resize(0)

@@ -112,16 +112,17 @@ def source_fingerprint(path: Path) -> str:
     return h.hexdigest()[:24]
 
 
-def _monitor(cfg: AuditConfig, batch: int = 1) -> Monitor:
-    """The configuration's monitor for ``batch`` rollouts, built once per
-    process and per *content* of its files (``cfg.key()``): an edited suite
-    or robot configuration is rebuilt, an unchanged one is not."""
-    return _built_monitor(cfg.key(), cfg, batch)
+def _monitor(cfg: AuditConfig) -> Monitor:
+    """The configuration's monitor, built once per process and per *content*
+    of its files (``cfg.key()``): an edited suite or robot configuration is
+    rebuilt, an unchanged one is not.  Shared: :func:`audit_sources` resizes
+    it to each batch (:meth:`Monitor.resize`; a run starts from reset)."""
+    return _built_monitor(cfg.key(), cfg)
 
 
 @functools.lru_cache(maxsize=8)
-def _built_monitor(content_key: str, cfg: AuditConfig, batch: int) -> Monitor:
-    return Monitor(_instances(content_key, cfg), batch=batch)
+def _built_monitor(content_key: str, cfg: AuditConfig) -> Monitor:
+    return Monitor(_instances(content_key, cfg))
 
 
 @functools.lru_cache(maxsize=8)
@@ -189,7 +190,9 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
         for b, ep in enumerate(episodes):
             values[b, :ep.values.shape[0]] = ep.values[:, :n_pred]
             unknown[b, :ep.values.shape[0]] = ep.unknown[:, :n_pred]
-        mon = _monitor(cfg, B)
+        mon = _monitor(cfg)
+        if mon.batch != B:
+            mon.resize(B)
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
         for ep, res in zip(episodes, results):
             success, seen = _success(ep, n_pred, predicates, cfg)

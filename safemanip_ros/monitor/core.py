@@ -311,6 +311,16 @@ class Monitor:
     # ----------------------------------------------------------------- state
     # Internal arrays are instance-major, ``[D, B]`` (``[P, B]`` for
     # predicates): each instance's values for every rollout are contiguous.
+    def resize(self, batch: int) -> None:
+        """Start over with ``batch`` rollouts, every one reset.  The compiled
+        program and episode machines are kept (building them again costs
+        tens of milliseconds; the audit runs batches of every size)."""
+        if batch < 1:
+            raise MonitorInputError(f'batch must be at least 1, got {batch}')
+        self.batch = batch
+        self.program.reset(batch=batch)
+        self.reset()
+
     def reset(self, which: np.ndarray | None = None) -> None:
         """Start new rollouts (all, or the boolean mask ``which``)."""
         B, D, P = self.batch, len(self.instances), len(self.predicates)
