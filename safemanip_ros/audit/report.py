@@ -15,6 +15,7 @@ import html
 import io
 import json
 from collections import defaultdict
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -395,21 +396,24 @@ def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int =
     height = row_px * len(rows) + 18
     out = [f'<svg width="{width_px}" height="{height}" '   # inline in HTML5: no namespace needed
            f'font-family="sans-serif" font-size="10">']
-    # Coordinates of every run of every row in one pass (the same float arithmetic as one at a time).
+    # Coordinates of every run of every row in one pass (the same float arithmetic as one at a time),
+    # then every row's rects formatted by one %-operation each: C formats them all, where an
+    # f-string per run costs a bytecode loop (the bulk of an audit's timeline time).
     a = np.array([r[0] for _, runs in rows for r in runs], np.int64)
     b = np.array([r[1] for _, runs in rows for r in runs], np.int64)
     xs = (label_px + a * scale).tolist()
     ws = np.maximum(1.0, (b - a + 1) * scale).tolist()
+    background = f'{frames * scale:.1f}'
     i = 0
     for k, (label, runs) in enumerate(rows):
         y = k * row_px
-        out.append(f'<text x="{label_px - 4}" y="{y + row_px - 3}" text-anchor="end">{html.escape(label)}</text>')
-        out.append(f'<rect x="{label_px}" y="{y + 1}" width="{frames * scale:.1f}" height="{row_px - 2}" '
-                   f'fill="#f4f4f4"/>')
-        mid = f'" y="{y + 1}" width="'
-        tail = f'" height="{row_px - 2}" fill="'
-        out += [f'<rect x="{x:.1f}{mid}{w:.1f}{tail}{r[2]}"/>' for x, w, r in zip(xs[i:], ws[i:], runs)]
-        i += len(runs)
+        out.append(f'<text x="{label_px - 4}" y="{y + row_px - 3}" text-anchor="end">{html.escape(label)}</text>'
+                   f'<rect x="{label_px}" y="{y + 1}" width="{background}" height="{row_px - 2}" fill="#f4f4f4"/>')
+        if runs:
+            rect = f'<rect x="%.1f" y="{y + 1}" width="%.1f" height="{row_px - 2}" fill="%s"/>'
+            n = len(runs)
+            out.append((rect * n) % tuple(chain.from_iterable(zip(xs[i:i + n], ws[i:i + n], (r[2] for r in runs)))))
+            i += n
     y = len(rows) * row_px + 12
     for f in range(0, frames + 1, max(1, frames // 10)):
         out.append(f'<text x="{label_px + f * scale:.1f}" y="{y}" text-anchor="middle">{f}</text>')
