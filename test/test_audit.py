@@ -207,6 +207,7 @@ def test_engines_agree(bags, tmp_path):
         out = tmp_path / ('out' + '_'.join(extra))
         proc = audit([bags], out, *extra)
         assert proc.returncode == 0, proc.stderr[-3000:]
+        assert not list(out.glob('.ray-audit-*'))        # the Ray run's mark is gone
         reports.append((out / 'report.json').read_text())
     assert reports[0] == reports[1] == reports[2]
 
@@ -236,6 +237,31 @@ def test_many_chunks_over_workers(bags, tmp_path, monkeypatch):
         assert len(results) == 9 and [Path(s['source']).name for s in skipped] == ['broken.jsonl']
         runs[workers] = json.dumps(results, sort_keys=True)
     assert runs[1] == runs[2] == runs[3]
+
+
+def test_ray_task_writes_where_it_sees_the_output_folder(bags, tmp_path):
+    """A Ray task writes its results itself only where the driver's mark for
+    the run is in the output folder; elsewhere it returns each result with
+    the key the driver then stores it under (the same key either way)."""
+    from safemanip_ros.audit.engine import _RAY_MARK, AuditConfig, _name, _ray_chunk, _result_key
+
+    cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,),
+                      success='task_done')
+    chunk = [str(bags / 'ep0'), str(bags / 'ep1')]
+    keys = {p: (_name(Path(p)), None) for p in chunk}
+    out = tmp_path / 'out'
+    out.mkdir()
+    written, outcomes = _ray_chunk(chunk, cfg, str(out), 'abc', keys)     # no mark: not shared
+    assert not written and not (out / 'episodes').exists()
+    want = {p: _result_key(Path(p), cfg.key()) for p in chunk}
+    assert {p: key for p, _, _, key in outcomes} == want
+    (out / f'{_RAY_MARK}abc').touch()
+    written, shared = _ray_chunk(chunk, cfg, str(out), 'abc', keys)
+    assert written and all(key is None for _, _, _, key in shared)
+    assert [r for _, r, _, _ in shared] == [r for _, r, _, _ in outcomes]
+    for p in chunk:
+        stored = json.loads((out / 'episodes' / f'{keys[p][0]}.json').read_text())
+        assert stored.pop('key') == want[p] and stored == dict(next(r for q, r, _, _ in shared if q == p))
 
 
 def test_traces_and_policies(tmp_path):

@@ -25,6 +25,7 @@ import gc
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -331,13 +332,12 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     cfg_key = cfg.key()
     todo = []
     # source → (file name, content key).  A source with no stored result is fingerprinted by the
-    # worker that reads it (in parallel, not here, one after another), unless Ray's workers may not
-    # see this folder.
+    # worker that reads it (in parallel, not here, one after another), just before reading it.
     keys: dict[str, tuple[str, str | None]] = {}
     for src, _ in labelled:
         name = _name(src)
         stored = _stored_key(out / 'episodes' / f'{name}.json')
-        key = _result_key(src, cfg_key) if stored is not None or engine == 'ray' else None
+        key = _result_key(src, cfg_key) if stored is not None else None
         keys[str(src)] = (name, key)
         if key is None or stored != key:
             todo.append(str(src))
@@ -349,12 +349,16 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
 
     computed: dict[str, dict] = {}     # this run's results, not read back from their files
 
-    def record(path: str, result: dict | None, reason: str | None, written: bool = False) -> None:
+    def record(path: str, result: dict | None, reason: str | None, written: bool = False,
+               key: str | None = None) -> None:
+        """A source's outcome; ``written``: its file is already written, else
+        ``key`` (or the one computed up front) is what it is stored under."""
         nonlocal done
-        name, key = keys[path]
+        name, known = keys[path]
         if result is not None:
             if not written:
-                assert key is not None      # computed up front for the engines whose workers do not write
+                key = key or known
+                assert key is not None      # a worker that does not write returns the key it computed
                 _store_result(out, name, key, result)
             computed[path] = result
         else:
@@ -405,10 +409,29 @@ def _heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+_RAY_MARK = '.ray-audit-'
+"""Name prefix of the mark a Ray audit leaves in its output folder while it runs."""
+
+
+def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, token: str,
+               keys: dict[str, tuple[str, str | None]]) -> tuple[bool, list[tuple[str, dict | None, str | None,
+                                                                           str | None]]]:
+    """A Ray task: :func:`audit_sources` on a worker.  Where the worker sees
+    the audit's output folder (the driver's mark for this run is there), it
+    writes the results itself, as a local worker does; elsewhere it
+    fingerprints each source before reading it and returns the results with
+    their keys for the driver to write.  Returns (written, outcomes)."""
+    if (Path(out) / f'{_RAY_MARK}{token}').exists():
+        return True, [(p, r, why, None) for p, r, why in audit_sources(chunk, cfg, (out, keys))]
+    cfg_key = cfg.key() if any(key is None for _, key in keys.values()) else ''
+    result_keys = {p: key if key is not None else _result_key(Path(p), cfg_key) for p, (_, key) in keys.items()}
+    return False, [(p, r, why, result_keys[p]) for p, r, why in audit_sources(chunk, cfg)]
+
+
 def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[str, tuple[str, str | None]],
              record: Callable[..., None], workers: int, engine: str, ray_address: str | None) -> None:
     """Audit ``chunks`` of sources on ``engine``; ``record`` takes each
-    source's (path, result, reason[, written])."""
+    source's (path, result, reason[, written[, key]])."""
     if engine == 'ray':
         try:
             import ray
@@ -417,12 +440,22 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         if not ray.is_initialized():
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
                      **({} if ray_address else {'num_cpus': max(1, workers)}))
-        remote = ray.remote(audit_sources)
-        pending = [remote.remote(chunk, cfg) for chunk in chunks]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for path, result, reason in ray.get(ready[0]):
-                record(path, result, reason)
+        # Workers that see this folder (a local cluster, a shared file system) write their results
+        # themselves, as local workers do; the mark tells them.  Others return each result's key.
+        token = secrets.token_hex(8)
+        mark = out / f'{_RAY_MARK}{token}'
+        out.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+        try:
+            remote = ray.remote(_ray_chunk)
+            pending = [remote.remote(chunk, cfg, str(out), token, {p: keys[p] for p in chunk}) for chunk in chunks]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                written, outcomes = ray.get(ready[0])
+                for path, result, reason, key in outcomes:
+                    record(path, result, reason, written, key)
+        finally:
+            mark.unlink(missing_ok=True)
     elif engine != 'local':
         raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
     elif workers <= 1 or len(chunks) <= 1:
