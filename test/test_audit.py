@@ -229,14 +229,14 @@ def test_many_chunks_over_workers(bags, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, 'CHUNK', 2)        # 10 sources: 5 chunks
     seen: list[tuple[int, int]] = []
     runs = {}
-    for workers in (1, 2, 3):
+    for workers in (1, 2, 3, 8):        # 8: a chunk per worker (seven of them forked)
         seen.clear()
         results, skipped = run_audit([str(inputs)], cfg, tmp_path / f'out{workers}', workers=workers,
                                      progress=lambda done, total: seen.append((done, total)))
         assert [d for d, _ in seen] == list(range(11)) and {t for _, t in seen} == {10}
         assert len(results) == 9 and [Path(s['source']).name for s in skipped] == ['broken.jsonl']
         runs[workers] = json.dumps(results, sort_keys=True)
-    assert runs[1] == runs[2] == runs[3]
+    assert runs[1] == runs[2] == runs[3] == runs[8]
 
 
 def test_ray_task_writes_where_it_sees_the_output_folder(bags, tmp_path):

@@ -473,9 +473,9 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
     The parent is a worker too: it is warm (the compiled suite, the message
     layouts, the caches), where a forked worker's first chunk runs slower,
     and it would otherwise only wait.  Each child is given a chunk from the
-    front of the queue whenever it has none, the parent takes one from the
-    back whenever it is free (chunks are near-equal, so neither waits long
-    for the other).  Every worker writes its results' files itself (in
+    front of the queue whenever it has none (but never the last one left),
+    the parent takes one from the back whenever it is free (chunks are
+    near-equal, so neither waits long for the other).  Every worker writes its results' files itself (in
     parallel); the parent records the rest."""
     queue = deque(chunks)
     children = workers - 1
@@ -492,7 +492,7 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
     running: set[Future] = set()
     with ProcessPoolExecutor(max_workers=children, mp_context=get_context('fork')) as pool:
         while queue or running:
-            while queue and len(running) < children:
+            while len(queue) > 1 and len(running) < children:      # the last one left is the parent's
                 chunk = queue.popleft()
                 running.add(pool.submit(audit_sources, chunk, cfg, store(chunk)))
             if queue:
