@@ -7,7 +7,10 @@ deserialize the same bags, in the same run:
 * raw-input bags (robosuite Lift episodes recorded by the physics bridge:
   joint states, TF, contacts; grounded offline).  Target: >= 20,000
   frames/s per core;
-* the report for 1,000 episodes.  Target: < 30 s.
+* the report for 1,000 episodes.  Target: < 30 s;
+* this machine's own scaling from 1 to 2 processes, for pure-Python work and
+  for memory-streaming numpy work, beside the audit's (near-linear is the
+  target; the machine sets the ceiling).
 
     python bench/bench_audit.py [--quick] [--raw-bags DIR] [--raw-only]
 
@@ -22,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +114,7 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
             times[workers] = min(times[workers], time.perf_counter() - t)
     frames = sum(e['frames'] for r in results for e in r['episodes'])
     grounding = grounding_only(recorded, cfg)
+    machine = machine_line()
     print(f'\n## Raw-input audit: {len(bags)} robosuite Lift bags ({len(recorded)} episodes recorded in '
           f'{t_record:.0f} s, each audited {copies} times under other names), {frames} frames, {n_msgs} messages '
           f'(joint states, TF, contacts), robosuite_lift.yaml, shipped suites')
@@ -118,6 +123,7 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
         print(f'audit (grounded offline, best of 3), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
               f'{frames / dt / workers:,.0f} per worker), {t_read / dt:.2f}x rosbags\' bare rate; {len(skipped)} '
               f'skipped (target: >= 20,000 frames/s per core)')
+    print(f'2 workers: {times[1] / times[2]:.2f}x one worker; {machine}')
     for label, dt in grounding.items():
         print(f'grounding only (read_bag, no monitor; the {len(recorded)} episodes once), {label}: {dt:.2f} s '
               f'({frames / copies / dt:,.0f} frames/s)')
@@ -163,7 +169,9 @@ def main() -> int:
         results = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'first audit in this process')
         # What a long audit sees from its second chunk on: the suite is built, the code warm.
         results = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'again, warm', 'warm')
+        warm_s = LAST_S[0]
         results = audit_line(inputs, cfg, tmp, 'local', 2, n, t_read)
+        print(f'2 workers: {warm_s / LAST_S[0]:.2f}x one warm worker; {machine_line()}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
         if not args.quick:      # last: Ray's processes outlive ray.shutdown() for a while
@@ -177,10 +185,48 @@ def main() -> int:
             print(f'\n## Predicate bags on Ray (a local cluster of 2 CPUs, started and its workers warmed in '
                   f'{time.perf_counter() - t:.1f} s, not counted)')
             audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
+            print(f'Ray, 2 workers: {warm_s / LAST_S[0]:.2f}x one warm local worker; {machine_line()}')
             ray.shutdown()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+LAST_S = [0.0]       # the last audit_line's seconds
+
+
+def _python_work(_: int) -> float:
+    t = time.perf_counter()
+    s = 0
+    for i in range(3_000_000):
+        s += i * i
+    return time.perf_counter() - t
+
+
+def _streaming_work(_: int) -> float:
+    a = np.random.default_rng(0).random(2_000_000)      # 16 MB: past the caches, as a chunk's columns are
+    t = time.perf_counter()
+    for _ in range(40):
+        (a * 1.0001).sum()
+    return time.perf_counter() - t
+
+
+def machine_line() -> str:
+    """This machine's throughput with 2 processes at once against 1 (forked,
+    as the audit's workers; best of 3 each), for pure-Python work and for
+    memory-streaming numpy work: the ceiling of an audit's 2 workers, measured
+    now (the machine's speed moves from minute to minute)."""
+    ctx = get_context('fork')
+    parts = []
+    for label, work in (('pure Python', _python_work), ('memory-streaming numpy', _streaming_work)):
+        one = two = float('inf')
+        for _ in range(3):
+            with ctx.Pool(1) as pool:
+                one = min(one, pool.map(work, [0])[0])
+            with ctx.Pool(2) as pool:
+                two = min(two, max(pool.map(work, [0, 1])))
+        parts.append(f'{label} {2 * one / two:.2f}x')
+    return f'this machine, 2 processes against 1, now: {", ".join(parts)}'
 
 
 def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: int, t_read: float,
@@ -188,7 +234,7 @@ def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: 
     """One timed audit of the predicate bags; prints its line, returns the results."""
     t = time.perf_counter()
     results, _ = run_audit(inputs, cfg, tmp / f'out-{engine}{workers}{tag}', workers=workers, engine=engine)
-    dt = time.perf_counter() - t
+    dt = LAST_S[0] = time.perf_counter() - t
     print(f'audit, {engine} engine, {workers} worker(s){f" ({note})" if note else ""}: {dt:.2f} s '
           f'({n / dt:,.0f} frames/s, '
           f'{n / dt / workers:,.0f} per worker), {t_read / dt:.1f}x rosbags\' bare rate (targets: >= 30,000 '
