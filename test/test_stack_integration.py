@@ -33,7 +33,7 @@ pytestmark = pytest.mark.ros
 
 def test_contact_violation_pauses_the_arm(tmp_path):
     bag = tmp_path / 'bag'
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), '--debug', 'run', '--config',
                              str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--only', 'no_forbidden_contact',
                              '--controller-topic', 'arm/joint_trajectory', '--bag', str(bag), '--no-camera'],
                             stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
@@ -135,7 +135,7 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
     import json
     bag = tmp_path / 'bag'
     config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config', str(config),
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), '--debug', 'run', '--config', str(config),
                              '--only', 'no_forbidden_contact', '--controller-topic', 'arm/joint_trajectory',
                              '--bag', str(bag), '--no-camera', '--no-supervisor'],
                             stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, spin_until_shutdown
+    from ..nodes.runner import WatchdogThread, shut_down, spin_until_shutdown
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -117,9 +117,13 @@ def run(args: argparse.Namespace) -> int:
             try:
                 node.destroy_node()
             except RuntimeError:
-                if rclpy.ok():
-                    raise                 # only a context already shut down excuses it
-        rclpy.try_shutdown()
+                if not shut_down():
+                    raise                 # only a context shut down (or shutting down) excuses it
+        try:
+            rclpy.try_shutdown()
+        except RuntimeError:
+            if not shut_down():
+                raise
     return 0
 
 

@@ -73,6 +73,19 @@ def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
     return make
 
 
+def shut_down(wait_s: float = 2.0) -> bool:
+    """Whether rclpy's default context is shut down, waiting up to
+    ``wait_s`` for a shutdown under way: SIGINT's handler shuts the
+    contexts down on a thread of its own, so an rcl call can fail on the
+    shutdown just before ``rclpy.ok()`` turns false."""
+    deadline = time.monotonic() + wait_s
+    while rclpy.ok():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def spin_until_shutdown(executor) -> None:
     """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
     try:
@@ -82,7 +95,7 @@ def spin_until_shutdown(executor) -> None:
     except RuntimeError:
         # SIGINT shuts the context down while the executor may be inside rcl, which then
         # raises a bare RuntimeError: that is the shutdown asked for, not a bug.
-        if rclpy.ok():
+        if not shut_down():
             raise
 
 
