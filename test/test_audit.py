@@ -251,12 +251,12 @@ def test_ray_task_writes_where_it_sees_the_output_folder(bags, tmp_path):
     keys = {p: (_name(Path(p)), None) for p in chunk}
     out = tmp_path / 'out'
     out.mkdir()
-    written, outcomes = _ray_chunk(chunk, cfg, str(out), 'abc', keys)     # no mark: not shared
+    written, outcomes = _ray_chunk(chunk, cfg, str(out), keys, 'abc')     # no mark: not shared
     assert not written and not (out / 'episodes').exists()
     want = {p: _result_key(Path(p), cfg.key()) for p in chunk}
     assert {p: key for p, _, _, key in outcomes} == want
     (out / f'{_RAY_MARK}abc').touch()
-    written, shared = _ray_chunk(chunk, cfg, str(out), 'abc', keys)
+    written, shared = _ray_chunk(chunk, cfg, str(out), keys, 'abc')
     assert written and all(key is None for _, _, _, key in shared)
     assert [r for _, r, _, _ in shared] == [r for _, r, _, _ in outcomes]
     for p in chunk:

@@ -169,12 +169,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     out: list[tuple[str, dict | None, str | None]] = []
     loaded: list[tuple[str, list[Episode]]] = []
-    keys: dict[str, tuple[str, str]] = {}
-    if store is not None:
-        cfg_key = cfg.key() if any(key is None for _, key in store[1].values()) else ''
-        for path in paths:
-            name, key = store[1][path]
-            keys[path] = (name, key if key is not None else _result_key(Path(path), cfg_key))
+    keys = _filled_keys({p: store[1][p] for p in paths}, cfg) if store is not None else {}
     for path in paths:
         try:
             loaded.append((path, _episodes_of(path, cfg, predicates + extra)))
@@ -213,6 +208,19 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
         if store is not None:
             _store_result(Path(store[0]), *keys[path], result)
     return out
+
+
+def _filled_keys(keys: dict[str, tuple[str, str | None]], cfg: AuditConfig) -> dict[str, tuple[str, str]]:
+    """(file name, result key) per source, a key given as None computed now,
+    from the source as it is before it is read."""
+    cfg_key = cfg.key() if any(key is None for _, key in keys.values()) else ''
+    return {p: (name, key if key is not None else _result_key(Path(p), cfg_key)) for p, (name, key) in keys.items()}
+
+
+def _chunk_store(out: Path, keys: dict[str, tuple[str, str | None]],
+                 chunk: list[str]) -> tuple[str, dict[str, tuple[str, str | None]]]:
+    """:func:`audit_sources`' ``store`` for a chunk: the output folder and its sources' (file name, key)."""
+    return str(out), {p: keys[p] for p in chunk}
 
 
 def _store_result(out: Path, name: str, key: str, result: dict) -> None:
@@ -413,9 +421,8 @@ _RAY_MARK = '.ray-audit-'
 """Name prefix of the mark a Ray audit leaves in its output folder while it runs."""
 
 
-def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, token: str,
-               keys: dict[str, tuple[str, str | None]]) -> tuple[bool, list[tuple[str, dict | None, str | None,
-                                                                           str | None]]]:
+def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, keys: dict[str, tuple[str, str | None]],
+               token: str) -> tuple[bool, list[tuple[str, dict | None, str | None, str | None]]]:
     """A Ray task: :func:`audit_sources` on a worker.  Where the worker sees
     the audit's output folder (the driver's mark for this run is there), it
     writes the results itself, as a local worker does; elsewhere it
@@ -423,9 +430,8 @@ def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, token: str,
     their keys for the driver to write.  Returns (written, outcomes)."""
     if (Path(out) / f'{_RAY_MARK}{token}').exists():
         return True, [(p, r, why, None) for p, r, why in audit_sources(chunk, cfg, (out, keys))]
-    cfg_key = cfg.key() if any(key is None for _, key in keys.values()) else ''
-    result_keys = {p: key if key is not None else _result_key(Path(p), cfg_key) for p, (_, key) in keys.items()}
-    return False, [(p, r, why, result_keys[p]) for p, r, why in audit_sources(chunk, cfg)]
+    filled = _filled_keys(keys, cfg)
+    return False, [(p, r, why, filled[p][1]) for p, r, why in audit_sources(chunk, cfg)]
 
 
 def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[str, tuple[str, str | None]],
@@ -448,7 +454,7 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         mark.touch()
         try:
             remote = ray.remote(_ray_chunk)
-            pending = [remote.remote(chunk, cfg, str(out), token, {p: keys[p] for p in chunk}) for chunk in chunks]
+            pending = [remote.remote(chunk, cfg, *_chunk_store(out, keys, chunk), token) for chunk in chunks]
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
                 written, outcomes = ray.get(ready[0])
@@ -460,7 +466,7 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
     elif workers <= 1 or len(chunks) <= 1:
         for chunk in chunks:
-            for path, result, reason in audit_sources(chunk, cfg, (str(out), {p: keys[p] for p in chunk})):
+            for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk)):
                 record(path, result, reason, written=True)
     else:
         _fan_out(chunks, cfg, out, keys, record, workers)
@@ -481,9 +487,6 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
     queue = deque(chunks)
     children = workers - 1
 
-    def store(chunk: list[str]) -> tuple[str, dict[str, tuple[str, str | None]]]:
-        return str(out), {p: keys[p] for p in chunk}
-
     def collect(done: Iterable[Future]) -> None:
         for fut in done:
             running.discard(fut)
@@ -495,10 +498,10 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         while queue or running:
             while len(queue) > 1 and len(running) < children:      # the last one left is the parent's
                 chunk = queue.popleft()
-                running.add(pool.submit(audit_sources, chunk, cfg, store(chunk)))
+                running.add(pool.submit(audit_sources, chunk, cfg, _chunk_store(out, keys, chunk)))
             if queue:
                 chunk = queue.pop()
-                for path, result, reason in audit_sources(chunk, cfg, store(chunk)):
+                for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk)):
                     record(path, result, reason, written=True)
                 collect([fut for fut in running if fut.done()])
             else:
