@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, shut_down, spin_until_shutdown
+    from ..nodes.runner import WatchdogThread, past_shutdown, spin_until_shutdown
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -114,16 +114,8 @@ def run(args: argparse.Namespace) -> int:
         for node in nodes:
             if isinstance(node, RecorderNode):
                 node.close_bag()          # every split listed before the process ends
-            try:
-                node.destroy_node()
-            except RuntimeError:
-                if not shut_down():
-                    raise                 # only a context shut down (or shutting down) excuses it
-        try:
-            rclpy.try_shutdown()
-        except RuntimeError:
-            if not shut_down():
-                raise
+            past_shutdown(node.destroy_node)
+        past_shutdown(rclpy.try_shutdown)
     return 0
 
 

@@ -86,6 +86,17 @@ def shut_down(wait_s: float = 2.0) -> bool:
     return True
 
 
+def past_shutdown(call: Callable[[], object]) -> None:
+    """``call()`` (a teardown step: destroying a node, ``rclpy.try_shutdown``),
+    its RuntimeError excused only once the context is shut down, or shutting
+    down (:func:`shut_down`)."""
+    try:
+        call()
+    except RuntimeError:
+        if not shut_down():
+            raise
+
+
 def spin_until_shutdown(executor) -> None:
     """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
     try:
