@@ -166,12 +166,11 @@ def main() -> int:
         print(f'\n## Audit throughput: {bags} bags x {frames} frames (57 predicates per frame, kitchen scene, '
               f'32 property instances)')
         print(f'rosbags read + deserialize only: {t_read:.2f} s ({n / t_read:,.0f} frames/s)')
-        results = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'first audit in this process')
+        results, _ = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'first audit in this process')
         # What a long audit sees from its second chunk on: the suite is built, the code warm.
-        results = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'again, warm', 'warm')
-        warm_s = LAST_S[0]
-        results = audit_line(inputs, cfg, tmp, 'local', 2, n, t_read)
-        print(f'2 workers: {warm_s / LAST_S[0]:.2f}x one warm worker; {machine_line()}')
+        results, warm_s = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'again, warm', 'warm')
+        results, two_s = audit_line(inputs, cfg, tmp, 'local', 2, n, t_read)
+        print(f'2 workers: {warm_s / two_s:.2f}x one warm worker; {machine_line()}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
         if not args.quick:      # last: Ray's processes outlive ray.shutdown() for a while
@@ -184,15 +183,12 @@ def main() -> int:
                       engine='ray')
             print(f'\n## Predicate bags on Ray (a local cluster of 2 CPUs, started and its workers warmed in '
                   f'{time.perf_counter() - t:.1f} s, not counted)')
-            audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
-            print(f'Ray, 2 workers: {warm_s / LAST_S[0]:.2f}x one warm local worker; {machine_line()}')
+            _, ray_s = audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
+            print(f'Ray, 2 workers: {warm_s / ray_s:.2f}x one warm local worker; {machine_line()}')
             ray.shutdown()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
-
-
-LAST_S = [0.0]       # the last audit_line's seconds
 
 
 def _python_work(_: int) -> float:
@@ -230,16 +226,16 @@ def machine_line() -> str:
 
 
 def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: int, t_read: float,
-               note: str = '', tag: str = '') -> list[dict]:
-    """One timed audit of the predicate bags; prints its line, returns the results."""
+               note: str = '', tag: str = '') -> tuple[list[dict], float]:
+    """One timed audit of the predicate bags; prints its line, returns the results and its seconds."""
     t = time.perf_counter()
     results, _ = run_audit(inputs, cfg, tmp / f'out-{engine}{workers}{tag}', workers=workers, engine=engine)
-    dt = LAST_S[0] = time.perf_counter() - t
+    dt = time.perf_counter() - t
     print(f'audit, {engine} engine, {workers} worker(s){f" ({note})" if note else ""}: {dt:.2f} s '
           f'({n / dt:,.0f} frames/s, '
           f'{n / dt / workers:,.0f} per worker), {t_read / dt:.1f}x rosbags\' bare rate (targets: >= 30,000 '
           f'frames/s per core, >= 10x; near-linear in workers)')
-    return results
+    return results, dt
 
 
 def report_time(results: list[dict], out: Path, episodes: int) -> None:
