@@ -53,11 +53,16 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
                 rclpy.spin_once(node, timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError:
+        # SIGINT can shut the context down between rclpy.ok() and the next spin, which then
+        # raises a bare RuntimeError: the shutdown asked for, not a bug (as spin_until_shutdown).
+        if not shut_down():
+            raise
     finally:
         if on_exit is not None:
             on_exit(node)
-        node.destroy_node()
-        rclpy.try_shutdown()
+        past_shutdown(node.destroy_node)
+        past_shutdown(rclpy.try_shutdown)
     return 0
 
 
