@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -501,3 +502,39 @@ def test_unreadable_split_is_left_out_and_the_rest_read(bags, tmp_path):
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
     assert report['rollouts'] == 1 and report['frames'] == 40 and report['skipped'] == []
     assert 'left out unreadable split' in proc.stderr
+
+
+_HEAP_PROBE = '''
+import ctypes, sys
+from pathlib import Path
+class MallInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ('arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
+                                            'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
+libc = ctypes.CDLL(None)
+libc.mallinfo.restype = MallInfo
+from safemanip_ros.audit.engine import AuditConfig, run_audit
+if sys.argv[1] == 'audit':
+    trace = Path(sys.argv[2]) / 'run.jsonl'
+    trace.write_text('{"reach_in_microwave": true}\\n')
+    cfg = AuditConfig((sys.argv[3],), sys.argv[4], only=(sys.argv[5],))
+    run_audit([str(trace)], cfg, Path(sys.argv[2]) / 'out')
+before = libc.mallinfo().hblks
+buffer = bytearray(4 << 20)          # a bag's joined messages: a few MB
+print(libc.mallinfo().hblks - before)
+'''
+
+
+def test_an_audit_process_keeps_its_freed_buffers_in_the_heap(tmp_path):
+    """In a fresh process glibc maps every block over 128 KiB on its own and
+    unmaps it when freed, so each bag's buffers fault in again (the first
+    audit decoded predicate bags ~3x slower than the next).  After an audit
+    has started, a 4 MB buffer comes from the heap: no new mapped block.
+    The control, the same process without an audit, maps it."""
+    def mapped_blocks(mode: str) -> int:
+        proc = subprocess.run([sys.executable, '-c', _HEAP_PROBE, mode, str(tmp_path),
+                               str(REPO / 'config' / 'properties' / 'safemanip.yaml'), SCENE, PROP],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stdout.split()[-1])
+    assert mapped_blocks('control') == 1
+    assert mapped_blocks('audit') == 0

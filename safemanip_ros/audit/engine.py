@@ -43,6 +43,7 @@ from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
+from .memory import keep_freed_memory
 from .report import timeline_fields, timeline_svg
 from .schema import SourceResult
 
@@ -165,6 +166,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     results are also written there, as :func:`run_audit` would (a local
     worker writes its own, in parallel with the others).  A key given as
     None is computed here, from the source as it is before it is read."""
+    keep_freed_memory()     # here too: a Ray worker is a process of its own
     predicates = list(_monitor(cfg).predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     out: list[tuple[str, dict | None, str | None]] = []
@@ -331,6 +333,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
               ray_address: str | None = None, progress: Callable[[int, int], None] | None = None
               ) -> tuple[list[SourceResult], list[dict[str, str]]]:
     """Audit every source under ``inputs``; returns (results, skipped) in input order."""
+    keep_freed_memory()     # before the first bag's buffers; forked workers inherit it
     out = Path(out_dir)
     labelled: list[tuple[Path, str]] = []
     for arg in inputs:
