@@ -55,3 +55,13 @@ def test_blocker_really_blocks():
     proc = subprocess.run([sys.executable, '-c', BLOCKER, 'safemanip_ros.nodes.conversions'],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and 'blocked ROS module' in proc.stdout
+
+
+def test_the_audit_engine_imports_without_scipy():
+    """Importing ``scipy.stats`` took 1.3 s of every process that imported the
+    audit (each Ray worker, each ``safemanip audit``) for one beta quantile;
+    the report imports ``scipy.special`` when it computes an interval."""
+    probe = 'import sys, safemanip_ros.audit.engine; print(sorted(m for m in sys.modules if m.startswith("scipy")))'
+    proc = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == '[]'

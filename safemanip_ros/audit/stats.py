@@ -10,16 +10,23 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Exact ``confidence`` interval for ``successes / trials``; None when trials == 0."""
+    """Exact ``confidence`` interval for ``successes / trials``; None when trials == 0.
+
+    The bounds are quantiles of beta distributions, taken from
+    ``scipy.special.betaincinv`` (the inverse regularised incomplete beta
+    function, equal to ``scipy.stats.beta.ppf``), imported here: importing
+    ``scipy.stats`` took 1.3 s of every process that imported the audit, and
+    ``scipy.special`` takes a quarter of that, paid only by a report."""
     if trials <= 0:
         return None
+    from scipy.special import betaincinv
+
     alpha = 1.0 - confidence
-    lo = 0.0 if successes == 0 else float(stats.beta.ppf(alpha / 2, successes, trials - successes + 1))
-    hi = 1.0 if successes == trials else float(stats.beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    lo = 0.0 if successes == 0 else float(betaincinv(successes, trials - successes + 1, alpha / 2))
+    hi = 1.0 if successes == trials else float(betaincinv(successes + 1, trials - successes, 1 - alpha / 2))
     return lo, hi
 
 
