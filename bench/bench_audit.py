@@ -243,9 +243,8 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     sources repeated under new names): with the timelines the audit's workers
     drew (what ``safemanip audit`` does), and drawing every timeline here."""
     import copy
-    import json
 
-    from safemanip_ros.audit.report import build_report, predrawn_timelines, write_csvs, write_html
+    from safemanip_ros.audit.report import build_report, predrawn_timelines, report_json, write_csvs, write_html
     many: list[dict] = []
     k = 0
     while sum(len(r['episodes']) for r in many) < episodes:
@@ -258,13 +257,11 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
             k += 1
     n = sum(len(r['episodes']) for r in many)
     out.mkdir(parents=True)
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot  # noqa: F401  imported once before timing, not inside the first report
+    import matplotlib.figure  # noqa: F401  imported once before timing, not inside the first report
     t = time.perf_counter()
     predrawn = predrawn_timelines(many)
     report = build_report(many, [], {'reduction': 'any'})
-    (out / 'report.json').write_text(json.dumps(report))
+    (out / 'report.json').write_text(report_json(report))     # as safemanip audit writes it
     write_csvs(report, out)
     t_stats = time.perf_counter() - t
     for mode, ready, how in (('violations', predrawn, 'drawn by the audit\'s workers'),

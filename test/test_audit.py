@@ -538,3 +538,16 @@ def test_an_audit_process_keeps_its_freed_buffers_in_the_heap(tmp_path):
         return int(proc.stdout.split()[-1])
     assert mapped_blocks('control') == 1
     assert mapped_blocks('audit') == 0
+
+
+def test_report_json_is_the_report_with_one_line_per_list_element():
+    from safemanip_ros.audit.report import report_json
+    report = {'version': 2, 'config': {'properties': ['a.yaml'], 'only': []}, 'empty': [], 'none': None,
+              'episodes': [{'source': 'b/ü', 'violations': [[1, 2.5]], 'timeline': None}, {'source': 'c'}],
+              'rate': 0.1 + 0.2}
+    text = report_json(report)
+    assert json.loads(text) == report and text == report_json(json.loads(text))
+    lines = text.splitlines()
+    assert lines[0] == '{' and lines[-1] == '}' and len(lines) == 2 + len(report) + len(report['episodes']) + 1
+    start = lines.index(' "episodes": [')
+    assert [json.loads(line.rstrip(',')) for line in lines[start + 1:start + 3]] == report['episodes']

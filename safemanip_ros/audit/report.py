@@ -184,6 +184,28 @@ def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> li
     return out
 
 
+def report_json(report: dict) -> str:
+    """report.json's text: one line per top-level key, and for a list (the
+    episodes, properties, policies, ...) one line per element, each element
+    written compactly.  The same JSON as ``json.dumps(report, indent=1)``,
+    5x faster to write: ``indent`` makes ``json`` use its Python encoder
+    (0.39 against 0.07 s for the 3.7 MB of 40 episodes), this the C one,
+    once per element."""
+    encode = json.JSONEncoder(separators=(', ', ': ')).encode
+    lines = ['{']
+    last = len(report) - 1
+    for i, (key, value) in enumerate(report.items()):
+        comma = ',' if i < last else ''
+        if isinstance(value, list) and value:
+            lines.append(f' {encode(key)}: [')
+            lines.append(',\n'.join('  ' + encode(item) for item in value))
+            lines.append(f' ]{comma}')
+        else:
+            lines.append(f' {encode(key)}: {encode(value)}{comma}')
+    lines.append('}')
+    return '\n'.join(lines) + '\n'
+
+
 def write_csvs(report: dict, out: Path) -> None:
     cols = ['rollouts', 'triggers', 'violations', 'per_trigger_rate', 'per_trigger_rate_ci', 'rollout_violation_rate',
             'rollout_violation_rate_ci', 'exposure', 'exposure_ci', 'violation_duration_frames', 'multiplicity',
@@ -231,8 +253,6 @@ def _plain(text: str) -> str:
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format='png', dpi=100, bbox_inches='tight')
-    import matplotlib.pyplot as plt
-    plt.close(fig)
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
 
 
@@ -274,14 +294,14 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
     :func:`predrawn_timelines`); the others are drawn here."""
     if timelines not in TIMELINE_CHOICES:
         raise ValueError(f'timelines {timelines!r}: expected one of {TIMELINE_CHOICES}')
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    # The object-oriented API, not pyplot: no global figure state, and 0.15 s less to import.
+    from matplotlib.figure import Figure
 
     figs = []
     cats = [(c, r) for c, r in report['categories'].items() if r['per_trigger_rate'] is not None]
     if cats:
-        fig, ax = plt.subplots(figsize=(8, 0.45 * len(cats) + 1.2))
+        fig = Figure(figsize=(8, 0.45 * len(cats) + 1.2))
+        ax = fig.subplots()
         names = [c for c, _ in cats]
         rates = [r['per_trigger_rate'] for _, r in cats]
         lo = [r['per_trigger_rate'] - (r['per_trigger_rate_ci'] or [r['per_trigger_rate']] * 2)[0] for _, r in cats]
@@ -292,7 +312,8 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         figs.append(('Per-category per-trigger violation rates', _png(fig)))
     pol = [p for p in report['policies'] if p['success_rate'] is not None]
     if pol:
-        fig, ax = plt.subplots(figsize=(5, 4))
+        fig = Figure(figsize=(5, 4))
+        ax = fig.subplots()
         for p in pol:
             ax.scatter(p['rollout_violation_rate'], p['success_rate'], s=60)
             ax.annotate(_plain(p['policy']), (p['rollout_violation_rate'], p['success_rate']), textcoords='offset points',

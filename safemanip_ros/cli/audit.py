@@ -75,7 +75,7 @@ skipped, an empty folder, a mistyped path): no report is evidence of nothing."""
 
 def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
-    from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html
+    from ..audit.report import build_report, predrawn_timelines, report_json, write_csvs, write_html
     from .options import check_positive, check_probability
 
     check_positive('--rate-hz', args.rate_hz)
@@ -116,7 +116,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     drawn = predrawn_timelines(results)
     report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
                           unsupported=unsupported)
-    (out / 'report.json').write_text(json.dumps(report, indent=1))
+    (out / 'report.json').write_text(report_json(report))
     write_csvs(report, out)
     if not args.quiet and args.timelines != 'none':
         print(f'writing report.html ({len(drawn)} timelines drawn by the audit)', file=sys.stderr)
