@@ -41,6 +41,27 @@ def test_cluster_bootstrap_is_seeded_and_sane():
     assert cluster_bootstrap_ratio([0, 0], [0, 0]) is None
 
 
+@pytest.mark.parametrize('n', [1, 2, 7, 300, 2500])
+def test_cluster_bootstrap_equals_its_definition_to_the_bit(n):
+    """The resample counts, drawn once per (seed, n), give the very interval
+    of the definition: gather each resample's clusters, sum, take the ratio's
+    percentiles (integer counts sum exactly in any order)."""
+    rng = np.random.default_rng(n)
+    lo, hi = (1 - 0.95) / 2, 1 - (1 - 0.95) / 2       # the 95 % interval's percentiles, as computed
+    for seed in (0, 1, 5):
+        v = rng.integers(0, 4, n) * (rng.random(n) < 0.4)
+        d = rng.integers(0, 30, n) * (1 if seed else 1000)
+        idx = np.random.default_rng(seed).integers(0, n, size=(2000, n))
+        vs, ds = v[idx].sum(axis=1).astype(float), d[idx].sum(axis=1).astype(float)
+        ratios = vs[ds > 0] / ds[ds > 0]
+        want = None if d.sum() == 0 else (float(np.quantile(ratios, lo)), float(np.quantile(ratios, hi)))
+        assert cluster_bootstrap_ratio(v, d, seed=seed) == want
+    x, y = rng.random(n), rng.random(n) + 0.5       # not counts: summed as gathered
+    idx = np.random.default_rng(3).integers(0, n, size=(2000, n))
+    ratios = x[idx].sum(axis=1) / y[idx].sum(axis=1)
+    assert cluster_bootstrap_ratio(x, y, seed=3) == (float(np.quantile(ratios, lo)), float(np.quantile(ratios, hi)))
+
+
 def write_episode_bag(path: Path, storage: str, reach: str, open_: str, success_at: int | None = None) -> None:
     """20 Hz predicate frames: reach_in_microwave and fixture_fully_open_microwave per frame ('0'/'1')."""
     ts = typestore()

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -36,14 +38,58 @@ def cluster_bootstrap_ratio(numerators, denominators, confidence: float = 0.95, 
 
     Resamples whose denominator sums to 0 are dropped; None when every
     cluster's denominator is 0.
+
+    The resamples of ``n`` clusters with one seed are the same for every
+    ratio a report bootstraps (a property's, a category's, ...), so they are
+    drawn once (:func:`_resample_counts`) and each ratio's sums are two
+    products with the counts: 20x less work than gathering 2,000 × n values
+    per ratio.  For counts (integer values, as a report's) the sums are
+    exact either way, so the interval is the same to the last bit.
     """
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)
     if num.size == 0 or den.sum() <= 0:
         return None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, num.size, size=(resamples, num.size))
-    n_s, d_s = num[idx].sum(axis=1), den[idx].sum(axis=1)
+    if _exact_sums(num) and _exact_sums(den):
+        n_s, d_s = _resampled_sums(_resample_counts(seed, num.size, resamples), np.stack([num, den], axis=1))
+    else:       # sums in numpy's own (pairwise) order, the same on every machine
+        idx = np.random.default_rng(seed).integers(0, num.size, size=(resamples, num.size))
+        n_s, d_s = num[idx].sum(axis=1), den[idx].sum(axis=1)
     ratios = n_s[d_s > 0] / d_s[d_s > 0]
     alpha = 1.0 - confidence
     return float(np.quantile(ratios, alpha / 2)), float(np.quantile(ratios, 1 - alpha / 2))
+
+
+_RESAMPLE_BLOCK = 256
+"""Resamples whose counts are turned into floats at once (bounds the
+temporary: 256 × n × 8 bytes)."""
+
+
+def _exact_sums(x: np.ndarray) -> bool:
+    """Whether every sum of resampled values of ``x`` is exact in float64
+    whatever its order: integer values whose largest possible resampled sum
+    (n times the largest magnitude) stays below 2**53."""
+    return bool(np.all(x == np.round(x))) and float(np.abs(x).max(initial=0.0)) * x.size < 2.0 ** 53
+
+
+@functools.lru_cache(maxsize=4)
+def _resample_counts(seed: int, n: int, resamples: int) -> np.ndarray:
+    """``[resamples, n]``: how often each cluster is drawn in each resample,
+    for the draws ``default_rng(seed).integers(0, n, (resamples, n))``.
+    Stored as the smallest unsigned type that holds them (uint8 at n =
+    17,500: 35 MB)."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    idx += np.arange(resamples)[:, None] * n
+    counts = np.bincount(idx.ravel(), minlength=resamples * n).reshape(resamples, n)
+    out = counts.astype(np.uint8 if counts.max(initial=0) <= 0xFF else np.uint32)
+    out.flags.writeable = False
+    return out
+
+
+def _resampled_sums(counts: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``counts @ columns`` (``[resamples, k]``), transposed to ``[k,
+    resamples]``, a block of resamples at a time."""
+    out = np.empty((len(counts), columns.shape[1]))
+    for lo in range(0, len(counts), _RESAMPLE_BLOCK):
+        out[lo:lo + _RESAMPLE_BLOCK] = counts[lo:lo + _RESAMPLE_BLOCK].astype(float) @ columns
+    return out.T
