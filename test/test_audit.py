@@ -534,6 +534,8 @@ class MallInfo(ctypes.Structure):
 libc = ctypes.CDLL(None)
 libc.mallinfo.restype = MallInfo
 from safemanip_ros.audit.engine import AuditConfig, run_audit
+# glibc's start-up threshold, fixed (so not raised by whatever the imports freed): the control maps.
+assert libc.mallopt(-3, 128 * 1024) == 1
 if sys.argv[1] == 'audit':
     trace = Path(sys.argv[2]) / 'run.jsonl'
     trace.write_text('{"reach_in_microwave": true}\\n')
