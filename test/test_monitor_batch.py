@@ -255,3 +255,25 @@ def test_resized_monitor_equals_a_new_one():
     assert [r.to_dict() for r in mon.finish()] == [r.to_dict() for r in fresh.finish()]
     with pytest.raises(MonitorInputError):
         mon.resize(0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.dictionaries(st.sampled_from('abcdez'), st.sampled_from([True, False, None]),
+                                                         max_size=5)), min_size=1, max_size=6),
+       st.lists(st.sampled_from('abcdx'), max_size=7))
+def test_trace_matrix_is_every_frame_asked_for_every_predicate(frames, predicates):
+    """The matrices a trace file becomes: per frame and predicate, the frame's
+    value — null, and a name a frame object does not mention, unknown; a name
+    a step list does not list, false; a predicate listed twice, its column
+    twice; names outside the predicates ignored."""
+    from safemanip_ros.ltlf.trace import Frame, Trace
+    from safemanip_ros.monitor.frames import trace_matrix
+
+    trace = Trace('t', 1, [Frame({n: True for n in vals} if closed else dict(vals), closed)
+                           for closed, vals in frames])
+    values, unknown = trace_matrix(trace, predicates)
+    assert values.shape == unknown.shape == (len(frames), len(predicates))
+    for t, frame in enumerate(trace.frames):
+        for j, name in enumerate(predicates):
+            v = frame.value(name)
+            assert (bool(values[t, j]), bool(unknown[t, j])) == (bool(v), v is None)

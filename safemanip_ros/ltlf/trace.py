@@ -61,29 +61,33 @@ class Trace:
     frames: list[Frame]
 
 
-def _parse(value: object, where: str, known: Collection[str] | None, allow_unknown: bool) -> Frame:
+_BOOL_OR_NULL = frozenset({bool, type(None)})
+_STR = frozenset({str})
+
+
+def _parse(value: object, where: str, known: frozenset[str] | None, allow_unknown: bool) -> Frame:
+    # The checks run over the types present (C loops); the Python loops below only name what failed.
     if isinstance(value, dict):
-        values: Values = {}
-        for name, v in value.items():
-            if v is not None and not isinstance(v, bool):
-                raise TraceError(f'{where}: value of {name!r} must be true, false or null, got {json.dumps(v)}')
-            values[name] = v
-        frame = Frame(values, closed=False)
+        if not _BOOL_OR_NULL.issuperset(map(type, value.values())):
+            for name, v in value.items():
+                if v is not None and not isinstance(v, bool):
+                    raise TraceError(f'{where}: value of {name!r} must be true, false or null, got {json.dumps(v)}')
+        frame = Frame(dict(value), closed=False)
     elif isinstance(value, list):
-        for name in value:
-            if not isinstance(name, str):
-                raise TraceError(f'{where}: a step list must hold names (strings), got {json.dumps(name)}')
-        frame = Frame({name: True for name in value}, closed=True)
+        if not _STR.issuperset(map(type, value)):
+            for name in value:
+                if not isinstance(name, str):
+                    raise TraceError(f'{where}: a step list must hold names (strings), got {json.dumps(name)}')
+        frame = Frame(dict.fromkeys(value, True), closed=True)
     else:
         raise TraceError(f'{where}: a step must be a JSON object {{"name": true}} or a list of true names, '
                          f'got {type(value).__name__}')
-    if known is not None:
+    if known is not None and not known.issuperset(frame.values):
         strange = [n for n in frame.values if n not in known]
-        if strange:
-            if not allow_unknown:
-                raise TraceError(f'{where}: unknown predicate {strange[0]!r}; known predicates: '
-                                 f'{", ".join(sorted(known)) or "none"} (--allow-unknown-predicates ignores it)')
-            frame = Frame({n: v for n, v in frame.values.items() if n in known}, frame.closed)
+        if not allow_unknown:
+            raise TraceError(f'{where}: unknown predicate {strange[0]!r}; known predicates: '
+                             f'{", ".join(sorted(known)) or "none"} (--allow-unknown-predicates ignores it)')
+        frame = Frame({n: v for n, v in frame.values.items() if n in known}, frame.closed)
     return frame
 
 
