@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import rclpy
 from rclpy.clock import Clock, ClockType
@@ -46,18 +47,12 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
         rclpy.try_shutdown()
         return 2
     try:
-        if until is None:
-            rclpy.spin(node)
-        else:
-            while rclpy.ok() and not until(node):
-                rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RuntimeError:
-        # SIGINT can shut the context down between rclpy.ok() and the next spin, which then
-        # raises a bare RuntimeError: the shutdown asked for, not a bug (as spin_until_shutdown).
-        if not shut_down():
-            raise
+        with shutdown_ends_it():
+            if until is None:
+                rclpy.spin(node)
+            else:
+                while rclpy.ok() and not until(node):
+                    rclpy.spin_once(node, timeout_sec=0.1)
     finally:
         if on_exit is not None:
             on_exit(node)
@@ -102,17 +97,26 @@ def past_shutdown(call: Callable[[], object]) -> None:
             raise
 
 
-def spin_until_shutdown(executor) -> None:
-    """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
+@contextmanager
+def shutdown_ends_it() -> Iterator[None]:
+    """Spinning inside ends quietly on each way rclpy reports a shutdown:
+    Ctrl-C, an external shutdown, and the bare RuntimeError rcl raises when
+    SIGINT shuts the context down (on a thread of its own) while a spin is
+    inside rcl or about to enter it — once the context is shut down
+    (:func:`shut_down`).  Any other error propagates."""
     try:
-        executor.spin()
+        yield
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RuntimeError:
-        # SIGINT shuts the context down while the executor may be inside rcl, which then
-        # raises a bare RuntimeError: that is the shutdown asked for, not a bug.
         if not shut_down():
             raise
+
+
+def spin_until_shutdown(executor) -> None:
+    """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
+    with shutdown_ends_it():
+        executor.spin()
 
 
 class WatchdogThread:
