@@ -20,8 +20,9 @@ def trace_matrix(trace: Trace, predicates: list[str]) -> tuple[np.ndarray, np.nd
     makes the names it does not list false.
 
     Built from the names the frames give, all frames' at once (names to
-    columns and values to codes by C-level maps): 10x faster than asking
-    every frame for every predicate."""
+    columns and values to codes by C-level maps): 2.5-3x faster than asking
+    every frame for every predicate (8.6 against 2.7-3.4 ms for 300 frames
+    of 57 predicates)."""
     frames = trace.frames
     column = {name: j for j, name in enumerate(dict.fromkeys(predicates))}
     T = len(frames)
