@@ -8,6 +8,8 @@ deserialize the same bags, in the same run:
   joint states, TF, contacts; grounded offline).  Target: >= 20,000
   frames/s per core;
 * the report for 1,000 episodes.  Target: < 30 s;
+* what one audit process pays once (importing the engine, its first audit,
+  reading .jsonl traces), each beside its baseline;
 * this machine's own scaling from 1 to 2 processes, for pure-Python work and
   for memory-streaming numpy work, beside the audit's (near-linear is the
   target; the machine sets the ceiling).
@@ -172,6 +174,7 @@ def main() -> int:
         results, two_s = audit_line(inputs, cfg, tmp, 'local', 2, n, t_read)
         print(f'2 workers: {warm_s / two_s:.2f}x one warm worker; {machine_line()}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
+        fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
         if not args.quick:      # last: Ray's processes outlive ray.shutdown() for a while
             import ray
@@ -189,6 +192,76 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+_COLD_AUDIT = """
+import sys, tempfile, time
+t = time.perf_counter()
+from safemanip_ros.audit.engine import AuditConfig, run_audit
+t_import = time.perf_counter() - t
+cfg = AuditConfig((sys.argv[1],), sys.argv[2], '', (), 20.0, 0.25, '', 'any')
+t = time.perf_counter()
+run_audit(sys.argv[3:], cfg, tempfile.mkdtemp())
+print(t_import, time.perf_counter() - t)
+"""
+
+
+def fixed_costs(inputs: list[str], warm_s: float, tmp: Path, traces: int) -> None:
+    """What one audit process pays once, each beside its baseline in this
+    run: importing the audit engine beside importing numpy alone, in fresh
+    interpreters; the first audit of the predicate bags in a fresh process
+    beside the warm audit above; reading .jsonl traces into the monitor's
+    matrices beside ``json.loads`` of the same lines."""
+    import subprocess
+
+    def fresh(code: str, *argv: str) -> list[float]:
+        proc = subprocess.run([sys.executable, '-c', code, *argv], capture_output=True, text=True, check=True,
+                              cwd=REPO)
+        return [float(x) for x in proc.stdout.split()]
+
+    numpy_s = min(fresh('import time; t = time.perf_counter(); import numpy; print(time.perf_counter() - t)')[0]
+                  for _ in range(3))
+    cold = [fresh(_COLD_AUDIT, SUITE, SCENE, *inputs) for _ in range(3)]
+    import_s, first_s = min(c[0] for c in cold), min(c[1] for c in cold)
+    print('\n## Fixed costs of one audit process (best of 3 fresh interpreters)')
+    print(f'import of the audit engine {import_s:.2f} s; of numpy alone {numpy_s:.2f} s '
+          f'({import_s / numpy_s:.1f}x)')
+    print(f'first audit of the predicate bags in a fresh process (suite built, layouts parsed) {first_s:.2f} s; '
+          f'the warm audit above '
+          f'{warm_s:.2f} s ({first_s / warm_s:.2f}x)')
+    trace_line(tmp / 'traces', traces)
+
+
+def trace_line(root: Path, traces: int, frames: int = 300) -> None:
+    """.jsonl traces (a step list per line, 57 kitchen predicates, ~20 % true)
+    read into the monitor's matrices, beside ``json.loads`` of the same lines."""
+    import json
+
+    from safemanip_ros.audit.episodes import read_jsonl
+    predicates = build_monitor([SUITE], scene=SCENE).predicates
+    rng = np.random.default_rng(1)
+    root.mkdir(parents=True)
+    files = []
+    for k in range(traces):
+        state = rng.random(len(predicates)) < 0.2
+        lines = []
+        for _ in range(frames):
+            state ^= rng.random(len(predicates)) < 0.03
+            lines.append(json.dumps([p for p, v in zip(predicates, state) if v]))
+        files.append(root / f'run{k:04d}.jsonl')
+        files[-1].write_text('\n'.join(lines) + '\n')
+    ours = bare = float('inf')
+    for _ in range(3):
+        t = time.perf_counter()
+        for f in files:
+            read_jsonl(f, list(predicates))
+        ours = min(ours, time.perf_counter() - t)
+        t = time.perf_counter()
+        for f in files:
+            [json.loads(line) for line in f.read_text().splitlines()]
+        bare = min(bare, time.perf_counter() - t)
+    print(f'.jsonl traces ({traces} x {frames} frames) to the monitor\'s matrices: {ours / traces * 1e3:.2f} ms per '
+          f'trace; json.loads of the same lines alone {bare / traces * 1e3:.2f} ms ({ours / bare:.1f}x)')
 
 
 def _python_work(_: int) -> float:
@@ -243,6 +316,7 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     sources repeated under new names): with the timelines the audit's workers
     drew (what ``safemanip audit`` does), and drawing every timeline here."""
     import copy
+    import json
 
     from safemanip_ros.audit.report import build_report, predrawn_timelines, report_json, write_csvs, write_html
     many: list[dict] = []
@@ -261,9 +335,16 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     t = time.perf_counter()
     predrawn = predrawn_timelines(many)
     report = build_report(many, [], {'reduction': 'any'})
+    t_json = time.perf_counter()
     (out / 'report.json').write_text(report_json(report))     # as safemanip audit writes it
+    t_json = time.perf_counter() - t_json
     write_csvs(report, out)
     t_stats = time.perf_counter() - t
+    t = time.perf_counter()
+    json.dumps(report, indent=1)            # the writer before report_json: json's Python encoder
+    t_indent = time.perf_counter() - t
+    print(f'report.json for {n} episodes: {t_json:.2f} s; json.dumps(indent=1) of the same report {t_indent:.2f} s '
+          f'({t_indent / t_json:.1f}x)')
     for mode, ready, how in (('violations', predrawn, 'drawn by the audit\'s workers'),
                              ('all', {}, 'every one drawn here')):
         t = time.perf_counter()
