@@ -312,13 +312,27 @@ def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: 
 
 
 def report_time(results: list[dict], out: Path, episodes: int) -> None:
-    """build_report + CSVs + report.html for ``episodes`` episodes (the audit's
-    sources repeated under new names): with the timelines the audit's workers
-    drew (what ``safemanip audit`` does), and drawing every timeline here."""
+    """build_report + report.json + CSVs + report.html for ``episodes``
+    episodes (the audit's sources repeated under new names), as ``safemanip
+    audit`` makes them: from detached results (per-frame fields left in the
+    result files, read back while writing), with the timelines the audit's
+    workers drew; beside the same from results that carry their fields in
+    memory (the baseline), and beside drawing every timeline here.  Also the
+    memory the results hold, detached beside carried."""
     import copy
     import json
+    import tracemalloc
 
-    from safemanip_ros.audit.report import build_report, predrawn_timelines, report_json, write_csvs, write_html
+    from safemanip_ros.audit.engine import _store_result
+    from safemanip_ros.audit.report import (
+        build_report,
+        predrawn_timelines,
+        report_json,
+        write_csvs,
+        write_html,
+        write_report_json,
+    )
+    from safemanip_ros.audit.stored import detached
     many: list[dict] = []
     k = 0
     while sum(len(r['episodes']) for r in many) < episodes:
@@ -330,30 +344,52 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
             many.append(r2)
             k += 1
     n = sum(len(r['episodes']) for r in many)
-    out.mkdir(parents=True)
+    files = [_store_result(out / 'results', f'r{i:05d}', 'bench', r) for i, r in enumerate(many)]
+    # What a resumed audit holds for its report: each stored result read back, carried or detached.
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    held = [json.loads(f.read_text()) for f in files]
+    carried_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+    held = [detached(h, f, h.pop('key')) for h, f in zip(held, files)]
+    detached_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+    tracemalloc.stop()
+    del held
+    print(f'results held for the report of {n} episodes: {detached_mb:.0f} MB detached (safemanip audit), '
+          f'{carried_mb:.0f} MB carrying their per-frame fields (the baseline; {carried_mb / detached_mb:.1f}x)')
+    light = [detached(r, f, 'bench') for r, f in zip(many, files)]
     import matplotlib.figure  # noqa: F401  imported once before timing, not inside the first report
-    t = time.perf_counter()
-    predrawn = predrawn_timelines(many)
-    report = build_report(many, [], {'reduction': 'any'})
-    t_json = time.perf_counter()
-    (out / 'report.json').write_text(report_json(report))     # as safemanip audit writes it
-    t_json = time.perf_counter() - t_json
-    write_csvs(report, out)
-    t_stats = time.perf_counter() - t
+    build_report(many, [], {'reduction': 'any'})     # untimed: scipy's import, the bootstrap's draw for n
+    timed: dict[str, tuple[float, float, float]] = {}
+    for how, res in (('detached', light), ('carried', many)):
+        where = out / how
+        where.mkdir(parents=True)
+        t = time.perf_counter()
+        predrawn = predrawn_timelines(res)
+        report = build_report(res, [], {'reduction': 'any'})
+        t_json = time.perf_counter()
+        write_report_json(report, where / 'report.json')
+        t_json = time.perf_counter() - t_json
+        write_csvs(report, where)
+        t_stats = time.perf_counter() - t
+        t = time.perf_counter()
+        write_html(report, where, 'violations', predrawn)
+        timed[how] = (t_stats, t_json, time.perf_counter() - t)
+    assert (out / 'detached' / 'report.json').read_bytes() == (out / 'carried' / 'report.json').read_bytes()
     t = time.perf_counter()
     json.dumps(report, indent=1)            # the writer before report_json: json's Python encoder
     t_indent = time.perf_counter() - t
-    print(f'report.json for {n} episodes: {t_json:.2f} s; json.dumps(indent=1) of the same report {t_indent:.2f} s '
-          f'({t_indent / t_json:.1f}x)')
-    for mode, ready, how in (('violations', predrawn, 'drawn by the audit\'s workers'),
-                             ('all', {}, 'every one drawn here')):
-        t = time.perf_counter()
-        write_html(report, out, mode, ready)
-        drawn = sum(1 for e in report['episodes'] if mode == 'all' or e['timeline'])
-        print(f'report for {n} episodes: statistics + JSON + CSV {t_stats:.2f} s; report.html with {drawn} '
-              f'timelines ({mode}; {how}) {time.perf_counter() - t:.2f} s, '
-              f'{(out / "report.html").stat().st_size / 1e6:.1f} MB (target < 30 s in all)')
-
+    (stats_d, json_d, html_d), (stats_c, json_c, html_c) = timed['detached'], timed['carried']
+    drawn = sum(1 for e in report['episodes'] if e['timeline'])
+    print(f'report for {n} episodes (detached, as safemanip audit): statistics + JSON + CSV {stats_d:.2f} s; '
+          f'report.html with {drawn} timelines drawn by the audit\'s workers {html_d:.2f} s '
+          f'(target < 30 s in all); from results in memory (the baseline): {stats_c:.2f} s and {html_c:.2f} s')
+    print(f'report.json for {n} episodes: {json_c:.2f} s from results in memory ({json_d:.2f} s detached); '
+          f'json.dumps(indent=1) of the same report {t_indent:.2f} s ({t_indent / json_c:.1f}x)')
+    report_json(report)     # the string form (the API's) agrees with the file written above
+    t = time.perf_counter()
+    write_html(report, out / 'carried', 'all', {})
+    print(f'report.html for {n} episodes with every timeline drawn here: {time.perf_counter() - t:.2f} s, '
+          f'{(out / "carried" / "report.html").stat().st_size / 1e6:.1f} MB')
 
 if __name__ == '__main__':
     sys.exit(main())

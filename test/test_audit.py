@@ -576,3 +576,75 @@ def test_report_json_is_the_report_with_one_line_per_list_element():
     assert lines[0] == '{' and lines[-1] == '}' and len(lines) == 2 + len(report) + len(report['episodes']) + 1
     start = lines.index(' "episodes": [')
     assert [json.loads(line.rstrip(',')) for line in lines[start + 1:start + 3]] == report['episodes']
+
+
+def test_detached_results_give_the_same_report_and_hold_no_timelines(bags, tmp_path, monkeypatch):
+    """``detach_timelines`` (what ``safemanip audit`` uses): results refer
+    to their files for the per-frame fields, whichever worker computed them
+    or when read back on resume, and report.json, the CSVs and report.html
+    are the same text as from results that carry them."""
+    import safemanip_ros.audit.engine as engine
+    from safemanip_ros.audit.engine import AuditConfig, run_audit
+    from safemanip_ros.audit.report import (
+        build_report,
+        predrawn_timelines,
+        report_json,
+        write_csvs,
+        write_html,
+        write_report_json,
+    )
+    from safemanip_ros.audit.stored import TIMELINE_FIELDS, StoredField
+
+    inputs = tmp_path / 'inputs'
+    for k in range(6):
+        shutil.copytree(bags / f'ep{k % 3}', inputs / f'copy{k}')
+    cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,),
+                      success='task_done')
+    monkeypatch.setattr(engine, 'CHUNK', 2)        # forked workers return results too
+
+    def outputs(out: Path, workers: int, detach: bool) -> tuple[list, dict[str, str]]:
+        results, skipped = run_audit([str(inputs)], cfg, out, workers=workers, detach_timelines=detach)
+        drawn = predrawn_timelines(results)
+        report = build_report(results, skipped, {'properties': list(cfg.properties)})
+        texts = {'report_json': report_json(report)}
+        write_report_json(report, out / 'report.json')
+        write_csvs(report, out)
+        for timelines in ('violations', 'all'):
+            write_html(report, out, timelines, drawn)
+            texts[f'html_{timelines}'] = (out / 'report.html').read_text()
+        texts.update({f.name: f.read_text() for f in sorted(out.glob('*.csv'))})
+        texts['report.json'] = (out / 'report.json').read_text()
+        assert not list(out.glob('.report.json.*'))       # the temporary file is gone
+        return results, texts
+
+    attached, want = outputs(tmp_path / 'attached', 1, False)
+    assert want['report.json'] == want['report_json']
+    assert any(ep['predicates'] and ep['verdicts'] for r in attached for ep in r['episodes'])
+    for workers in (1, 2):
+        out = tmp_path / f'detached{workers}'
+        for run in ('computed', 'resumed'):
+            results, got = outputs(out, workers, True)
+            assert got == want, (workers, run)
+            for r in results:
+                for ep in r['episodes']:
+                    assert all(isinstance(ep[f], StoredField) for f in TIMELINE_FIELDS if f in ep), (workers, run)
+                    assert {'predicates', 'verdicts'} <= set(ep)
+
+
+def test_a_result_file_rewritten_after_the_audit_is_an_error_not_other_data(bags, tmp_path):
+    from safemanip_ros.audit.engine import AuditConfig, run_audit
+    from safemanip_ros.audit.report import build_report, report_json
+    from safemanip_ros.audit.stored import StoredResultError
+
+    cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,))
+    results, skipped = run_audit([str(bags / 'ep0')], cfg, tmp_path / 'out', detach_timelines=True)
+    report = build_report(results, skipped, {})
+    [stored] = list((tmp_path / 'out' / 'episodes').glob('*.json'))
+    data = json.loads(stored.read_text())
+    data['key'] = 'another'
+    stored.write_text(json.dumps(data))
+    with pytest.raises(StoredResultError, match=f'{stored}: changed after the audit wrote it'):
+        report_json(report)
+    stored.unlink()
+    with pytest.raises(StoredResultError, match=f'{stored}: result file unreadable'):
+        report_json(report)

@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SafemanipError
+from ..gc_pause import gc_paused
 from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
@@ -46,6 +47,7 @@ from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read
 from .memory import keep_freed_memory
 from .report import timeline_fields, timeline_svg
 from .schema import SourceResult
+from .stored import detached
 
 
 @dataclass(frozen=True)
@@ -158,14 +160,16 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Epi
 
 
 def audit_sources(paths: list[str], cfg: AuditConfig,
-                  store: tuple[str, dict[str, tuple[str, str | None]]] | None = None
-                  ) -> list[tuple[str, dict | None, str | None]]:
+                  store: tuple[str, dict[str, tuple[str, str | None]]] | None = None,
+                  detach_timelines: bool = False) -> list[tuple[str, dict | None, str | None]]:
     """Monitor every episode of several sources in one batch (one numpy
     operation steps all of them); per source a result or the reason it
     failed.  ``store``: (output folder, path → (file name, result key)):
     results are also written there, as :func:`run_audit` would (a local
     worker writes its own, in parallel with the others).  A key given as
-    None is computed here, from the source as it is before it is read."""
+    None is computed here, from the source as it is before it is read.
+    ``detach_timelines`` (with ``store``): the results returned refer to
+    their files for their per-frame fields (:func:`.stored.detached`)."""
     keep_freed_memory()     # here too: a Ray worker is a process of its own
     predicates = list(_monitor(cfg).predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
@@ -204,11 +208,14 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
             summaries.append(summary)
     k = 0
     for path, eps in loaded:
-        result = {'source': path, 'episodes': summaries[k:k + len(eps)]}
-        out.append((path, result, None))
+        result: dict = {'source': path, 'episodes': summaries[k:k + len(eps)]}
         k += len(eps)
         if store is not None:
-            _store_result(Path(store[0]), *keys[path], result)
+            name, key = keys[path]
+            file = _store_result(Path(store[0]), name, key, result)
+            if detach_timelines:
+                result = detached(result, file, key)
+        out.append((path, result, None))
     return out
 
 
@@ -225,9 +232,12 @@ def _chunk_store(out: Path, keys: dict[str, tuple[str, str | None]],
     return str(out), {p: keys[p] for p in chunk}
 
 
-def _store_result(out: Path, name: str, key: str, result: dict) -> None:
-    """A source's result as ``out/episodes/<name>.json``, with the key a resumed audit checks."""
-    _write_json(out / 'episodes' / f'{name}.json', {**result, 'key': key})
+def _store_result(out: Path, name: str, key: str, result: dict) -> Path:
+    """A source's result as ``out/episodes/<name>.json`` (returned), with
+    the key a resumed audit checks."""
+    path = out / 'episodes' / f'{name}.json'
+    _write_json(path, {**result, 'key': key})
+    return path
 
 
 def audit_source(path: str, cfg: AuditConfig) -> dict:
@@ -308,11 +318,14 @@ def _result_key(path: Path, cfg_key: str) -> str:
     return hashlib.sha256(f'{cfg_key}|{source_fingerprint(path)}'.encode()).hexdigest()[:24]
 
 
-def _stored_key(path: Path) -> str | None:
+def _stored_result(path: Path) -> dict | None:
+    """The result stored at ``path`` with its key, or None (none, or
+    unreadable or torn: recomputed)."""
     try:
-        return json.loads(path.read_text()).get('key')
-    except (OSError, ValueError, AttributeError):
-        return None      # unreadable or torn: recompute
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get('key'), str) else None
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -330,9 +343,14 @@ this bounds the work an interruption can lose."""
 
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
-              ray_address: str | None = None, progress: Callable[[int, int], None] | None = None
-              ) -> tuple[list[SourceResult], list[dict[str, str]]]:
-    """Audit every source under ``inputs``; returns (results, skipped) in input order."""
+              ray_address: str | None = None, progress: Callable[[int, int], None] | None = None,
+              detach_timelines: bool = False) -> tuple[list[SourceResult], list[dict[str, str]]]:
+    """Audit every source under ``inputs``; returns (results, skipped) in input order.
+
+    ``detach_timelines``: each episode's per-frame fields (``predicates``,
+    ``verdicts``, ``timeline_svg``) are :class:`~.stored.StoredField`
+    references into its result file, not values, so memory does not grow
+    with them (see :mod:`.stored`); the report functions read through them."""
     keep_freed_memory()     # before the first bag's buffers; forked workers inherit it
     out = Path(out_dir)
     labelled: list[tuple[Path, str]] = []
@@ -345,13 +363,18 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     # source → (file name, content key).  A source with no stored result is fingerprinted by the
     # worker that reads it (in parallel, not here, one after another), just before reading it.
     keys: dict[str, tuple[str, str | None]] = {}
-    for src, _ in labelled:
-        name = _name(src)
-        stored = _stored_key(out / 'episodes' / f'{name}.json')
-        key = _result_key(src, cfg_key) if stored is not None else None
-        keys[str(src)] = (name, key)
-        if key is None or stored != key:
-            todo.append(str(src))
+    reused: dict[str, dict] = {}       # source → its stored result, read once, here
+    with gc_paused():
+        for src, _ in labelled:
+            name = _name(src)
+            ep_file = out / 'episodes' / f'{name}.json'
+            stored = _stored_result(ep_file)
+            key = _result_key(src, cfg_key) if stored is not None else None
+            keys[str(src)] = (name, key)
+            if stored is not None and key is not None and stored.pop('key') == key:
+                reused[str(src)] = detached(stored, ep_file, key) if detach_timelines else stored
+            else:
+                todo.append(str(src))
     for stale in (out / 'skipped').glob('*.json') if (out / 'skipped').is_dir() else []:
         stale.unlink()      # skipped sources are retried on every run
     done = len(labelled) - len(todo)
@@ -370,7 +393,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
             if not written:
                 key = key or known
                 assert key is not None      # a worker that does not write returns the key it computed
-                _store_result(out, name, key, result)
+                file = _store_result(out, name, key, result)
+                if detach_timelines:
+                    result = detached(result, file, key)
             computed[path] = result
         else:
             (out / 'episodes' / f'{name}.json').unlink(missing_ok=True)   # an older result is stale now
@@ -383,19 +408,15 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     n_chunks = max(min(len(todo), max(1, workers)), -(-len(todo) // CHUNK)) if todo else 0
     chunks = [todo[i::n_chunks] for i in range(n_chunks)]
     with _heap_frozen():
-        _compute(chunks, cfg, out, keys, record, workers, engine, ray_address)
+        _compute(chunks, cfg, out, keys, record, workers, engine, ray_address, detach_timelines)
     results, skipped = [], []
     for src, label in labelled:
         name, key = keys[str(src)]
-        ep_file, sk_file = out / 'episodes' / f'{name}.json', out / 'skipped' / f'{name}.json'
+        sk_file = out / 'skipped' / f'{name}.json'
         if str(src) in computed:
             results.append({**computed[str(src)], 'policy': label})
-        elif ep_file.exists():
-            data = json.loads(ep_file.read_text())
-            if data.pop('key', None) != key:
-                raise SafemanipError(f'{ep_file}: changed while the audit ran; run it again')
-            data['policy'] = label
-            results.append(data)
+        elif str(src) in reused:
+            results.append({**reused[str(src)], 'policy': label})
         elif sk_file.exists():
             skipped.append(json.loads(sk_file.read_text()))
     return results, skipped
@@ -425,20 +446,22 @@ _RAY_MARK = '.ray-audit-'
 
 
 def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, keys: dict[str, tuple[str, str | None]],
-               token: str) -> tuple[bool, list[tuple[str, dict | None, str | None, str | None]]]:
+               token: str, detach_timelines: bool = False
+               ) -> tuple[bool, list[tuple[str, dict | None, str | None, str | None]]]:
     """A Ray task: :func:`audit_sources` on a worker.  Where the worker sees
     the audit's output folder (the driver's mark for this run is there), it
     writes the results itself, as a local worker does; elsewhere it
     fingerprints each source before reading it and returns the results with
     their keys for the driver to write.  Returns (written, outcomes)."""
     if (Path(out) / f'{_RAY_MARK}{token}').exists():
-        return True, [(p, r, why, None) for p, r, why in audit_sources(chunk, cfg, (out, keys))]
+        return True, [(p, r, why, None) for p, r, why in audit_sources(chunk, cfg, (out, keys), detach_timelines)]
     filled = _filled_keys(keys, cfg)
     return False, [(p, r, why, filled[p][1]) for p, r, why in audit_sources(chunk, cfg)]
 
 
 def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[str, tuple[str, str | None]],
-             record: Callable[..., None], workers: int, engine: str, ray_address: str | None) -> None:
+             record: Callable[..., None], workers: int, engine: str, ray_address: str | None,
+             detach_timelines: bool = False) -> None:
     """Audit ``chunks`` of sources on ``engine``; ``record`` takes each
     source's (path, result, reason[, written[, key]])."""
     if engine == 'ray':
@@ -457,7 +480,8 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         mark.touch()
         try:
             remote = ray.remote(_ray_chunk)
-            pending = [remote.remote(chunk, cfg, *_chunk_store(out, keys, chunk), token) for chunk in chunks]
+            pending = [remote.remote(chunk, cfg, *_chunk_store(out, keys, chunk), token, detach_timelines)
+                       for chunk in chunks]
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
                 written, outcomes = ray.get(ready[0])
@@ -469,14 +493,14 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         raise SafemanipError(f'unknown engine {engine!r}; choose local or ray')
     elif workers <= 1 or len(chunks) <= 1:
         for chunk in chunks:
-            for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk)):
+            for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk), detach_timelines):
                 record(path, result, reason, written=True)
     else:
-        _fan_out(chunks, cfg, out, keys, record, workers)
+        _fan_out(chunks, cfg, out, keys, record, workers, detach_timelines)
 
 
 def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[str, tuple[str, str | None]],
-             record: Callable[..., None], workers: int) -> None:
+             record: Callable[..., None], workers: int, detach_timelines: bool = False) -> None:
     """Audit ``chunks`` in this process and ``workers - 1`` forked ones.
 
     The parent is a worker too: it would otherwise only wait, one process
@@ -501,10 +525,11 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
         while queue or running:
             while len(queue) > 1 and len(running) < children:      # the last one left is the parent's
                 chunk = queue.popleft()
-                running.add(pool.submit(audit_sources, chunk, cfg, _chunk_store(out, keys, chunk)))
+                running.add(pool.submit(audit_sources, chunk, cfg, _chunk_store(out, keys, chunk), detach_timelines))
             if queue:
                 chunk = queue.pop()
-                for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk)):
+                for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk),
+                                                          detach_timelines):
                     record(path, result, reason, written=True)
                 collect([fut for fut in running if fut.done()])
             else:

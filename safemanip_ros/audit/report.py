@@ -14,7 +14,10 @@ import csv
 import html
 import io
 import json
+import os
+import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
 
@@ -22,6 +25,7 @@ import numpy as np
 
 from .schema import REPORT_VERSION, Report
 from .stats import clopper_pearson, cluster_bootstrap_ratio
+from .stored import StoredField, resolved
 
 DEFAULT_UNKNOWN_FLAG = 0.05
 """A property whose share of frames decided by ``unknown_as`` exceeds this is
@@ -190,20 +194,49 @@ def report_json(report: dict) -> str:
     written compactly.  The same JSON as ``json.dumps(report, indent=1)``,
     5x faster to write: ``indent`` makes ``json`` use its Python encoder
     (0.39 against 0.07 s for the 3.7 MB of 40 episodes), this the C one,
-    once per element."""
-    encode = json.JSONEncoder(separators=(', ', ': ')).encode
-    lines = ['{']
+    once per element.  Fields a detached result left in its file
+    (:class:`~.stored.StoredField`) are read from it."""
+    return '\n'.join(_report_lines(report)) + '\n'
+
+
+def write_report_json(report: dict, path: Path) -> None:
+    """:func:`report_json`'s text written to ``path`` line by line (a fleet's
+    report is hundreds of MB: it is never one string in memory), through a
+    temporary file, so ``path`` is never left half written."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w') as fh:
+            for line in _report_lines(report):
+                fh.write(line)
+                fh.write('\n')
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _report_lines(report: dict) -> Iterator[str]:
+    encode = json.JSONEncoder(separators=(', ', ': '), default=_stored_value).encode
+    yield '{'
     last = len(report) - 1
     for i, (key, value) in enumerate(report.items()):
         comma = ',' if i < last else ''
         if isinstance(value, list) and value:
-            lines.append(f' {encode(key)}: [')
-            lines.append(',\n'.join('  ' + encode(item) for item in value))
-            lines.append(f' ]{comma}')
+            yield f' {encode(key)}: ['
+            end = len(value) - 1
+            for j, item in enumerate(value):
+                yield f'  {encode(item)},' if j < end else f'  {encode(item)}'
+            yield f' ]{comma}'
         else:
-            lines.append(f' {encode(key)}: {encode(value)}{comma}')
-    lines.append('}')
-    return '\n'.join(lines) + '\n'
+            yield f' {encode(key)}: {encode(value)}{comma}'
+    yield '}'
+
+
+def _stored_value(obj: object) -> object:
+    """``json``'s ``default``: the value a :class:`~.stored.StoredField` refers to."""
+    if isinstance(obj, StoredField):
+        return obj.load()
+    raise TypeError(f'Object of type {type(obj).__name__} is not JSON serializable')
 
 
 def write_csvs(report: dict, out: Path) -> None:
@@ -272,11 +305,12 @@ def timeline_fields(ep: dict) -> dict:
             'verdict_timeline': ep.get('verdicts', {})}
 
 
-def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str]:
+def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str | StoredField]:
     """The timelines the audit's workers drew (``timeline_svg`` of an episode
     result, for every episode with a violation), by (source, episode); they
-    are taken out of the results, so ``report.json`` does not carry them."""
-    out: dict[tuple[str, str], str | None] = {}
+    are taken out of the results, so ``report.json`` does not carry them.
+    A detached result's are references into its file, read when drawn."""
+    out: dict[tuple[str, str], str | StoredField | None] = {}
     for res in results:
         for ep in res['episodes']:
             svg = ep.pop('timeline_svg', None)
@@ -287,7 +321,7 @@ def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str]:
 
 
 def write_html(report: dict, out: Path, timelines: str = 'violations',
-               predrawn: dict[tuple[str, str], str] | None = None) -> None:
+               predrawn: dict[tuple[str, str], str | StoredField] | None = None) -> None:
     """report.html: summary tables, rate charts, and a timeline per episode
     (``timelines``: episodes with violations, ``all`` or ``none``) as SVG.
     ``predrawn``: timelines already drawn (by the audit's workers, in parallel:
@@ -325,15 +359,17 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
     chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
     ready = predrawn or {}
-    drawn = [(f'{e["episode"]} ({e["source"]})', ready.get((e['source'], e['episode'])) or timeline_svg(e))
-             for e in chosen]
-    if len(drawn) > INLINE_TIMELINES:
-        # Past the first ones, each timeline is its own file, loaded when scrolled to: the page stays light.
-        folder = out / 'timelines'
-        folder.mkdir(exist_ok=True)
-        for k, (title, svg) in enumerate(drawn[INLINE_TIMELINES:], start=INLINE_TIMELINES):
+    drawn: list[tuple[str, str]] = []
+    folder = out / 'timelines'
+    for k, e in enumerate(chosen):
+        svg = resolved(ready.get((e['source'], e['episode']))) or timeline_svg(e)
+        if k >= INLINE_TIMELINES and len(chosen) > INLINE_TIMELINES:
+            # Past the first ones, each timeline is its own file, loaded when scrolled to: the page stays
+            # light.  Written as it is made: a fleet's timelines (hundreds of MB) are never all in memory.
+            folder.mkdir(exist_ok=True)
             (folder / f'{k:05d}.svg').write_text(svg.replace('<svg ', '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
-            drawn[k] = (title, f'<img loading="lazy" alt="timeline" src="timelines/{k:05d}.svg">')
+            svg = f'<img loading="lazy" alt="timeline" src="timelines/{k:05d}.svg">'
+        drawn.append((f'{e["episode"]} ({e["source"]})', svg))
     esc = html.escape
     rows = ''.join(
         f'<tr{" class=flagged" if r.get("unknown_flagged") else ""}><td>{esc(n)}</td><td>{esc(r["category"])}</td>'
@@ -407,9 +443,9 @@ def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int =
     for r in e['timeline']:
         rows.append((f'violation: {r["instance"]}', [(ep['start'], ep['end'], '#c0504d' if not ep['recovered']
                                                       else '#e3a09f') for ep in r['episodes']]))
-    for name, runs in (e.get('verdict_timeline') or {}).items():
+    for name, runs in (resolved(e.get('verdict_timeline')) or {}).items():
         rows.append((f'verdict: {name}', [(a, b, _VERDICT_COLOUR.get(code, '#999999')) for a, b, code in runs]))
-    for name, runs in (e.get('predicate_timeline') or {}).items():
+    for name, runs in (resolved(e.get('predicate_timeline')) or {}).items():
         rows.append((name, [(a, b, '#4f81bd') for a, b in runs['true']] +
                      [(a, b, '#bbbbbb') for a, b in runs['unknown']]))
     frames = max(1, int(e['frames']))

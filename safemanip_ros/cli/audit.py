@@ -75,7 +75,8 @@ skipped, an empty folder, a mistyped path): no report is evidence of nothing."""
 
 def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
-    from ..audit.report import build_report, predrawn_timelines, report_json, write_csvs, write_html
+    from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html, write_report_json
+    from ..gc_pause import gc_paused
     from .options import check_positive, check_probability
 
     check_positive('--rate-hz', args.rate_hz)
@@ -110,17 +111,21 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     unsupported = unsupported_instances(cfg)     # before any work: --strict fails here
     for inst, missing in sorted(unsupported.items()):
         print(f'unsupported: {inst} not run: nothing in {args.config} grounds {", ".join(missing)}', file=sys.stderr)
-    results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress)
+    # Detached: per-frame timelines stay in the result files until the report reads them (a fleet's
+    # would take GBs of memory), see audit/stored.py.
+    results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress,
+                                 detach_timelines=True)
     if bar is not None:
         bar.close()
-    drawn = predrawn_timelines(results)
-    report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
-                          unsupported=unsupported)
-    (out / 'report.json').write_text(report_json(report))
-    write_csvs(report, out)
-    if not args.quiet and args.timelines != 'none':
-        print(f'writing report.html ({len(drawn)} timelines drawn by the audit)', file=sys.stderr)
-    write_html(report, out, args.timelines, drawn)
+    with gc_paused():       # the report's entries and the files read back are acyclic: no collector passes
+        drawn = predrawn_timelines(results)
+        report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
+                              unsupported=unsupported)
+        write_report_json(report, out / 'report.json')
+        write_csvs(report, out)
+        if not args.quiet and args.timelines != 'none':
+            print(f'writing report.html ({len(drawn)} timelines drawn by the audit)', file=sys.stderr)
+        write_html(report, out, args.timelines, drawn)
     print(f'audited {report["rollouts"]} rollouts ({report["frames"]} frames) from {len(results)} sources; '
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:

@@ -26,8 +26,6 @@ the trace, counts as a one-frame episode at T-1).
 from __future__ import annotations
 
 import builtins
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Any, Iterator, NamedTuple, Sequence, overload
 import numpy as np
 
 from ..errors import MonitorInputError
+from ..gc_pause import gc_paused
 from ..ltlf.cache import compile_cached
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
@@ -81,7 +80,7 @@ class _EpisodeRows:
         if self._tuples is None:
             # tuple.__new__ straight from C: the cheapest way to make many named tuples; the
             # collector waits (each pass would walk every result made before them).
-            with _gc_paused():
+            with gc_paused():
                 self._tuples = list(map(tuple.__new__, repeat(Episode), zip(*self.lists())))
         return self._tuples
 
@@ -251,20 +250,6 @@ program columns stay within the caches (more is slower, not faster)."""
 RUN_BLOCK_BYTES = 64 << 20
 """Working memory of one block of :meth:`Monitor.run` (columns and records);
 a rollout too long for it has its columns evaluated in windows of frames."""
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Results are ~10^5 small acyclic objects (an episode per violation);
-    the cyclic collector's passes while they are made cost several times more
-    than making them, so it waits until they are built."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Monitor:
@@ -479,7 +464,7 @@ class Monitor:
             self.unsafe[ds, bs] += 1
             self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         pending = obligation & ~self._strong[:, None]
-        with _gc_paused():
+        with gc_paused():
             return self._finish_results(ending, pending, out)
 
     def _finish_results(self, ending: np.ndarray, pending: np.ndarray,
