@@ -648,3 +648,29 @@ def test_a_result_file_rewritten_after_the_audit_is_an_error_not_other_data(bags
     stored.unlink()
     with pytest.raises(StoredResultError, match=f'{stored}: result file unreadable'):
         report_json(report)
+
+
+@pytest.mark.parametrize('names', [('reach', 'open'), ('predicates', 'verdicts'), ('timeline_svg', 'a"predicates')])
+def test_a_stored_field_reads_the_value_written_even_when_names_look_like_its_key(tmp_path, names):
+    """A detached field decodes just its value where the file's text says
+    unambiguously where it is, and the whole file where a predicate or
+    instance is named like the field: the value is the one written either way."""
+    from safemanip_ros.audit.engine import _store_result
+    from safemanip_ros.audit.stored import TIMELINE_FIELDS, detached, resolved
+
+    def episode(k: int, drawn: bool) -> dict:
+        ep = {'name': f'ep{k}', 'frames': 10 + k, 'instances': [{'name': names[0], 'unknown_predicates': {names[1]: k}}],
+              'predicates': {names[0]: {'true': [[k, k + 1]], 'unknown': []}, names[1]: {'true': [], 'unknown': [[0, k]]}},
+              'verdicts': {f'{names[1]}[x=1]': [[0, k, 1]]}}
+        if drawn:
+            ep['timeline_svg'] = f'<svg "{names[0]}":"{k}"></svg>'
+        return ep
+
+    result = {'source': '/bags/b', 'episodes': [episode(k, drawn) for k, drawn in enumerate([True, False, True, True])]}
+    file = _store_result(tmp_path, 'b', 'k1', result)
+    light = detached(result, file, 'k1')
+    for want, got in zip(result['episodes'], light['episodes']):
+        assert set(want) == set(got)
+        for name in TIMELINE_FIELDS:
+            if name in want:
+                assert resolved(got[name]) == want[name], name
