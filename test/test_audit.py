@@ -584,15 +584,8 @@ def test_detached_results_give_the_same_report_and_hold_no_timelines(bags, tmp_p
     or when read back on resume, and report.json, the CSVs and report.html
     are the same text as from results that carry them."""
     import safemanip_ros.audit.engine as engine
+    from safemanip_ros.audit import report as rp
     from safemanip_ros.audit.engine import AuditConfig, run_audit
-    from safemanip_ros.audit.report import (
-        build_report,
-        predrawn_timelines,
-        report_json,
-        write_csvs,
-        write_html,
-        write_report_json,
-    )
     from safemanip_ros.audit.stored import TIMELINE_FIELDS, StoredField
 
     inputs = tmp_path / 'inputs'
@@ -604,13 +597,13 @@ def test_detached_results_give_the_same_report_and_hold_no_timelines(bags, tmp_p
 
     def outputs(out: Path, workers: int, detach: bool) -> tuple[list, dict[str, str]]:
         results, skipped = run_audit([str(inputs)], cfg, out, workers=workers, detach_timelines=detach)
-        drawn = predrawn_timelines(results)
-        report = build_report(results, skipped, {'properties': list(cfg.properties)})
-        texts = {'report_json': report_json(report)}
-        write_report_json(report, out / 'report.json')
-        write_csvs(report, out)
+        drawn = rp.predrawn_timelines(results)
+        report = rp.build_report(results, skipped, {'properties': list(cfg.properties)})
+        texts = {'report_json': rp.report_json(report)}
+        rp.write_report_json(report, out / 'report.json')
+        rp.write_csvs(report, out)
         for timelines in ('violations', 'all'):
-            write_html(report, out, timelines, drawn)
+            rp.write_html(report, out, timelines, drawn)
             texts[f'html_{timelines}'] = (out / 'report.html').read_text()
         texts.update({f.name: f.read_text() for f in sorted(out.glob('*.csv'))})
         texts['report.json'] = (out / 'report.json').read_text()
@@ -674,3 +667,23 @@ def test_a_stored_field_reads_the_value_written_even_when_names_look_like_its_ke
         for name in TIMELINE_FIELDS:
             if name in want:
                 assert resolved(got[name]) == want[name], name
+
+
+@pytest.mark.parametrize('enabled', [True, False])
+def test_gc_paused_restores_the_collector_as_it_was(enabled):
+    import gc
+
+    from safemanip_ros.gc_pause import gc_paused
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with pytest.raises(KeyError):
+            with gc_paused():
+                assert not gc.isenabled()
+                with gc_paused():                   # nested: the inner exit leaves it off
+                    pass
+                assert not gc.isenabled()
+                raise KeyError('inside')
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
