@@ -687,3 +687,55 @@ def test_gc_paused_restores_the_collector_as_it_was(enabled):
         assert gc.isenabled() == enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_report_read_without_episodes_is_the_report_less_its_episodes(tmp_path):
+    """The gate's read skips the episode entries by line, in report.json as
+    the audit writes it and as json.dumps(indent=1) would, wherever the key
+    stands; a file laid out otherwise is decoded whole; broken JSON names the file."""
+    from safemanip_ros.audit.report import read_report, report_json
+    from safemanip_ros.audit.schema import REPORT_VERSION
+    from safemanip_ros.errors import SafemanipError
+
+    eps = [{'source': 's]', 'episode': f'e{k}', 'notes': ' ]', 'timeline': [[k, {'x': ' ],'}]]} for k in range(3)]
+    head = {'version': REPORT_VERSION, 'rollouts': 3, 'properties': {'p': {'clusters': {'violations': [1]}}},
+            'categories': {}, 'skipped': [{'reason': 'x\n ]'}]}
+    layouts = {'middle': {**head, 'episodes': eps, 'horizons': [{'h': 1}]}, 'last': {**head, 'episodes': eps},
+               'empty': {**head, 'episodes': [], 'policies': []}}
+    for name, report in layouts.items():
+        texts = {'audit': report_json(report), 'indent': json.dumps(report, indent=1), 'compact': json.dumps(report)}
+        for how, text in texts.items():
+            path = tmp_path / f'{name}-{how}.json'
+            path.write_text(text)
+            whole = read_report(path)
+            assert whole == report
+            light = read_report(path, episodes=False)
+            assert light == {k: v for k, v in report.items() if k != 'episodes' or how == 'compact' or not v}, (name, how)
+    bad = tmp_path / 'bad.json'
+    bad.write_text(report_json(layouts['middle'])[:-3])
+    with pytest.raises(SafemanipError, match=f'{bad}: cannot read report'):
+        read_report(bad, episodes=False)
+
+
+def test_gate_baseline_interval_is_its_definition_to_the_bit():
+    """The baseline comparison's interval: resamples drawn as int32 and summed
+    by blocks give what gathering int64 draws at once gave, for counts and
+    for other values, clusters of different numbers."""
+    from safemanip_ros.audit.gate import _diff_ci
+
+    def definition(cand, base, confidence, seed):
+        cv, cn = (np.array(cand['clusters'][k], float) for k in ('violations', 'triggers'))
+        bv, bn = (np.array(base['clusters'][k], float) for k in ('violations', 'triggers'))
+        rng = np.random.default_rng(seed)
+        ci, bi = rng.integers(0, cv.size, (2000, cv.size)), rng.integers(0, bv.size, (2000, bv.size))
+        d = (cv[ci].sum(1) / np.maximum(cn[ci].sum(1), 1e-12) - bv[bi].sum(1) / np.maximum(bn[bi].sum(1), 1e-12))
+        d = d[(cn[ci].sum(1) > 0) & (bn[bi].sum(1) > 0)]
+        return float(np.quantile(d, (1 - confidence) / 2)), float(np.quantile(d, 1 - (1 - confidence) / 2))
+
+    rng = np.random.default_rng(11)
+    for trial in range(12):
+        def clusters(n: int) -> dict:
+            t = rng.integers(0, 5, n).astype(float) if trial % 2 else rng.random(n) * 4
+            return {'clusters': {'violations': (t * rng.random(n)).round(trial % 2 * 9).tolist(), 'triggers': t.tolist()}}
+        cand, base = clusters(int(rng.integers(1, 700))), clusters(int(rng.integers(1, 700)))
+        assert _diff_ci(cand, base, 0.95, seed=trial) == definition(cand, base, 0.95, trial), trial

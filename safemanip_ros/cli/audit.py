@@ -4,13 +4,16 @@ recorded rollouts and the deployment gate over their reports."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
 from ..resources import config_dir, default_suites
+
+if TYPE_CHECKING:
+    from ..audit.schema import Report
 
 CONFIG = config_dir()
 DEFAULT_SUITES = tuple(default_suites())
@@ -144,12 +147,9 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(path: str) -> dict:
-    from ..audit.gate import check_report
-    try:
-        return check_report(json.loads(Path(path).read_text(encoding='utf-8')), path)
-    except (OSError, ValueError) as err:
-        raise SafemanipError(f'{path}: cannot read report: {err}') from err
+def _load(path: str) -> Report:
+    from ..audit.report import read_report
+    return read_report(path, episodes=False)     # the gate reads no episode entry
 
 
 def run_gate_cmd(args: argparse.Namespace) -> int:
