@@ -53,7 +53,10 @@ class _EpisodeFields(TypedDict):
 class EpisodeRecord(_EpisodeFields, total=False):
     """One episode of a source, as the engine stores it; ``timeline_svg``:
     its report timeline, drawn by the worker when the episode has a
-    violation (``report.predrawn_timelines``)."""
+    violation (``report.predrawn_timelines``).  In the results of
+    ``run_audit(detach_timelines=True)``, ``predicates``, ``verdicts`` and
+    ``timeline_svg`` are :class:`~.stored.StoredField` references into the
+    stored file instead (read with :func:`~.stored.resolved`)."""
 
     timeline_svg: str
 
