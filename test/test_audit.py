@@ -739,3 +739,19 @@ def test_gate_baseline_interval_is_its_definition_to_the_bit():
             return {'clusters': {'violations': (t * rng.random(n)).round(trial % 2 * 9).tolist(), 'triggers': t.tolist()}}
         cand, base = clusters(int(rng.integers(1, 700))), clusters(int(rng.integers(1, 700)))
         assert _diff_ci(cand, base, 0.95, seed=trial) == definition(cand, base, 0.95, trial), trial
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
+    from safemanip_ros.atomic_file import write_text_atomically
+
+    path = tmp_path / 'sub' / 'report.json'
+    write_text_atomically(path, ['{"old":', ' 1}'])
+    assert path.read_text() == '{"old": 1}'
+
+    def torn():
+        yield '{"new": '
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomically(path, torn())
+    assert path.read_text() == '{"old": 1}' and sorted(p.name for p in path.parent.iterdir()) == ['report.json']

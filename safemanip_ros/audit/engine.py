@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -38,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
 from ..gc_pause import gc_paused
 from ..monitor.build import build_instances
@@ -329,11 +329,8 @@ def _stored_result(path: Path) -> dict | None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix='.tmp')
-    with os.fdopen(fd, 'w') as fh:
-        fh.write(json.dumps(data, separators=(',', ':')))      # one C-encoder call, not json.dump's chunks
-    os.replace(tmp, path)
+    # One C-encoder call, not json.dump's chunks.
+    write_text_atomically(path, [json.dumps(data, separators=(',', ':'))])
 
 
 CHUNK = 64

@@ -14,8 +14,6 @@ import csv
 import html
 import io
 import json
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from itertools import chain
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
 from .schema import REPORT_VERSION, Report, check_report
 from .stats import clopper_pearson, cluster_bootstrap_ratio
@@ -204,16 +203,7 @@ def write_report_json(report: dict, path: Path) -> None:
     """:func:`report_json`'s text written to ``path`` line by line (a fleet's
     report is hundreds of MB: it is never one string in memory), through a
     temporary file, so ``path`` is never left half written."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w') as fh:
-            for line in _report_lines(report):
-                fh.write(line)
-                fh.write('\n')
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, (line + '\n' for line in _report_lines(report)))
 
 
 def read_report(path: Path | str, episodes: bool = True) -> Report:
@@ -258,16 +248,15 @@ def _decoded_without_episodes(path: Path) -> object:
                 skipping = skipped = True
             else:
                 kept.append(line)
-    if not skipped or skipping:
-        return json.loads(path.read_text(encoding='utf-8'))
-    try:
-        data = json.loads(''.join(kept))
-    except ValueError:
-        return json.loads(path.read_text(encoding='utf-8'))     # laid out otherwise: whole (its own error)
-    if isinstance(data, dict) and data.get('episodes', 0) is None:
-        del data['episodes']
-        return data
-    return json.loads(path.read_text(encoding='utf-8'))
+    if skipped and not skipping:
+        try:
+            data = json.loads(''.join(kept))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get('episodes', 0) is None:
+            del data['episodes']
+            return data
+    return json.loads(path.read_text(encoding='utf-8'))     # laid out otherwise: decoded whole (its own error)
 
 
 def _report_lines(report: dict) -> Iterator[str]:
@@ -416,12 +405,13 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
     ready = predrawn or {}
     drawn: list[tuple[str, str]] = []
     folder = out / 'timelines'
+    if len(chosen) > INLINE_TIMELINES:
+        folder.mkdir(exist_ok=True)
     for k, e in enumerate(chosen):
         svg = resolved(ready.get((e['source'], e['episode']))) or timeline_svg(e)
-        if k >= INLINE_TIMELINES and len(chosen) > INLINE_TIMELINES:
+        if k >= INLINE_TIMELINES:
             # Past the first ones, each timeline is its own file, loaded when scrolled to: the page stays
             # light.  Written as it is made: a fleet's timelines (hundreds of MB) are never all in memory.
-            folder.mkdir(exist_ok=True)
             (folder / f'{k:05d}.svg').write_text(svg.replace('<svg ', '<svg xmlns="http://www.w3.org/2000/svg" ', 1))
             svg = f'<img loading="lazy" alt="timeline" src="timelines/{k:05d}.svg">'
         drawn.append((f'{e["episode"]} ({e["source"]})', svg))

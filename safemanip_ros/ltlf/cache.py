@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from ..atomic_file import write_text_atomically
 from .compiler import COMPILER_VERSION, compile_formula
 from .dfa import DFA
 from .formula import Formula
@@ -50,11 +50,7 @@ def compile_cached(formula: Formula | str, cache_dir: Path | str | None = None) 
         pass
     dfa = compile_formula(f)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix='.tmp')
-        with os.fdopen(fd, 'w') as fh:
-            fh.write(dfa.to_json())
-        os.replace(tmp, path)
+        write_text_atomically(path, [dfa.to_json()])
     except OSError:
         pass
     return dfa
