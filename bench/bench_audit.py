@@ -323,15 +323,9 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     import json
     import tracemalloc
 
+    from safemanip_ros.audit import report as rp
     from safemanip_ros.audit.engine import _store_result
-    from safemanip_ros.audit.report import (
-        build_report,
-        predrawn_timelines,
-        report_json,
-        write_csvs,
-        write_html,
-        write_report_json,
-    )
+    from safemanip_ros.audit.gate import evaluate_gate
     from safemanip_ros.audit.stored import detached
     many: list[dict] = []
     k = 0
@@ -358,21 +352,21 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
           f'{carried_mb:.0f} MB carrying their per-frame fields (the baseline; {carried_mb / detached_mb:.1f}x)')
     light = [detached(r, f, 'bench') for r, f in zip(many, files)]
     import matplotlib.figure  # noqa: F401  imported once before timing, not inside the first report
-    build_report(many, [], {'reduction': 'any'})     # untimed: scipy's import, the bootstrap's draw for n
+    rp.build_report(many, [], {'reduction': 'any'})     # untimed: scipy's import, the bootstrap's draw for n
     timed: dict[str, tuple[float, float, float]] = {}
     for how, res in (('detached', light), ('carried', many)):
         where = out / how
         where.mkdir(parents=True)
         t = time.perf_counter()
-        predrawn = predrawn_timelines(res)
-        report = build_report(res, [], {'reduction': 'any'})
+        predrawn = rp.predrawn_timelines(res)
+        report = rp.build_report(res, [], {'reduction': 'any'})
         t_json = time.perf_counter()
-        write_report_json(report, where / 'report.json')
+        rp.write_report_json(report, where / 'report.json')
         t_json = time.perf_counter() - t_json
-        write_csvs(report, where)
+        rp.write_csvs(report, where)
         t_stats = time.perf_counter() - t
         t = time.perf_counter()
-        write_html(report, where, 'violations', predrawn)
+        rp.write_html(report, where, 'violations', predrawn)
         timed[how] = (t_stats, t_json, time.perf_counter() - t)
     assert (out / 'detached' / 'report.json').read_bytes() == (out / 'carried' / 'report.json').read_bytes()
     t = time.perf_counter()
@@ -385,11 +379,25 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
           f'(target < 30 s in all); from results in memory (the baseline): {stats_c:.2f} s and {html_c:.2f} s')
     print(f'report.json for {n} episodes: {json_c:.2f} s from results in memory ({json_d:.2f} s detached); '
           f'json.dumps(indent=1) of the same report {t_indent:.2f} s ({t_indent / json_c:.1f}x)')
-    report_json(report)     # the string form (the API's) agrees with the file written above
+    rp.report_json(report)     # the string form (the API's) agrees with the file written above
     t = time.perf_counter()
-    write_html(report, out / 'carried', 'all', {})
+    rp.write_html(report, out / 'carried', 'all', {})
     print(f'report.html for {n} episodes with every timeline drawn here: {time.perf_counter() - t:.2f} s, '
           f'{(out / "carried" / "report.html").stat().st_size / 1e6:.1f} MB')
+    # The gate against a baseline, both reports read as safemanip gate reads them (without their
+    # episode entries), beside reading them whole (what the gate did before); the same rows either way.
+    path = out / 'detached' / 'report.json'
+    timed_gate = {}
+    for how, episodes in (('without episodes', False), ('whole', True)):
+        t = time.perf_counter()
+        cand, base = rp.read_report(path, episodes=episodes), rp.read_report(path, episodes=episodes)
+        rows = evaluate_gate(cand, {c: 1.0 for c in cand['categories']}, base)
+        timed_gate[how] = (time.perf_counter() - t, rows)
+    assert timed_gate['whole'][1] == timed_gate['without episodes'][1]
+    light_s, whole_s = timed_gate['without episodes'][0], timed_gate['whole'][0]
+    print(f'gate with a baseline over the report of {n} episodes ({path.stat().st_size / 1e6:.0f} MB): {light_s:.2f} s '
+          f'reading the reports without their episodes (safemanip gate); {whole_s:.2f} s reading them whole (the '
+          f'baseline; {whole_s / light_s:.1f}x)')
 
 if __name__ == '__main__':
     sys.exit(main())

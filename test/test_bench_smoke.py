@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
     ('bench_ltlf.py', ['## Compile: reach-avoid', '## Stepping', 'M steps/s']),
     ('bench_monitor.py', ['## Live tick', '## Offline', 'M property-frames/s']),
     ('bench_audit.py', ['## Audit throughput', "rosbags' bare rate", 'report for', 'json.dumps(indent=1)',
-                        'results held for the report', 'detached, as safemanip audit',
+                        'results held for the report', 'detached, as safemanip audit', 'gate with a baseline',
                         '## Fixed costs', 'import of the audit engine', 'in a fresh process', '.jsonl traces',
                         '## Raw-input audit', 'grounded offline']),
     ('bench_grounding.py', ['## Grounding cost per message', 'one core at 20 Hz']),
