@@ -102,6 +102,20 @@ def test_whole_episode_evaluation_equals_frame_by_frame(T, long_windows):
     if long_windows:
         defs |= {f'{kind}_long': f'{kind}(p, 40000)' for kind in ('held', 'sticky', 'debounce')}
         defs['timeout_long'] = 'timeout(p, q, 40000)'
+    _assert_over_time_equals_stepping(defs, T)
+
+
+@pytest.mark.parametrize('T, window', [(300, 1), (300, 7), (30, 30), (30, 31), (30, 200)])
+def test_whole_episode_evaluation_with_one_window_per_kind(T, window):
+    """The same when every device of a kind shares its window (the closed
+    forms then work on all of a kind's devices at once), with windows up
+    to, at and beyond the episode's length."""
+    defs = {f'{kind}_{x}': f'{kind}({x}, {window})' for kind in ('held', 'sticky', 'debounce') for x in 'pq'}
+    defs |= {'timeout_p': f'timeout(p, q, {window})', 'timeout_q': f'timeout(q, p, {window})'}
+    _assert_over_time_equals_stepping(defs, T)
+
+
+def _assert_over_time_equals_stepping(defs: dict[str, str], T: int) -> None:
     prog = Program(['p', 'q'], {k: parse_derived(v, 'test') for k, v in defs.items()})
     B = 6
     prog.finalize(batch=B)

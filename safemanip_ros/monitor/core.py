@@ -288,6 +288,7 @@ class Monitor:
             needs[cols, d] = True
             self._needs_lists.append(cols)
         self._needs_names = [[self.predicates[j] for j in cols] for cols in self._needs_lists]
+        self._no_unknowns = [dict.fromkeys(names, 0) for names in self._needs_names]
         self._needs_f32 = needs.astype(np.float32)     # [P, D], for _reads_unknown's matrix product
         self._heads = [(i.property, i.instance, i.category, i.severity) for i in self.instances]
         self._strong = np.array([i.end_policy == 'strong' for i in self.instances], dtype=bool)
@@ -474,8 +475,11 @@ class Monitor:
         rollouts = np.flatnonzero(ending)
         columns = [a[:, rollouts].T.tolist() for a in (self.triggers, self.violations, pending, self.unsafe,
                                                          self.unknown_inst, self.unknown_pred)]
-        for b, frames, tr, vi, pe, un, ui, up in zip(rollouts.tolist(), self.frames[rollouts].tolist(), *columns):
-            out[b] = self._result(frames, tr, vi, pe, un, ui, up, episodes.get(b, {}))
+        # Most rollouts read no unknown value: their per-predicate counts are copies of zero templates.
+        read_unknown: list[int] = np.count_nonzero(self.unknown_pred[:, rollouts], axis=0).tolist()
+        for b, frames, tr, vi, pe, un, ui, up, any_unknown in zip(
+                rollouts.tolist(), self.frames[rollouts].tolist(), *columns, read_unknown):
+            out[b] = self._result(frames, tr, vi, pe, un, ui, up if any_unknown else None, episodes.get(b, {}))
         return out
 
     def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, Episodes]]:
@@ -502,14 +506,20 @@ class Monitor:
         return out
 
     def _result(self, frames: int, triggers: list[int], violations: list[int], pending: list[bool],
-                unsafe: list[int], unknown_inst: list[int], unknown_pred: list[int],
+                unsafe: list[int], unknown_inst: list[int], unknown_pred: list[int] | None,
                 episodes: dict[int, Episodes]) -> RolloutResult:
-        """One rollout's result from its per-instance counts (lists in instance order)."""
-        results = [InstanceResult(prop, inst, cat, sev, tr, vi, pe, un, frames, ui,
-                                  dict(zip(names, map(unknown_pred.__getitem__, cols))), episodes.get(d, _NO_EPISODES))
-                   for d, (prop, inst, cat, sev), names, cols, tr, vi, pe, un, ui in zip(
-                       range(len(self._heads)), self._heads, self._needs_names, self._needs_lists, triggers,
-                       violations, pending, unsafe, unknown_inst)]
+        """One rollout's result from its per-instance counts (lists in instance
+        order); ``unknown_pred`` is None when the rollout read no unknown value."""
+        if unknown_pred is None:
+            by_predicate: Iterator[dict[str, int]] = map(dict.copy, self._no_unknowns)
+        else:
+            by_predicate = (dict(zip(names, map(unknown_pred.__getitem__, cols)))
+                            for names, cols in zip(self._needs_names, self._needs_lists))
+        results = [InstanceResult(prop, inst, cat, sev, tr, vi, pe, un, frames, ui, counts,
+                                  episodes.get(d, _NO_EPISODES))
+                   for d, (prop, inst, cat, sev), counts, tr, vi, pe, un, ui in zip(
+                       range(len(self._heads)), self._heads, by_predicate, triggers, violations, pending, unsafe,
+                       unknown_inst)]
         return RolloutResult(frames, results)
 
     # ------------------------------------------------------------------- run
@@ -561,14 +571,17 @@ class Monitor:
         b, T, _ = values.shape
         D = len(self.instances)
         mach = self.machines
-        outcomes = np.empty((T, D, b), mach.outcome.dtype)      # per frame: base after it << 2 | its events
-        base = np.broadcast_to(mach.initial_base[:, None], (D, b)).copy()
-        rec = np.empty((D, b), np.int64)
+        # Bases, records and letters in the outcome table's own type (int32 unless it is huge): the
+        # per-frame add, take and shift below then run without casting their operands.
+        itype = mach.outcome.dtype
+        outcomes = np.empty((T, D, b), itype)      # per frame: base after it << 2 | its events
+        base = np.broadcast_to(mach.initial_base[:, None], (D, b)).astype(itype)
+        rec = np.empty((D, b), itype)
         trig = np.empty((D, b, T), bool)
         for t0, V in self._column_windows(values, unknown):
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
-            letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1))   # [width, D, b]: a frame's rows together
+            letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1), itype)   # [width, D, b]: a frame's rows together
             for i in range(width):
                 if mach.all_dense:
                     np.add(base, letters[i], out=rec)

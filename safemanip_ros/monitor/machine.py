@@ -234,7 +234,7 @@ class EpisodeMachines:
 
     # ----------------------------------------------------------- records
     def records(self, base: np.ndarray, letters: np.ndarray, frame: np.ndarray) -> np.ndarray:
-        """Record indices ``int64[D, B]`` of states ``base`` on one frame
+        """Record indices ``[D, B]`` (in ``base``'s integer type) of states ``base`` on one frame
         (``letters`` from :meth:`letters`, ``frame`` the column-major frame)."""
         rec: np.ndarray = base + letters
         for d in self.wide.tolist():

@@ -14,6 +14,7 @@ and offline batches.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -249,28 +250,19 @@ class Program:
         already set; time last, so a column's frames are contiguous) for
         frames ``0..T-1`` from the reset state: the same values as
         ``reset()`` then ``evaluate(V[..., t])`` for each ``t``, a group for
-        all frames at once.  Each device has a closed form over time, built
-        from running maxima of frame indices: rose/fell a shift, held the
-        last false frame, sticky the last true one, latch the last set
-        against the last reset, debounce the last run of ``window`` equal
-        values, timeout the frame that armed it (see
-        :meth:`_timeout_over_time`).  Device states are left as they were
+        all frames at once.  Each device has a closed form over time: rose/fell
+        a shift, held and sticky an and/or over each frame's window (by
+        doubling, :func:`_over_windows`), latch whether its last set came
+        after its last reset (one running maximum, :func:`_set_last`),
+        debounce the same for the ends of ``window``-frame runs of true and
+        of false, timeout a latch ``window`` frames back and no stop since
+        (:meth:`_timeout_over_time`).  Device states are left as they were
         (call :meth:`reset` before stepping again).  Returns ``V``."""
         T = V.shape[-1]
-        # Frame indices (broadcast over the last axis) in the narrowest type that holds every
-        # difference compared below: the running maxima are memory-bound.  `never` (sticky's
-        # "no true frame yet") lies more than the longest window before frame 0, so it is
-        # never within a window; indices then differ by at most T + the longest window.
-        longest = max((int(g.window.max()) for g in self.groups if g.window is not None and g.window.size),
-                      default=0)
-        reach = T + longest + 1
-        itype = np.int16 if reach < 2 ** 15 else np.int32 if reach < 2 ** 31 else np.int64
+        # Frame indices (broadcast over the last axis) in the narrowest type that holds the event
+        # codes of _set_last (up to 2T + 2): the running maxima are memory-bound.
+        itype = np.int16 if 2 * T + 2 < 2 ** 15 else np.int32 if 2 * T + 2 < 2 ** 31 else np.int64
         idx = np.arange(T, dtype=itype)
-        never = itype(-(longest + 1))
-
-        def window(g: _Group) -> np.ndarray:
-            out: np.ndarray = _window(g).astype(itype)[..., None]    # fits: below `reach`
-            return out
 
         for g in self.groups:
             x = V[g.a]
@@ -287,54 +279,95 @@ class Program:
                 prev = np.zeros_like(x)
                 prev[..., 1:] = x[..., :-1]
                 out = x & ~prev if op == 'rose' else ~x & prev
-            elif op == 'held':       # count of trues ending here, capped at the window, >= window
-                out = idx - _last(~x, idx, -1) >= window(g)
-            elif op == 'sticky':     # frames since the last true < window
-                out = idx - _last(x, idx, never) < window(g)
+            elif op == 'held':       # true on each of the last `window` frames
+                out = _over_windows(x, g, np.logical_and)
+            elif op == 'sticky':     # true on one of the last `window` frames
+                out = _over_windows(x, g, np.logical_or)
             elif op == 'debounce':   # the value of the last run that lasted `window` frames (else false)
-                change = np.ones_like(x)
-                change[..., 1:] = x[..., 1:] != x[..., :-1]
-                run = idx - _last(change, idx, 0) + 1
-                steady = run >= window(g)
-                out = _last(steady & x, idx, -1) > _last(steady & ~x, idx, -1)
-            elif op == 'latch':      # the last set (without reset) against the last reset
-                b = V[g.b]
-                out = _last(x & ~b, idx, -1) > _last(b, idx, -1)
+                out = _set_last(_over_windows(x, g, np.logical_and), _over_windows(~x, g, np.logical_and), idx)
+            elif op == 'latch':      # the last set against the last reset (a reset wins its frame)
+                out = _set_last(x, V[g.b], idx)
             elif op == 'timeout':
-                out = self._timeout_over_time(x, V[g.b], idx, window(g))
+                out = self._timeout_over_time(x, V[g.b], idx, g)
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
             V[g.out] = out
         return V
 
     @staticmethod
-    def _timeout_over_time(x: np.ndarray, stop: np.ndarray, idx: np.ndarray, window: np.ndarray) -> np.ndarray:
+    def _timeout_over_time(x: np.ndarray, stop: np.ndarray, idx: np.ndarray, g: '_Group') -> np.ndarray:
         """``timeout`` from the reset state over all frames (as :meth:`evaluate`).
 
-        A stop frame always leaves the device unarmed (it disarms, and
-        cannot arm); an ``x`` frame without stop leaves it armed.  So a frame
-        arms it when it has ``x`` and no stop and the last of those events
-        before it was a stop (or none), and on a frame without stop the
-        device counts ``t - a`` frames since the last arming ``a``, if that
-        came after the last stop: the output is ``t - a >= window``."""
-        last_stop = _last(stop, idx, -1)
-        last_x = _last(x, idx, -1)
-        unarmed_before = np.ones_like(x)
-        unarmed_before[..., 1:] = last_stop[..., :-1] >= last_x[..., :-1]
-        armed_at = _last(x & ~stop & unarmed_before, idx, -1)
-        out: np.ndarray = ~stop & (armed_at > last_stop) & (idx - armed_at >= window)
+        The device is armed after a frame exactly when ``latch(x, stop)``
+        is: an ``x`` frame without stop arms it, a stop disarms it, and
+        nothing else changes it.  An armed device counts from the frame
+        that armed it, so the output at ``t`` is: armed after frame
+        ``t - window`` and no stop on the ``window`` frames after it (for
+        ``window = 0``: armed after ``t``)."""
+        armed = _set_last(x, stop, idx)
+        calm = _over_windows(~stop, g, np.logical_and)        # no stop on the last `window` frames
+        T = x.shape[-1]
+        out = np.zeros_like(x)
+        for w, rows in _window_rows(g):
+            if w == 0:
+                out[rows] = armed[rows]
+            elif w < T:
+                out[rows, ..., w:] = armed[rows, ..., :T - w] & calm[rows, ..., w:]
         return out
 
 
-def _last(mask: np.ndarray, idx: np.ndarray, none: int | np.integer) -> np.ndarray:
-    """Per frame (last axis), the index of the last frame at or before it
-    where ``mask`` holds, else ``none`` (below every index; ``idx - none``
-    fits ``idx``'s type).  ``mask * (idx - none) + none`` then a running
-    maximum, in place: a third faster than ``np.where``."""
-    out: np.ndarray = np.multiply(mask, (idx - none).astype(idx.dtype), dtype=idx.dtype)
-    if none:
-        out += idx.dtype.type(none)
-    np.maximum.accumulate(out, axis=-1, out=out)
+def _set_last(set_: np.ndarray, reset: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per frame (last axis), whether the last frame at or before it with
+    ``set_`` or ``reset`` had ``set_`` and not ``reset`` (false when there
+    was none): a latch.  One running maximum of event codes ``2t + 2`` for
+    a reset at ``t`` and ``2t + 1`` for a set alone, so a later frame
+    outranks an earlier one and a reset its own frame's set; the
+    maximum's parity tells which came last (0: none)."""
+    code: np.ndarray = np.multiply(reset, 2 * idx + 2, dtype=idx.dtype)
+    code += np.multiply(set_ & ~reset, 2 * idx + 1, dtype=idx.dtype)
+    np.maximum.accumulate(code, axis=-1, out=code)
+    np.bitwise_and(code, 1, out=code)
+    return code.astype(bool)
+
+
+def _window_rows(g: '_Group') -> Iterator[tuple[int, slice | np.ndarray]]:
+    """The distinct windows of a device group, each with the rows (first
+    axis) that have it: a slice of every row when they all share it."""
+    windows = _window(g)[:, 0]
+    distinct = np.unique(windows)
+    if distinct.size == 1:
+        yield int(distinct[0]), slice(None)
+        return
+    for w in distinct.tolist():
+        yield w, np.flatnonzero(windows == w)
+
+
+def _over_windows(x: np.ndarray, g: '_Group', op: np.ufunc) -> np.ndarray:
+    """Per frame (last axis), ``op`` (logical and/or) of ``x`` over the
+    last ``window`` frames of its row (frames before 0 are false), for the
+    windows of group ``g`` (``x`` is ``bool[n, ..., T]`` for its ``n``
+    devices).  ``held`` is the and, ``sticky`` the or.
+
+    By doubling: after a step of span ``s`` each frame holds ``op`` over
+    its last ``s`` frames, and combining a frame with the one ``s`` before
+    doubles that; the last step adds the remainder.  A few whole-array
+    passes of elementwise ``op`` instead of a sequential scan over time."""
+    T = x.shape[-1]
+    out = np.zeros_like(x)
+    for w, rows in _window_rows(g):
+        y = x[rows]
+        if w > T:
+            if op is np.logical_and:
+                continue              # never w true frames in a row: false throughout
+            w = T                     # every earlier frame is within the window
+        span = 1
+        while span < w:
+            step = min(span, w - span)
+            z = np.empty_like(y)
+            z[..., :step] = y[..., :step] if op is np.logical_or else False
+            op(y[..., step:], y[..., :-step], out=z[..., step:])
+            y, span = z, span + step
+        out[rows] = y
     return out
 
 
