@@ -502,8 +502,11 @@ def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
     from ..errors import TraceError
-    from ..ltlf.trace import read_traces
-    from ..monitor.frames import trace_matrix
+    from ..ltlf.trace import read_step_lists, read_traces
+    from ..monitor.frames import steps_matrix, trace_matrix
+    steps = read_step_lists(path, predicates, allow_unknown)
+    if steps is not None:       # the commonest file, read fast (anything else, or a problem: read_traces)
+        return [Episode(str(path), Path(path).name, *steps_matrix(steps, predicates))]
     try:
         traces = read_traces(path, predicates, allow_unknown)
     except TraceError as err:

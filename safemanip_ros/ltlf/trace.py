@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Collection, Iterator
 
@@ -140,6 +141,57 @@ def read_traces(path: str | Path, known: Collection[str] | None = None,
     frames = [_parse(first, f'{path}:{lines[0][0]}', known_set, allow_unknown)]
     frames += [_parse(_decode(path, n, line), f'{path}:{n}', known_set, allow_unknown) for n, line in lines[1:]]
     return [Trace(path.name, lines[0][0], frames)]
+
+
+_LIST = frozenset({list})
+
+
+def read_step_lists(path: str | Path, known: Collection[str] | None = None,
+                    allow_unknown: bool = False) -> list[list[str]] | None:
+    """The commonest trace file, fast: one trace, a step list per line, every
+    name known (or ignored under ``allow_unknown``).  Returns each step's
+    true names, what :func:`read_traces` gives for that file (its frames'
+    names, in order), or ``None`` for any other file or any problem (read
+    it with :func:`read_traces`, which names the file, line and problem).
+
+    All lines are decoded by one ``json.loads`` of ``[line\\n,line...]``,
+    not one call and one :class:`Frame` per line.
+    That reads the same values only if no value spans lines and none
+    shares one, which is checked: every line starts with ``[`` and ends
+    with ``]`` (after JSON whitespace), the values are flat lists of
+    strings, and there are as many as lines.  A flat list that spans lines
+    would put a string, comma or ``]`` first on its next line, never ``[``
+    (a string cannot hold a line break), so each line holds whole values;
+    as many values as lines leaves one per line."""
+    try:
+        text = Path(path).read_text(encoding='utf-8')
+    except (OSError, UnicodeDecodeError):
+        return None
+    # Blank lines skipped, as _lines does; JSON whitespace (only) stripped from the others.
+    lines = [line.strip(' \t\r') for line in text.split('\n') if line.strip()]
+    joined = '\n'.join(lines)          # each line starts with [ and ends with ]: counted, not looped over
+    n = len(lines)
+    if not n or joined[:1] != '[' or joined[-1:] != ']' or joined.count('\n[') != n - 1 or joined.count(']\n') != n - 1:
+        return None
+    try:
+        steps: list[list[str]] = json.loads('[' + joined.replace('\n', '\n,') + ']')
+    except (ValueError, RecursionError):
+        return None
+    if len(steps) != n or not _LIST.issuperset(map(type, steps)):
+        return None
+    known_set = None if known is None else frozenset(known)
+    try:        # every name known: all are strings (known names are), no other check needed
+        if known_set is not None and known_set.issuperset(chain.from_iterable(steps)):
+            return steps
+    except TypeError:           # a list or object among the names (unhashable)
+        return None
+    if not _STR.issuperset(map(type, chain.from_iterable(steps))):
+        return None
+    if known_set is not None:
+        if not allow_unknown:
+            return None
+        steps = [[name for name in step if name in known_set] for step in steps]
+    return steps
 
 
 def _atoms(trace: Trace, path: Path) -> list[Step]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ltlf.trace import Trace, read_traces
+from ..ltlf.trace import Trace, read_step_lists, read_traces
 
 _CODE = {True: 1, False: 0, None: 2}       # a frame's value → its code in trace_matrix
 
@@ -45,11 +45,33 @@ def trace_matrix(trace: Trace, predicates: list[str]) -> tuple[np.ndarray, np.nd
     return values, unknown
 
 
+def steps_matrix(steps: list[list[str]], predicates: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`trace_matrix` of a trace of step lists (each step's true
+    names, from :func:`~safemanip_ros.ltlf.trace.read_step_lists`): every
+    name a step does not list is false, none is unknown; names outside
+    ``predicates`` are left out."""
+    column = {name: j for j, name in enumerate(dict.fromkeys(predicates))}
+    T = len(steps)
+    values = np.zeros((T, len(column)), bool)
+    names = list(chain.from_iterable(steps))
+    if names:
+        rows = np.repeat(np.arange(T), list(map(len, steps)))
+        cols = np.array(list(map(column.get, names, repeat(-1, len(names)))), np.intp)
+        at = cols >= 0
+        values[rows[at], cols[at]] = True
+    if len(column) < len(predicates):      # a name listed twice: its column repeated
+        values = values[:, [column[name] for name in predicates]]
+    return values, np.zeros(values.shape, bool)
+
+
 def read_frames(path: str | Path, predicates: list[str], allow_unknown: bool = False
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``(values, unknown)`` of a one-trace file (``monitor-trace``); a name
     outside ``predicates`` is an error unless ``allow_unknown``."""
     from ..errors import TraceError
+    steps = read_step_lists(path, predicates, allow_unknown)
+    if steps is not None:
+        return steps_matrix(steps, predicates)
     traces = read_traces(path, predicates, allow_unknown)
     if len(traces) != 1:
         raise TraceError(f'{path}: a batch of {len(traces)} traces; monitor-trace reads one trace per file')
