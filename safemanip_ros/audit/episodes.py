@@ -502,13 +502,9 @@ def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
     from ..errors import TraceError
-    from ..ltlf.trace import read_step_lists, read_traces
-    from ..monitor.frames import steps_matrix, trace_matrix
-    steps = read_step_lists(path, predicates, allow_unknown)
-    if steps is not None:       # the commonest file, read fast (anything else, or a problem: read_traces)
-        return [Episode(str(path), Path(path).name, *steps_matrix(steps, predicates))]
+    from ..monitor.frames import read_matrices
     try:
-        traces = read_traces(path, predicates, allow_unknown)
+        traces = read_matrices(path, predicates, allow_unknown)
     except TraceError as err:
         raise AuditInputError(err.one_line()) from err
-    return [Episode(str(path), t.name, *trace_matrix(t, predicates)) for t in traces]
+    return [Episode(str(path), name, values, unknown) for name, values, unknown in traces]

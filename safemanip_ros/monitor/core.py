@@ -475,11 +475,9 @@ class Monitor:
         rollouts = np.flatnonzero(ending)
         columns = [a[:, rollouts].T.tolist() for a in (self.triggers, self.violations, pending, self.unsafe,
                                                          self.unknown_inst, self.unknown_pred)]
-        # Most rollouts read no unknown value: their per-predicate counts are copies of zero templates.
-        read_unknown: list[int] = np.count_nonzero(self.unknown_pred[:, rollouts], axis=0).tolist()
-        for b, frames, tr, vi, pe, un, ui, up, any_unknown in zip(
-                rollouts.tolist(), self.frames[rollouts].tolist(), *columns, read_unknown):
-            out[b] = self._result(frames, tr, vi, pe, un, ui, up if any_unknown else None, episodes.get(b, {}))
+        for b, frames, tr, vi, pe, un, ui, up in zip(rollouts.tolist(), self.frames[rollouts].tolist(), *columns):
+            # Most rollouts read no unknown value: their per-predicate counts are copies of zero templates.
+            out[b] = self._result(frames, tr, vi, pe, un, ui, up if any(up) else None, episodes.get(b, {}))
         return out
 
     def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, Episodes]]:
