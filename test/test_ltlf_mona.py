@@ -32,9 +32,9 @@ def test_mona_is_installed():
     assert shutil.which('mona'), 'install the Debian package mona (tools/setup_env.sh does it as root)'
 
 
-def _assert_equivalent(text: str) -> None:
+def _assert_equivalent(text: str, construction: str = 'auto') -> None:
     f = parse(text)
-    cex = counterexample(compile_formula(f), mona_dfa(f))
+    cex = counterexample(compile_formula(f, construction), mona_dfa(f))
     assert cex is None, f'{text}: disagree on {[sorted(s) for s in cex]}; truth: {holds(f, cex)}'
 
 
@@ -88,13 +88,20 @@ BOUNDED_TEMPLATES = [
 ]
 
 
+@pytest.mark.parametrize('construction', ['symbolic', 'explicit'])
 @pytest.mark.parametrize('k', [2, 3, 5])
 @pytest.mark.parametrize('template', BOUNDED_TEMPLATES)
-def test_bounded_windows_match_mona(template, k):
-    _assert_equivalent(template.format(k=k, j=max(k - 2, 0)))
+def test_bounded_windows_match_mona(template, k, construction):
+    _assert_equivalent(template.format(k=k, j=max(k - 2, 0)), construction)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(formulas(atoms=('a', 'b', 'c'), max_leaves=6, max_bound=4))
 def test_random_bounded_formulas_over_three_atoms_match_mona(f):
     _assert_equivalent(str(f))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(formulas(atoms=('a', 'b', 'c', 'd'), max_leaves=7, max_bound=4))
+def test_random_formulas_compiled_explicitly_match_mona(f):
+    _assert_equivalent(str(f), 'explicit')

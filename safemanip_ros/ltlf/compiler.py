@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Callable
 
 from . import formula as fm
@@ -415,23 +416,77 @@ def _minimise(prog: _Progression, states: list[int], trans: list[int], index: di
                      tuple(node_atom), tuple(node_low), tuple(node_high), successors=succ_new)
 
 
-def compile_formula(formula: Formula | str) -> DFA:
+CONSTRUCTIONS = ('auto', 'symbolic', 'explicit')
+
+
+def compile_formula(formula: Formula | str, construction: str = 'auto') -> DFA:
     """Compile an LTLf formula (object or text) to its minimal complete DFA.
 
     The DFA's atoms are the formula's atoms in sorted order; state 0 is the
     initial state; ``labels`` give each state's four-valued verdict.
 
+    ``construction`` picks how (the result is the same automaton, node for
+    node): ``'symbolic'`` (progression with BDDs, this module), ``'explicit'``
+    (:mod:`.explicit`: explicit states, a layer of the breadth-first search
+    per array pass; at most :data:`.explicit.MAX_ATOMS` atoms) or ``'auto'``:
+    the faster of the two for the formula, by :func:`construction_for`.
+
     Raises:
         LtlfSyntaxError: when ``formula`` is text that does not parse.
+        ValueError: an unknown ``construction``, or ``'explicit'`` for a
+            formula it cannot tabulate (too many atoms).
     """
+    if construction not in CONSTRUCTIONS:
+        raise ValueError(f'unknown construction {construction!r} (one of {", ".join(CONSTRUCTIONS)})')
     t0 = time.perf_counter()
     f = parse(formula) if isinstance(formula, str) else formula
+    if construction == 'auto':
+        construction = construction_for(f)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
-        prog = _Progression(f)
-        dfa = _minimise(prog, *prog.explore())
+        if construction == 'explicit':
+            dfa = _compile_explicit(f)
+        else:
+            prog = _Progression(f)
+            dfa = _minimise(prog, *prog.explore())
     finally:
         sys.setrecursionlimit(limit)
-    return DFA(dfa.formula, dfa.atoms, dfa.initial, dfa.accepting, dfa.labels, dfa.root, dfa.node_atom,
-               dfa.node_low, dfa.node_high, time.perf_counter() - t0)
+    return replace(dfa, compile_time_s=time.perf_counter() - t0)
+
+
+def construction_for(f: Formula) -> str:
+    """The construction ``compile_formula(f, 'auto')`` uses.
+
+    ``'explicit'`` where at most :data:`.explicit.MAX_ATOMS` atoms meet two
+    or more independent window counters: bounded operators over different
+    operands (``F[0,k] (b & F[0,k] c)`` has two), or one window that starts
+    later (``F[l,h]``, ``l > 0``, keeps a counter per frame of its delay).
+    Their states multiply, and the explicit construction expands a whole
+    breadth-first layer per array pass.  ``'symbolic'`` otherwise: one
+    window of any length (``F[0,10000] a``: a chain of states, one per
+    layer, where per-layer array work does not pay) and formulas with many
+    atoms (the symbolic compiler never enumerates letters)."""
+    from .explicit import MAX_ATOMS, to_nnf
+
+    if len(f.atoms) > MAX_ATOMS:
+        return 'symbolic'
+    counters: set[tuple[object, ...]] = set()
+    for g in to_nnf(f).subformulas():
+        if g.op in (fm.BOUNDED_EVENTUALLY, fm.BOUNDED_ALWAYS):
+            assert g.bounds is not None
+            lo, hi = g.bounds
+            if hi > 0:
+                counters.update((g.op, g.args[0], delay) for delay in range(max(lo, 1)))
+    return 'explicit' if len(counters) >= 2 else 'symbolic'
+
+
+def _compile_explicit(f: Formula) -> DFA:
+    from . import explicit, table      # numpy: imported only where used
+
+    try:
+        tables = explicit.tabulate(f)
+        explored = explicit.explore(tables)
+    except explicit.NotTabulable as err:
+        raise ValueError(f'the explicit construction cannot compile {f}: {err}') from err
+    return table.minimal_dfa(str(f), tables.atoms, explored.delta, explored.accepting, breadth_first=True)

@@ -1,0 +1,669 @@
+"""LTLf → DFA by explicit states, each breadth-first layer expanded at once with numpy.
+
+The symbolic compiler (:mod:`.compiler`) pays a few hundred microseconds of
+Python BDD work per state.  Formulas with several long windows, such as
+``G(a -> F[0,k] (b & F[0,k] c))`` (about k³/6 states: 176,853 at k = 100),
+need millions of states' worth of that.  This construction computes the same
+automaton with every state of a layer, and every letter, in one array pass.
+
+Method:
+
+* The formula is put in negation normal form (negations on atoms only, with
+  the duals ``X``/``WX``, ``U``/``R``, ``F``/``G``, ``F[a,b]``/``G[a,b]``), so
+  every next-step obligation ``X χ`` / ``WX χ`` occurs positively and a state
+  is a *monotone* boolean function of the obligations.
+* Obligations fall into *chains*, as in the symbolic compiler: ``X F[l,h] φ``
+  with the same strength, ``φ`` and ``l`` are ordered by implication, so a
+  conjunction needs only the strongest of a chain.  Every other obligation is
+  a chain of its own.  A *disjunct* is a vector with one entry per chain: the
+  rank of the obligation it requires there (0 = strongest) or the chain's
+  length (nothing required).  ``d`` implies ``e`` iff ``d ≤ e`` entry-wise.
+* A state is the antichain of the weakest disjuncts of its function: the
+  unique canonical form of a monotone function over the chains' consistent
+  assignments, the same states the symbolic compiler's normal form gives.
+* Each obligation's expansion under each letter (a small antichain over the
+  next step's obligations) is tabulated once.  A layer's successors are then
+  products of table rows (entry-wise minimum), reduced to antichains with
+  pairwise dominance tests, and matched against the known states exactly.
+* The explicit transition table is minimised and numbered by
+  :mod:`.table`, which yields the same :class:`~.dfa.DFA` as the symbolic
+  compiler, node for node.
+
+Letters are enumerated (2^atoms per state), so this suits formulas with few
+atoms and long windows; :func:`.compiler.compile_formula` chooses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from . import formula as fm
+from .formula import Formula
+from .table import distinct, lexicographic_letters, mix_rows, unique_rows
+
+# Letters are enumerated per state; past this many atoms the symbolic
+# compiler, which only splits on the atoms a state reads, is the better tool.
+MAX_ATOMS = 6
+# Disjunct vectors are encoded as mixed-radix int64 keys, and pairs of
+# antichain ids as one int64.
+_MAX_KEY = 1 << 62
+_MAX_ANTICHAINS = 1 << 31
+
+
+class NotTabulable(Exception):
+    """The formula is outside what this construction handles (too many atoms,
+    too many obligation combinations for an int64 key)."""
+
+
+def to_nnf(f: Formula) -> Formula:
+    """An equivalent formula whose negations all sit on atoms (LTLf over
+    finite traces: ``!X φ ≡ WX !φ``, ``!(φ U ψ) ≡ !φ R !ψ``,
+    ``!(φ W ψ) ≡ !ψ U (!φ & !ψ)``, ``!F[a,b] φ ≡ G[a,b] !φ``, ``!last ≡ X true``)."""
+    memo: dict[tuple[Formula, bool], Formula] = {}
+
+    def rec(g: Formula, neg: bool) -> Formula:
+        key = (g, neg)
+        r = memo.get(key)
+        if r is None:
+            r = _nnf(g, neg, rec)
+            memo[key] = r
+        return r
+
+    return rec(f, False)
+
+
+def _nnf(g: Formula, neg: bool, rec) -> Formula:  # type: ignore[no-untyped-def]
+    op, args = g.op, g.args
+    if op == fm.TRUE:
+        return fm.FF if neg else fm.TT
+    if op == fm.FALSE:
+        return fm.TT if neg else fm.FF
+    if op == fm.ATOM:
+        return fm.Not(g) if neg else g
+    if op == fm.LAST:
+        return fm.Next(fm.TT) if neg else fm.WeakNext(fm.FF)
+    if op == fm.NOT:
+        negated: Formula = rec(args[0], not neg)
+        return negated
+    if op in (fm.AND, fm.OR):
+        both = (rec(args[0], neg), rec(args[1], neg))
+        return fm.And(*both) if (op == fm.AND) != neg else fm.Or(*both)
+    if op == fm.IMPLIES:
+        if neg:
+            return fm.And(rec(args[0], False), rec(args[1], True))
+        return fm.Or(rec(args[0], True), rec(args[1], False))
+    if op == fm.IFF:
+        x, y = args
+        if neg:
+            return fm.Or(fm.And(rec(x, False), rec(y, True)), fm.And(rec(x, True), rec(y, False)))
+        return fm.Or(fm.And(rec(x, False), rec(y, False)), fm.And(rec(x, True), rec(y, True)))
+    if op == fm.NEXT:
+        return fm.WeakNext(rec(args[0], True)) if neg else fm.Next(rec(args[0], False))
+    if op == fm.WEAK_NEXT:
+        return fm.Next(rec(args[0], True)) if neg else fm.WeakNext(rec(args[0], False))
+    if op == fm.EVENTUALLY:
+        return fm.Always(rec(args[0], True)) if neg else fm.Eventually(rec(args[0], False))
+    if op == fm.ALWAYS:
+        return fm.Eventually(rec(args[0], True)) if neg else fm.Always(rec(args[0], False))
+    if op == fm.BOUNDED_EVENTUALLY:
+        return fm.Always(rec(args[0], True), g.bounds) if neg else fm.Eventually(rec(args[0], False), g.bounds)
+    if op == fm.BOUNDED_ALWAYS:
+        return fm.Eventually(rec(args[0], True), g.bounds) if neg else fm.Always(rec(args[0], False), g.bounds)
+    x, y = args
+    if op == fm.UNTIL:
+        return fm.Release(rec(x, True), rec(y, True)) if neg else fm.Until(rec(x, False), rec(y, False))
+    if op == fm.RELEASE:
+        return fm.Until(rec(x, True), rec(y, True)) if neg else fm.Release(rec(x, False), rec(y, False))
+    if op == fm.WEAK_UNTIL:
+        if neg:
+            not_y = rec(y, True)
+            return fm.Until(not_y, fm.And(rec(x, True), not_y))
+        return fm.WeakUntil(rec(x, False), rec(y, False))
+    raise AssertionError(f'unknown operator {op!r}')
+
+
+# A DNF over next-step obligations: minimal conjunctions (sets of obligation ids).
+_Dnf = frozenset[frozenset[int]]
+_TRUE_DNF: _Dnf = frozenset({frozenset()})
+_FALSE_DNF: _Dnf = frozenset()
+
+
+def _minimal(conjunctions: Iterable[frozenset[int]]) -> _Dnf:
+    """Drop every conjunction that contains another (it implies it)."""
+    ordered = sorted(set(conjunctions), key=len)
+    kept: list[frozenset[int]] = []
+    for c in ordered:
+        if not any(k <= c for k in kept):
+            kept.append(c)
+    return frozenset(kept)
+
+
+def _product(x: _Dnf, y: _Dnf) -> _Dnf:
+    if not x or not y:
+        return _FALSE_DNF
+    if x == _TRUE_DNF:
+        return y
+    if y == _TRUE_DNF:
+        return x
+    return _minimal(a | b for a in x for b in y)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The obligations of a formula and their expansions, as arrays.
+
+    Attributes:
+        atoms: the formula's atoms; bit ``j`` of a letter is ``atoms[j]``.
+        lengths: per chain, its number of obligations (the "nothing required" rank).
+        strong: per chain, whether its obligations are strong (``X``): a trace
+            may end in a state only where a disjunct requires no strong one.
+        initial: the initial state's disjuncts (``X φ``), as rows of ranks.
+        offsets: chain ``c``'s rank ``r`` is slot ``offsets[c] + r`` of the
+            expansion tables (``r = lengths[c]`` is the unit: true).
+        exp_start, exp_count: per (letter, slot), the rows of ``exp_rows``
+            that make its expansion's antichain (count 0: false).
+        exp_rows: disjunct rows (ranks per chain).
+    """
+
+    atoms: tuple[str, ...]
+    lengths: np.ndarray
+    strong: np.ndarray
+    initial: np.ndarray
+    offsets: np.ndarray
+    exp_start: np.ndarray
+    exp_count: np.ndarray
+    exp_rows: np.ndarray
+
+
+def tabulate(f: Formula, max_atoms: int = MAX_ATOMS) -> Tables:
+    """The obligation closure of ``X f`` and every obligation's expansion
+    under every letter.
+
+    Raises:
+        NotTabulable: more than ``max_atoms`` atoms, or more obligation
+            combinations than an int64 key holds.
+    """
+    atoms = tuple(sorted(f.atoms))
+    if len(atoms) > max_atoms:
+        raise NotTabulable(f'{len(atoms)} atoms (at most {max_atoms} are enumerated)')
+    n_letters = 1 << len(atoms)
+    bit = {a: 1 << j for j, a in enumerate(atoms)}
+    root = to_nnf(f)
+
+    obligations: list[tuple[bool, Formula]] = []
+    index: dict[tuple[bool, Formula], int] = {}
+
+    def obligation(strong: bool, chi: Formula) -> _Dnf:
+        if chi is fm.FF and strong:
+            return _FALSE_DNF          # X false: the trace must go on and satisfy false
+        if chi is fm.TT and not strong:
+            return _TRUE_DNF           # WX true
+        key = (strong, chi)
+        o = index.get(key)
+        if o is None:
+            o = index[key] = len(obligations)
+            obligations.append(key)
+        return frozenset({frozenset({o})})
+
+    memo: list[dict[Formula, _Dnf]] = [{} for _ in range(n_letters)]
+
+    def dnf(g: Formula, letter: int) -> _Dnf:
+        r = memo[letter].get(g)
+        if r is None:
+            r = _dnf(g, letter)
+            memo[letter][g] = r
+        return r
+
+    def _dnf(g: Formula, letter: int) -> _Dnf:
+        op, args = g.op, g.args
+        if op == fm.TRUE:
+            return _TRUE_DNF
+        if op == fm.FALSE:
+            return _FALSE_DNF
+        if op == fm.ATOM:
+            return _TRUE_DNF if letter & bit[g.name] else _FALSE_DNF
+        if op == fm.NOT:      # on an atom, in NNF
+            return _FALSE_DNF if letter & bit[args[0].name] else _TRUE_DNF
+        if op == fm.AND:
+            return _product(dnf(args[0], letter), dnf(args[1], letter))
+        if op == fm.OR:
+            return _minimal(dnf(args[0], letter) | dnf(args[1], letter))
+        if op == fm.NEXT:
+            return obligation(True, args[0])
+        if op == fm.WEAK_NEXT:
+            return obligation(False, args[0])
+        if op == fm.EVENTUALLY:
+            return _minimal(dnf(args[0], letter) | obligation(True, g))
+        if op == fm.ALWAYS:
+            return _product(dnf(args[0], letter), obligation(False, g))
+        if op in (fm.UNTIL, fm.WEAK_UNTIL):
+            later = _product(dnf(args[0], letter), obligation(op == fm.UNTIL, g))
+            return _minimal(dnf(args[1], letter) | later)
+        if op == fm.RELEASE:
+            return _product(dnf(args[1], letter), _minimal(dnf(args[0], letter) | obligation(False, g)))
+        if op in (fm.BOUNDED_EVENTUALLY, fm.BOUNDED_ALWAYS):
+            assert g.bounds is not None
+            lo, hi = g.bounds
+            eventually = op == fm.BOUNDED_EVENTUALLY
+            build = fm.Eventually if eventually else fm.Always
+            sub = args[0]
+            if lo > 0:
+                return obligation(eventually, build(sub, (lo - 1, hi - 1)))
+            here = dnf(sub, letter)
+            if hi == 0:
+                return here
+            later = obligation(eventually, build(sub, (0, hi - 1)))
+            return _minimal(here | later) if eventually else _product(here, later)
+        raise AssertionError(f'not in negation normal form: {op!r}')
+
+    initial = obligation(True, root)
+    expansions: list[list[_Dnf]] = []     # per obligation, per letter
+    while len(expansions) < len(obligations):      # the closure grows as it is expanded
+        _, chi = obligations[len(expansions)]
+        expansions.append([dnf(chi, letter) for letter in range(n_letters)])
+
+    # Chains: bounded obligations sharing strength, operator, operand and lower bound.
+    groups: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+    for o, (strong, chi) in enumerate(obligations):
+        if chi.op in (fm.BOUNDED_EVENTUALLY, fm.BOUNDED_ALWAYS):
+            assert chi.bounds is not None
+            lo, hi = chi.bounds
+            strength = hi if chi.op == fm.BOUNDED_EVENTUALLY else -hi    # smaller: stronger
+            groups.setdefault((strong, chi.op, chi.args[0], lo), []).append((strength, o))
+        else:
+            groups[('single', o)] = [(0, o)]
+    chain_of = np.zeros(len(obligations), dtype=np.int64)
+    rank_of = np.zeros(len(obligations), dtype=np.int64)
+    lengths_l: list[int] = []
+    strong_l: list[bool] = []
+    for c, members in enumerate(groups.values()):
+        for r, (_, o) in enumerate(sorted(members)):
+            chain_of[o], rank_of[o] = c, r
+        lengths_l.append(len(members))
+        strong_l.append(obligations[members[0][1]][0])
+    lengths = np.array(lengths_l, dtype=np.int64)
+    key_space = 1
+    for n in lengths_l:
+        key_space *= n + 1
+    if key_space >= _MAX_KEY:
+        raise NotTabulable('too many obligation combinations for an int64 key')
+
+    def rows(d: _Dnf) -> list[np.ndarray]:
+        out = []
+        for conj in d:
+            v = lengths.copy()
+            for o in conj:
+                c = chain_of[o]
+                v[c] = min(v[c], rank_of[o])
+            out.append(v)
+        return _weakest(out)
+
+    m = len(lengths_l)
+    offsets = np.zeros(m, dtype=np.int64)
+    if m:
+        offsets[1:] = np.cumsum(lengths + 1)[:-1]
+    n_slots = int((lengths + 1).sum())
+    exp_start = np.zeros((n_letters, n_slots), dtype=np.int64)
+    exp_count = np.zeros((n_letters, n_slots), dtype=np.int64)
+    table: list[np.ndarray] = [lengths.copy()]       # row 0: the unit (nothing required)
+    for c in range(m):
+        exp_count[:, offsets[c] + lengths[c]] = 1      # exp_start 0: the unit row
+    for o in range(len(obligations)):
+        slot = offsets[chain_of[o]] + rank_of[o]
+        for letter in range(n_letters):
+            expansion = rows(expansions[o][letter])
+            exp_start[letter, slot] = len(table)
+            exp_count[letter, slot] = len(expansion)
+            table.extend(expansion)
+    return Tables(
+        atoms=atoms, lengths=lengths, strong=np.array(strong_l, dtype=bool),
+        initial=_matrix(rows(initial), m), offsets=offsets,
+        exp_start=exp_start, exp_count=exp_count, exp_rows=_matrix(table, m))
+
+
+def _matrix(vectors: list[np.ndarray], m: int) -> np.ndarray:
+    out = np.zeros((len(vectors), m), dtype=np.int64)
+    if vectors:
+        out[:] = vectors
+    return out
+
+
+def _weakest(vectors: list[np.ndarray]) -> list[np.ndarray]:
+    """The antichain of ``vectors`` that no other vector is entry-wise above, sorted."""
+    unique = sorted({tuple(int(x) for x in v) for v in vectors})
+    kept = [v for v in unique if not any(w != v and all(a <= b for a, b in zip(v, w)) for w in unique)]
+    return [np.array(v, dtype=np.int64) for v in kept]
+
+
+@dataclass(frozen=True)
+class Explored:
+    """Reachable states as an explicit table: ``delta[s, letter]`` is the
+    successor of state ``s`` (0 = the initial state); ``accepting[s]`` whether
+    a trace may end there.  States are numbered breadth first, each state's
+    successors in lexicographic letter order (the minimal DFA's numbering)."""
+
+    atoms: tuple[str, ...]
+    delta: np.ndarray
+    accepting: np.ndarray
+
+
+def explore(t: Tables) -> Explored:
+    """Every state reachable from ``t.initial``, breadth first, one layer per pass.
+
+    A state is an antichain of disjuncts, and its successor under a letter is
+    the join (union, then weakest elements) of its disjuncts' successors.
+    Far fewer distinct disjuncts than states occur (5,152 against 176,853
+    for the nested window at k = 100), so each disjunct's successors are
+    computed once, and so is each join of two interned antichains: a layer
+    costs a few table look-ups per state and letter."""
+    n_letters = t.exp_start.shape[0]
+    store = _Antichains(t.lengths)
+    disjuncts = _Disjuncts(t, store)
+    false_id = store.intern_one(np.zeros(0, dtype=np.int64))
+
+    state_of = np.full(16, -1, dtype=np.int64)      # antichain id → state id
+    n_states = 0
+
+    def discover(ids: np.ndarray) -> np.ndarray:
+        """Register the unseen antichains among ``ids`` as states (in order of
+        first appearance); returns them."""
+        nonlocal state_of, n_states
+        if len(store) > len(state_of):
+            grown = np.full(2 * len(store), -1, dtype=np.int64)
+            grown[:len(state_of)] = state_of
+            state_of = grown
+        fresh: np.ndarray = ids[state_of[ids] < 0]
+        if not len(fresh):
+            return fresh
+        uniq, at = np.unique(fresh, return_index=True)
+        fresh = uniq[np.argsort(at)]
+        state_of[fresh] = n_states + np.arange(len(fresh))
+        n_states += len(fresh)
+        return fresh
+
+    # States are numbered as the minimal DFA numbers them (breadth first,
+    # successors in lexicographic letter order), so when no two are
+    # equivalent the numbering is already final.
+    lex = lexicographic_letters(len(t.atoms))
+    first = store.intern_one(np.sort(_keys(t.initial, store.strides)))
+    frontier = discover(np.array([first]))
+    delta_layers: list[np.ndarray] = []
+    accepting_layers: list[np.ndarray] = []
+    while len(frontier):
+        members, owner = disjuncts.of(frontier)        # disjunct indices, frontier position
+        accepting = np.zeros(len(frontier), dtype=bool)
+        accepting[owner[disjuncts.free[members]]] = True
+        accepting_layers.append(accepting)
+        succ = disjuncts.successors[members]           # (rows, letters) antichain ids
+        # Fold each state's disjuncts left to right: join with the next one.
+        counts = np.bincount(owner, minlength=len(frontier))
+        starts = np.zeros(len(frontier), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        cur = np.full((len(frontier), n_letters), false_id, dtype=np.int64)
+        has = counts > 0
+        cur[has] = succ[starts[has]]
+        for i in range(1, int(counts.max(initial=0))):
+            rows = np.flatnonzero(counts > i)
+            cur[rows] = _join(store, cur[rows], succ[starts[rows] + i], false_id)
+        frontier = discover(cur[:, lex].reshape(-1))
+        delta_layers.append(cur.reshape(-1))
+    delta = state_of[np.concatenate(delta_layers)].reshape(-1, n_letters)
+    return Explored(t.atoms, delta, np.concatenate(accepting_layers))
+
+
+def _join(store: '_Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> np.ndarray:
+    """Element-wise join of interned antichains (the disjunction of two
+    states).  Each distinct pair is joined once per call; pairs do not recur
+    across layers (measured: none of 181,698 did), so nothing is memoised."""
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    out: np.ndarray = hi.copy()                     # lo == hi, or lo is false
+    work = (lo != hi) & (lo != false_id)
+    if not work.any():
+        return out
+    if len(store) >= _MAX_ANTICHAINS:
+        raise NotTabulable(f'more than {_MAX_ANTICHAINS} antichains')
+    uniq, inverse = np.unique((lo[work] << 32) | hi[work], return_inverse=True)
+    a, b = uniq >> 32, uniq & 0xFFFFFFFF
+    n = len(uniq)
+    group = np.concatenate([np.repeat(np.arange(n), store.count[a]), np.repeat(np.arange(n), store.count[b])])
+    keys = np.concatenate([store.keys[_ranges(store.start[a], store.count[a])],
+                           store.keys[_ranges(store.start[b], store.count[b])]])
+    group, keys, _ = _antichains(group, keys, store.vectors(keys))
+    out[work] = store.intern(group, keys, n)[inverse.reshape(-1)]
+    return out
+
+
+class KeyIndex:
+    """A map from int64 keys to int64 values, taking and giving arrays.
+
+    A plain dict: at the batch sizes of a breadth-first layer (10^3-10^4
+    keys) it is as fast as a sorted array or an open-addressing table in
+    numpy (measured), and simpler."""
+
+    def __init__(self) -> None:
+        self._map: dict[int, int] = {}
+
+    def get(self, keys: np.ndarray, missing: int = -1) -> np.ndarray:
+        get = self._map.get
+        return np.array([get(k, missing) for k in keys.tolist()], dtype=np.int64)
+
+    def set(self, keys: np.ndarray, values: np.ndarray) -> None:
+        self._map.update(zip(keys.tolist(), values.tolist()))
+
+
+_COLLIDED = -2
+
+
+class _Antichains:
+    """Interned antichains of disjuncts: id → sorted disjunct keys.  Found
+    by a 64-bit hash of the keys and then compared with the stored keys, so
+    identity is exact; contents that share a hash go to a table of their
+    bytes."""
+
+    def __init__(self, lengths: np.ndarray) -> None:
+        self.lengths = lengths
+        self.strides = np.ones(len(lengths), dtype=np.int64)
+        if len(lengths):
+            self.strides[1:] = np.cumprod(lengths + 1)[:-1]
+        self.keys = np.zeros(1024, dtype=np.int64)
+        self.start = np.zeros(1024, dtype=np.int64)
+        self.count = np.zeros(1024, dtype=np.int64)
+        self._used = 0
+        self._n = 0
+        self._index = KeyIndex()               # content hash → id (or _COLLIDED)
+        self._exact: dict[bytes, int] = {}        # contents whose hash is shared
+
+    def __len__(self) -> int:
+        return self._n
+
+    def vectors(self, keys: np.ndarray) -> np.ndarray:
+        """Disjunct keys back to rows of ranks."""
+        rows: np.ndarray = (keys[:, None] // self.strides) % (self.lengths + 1)
+        return rows
+
+    def intern_one(self, keys: np.ndarray) -> int:
+        return int(self.intern(np.zeros(len(keys), dtype=np.int64), keys, 1)[0])
+
+    def intern(self, group: np.ndarray, keys: np.ndarray, n_groups: int) -> np.ndarray:
+        """Ids of the antichains ``keys[group == g]`` (sorted by group, then
+        key), ``g < n_groups``; unseen ones are added."""
+        counts = np.bincount(group, minlength=n_groups)
+        starts = np.zeros(n_groups + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        padded = np.full((n_groups, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
+        padded[group, np.arange(len(group)) - starts[group]] = keys
+        content, inverse = unique_rows(padded)
+        ids: np.ndarray = self._ids(content)[inverse]
+        return ids
+
+    def _ids(self, content: np.ndarray) -> np.ndarray:
+        """Ids of distinct padded contents (rows of sorted keys, then -1):
+        looked up by a 64-bit hash, every hit compared with the stored
+        antichain, so a hash collision is detected and resolved exactly."""
+        hashes = mix_rows(content, skip_negative=True)
+        index = self._index
+        ids = index.get(hashes)
+        hit = np.flatnonzero(ids >= 0)
+        if len(hit):
+            wrong = hit[~self._equal(ids[hit], content[hit])]
+            if len(wrong):
+                for i in distinct(ids[wrong]).tolist():
+                    self._exact_entry(i)
+                shared = distinct(hashes[wrong])
+                index.set(shared, np.full(len(shared), _COLLIDED))
+                ids[wrong] = _COLLIDED
+        miss = np.flatnonzero(ids == -1)
+        if len(miss):
+            uniq, n_same = np.unique(hashes[miss], return_counts=True)
+            if (n_same > 1).any():      # two new contents, one hash
+                twice = uniq[n_same > 1]
+                index.set(twice, np.full(len(twice), _COLLIDED))
+                shared = np.isin(hashes[miss], twice)
+                ids[miss[shared]] = _COLLIDED
+                miss = miss[~shared]
+            new_ids = self._append_rows(content[miss])
+            ids[miss] = new_ids
+            index.set(hashes[miss], new_ids)
+        for u in np.flatnonzero(ids == _COLLIDED).tolist():
+            row = content[u]
+            b = row[row >= 0].tobytes()
+            i = self._exact.get(b)
+            if i is None:
+                i = self._exact[b] = int(self._append_rows(content[u:u + 1])[0])
+            ids[u] = i
+        return ids
+
+    def _equal(self, ids: np.ndarray, content: np.ndarray) -> np.ndarray:
+        width = content.shape[1]
+        ok = self.count[ids] == (content >= 0).sum(axis=1)
+        pos = np.arange(width)
+        inside = pos < self.count[ids][:, None]
+        stored = np.where(inside, self.keys[np.where(inside, self.start[ids][:, None] + pos, 0)], -1)
+        equal: np.ndarray = ok & (stored == content).all(axis=1)
+        return equal
+
+    def _exact_entry(self, i: int) -> None:
+        row = self.keys[self.start[i]:self.start[i] + self.count[i]]
+        self._exact[row.tobytes()] = i
+
+    def _append_rows(self, content: np.ndarray) -> np.ndarray:
+        """Store new antichains (padded rows); returns their ids."""
+        counts = (content >= 0).sum(axis=1)
+        flat = content[content >= 0]            # row-major: each row's keys in order
+        n_old, n_new = self._n, len(content)
+        while n_old + n_new > len(self.start):
+            self.start = np.resize(self.start, 2 * len(self.start))
+            self.count = np.resize(self.count, 2 * len(self.count))
+        while self._used + len(flat) > len(self.keys):
+            self.keys = np.resize(self.keys, 2 * len(self.keys))
+        self.count[n_old:n_old + n_new] = counts
+        self.start[n_old:n_old + n_new] = self._used + np.cumsum(counts) - counts
+        self.keys[self._used:self._used + len(flat)] = flat
+        self._used += len(flat)
+        self._n += n_new
+        return np.arange(n_old, n_old + n_new)
+
+
+class _Disjuncts:
+    """The distinct disjuncts met so far, each with its successor antichain
+    per letter (computed once, for a whole batch of new disjuncts)."""
+
+    def __init__(self, t: Tables, store: _Antichains) -> None:
+        self.t, self.store = t, store
+        n_letters = t.exp_start.shape[0]
+        self._index = KeyIndex()                   # disjunct key → disjunct index
+        self.successors = np.zeros((0, n_letters), dtype=np.int64)
+        self.free = np.zeros(0, dtype=bool)
+
+    def of(self, antichains: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(disjunct indices, position in ``antichains``) of every member of
+        every given antichain, in order."""
+        store = self.store
+        keys = store.keys[_ranges(store.start[antichains], store.count[antichains])]
+        owner = np.repeat(np.arange(len(antichains)), store.count[antichains])
+        uniq = distinct(keys)
+        new_keys = uniq[self._index.get(uniq) < 0]
+        if len(new_keys):
+            self._add(new_keys)
+        return self._index.get(keys), owner
+
+    def _add(self, keys: np.ndarray) -> None:
+        t, store = self.t, self.store
+        base = len(self.successors)
+        self._index.set(keys, base + np.arange(len(keys)))
+        vec = store.vectors(keys)
+        n_letters = t.exp_start.shape[0]
+        group, rows = _successor_rows(t, vec, np.arange(len(keys)), n_letters)
+        group, rkeys, rows = _antichains(group, _keys(rows, store.strides), rows)
+        ids = store.intern(group, rkeys, len(keys) * n_letters).reshape(len(keys), n_letters)
+        self.successors = np.concatenate([self.successors, ids])
+        free = (vec[:, t.strong] == t.lengths[t.strong]).all(axis=1)
+        self.free = np.concatenate([self.free, free])
+
+
+def _keys(vec: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    return vec @ strides if len(strides) else np.zeros(len(vec), dtype=np.int64)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each pair."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(starts - (ends - counts), counts)
+    return offsets + np.arange(total)
+
+
+def _successor_rows(t: Tables, rows: np.ndarray, state: np.ndarray, n_letters: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every successor disjunct of every (frontier state, letter): the product,
+    over the chains a row requires, of those obligations' expansions.
+    Returns (group = state × n_letters + letter, disjunct rows)."""
+    n_rows = len(rows)
+    src = np.repeat(np.arange(n_rows), n_letters)
+    letter = np.tile(np.arange(n_letters), n_rows)
+    acc = np.broadcast_to(t.lengths, (len(src), len(t.lengths))).copy()
+    for c in np.flatnonzero((rows < t.lengths).any(axis=0)):
+        slot = t.offsets[c] + rows[src, c]
+        count = t.exp_count[letter, slot]
+        start = t.exp_start[letter, slot]
+        keep = np.repeat(np.arange(len(src)), count)
+        table_rows = _ranges(start, count)
+        src, letter = src[keep], letter[keep]
+        acc = np.minimum(acc[keep], t.exp_rows[table_rows])
+    return state[src] * n_letters + letter, acc
+
+
+def _antichains(group: np.ndarray, keys: np.ndarray, vec: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, the distinct disjuncts that no other disjunct of the group is
+    entry-wise above, sorted by (group, key)."""
+    order = np.lexsort((keys, group))
+    group, keys, vec = group[order], keys[order], vec[order]
+    if len(group) > 1:
+        distinct = np.ones(len(group), dtype=bool)
+        distinct[1:] = (group[1:] != group[:-1]) | (keys[1:] != keys[:-1])
+        group, keys, vec = group[distinct], keys[distinct], vec[distinct]
+    n = len(group)
+    if n < 2:
+        return group, keys, vec
+    # Pairs (i, j) of rows of one group, i ≠ j.
+    first = np.ones(n, dtype=bool)
+    first[1:] = group[1:] != group[:-1]
+    start_of = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    sizes = np.bincount(group)[group]
+    multi = np.flatnonzero(sizes > 1)
+    if not len(multi):
+        return group, keys, vec
+    i = np.repeat(multi, sizes[multi])
+    j = _ranges(start_of[multi], sizes[multi])
+    other = i != j
+    i, j = i[other], j[other]
+    above = (vec[i] <= vec[j]).all(axis=1)
+    dominated = np.zeros(n, dtype=bool)
+    dominated[i[above]] = True
+    keep = ~dominated
+    return group[keep], keys[keep], vec[keep]
