@@ -427,31 +427,59 @@ def _join(store: '_Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> 
         raise NotTabulable(f'more than {_MAX_ANTICHAINS} antichains')
     uniq, inverse = np.unique((lo[work] << 32) | hi[work], return_inverse=True)
     a, b = uniq >> 32, uniq & 0xFFFFFFFF
-    n = len(uniq)
-    group = np.concatenate([np.repeat(np.arange(n), store.count[a]), np.repeat(np.arange(n), store.count[b])])
-    keys = np.concatenate([store.keys[_ranges(store.start[a], store.count[a])],
-                           store.keys[_ranges(store.start[b], store.count[b])]])
-    group, keys, _ = _antichains(group, keys, store.vectors(keys))
-    out[work] = store.intern(group, keys, n)[inverse.reshape(-1)]
+    joined = np.empty(len(uniq), dtype=np.int64)
+    # Most joins (97 % for the nested window) are of two single disjuncts:
+    # the weaker one if they are comparable, else both.
+    single = (store.count[a] == 1) & (store.count[b] == 1)
+    if single.any():
+        ka, kb = store.keys[store.start[a[single]]], store.keys[store.start[b[single]]]
+        va, vb = store.vectors(ka), store.vectors(kb)
+        a_weaker, b_weaker = (vb <= va).all(axis=1), (va <= vb).all(axis=1)
+        both = ~(a_weaker | b_weaker)
+        pair = np.stack([np.minimum(ka[both], kb[both]), np.maximum(ka[both], kb[both])], axis=1)
+        joined[single] = np.where(a_weaker, a[single], b[single])
+        joined[np.flatnonzero(single)[both]] = store.ids_of(pair)
+    wide = ~single
+    if wide.any():
+        a, b = a[wide], b[wide]
+        n = len(a)
+        group = np.concatenate([np.repeat(np.arange(n), store.count[a]), np.repeat(np.arange(n), store.count[b])])
+        keys = np.concatenate([store.keys[_ranges(store.start[a], store.count[a])],
+                               store.keys[_ranges(store.start[b], store.count[b])]])
+        group, keys, _ = _antichains(group, keys, store.vectors(keys))
+        joined[wide] = store.intern(group, keys, n)
+    out[work] = joined[inverse.reshape(-1)]
     return out
 
 
 class KeyIndex:
     """A map from int64 keys to int64 values, taking and giving arrays.
 
-    A plain dict: at the batch sizes of a breadth-first layer (10^3-10^4
-    keys) it is as fast as a sorted array or an open-addressing table in
-    numpy (measured), and simpler."""
+    Keys known to lie in ``range(key_space)`` with ``key_space`` up to
+    :data:`DENSE_KEYS` go to a flat array (one gather per batch); others to
+    a dict, which at the batch sizes of a breadth-first layer (10^3-10^4
+    keys) was as fast as a sorted array or an open-addressing table in
+    numpy (measured), and is simpler."""
 
-    def __init__(self) -> None:
+    DENSE_KEYS = 1 << 22
+
+    def __init__(self, key_space: int | None = None) -> None:
+        self._dense = np.full(key_space, -1, dtype=np.int64) \
+            if key_space is not None and key_space <= self.DENSE_KEYS else None
         self._map: dict[int, int] = {}
 
     def get(self, keys: np.ndarray, missing: int = -1) -> np.ndarray:
+        if self._dense is not None:
+            found: np.ndarray = self._dense[keys]
+            return found if missing == -1 else np.where(found < 0, missing, found)
         get = self._map.get
         return np.array([get(k, missing) for k in keys.tolist()], dtype=np.int64)
 
     def set(self, keys: np.ndarray, values: np.ndarray) -> None:
-        self._map.update(zip(keys.tolist(), values.tolist()))
+        if self._dense is not None:
+            self._dense[keys] = values
+        else:
+            self._map.update(zip(keys.tolist(), values.tolist()))
 
 
 _COLLIDED = -2
@@ -496,10 +524,10 @@ class _Antichains:
         padded = np.full((n_groups, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
         padded[group, np.arange(len(group)) - starts[group]] = keys
         content, inverse = unique_rows(padded)
-        ids: np.ndarray = self._ids(content)[inverse]
+        ids: np.ndarray = self.ids_of(content)[inverse]
         return ids
 
-    def _ids(self, content: np.ndarray) -> np.ndarray:
+    def ids_of(self, content: np.ndarray) -> np.ndarray:
         """Ids of distinct padded contents (rows of sorted keys, then -1):
         looked up by a 64-bit hash, every hit compared with the stored
         antichain, so a hash collision is detected and resolved exactly."""
@@ -574,7 +602,8 @@ class _Disjuncts:
     def __init__(self, t: Tables, store: _Antichains) -> None:
         self.t, self.store = t, store
         n_letters = t.exp_start.shape[0]
-        self._index = KeyIndex()                   # disjunct key → disjunct index
+        key_space = int(np.prod(t.lengths + 1)) if len(t.lengths) else 1
+        self._index = KeyIndex(key_space)             # disjunct key → disjunct index
         self.successors = np.zeros((0, n_letters), dtype=np.int64)
         self.free = np.zeros(0, dtype=bool)
 

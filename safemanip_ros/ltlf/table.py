@@ -18,12 +18,16 @@ constructions return identical automata:
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .dfa import DFA
 from .verdict import Verdict
 
 _VERDICTS = tuple(Verdict(i) for i in range(4))
+# Below this many states the second thread costs more than it saves.
+_SPECULATE_STATES = 20_000
 
 
 def minimal_dfa(formula: str, atoms: tuple[str, ...], delta: np.ndarray, accepting: np.ndarray,
@@ -35,15 +39,28 @@ def minimal_dfa(formula: str, atoms: tuple[str, ...], delta: np.ndarray, accepti
     successors in lexicographic letter order (then, if none are equivalent,
     the numbering is kept as it is)."""
     n_atoms = len(atoms)
-    preds = Predecessors(delta)
-    # Verdict labels are properties of a state's language, so they are
-    # computed once on the explored table and start the refinement.
-    labels = verdict_labels(preds, accepting)
-    block = refine(delta, labels, preds)
     lex = lexicographic_letters(n_atoms)
     n = len(delta)
+    # A breadth-first numbered table usually is minimal already (its states
+    # are canonical forms): its decision diagram is drawn on a second thread
+    # while the refinement proves it (numpy sorts and gathers release the GIL).
+    guess: dict[str, tuple[np.ndarray, ...]] = {}
+    drawer = threading.Thread(target=lambda: guess.update(dd=decision_diagram(delta[:, lex], n_atoms))) \
+        if breadth_first and n >= _SPECULATE_STATES else None
+    if drawer is not None:
+        drawer.start()
+    try:
+        preds = Predecessors(delta)
+        # Verdict labels are properties of a state's language, so they are
+        # computed once on the explored table and start the refinement.
+        labels = verdict_labels(preds, accepting)
+        block = refine(delta, labels, preds)
+    finally:
+        if drawer is not None:
+            drawer.join()
     if breadth_first and np.count_nonzero(np.bincount(block)) == n:
-        table, rep_order = delta[:, lex], np.arange(n)
+        rep_order = np.arange(n)
+        diagram = guess['dd'] if 'dd' in guess else decision_diagram(delta[:, lex], n_atoms)
     else:
         order = _breadth_first(block, delta, lex)
         # The minimal table: row i is block order[i], columns in lexicographic letter order.
@@ -53,10 +70,10 @@ def minimal_dfa(formula: str, atoms: tuple[str, ...], delta: np.ndarray, accepti
         new_of = np.full(len(rep), -1, dtype=np.int64)
         new_of[order] = np.arange(len(order))
         rep_order = rep[order]
-        table = new_of[block[delta[rep_order][:, lex]]]
-    root, node_atom, node_low, node_high = decision_diagram(table, n_atoms)
+        diagram = decision_diagram(new_of[block[delta[rep_order][:, lex]]], n_atoms)
+    root, node_atom, node_low, node_high = diagram
     return DFA(formula, atoms, 0, tuple(accepting[rep_order].tolist()),
-               tuple(_VERDICTS[c] for c in labels[rep_order].tolist()),
+               tuple(map(_VERDICTS.__getitem__, labels[rep_order].tolist())),
                tuple(root.tolist()), tuple(node_atom.tolist()), tuple(node_low.tolist()),
                tuple(node_high.tolist()), compile_time_s)
 
