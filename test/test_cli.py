@@ -104,6 +104,21 @@ def test_compile_prints_and_exports(tmp_path):
     assert json.loads(js.read_text())['num_states'] == 3
 
 
+def test_compile_picks_and_names_its_construction():
+    nested = 'G(a -> F[0,6] (b & F[0,6] c))'
+    auto = run_cli('compile', nested)
+    assert auto.returncode == 0, auto.stderr
+    assert 'construction: explicit' in auto.stdout
+    symbolic = run_cli('compile', nested, '--construction', 'symbolic')
+    assert 'construction: symbolic' in symbolic.stdout
+
+    def states(text: str) -> str:
+        return next(line for line in text.splitlines() if line.startswith('states:'))
+    assert states(auto.stdout) == states(symbolic.stdout) == 'states: 86'
+    wide = run_cli('compile', 'G(a -> F[0,2] (b & F[0,2] c)) & G(d | e | g | h)', '--construction', 'explicit')
+    assert wide.returncode == 2 and '7 atoms (at most 6 are enumerated)' in wide.stderr
+
+
 def test_compile_syntax_error():
     proc = run_cli('compile', 'G(a -> ')
     assert proc.returncode == 2 and 'at position 7' in proc.stderr

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from ..errors import SafemanipError
-from ..ltlf.compiler import compile_formula
+from ..ltlf.compiler import CONSTRUCTIONS, compile_formula, construction_for
+from ..ltlf.parser import parse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('formula', help='LTLf formula')
     p.add_argument('--dot', metavar='FILE', help='write the automaton as Graphviz DOT')
     p.add_argument('--json', metavar='FILE', dest='json_file', help='write the automaton as JSON')
+    p.add_argument('--construction', choices=CONSTRUCTIONS, default='auto',
+                   help='symbolic (BDD progression), explicit (breadth-first layers in numpy, at most 6 atoms) or '
+                        'auto (explicit where window counters interact, else symbolic; default). The automaton is '
+                        'the same either way')
     p.set_defaults(func=run)
 
 
@@ -29,7 +34,12 @@ def _write(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    dfa = compile_formula(args.formula)
+    f = parse(args.formula)
+    construction = construction_for(f) if args.construction == 'auto' else args.construction
+    try:
+        dfa = compile_formula(f, construction)
+    except ValueError as err:
+        raise SafemanipError(str(err)) from err
     accepting = [s for s in dfa.states if dfa.accepting[s]]
     print(f'formula: {dfa.formula}')
     print(f'atoms: {json.dumps(list(dfa.atoms))}')
@@ -38,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     print(f'accepting states: {json.dumps(accepting)}')
     print(f'labels: {json.dumps([v.text for v in dfa.labels])}')
     print(f'decision nodes: {len(dfa.node_atom)}')
+    print(f'construction: {construction}')
     print(f'compile time: {dfa.compile_time_s * 1000:.3f} ms')
     if args.dot:
         _write(args.dot, dfa.to_dot())
