@@ -15,10 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import formulas
 
-from safemanip_ros.ltlf import DFA, compile_formula, parse
+from safemanip_ros.ltlf import DFA, compile_formula, parse, table
 from safemanip_ros.ltlf import explicit as ex
 from safemanip_ros.ltlf import formula as fm
-from safemanip_ros.ltlf import table
 from safemanip_ros.ltlf.compiler import construction_for
 
 # Windows that interact (two counters or more), one window, delays, nesting.

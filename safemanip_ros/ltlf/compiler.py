@@ -482,7 +482,7 @@ def construction_for(f: Formula) -> str:
 
 
 def _compile_explicit(f: Formula) -> DFA:
-    from . import explicit, table      # numpy: imported only where used
+    from . import explicit, table  # numpy: imported only where used
 
     try:
         tables = explicit.tabulate(f)

@@ -22,15 +22,17 @@ Method:
   unique canonical form of a monotone function over the chains' consistent
   assignments, the same states the symbolic compiler's normal form gives.
 * Each obligation's expansion under each letter (a small antichain over the
-  next step's obligations) is tabulated once.  A layer's successors are then
-  products of table rows (entry-wise minimum), reduced to antichains with
-  pairwise dominance tests, and matched against the known states exactly.
+  next step's obligations) is tabulated once.  A disjunct's successor under a
+  letter is the product of its obligations' expansions (entry-wise minimum),
+  reduced to an antichain; it is computed once per distinct disjunct, and a
+  state's successor is the *join* (union, weakest elements) of its
+  disjuncts' successors.  Antichains are interned and matched exactly.
 * The explicit transition table is minimised and numbered by
   :mod:`.table`, which yields the same :class:`~.dfa.DFA` as the symbolic
   compiler, node for node.
 
 Letters are enumerated (2^atoms per state), so this suits formulas with few
-atoms and long windows; :func:`.compiler.compile_formula` chooses.
+atoms and interacting windows; :func:`.compiler.construction_for` chooses.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 
 from . import formula as fm
 from .formula import Formula
-from .table import distinct, lexicographic_letters, mix_rows, unique_rows
+from .table import distinct, lexicographic_letters, mix_rows, ranges, unique_rows
 
 # Letters are enumerated per state; past this many atoms the symbolic
 # compiler, which only splits on the atoms a state reads, is the better tool.
@@ -444,8 +446,8 @@ def _join(store: '_Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> 
         a, b = a[wide], b[wide]
         n = len(a)
         group = np.concatenate([np.repeat(np.arange(n), store.count[a]), np.repeat(np.arange(n), store.count[b])])
-        keys = np.concatenate([store.keys[_ranges(store.start[a], store.count[a])],
-                               store.keys[_ranges(store.start[b], store.count[b])]])
+        keys = np.concatenate([store.keys[ranges(store.start[a], store.count[a])],
+                               store.keys[ranges(store.start[b], store.count[b])]])
         group, keys, _ = _antichains(group, keys, store.vectors(keys))
         joined[wide] = store.intern(group, keys, n)
     out[work] = joined[inverse.reshape(-1)]
@@ -611,7 +613,7 @@ class _Disjuncts:
         """(disjunct indices, position in ``antichains``) of every member of
         every given antichain, in order."""
         store = self.store
-        keys = store.keys[_ranges(store.start[antichains], store.count[antichains])]
+        keys = store.keys[ranges(store.start[antichains], store.count[antichains])]
         owner = np.repeat(np.arange(len(antichains)), store.count[antichains])
         uniq = distinct(keys)
         new_keys = uniq[self._index.get(uniq) < 0]
@@ -637,16 +639,6 @@ def _keys(vec: np.ndarray, strides: np.ndarray) -> np.ndarray:
     return vec @ strides if len(strides) else np.zeros(len(vec), dtype=np.int64)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each pair."""
-    total = int(counts.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    offsets = np.repeat(starts - (ends - counts), counts)
-    return offsets + np.arange(total)
-
-
 def _successor_rows(t: Tables, rows: np.ndarray, state: np.ndarray, n_letters: int) -> tuple[np.ndarray, np.ndarray]:
     """Every successor disjunct of every (frontier state, letter): the product,
     over the chains a row requires, of those obligations' expansions.
@@ -660,7 +652,7 @@ def _successor_rows(t: Tables, rows: np.ndarray, state: np.ndarray, n_letters: i
         count = t.exp_count[letter, slot]
         start = t.exp_start[letter, slot]
         keep = np.repeat(np.arange(len(src)), count)
-        table_rows = _ranges(start, count)
+        table_rows = ranges(start, count)
         src, letter = src[keep], letter[keep]
         acc = np.minimum(acc[keep], t.exp_rows[table_rows])
     return state[src] * n_letters + letter, acc
@@ -688,7 +680,7 @@ def _antichains(group: np.ndarray, keys: np.ndarray, vec: np.ndarray
     if not len(multi):
         return group, keys, vec
     i = np.repeat(multi, sizes[multi])
-    j = _ranges(start_of[multi], sizes[multi])
+    j = ranges(start_of[multi], sizes[multi])
     other = i != j
     i, j = i[other], j[other]
     above = (vec[i] <= vec[j]).all(axis=1)

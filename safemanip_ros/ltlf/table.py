@@ -6,7 +6,8 @@ constructions return identical automata:
 
 * **minimise**: Moore's partition refinement, made incremental as in the
   symbolic compiler (only the predecessors of states that changed block are
-  re-signed), one array pass per round;
+  re-signed), one array pass per round, started from verdict labels and
+  shortest distances to ``false`` and ``true`` states;
 * **number**: breadth first from the initial state, each state's successors
   in the order of its decision diagram read false branch first, atom 0 at
   the root (letters in lexicographic order of ``atoms``);
@@ -84,13 +85,13 @@ class Predecessors:
     def __init__(self, delta: np.ndarray) -> None:
         n, n_letters = delta.shape
         targets = delta.reshape(-1)
-        self.pred = np.argsort(targets, kind="stable") // n_letters     # timsort: runs of BFS order
+        self.pred = np.argsort(targets, kind='stable') // n_letters     # timsort: runs of BFS order
         self.in_degree = np.bincount(targets, minlength=n)
         self.start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(self.in_degree, out=self.start[1:])
 
     def of(self, states: np.ndarray) -> np.ndarray:
-        pred: np.ndarray = self.pred[_ranges(self.start[states], self.in_degree[states])]
+        pred: np.ndarray = self.pred[ranges(self.start[states], self.in_degree[states])]
         return pred
 
 
@@ -248,7 +249,8 @@ def distinct(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each pair."""
     total = int(counts.sum())
     if not total:
         return np.zeros(0, dtype=np.int64)
