@@ -89,12 +89,15 @@ def _equivalent(x: DFA, y: DFA, atoms: frozenset[str]) -> bool:
     return True
 
 
+@pytest.mark.parametrize('pack_bits', [0, 62])
 @pytest.mark.parametrize('text', ['G(a -> F[0,6] (b & F[0,6] c))', 'G(a -> F[2,7] b) & G(c -> G[0,5] !d)',
                                   '(a U F[0,3] b) R G[1,4] (c | F[0,2] d)'])
-def test_interning_is_exact_when_every_hash_collides(monkeypatch, text):
-    # Every antichain gets the same hash, and so does every row the table
-    # code groups: identity must then come from comparing contents.
+def test_interning_is_exact_when_every_hash_collides(monkeypatch, text, pack_bits):
+    # Every antichain that is not packed into an exact key (pack_bits 0:
+    # none is) gets the same hash, and so does every row the table code
+    # groups: identity must then come from comparing contents.
     expected = compile_formula(text, 'explicit')
+    monkeypatch.setattr(ex, '_PACK_BITS', pack_bits)
     monkeypatch.setattr(ex, 'mix_rows', lambda rows, skip_negative=False: np.zeros(len(rows), dtype=np.int64))
     monkeypatch.setattr(table, '_linear_hash', lambda rows: np.zeros(len(rows), dtype=np.uint64))
     _same(compile_formula(text, 'explicit'), expected)

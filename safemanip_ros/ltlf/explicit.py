@@ -485,6 +485,8 @@ class KeyIndex:
 
 
 _COLLIDED = -2
+# Antichains packed into one int64 key use at most this many bits.
+_PACK_BITS = 62
 
 
 class _Antichains:
@@ -503,7 +505,13 @@ class _Antichains:
         self.count = np.zeros(1024, dtype=np.int64)
         self._used = 0
         self._n = 0
-        self._index = KeyIndex()               # content hash → id (or _COLLIDED)
+        # Antichains of up to exact_width disjuncts: their keys packed exactly
+        # into one int64 (key + 1 per digit, base key_space + 1; 0 = none).
+        base = int(np.prod(lengths + 1)) + 1 if len(lengths) else 2
+        self.exact_width = int(_PACK_BITS // np.log2(base))
+        self._radix = base ** np.arange(self.exact_width, dtype=np.int64)
+        self._packed = KeyIndex()                 # packed keys → id
+        self._index = KeyIndex()                  # wider: content hash → id (or _COLLIDED)
         self._exact: dict[bytes, int] = {}        # contents whose hash is shared
 
     def __len__(self) -> int:
@@ -530,9 +538,33 @@ class _Antichains:
         return ids
 
     def ids_of(self, content: np.ndarray) -> np.ndarray:
-        """Ids of distinct padded contents (rows of sorted keys, then -1):
-        looked up by a 64-bit hash, every hit compared with the stored
-        antichain, so a hash collision is detected and resolved exactly."""
+        """Ids of distinct padded contents (rows of sorted keys, then -1).
+
+        An antichain of at most :attr:`exact_width` disjuncts is looked up by
+        its keys packed into one int64 (exact); a wider one by a 64-bit hash,
+        every hit compared with the stored antichain, so a collision is
+        detected and resolved exactly."""
+        ids = np.empty(len(content), dtype=np.int64)
+        narrow = (content[:, self.exact_width:] < 0).all(axis=1) if content.shape[1] > self.exact_width \
+            else np.ones(len(content), dtype=bool)
+        if narrow.all():
+            return self._ids_packed(content[:, :self.exact_width])
+        if narrow.any():
+            ids[narrow] = self._ids_packed(content[narrow][:, :self.exact_width])
+        ids[~narrow] = self._ids_hashed(content[~narrow])
+        return ids
+
+    def _ids_packed(self, content: np.ndarray) -> np.ndarray:
+        codes = (content + 1) @ self._radix[:content.shape[1]]
+        ids = self._packed.get(codes)
+        miss = np.flatnonzero(ids < 0)
+        if len(miss):
+            new_ids = self._append_rows(content[miss])
+            ids[miss] = new_ids
+            self._packed.set(codes[miss], new_ids)
+        return ids
+
+    def _ids_hashed(self, content: np.ndarray) -> np.ndarray:
         hashes = mix_rows(content, skip_negative=True)
         index = self._index
         ids = index.get(hashes)
