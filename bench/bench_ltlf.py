@@ -151,26 +151,28 @@ def bench_suites() -> dict:
     return out
 
 
-def independent_windows(k: int) -> str:
-    return f'G(a -> F[0,{k}] b) & G(c -> F[0,{k}] d)'
+# Window families that the explicit construction compiles (beside the nested one above).
+WINDOW_FAMILIES = {
+    'independent_windows': lambda k: f'G(a -> F[0,{k}] b) & G(c -> F[0,{k}] d)',
+    'delayed_window': lambda delay: f'G(a -> F[{delay},{delay + 20}] b)',
+    'triple_nested': lambda k: f'G(a -> F[0,{k}] (b & F[0,{k}] (c & F[0,{k}] d)))',
+}
 
 
-def delayed_window(delay: int) -> str:
-    return f'G(a -> F[{delay},{delay + 20}] b)'
+_BASELINE_NAMES = {'symbolic': 'symbolic s', 'mona': 'mona s', 'full': 'ltlf2dfa s'}
 
 
-def triple_nested(k: int) -> str:
-    return f'G(a -> F[0,{k}] (b & F[0,{k}] (c & F[0,{k}] d)))'
-
-
-def bench_windows(title: str, make, sizes, symbolic_max: int, mona_max: int, timeout_s: float,
-                  repeat: int = 3) -> list:
-    """Interacting windows, where compile_formula picks the explicit
-    construction: its time (median and range over ``repeat`` fresh
-    processes) beside the symbolic compiler's and MONA's, same run."""
+def bench_family(title: str, make, sizes, timeout_s: float, baselines: dict[str, int], repeat: int = 1) -> list:
+    """Our compile time for each size (compile_formula as it picks its
+    construction; median and range over ``repeat`` fresh processes) beside
+    each baseline run up to its size limit, in the same run: ``symbolic``
+    (our compiler with construction='symbolic'), ``mona`` (ltlf2dfa + MONA,
+    raw automaton) and ``full`` (ltlf2dfa's plain to_dfa)."""
     print(f'\n## Compile: {title}')
-    print(f"{'n':>5s} {'states':>7s} {'ours s (med)':>12s} {'range':>13s} {'symbolic s':>11s} {'ratio':>9s} "
-          f"{'mona s':>9s} {'ratio':>9s}")
+    head = f"{'n':>5s} {'states':>7s} {'ours s':>9s} {'range':>13s} {'peak MiB':>9s}"
+    for kind in baselines:
+        head += f' {_BASELINE_NAMES[kind]:>11s} {"ratio":>9s}'
+    print(head)
     rows = []
     for n in sizes:
         text = make(n)
@@ -179,43 +181,17 @@ def bench_windows(title: str, make, sizes, symbolic_max: int, mona_max: int, tim
             print(f'{n:5d} our compiler failed or timed out after {timeout_s} s')
             continue
         times = sorted(r[0] for r in runs)
-        ours_s, states = statistics.median(times), runs[0][3]
-        sym = _in_subprocess('symbolic', text, timeout_s) if n <= symbolic_max else None
-        mona = _in_subprocess('mona', text, timeout_s) if n <= mona_max else None
-        sym_s = sym[0] if sym else None
-        mona_s = mona[0] if mona else None
-        print(f'{n:5d} {states:7d} {ours_s:12.3f} {times[0]:6.3f}-{times[-1]:<6.3f} '
-              f"{('-' if sym_s is None else f'{sym_s:11.3f}'):>11s} {fmt_ratio(sym_s, ours_s):>9s} "
-              f"{('-' if mona_s is None else f'{mona_s:9.3f}'):>9s} {fmt_ratio(mona_s, ours_s):>9s}")
-        rows.append({'n': n, 'states': states, 'ours_s': ours_s, 'ours_runs_s': times, 'symbolic_s': sym_s,
-                     'mona_s': mona_s})
-    print('   (ours: the construction compile_formula picks; symbolic: construction="symbolic"; '
-          '-: not run at that size, or timed out)')
-    return rows
-
-
-def bench_family(title: str, make, sizes, mona_max: int, full_max: int, timeout_s: float) -> list:
-    print(f'\n## Compile: {title}')
-    print(f"{'n':>5s} {'states':>7s} {'ours s':>9s} {'peak MiB':>9s} {'mona s':>9s} {'ratio':>9s} "
-          f"{'ltlf2dfa s':>11s} {'ratio':>9s}")
-    rows = []
-    for n in sizes:
-        text = make(n)
-        ours = _in_subprocess('ours', text, timeout_s)
-        if ours is None:
-            print(f'{n:5d} our compiler failed or timed out after {timeout_s} s')
-            continue
-        ours_s, ours_mib, _, states = ours
-        mona = _in_subprocess('mona', text, timeout_s) if n <= mona_max else None
-        full = _in_subprocess('full', text, timeout_s) if n <= full_max else None
-        mona_s = mona[0] if mona else None
-        full_s = full[0] if full else None
-        print(f'{n:5d} {states:7d} {ours_s:9.3f} {ours_mib:9.0f} '
-              f"{('-' if mona_s is None else f'{mona_s:9.3f}'):>9s} {fmt_ratio(mona_s, ours_s):>9s} "
-              f"{('-' if full_s is None else f'{full_s:11.3f}'):>11s} {fmt_ratio(full_s, ours_s):>9s}")
-        rows.append({'n': n, 'states': states, 'ours_s': ours_s, 'ours_peak_mib': ours_mib,
-                     'mona_s': mona_s, 'ltlf2dfa_s': full_s})
-    print('   (-: not run at that size, or timed out)')
+        ours_s, ours_mib, states = statistics.median(times), max(r[1] for r in runs), runs[0][3]
+        line = f'{n:5d} {states:7d} {ours_s:9.3f} {times[0]:6.3f}-{times[-1]:<6.3f} {ours_mib:9.0f}'
+        row = {'n': n, 'states': states, 'ours_s': ours_s, 'ours_runs_s': times, 'ours_peak_mib': ours_mib}
+        for kind, max_n in baselines.items():
+            base = _in_subprocess(kind, text, timeout_s) if n <= max_n else None
+            base_s = base[0] if base else None
+            line += f" {('-' if base_s is None else f'{base_s:11.3f}'):>11s} {fmt_ratio(base_s, ours_s):>9s}"
+            row[f'{kind}_s'] = base_s
+        print(line)
+        rows.append(row)
+    print('   (ours: the construction compile_formula picks; -: not run at that size, or timed out)')
     return rows
 
 
@@ -311,39 +287,39 @@ def main() -> int:
     _warm_reference()
     if args.quick:
         results['reach_avoid'] = bench_family('reach-avoid, n stages (2**n+1 states)', reach_avoid, range(1, 5),
-                                              mona_max=3, full_max=2, timeout_s=60)
+                                              timeout_s=60, baselines={'mona': 3, 'full': 2})
         results['bounded_response'] = bench_family('G(a -> F[0,k] b), k+3 states', bounded_response,
-                                                   (10, 100, 1000), mona_max=10, full_max=0, timeout_s=60)
-        results['windows_nested'] = bench_windows('G(a -> F[0,k] (b & F[0,k] c)), ~k^3/6 states', bounded_nested,
-                                                  (10, 30), symbolic_max=30, mona_max=5, timeout_s=60, repeat=1)
+                                                   (10, 100, 1000), timeout_s=60, baselines={'mona': 10, 'full': 0})
+        results['windows_nested'] = bench_family('G(a -> F[0,k] (b & F[0,k] c)), ~k^3/6 states', bounded_nested,
+                                                 (5, 30), timeout_s=60, baselines={'symbolic': 30, 'mona': 5})
         results['stepping'] = bench_stepping(20_000, 100, 100)
     else:
         results['suites'] = bench_suites()
         results['reach_avoid'] = bench_family('reach-avoid, n stages (2**n+1 states; targets n=7 < 1 s, '
                                               'n=10 < 30 s and < 2 GB)', reach_avoid, range(1, 11),
-                                              mona_max=7, full_max=4, timeout_s=180)
+                                              timeout_s=180, baselines={'mona': 7, 'full': 4})
         results['responses'] = bench_family('conjunction of n responses G(p_i -> F q_i) (target n=8 < 1 s)',
-                                            responses, range(1, 9), mona_max=8, full_max=2, timeout_s=180)
+                                            responses, range(1, 9), timeout_s=180, baselines={'mona': 8, 'full': 2})
         # Bounded windows (a 1 s window at 20 Hz is k = 20).  MONA, through
         # ltlf2dfa's expansion into nested X, is exponential in k here.
         results['bounded_response'] = bench_family(
             'G(a -> F[0,k] b), k+3 states (targets k=100 < 50 ms, k=1000 < 1 s)', bounded_response,
-            (10, 12, 15, 20, 100, 1000), mona_max=15, full_max=0, timeout_s=120)
+            (10, 12, 15, 20, 100, 1000), timeout_s=120, baselines={'mona': 15, 'full': 0})
         results['bounded_absence'] = bench_family(
             'G(a -> G[0,k] !c), k+3 states (targets k=100 < 50 ms, k=1000 < 1 s)', bounded_absence,
-            (10, 12, 15, 20, 100, 1000), mona_max=15, full_max=0, timeout_s=120)
-        results['bounded_nested'] = bench_windows(
+            (10, 12, 15, 20, 100, 1000), timeout_s=120, baselines={'mona': 15, 'full': 0})
+        results['bounded_nested'] = bench_family(
             'G(a -> F[0,k] (b & F[0,k] c)), minimal DFA ~k^3/6 states (target k=100 < 1 s)', bounded_nested,
-            (5, 10, 20, 50, 100), symbolic_max=50, mona_max=10, timeout_s=180)
-        results['independent_windows'] = bench_windows(
-            'G(a -> F[0,k] b) & G(c -> F[0,k] d), two independent windows', independent_windows,
-            (20, 50, 100), symbolic_max=100, mona_max=0, timeout_s=180)
-        results['delayed_window'] = bench_windows(
-            'G(a -> F[l,l+20] b), a window that opens l frames later (~2^l states)', delayed_window,
-            (5, 10, 12), symbolic_max=12, mona_max=5, timeout_s=180)
-        results['triple_nested'] = bench_windows(
-            'G(a -> F[0,k] (b & F[0,k] (c & F[0,k] d))), three nested windows', triple_nested,
-            (5, 10, 15), symbolic_max=10, mona_max=0, timeout_s=180)
+            (5, 10, 20, 50, 100), timeout_s=180, baselines={'symbolic': 50, 'mona': 10}, repeat=3)
+        results['independent_windows'] = bench_family(
+            'G(a -> F[0,k] b) & G(c -> F[0,k] d), two independent windows', WINDOW_FAMILIES['independent_windows'],
+            (20, 50, 100), timeout_s=180, baselines={'symbolic': 100}, repeat=3)
+        results['delayed_window'] = bench_family(
+            'G(a -> F[l,l+20] b), a window that opens l frames later (~2^l states)', WINDOW_FAMILIES['delayed_window'],
+            (5, 10, 12), timeout_s=180, baselines={'symbolic': 12, 'mona': 5}, repeat=3)
+        results['triple_nested'] = bench_family(
+            'G(a -> F[0,k] (b & F[0,k] (c & F[0,k] d))), three nested windows', WINDOW_FAMILIES['triple_nested'],
+            (5, 10, 15), timeout_s=180, baselines={'symbolic': 10}, repeat=3)
         results['stepping'] = bench_stepping(1_000_000, 1000, 1000)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize('script, expect', [
-    ('bench_ltlf.py', ['## Compile: reach-avoid', 'G(a -> F[0,k] (b & F[0,k] c))', 'symbolic s', '## Stepping',
+    ('bench_ltlf.py', ['## Compile: reach-avoid', 'G(a -> F[0,k] (b & F[0,k] c))', 'symbolic s', 'mona s', '## Stepping',
                        'M steps/s']),
     ('bench_monitor.py', ['## Live tick', '## Offline', 'M property-frames/s']),
     ('bench_audit.py', ['## Audit throughput', "rosbags' bare rate", 'report for', 'json.dumps(indent=1)',

@@ -208,7 +208,18 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[new], inverse
 
 
-_MULTIPLIERS = np.random.default_rng(20261201).integers(1, 1 << 63, size=64, dtype=np.int64).astype(np.uint64) | np.uint64(1)
+def _splitmix64(n: int, seed: int) -> list[int]:
+    out, x = [], seed
+    for _ in range(n):
+        x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        out.append((z ^ (z >> 31)) | 1)
+    return out
+
+
+# Fixed odd 64-bit multipliers (splitmix64's sequence, not numpy.random: its import costs 10 ms).
+_MULTIPLIERS = np.array(_splitmix64(64, 20261201), dtype=np.uint64)
 
 
 def _linear_hash(rows: np.ndarray) -> np.ndarray:
