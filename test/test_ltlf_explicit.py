@@ -1,4 +1,4 @@
-"""The explicit construction (ltlf.explicit, ltlf.table): the same minimal DFA
+"""The explicit construction (ltlf.explicit, ltlf.antichains, ltlf.table, ltlf.nnf): the same minimal DFA
 as the symbolic compiler, node for node, on random and bounded formulas; its
 own parts (negation normal form, exact interning under forced hash
 collisions, minimisation of arbitrary tables); and the choice ``'auto'``
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import formulas
 
-from safemanip_ros.ltlf import DFA, compile_formula, parse, table
-from safemanip_ros.ltlf import explicit as ex
+from safemanip_ros.ltlf import DFA, antichains, compile_formula, parse, table
 from safemanip_ros.ltlf import formula as fm
 from safemanip_ros.ltlf.compiler import construction_for
+from safemanip_ros.ltlf.nnf import to_nnf
 
 # Windows that interact (two counters or more), one window, delays, nesting.
 BOUNDED = [
@@ -62,7 +62,7 @@ def test_nested_window_at_k_100_has_its_cubic_state_count():
 @settings(max_examples=300, deadline=None)
 @given(formulas(atoms=('a', 'b', 'c'), max_leaves=8, max_bound=3))
 def test_negation_normal_form_is_equivalent_with_negations_on_atoms(f):
-    g = ex.to_nnf(f)
+    g = to_nnf(f)
     for sub in g.subformulas():
         assert sub.op not in (fm.IMPLIES, fm.IFF)
         if sub.op == fm.NOT:
@@ -97,8 +97,8 @@ def test_interning_is_exact_when_every_hash_collides(monkeypatch, text, pack_bit
     # none is) gets the same hash, and so does every row the table code
     # groups: identity must then come from comparing contents.
     expected = compile_formula(text, 'explicit')
-    monkeypatch.setattr(ex, '_PACK_BITS', pack_bits)
-    monkeypatch.setattr(ex, 'mix_rows', lambda rows, skip_negative=False: np.zeros(len(rows), dtype=np.int64))
+    monkeypatch.setattr(antichains, '_PACK_BITS', pack_bits)
+    monkeypatch.setattr(antichains, 'mix_rows', lambda rows, skip_negative=False: np.zeros(len(rows), dtype=np.int64))
     monkeypatch.setattr(table, '_linear_hash', lambda rows: np.zeros(len(rows), dtype=np.uint64))
     _same(compile_formula(text, 'explicit'), expected)
     _same(compile_formula(text, 'explicit'), compile_formula(text, 'symbolic'))

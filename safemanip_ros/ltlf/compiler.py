@@ -28,6 +28,11 @@ Method (formula progression with BDDs):
 * States are minimised by partition refinement on these symbolic transitions
   and renumbered breadth-first, so the result is the unique minimal DFA with
   a deterministic numbering.
+
+This is the ``'symbolic'`` construction of :func:`compile_formula`; the
+``'explicit'`` one (:mod:`.explicit`, :mod:`.antichains`, :mod:`.table`)
+builds the same automaton with a breadth-first layer per numpy pass, and
+:func:`construction_for` picks between them.
 """
 
 from __future__ import annotations
@@ -467,7 +472,8 @@ def construction_for(f: Formula) -> str:
     window of any length (``F[0,10000] a``: a chain of states, one per
     layer, where per-layer array work does not pay) and formulas with many
     atoms (the symbolic compiler never enumerates letters)."""
-    from .explicit import MAX_ATOMS, to_nnf
+    from .explicit import MAX_ATOMS
+    from .nnf import to_nnf
 
     if len(f.atoms) > MAX_ATOMS:
         return 'symbolic'

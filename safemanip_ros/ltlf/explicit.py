@@ -43,8 +43,10 @@ from typing import Iterable
 import numpy as np
 
 from . import formula as fm
+from .antichains import Antichains, KeyIndex, weakest
 from .formula import Formula
-from .table import distinct, lexicographic_letters, mix_rows, ranges, unique_rows
+from .nnf import to_nnf
+from .table import distinct, lexicographic_letters, ranges
 
 # Letters are enumerated per state; past this many atoms the symbolic
 # compiler, which only splits on the atoms a state reads, is the better tool.
@@ -58,73 +60,6 @@ _MAX_ANTICHAINS = 1 << 31
 class NotTabulable(Exception):
     """The formula is outside what this construction handles (too many atoms,
     too many obligation combinations for an int64 key)."""
-
-
-def to_nnf(f: Formula) -> Formula:
-    """An equivalent formula whose negations all sit on atoms (LTLf over
-    finite traces: ``!X φ ≡ WX !φ``, ``!(φ U ψ) ≡ !φ R !ψ``,
-    ``!(φ W ψ) ≡ !ψ U (!φ & !ψ)``, ``!F[a,b] φ ≡ G[a,b] !φ``, ``!last ≡ X true``)."""
-    memo: dict[tuple[Formula, bool], Formula] = {}
-
-    def rec(g: Formula, neg: bool) -> Formula:
-        key = (g, neg)
-        r = memo.get(key)
-        if r is None:
-            r = _nnf(g, neg, rec)
-            memo[key] = r
-        return r
-
-    return rec(f, False)
-
-
-def _nnf(g: Formula, neg: bool, rec) -> Formula:  # type: ignore[no-untyped-def]
-    op, args = g.op, g.args
-    if op == fm.TRUE:
-        return fm.FF if neg else fm.TT
-    if op == fm.FALSE:
-        return fm.TT if neg else fm.FF
-    if op == fm.ATOM:
-        return fm.Not(g) if neg else g
-    if op == fm.LAST:
-        return fm.Next(fm.TT) if neg else fm.WeakNext(fm.FF)
-    if op == fm.NOT:
-        negated: Formula = rec(args[0], not neg)
-        return negated
-    if op in (fm.AND, fm.OR):
-        both = (rec(args[0], neg), rec(args[1], neg))
-        return fm.And(*both) if (op == fm.AND) != neg else fm.Or(*both)
-    if op == fm.IMPLIES:
-        if neg:
-            return fm.And(rec(args[0], False), rec(args[1], True))
-        return fm.Or(rec(args[0], True), rec(args[1], False))
-    if op == fm.IFF:
-        x, y = args
-        if neg:
-            return fm.Or(fm.And(rec(x, False), rec(y, True)), fm.And(rec(x, True), rec(y, False)))
-        return fm.Or(fm.And(rec(x, False), rec(y, False)), fm.And(rec(x, True), rec(y, True)))
-    if op == fm.NEXT:
-        return fm.WeakNext(rec(args[0], True)) if neg else fm.Next(rec(args[0], False))
-    if op == fm.WEAK_NEXT:
-        return fm.Next(rec(args[0], True)) if neg else fm.WeakNext(rec(args[0], False))
-    if op == fm.EVENTUALLY:
-        return fm.Always(rec(args[0], True)) if neg else fm.Eventually(rec(args[0], False))
-    if op == fm.ALWAYS:
-        return fm.Eventually(rec(args[0], True)) if neg else fm.Always(rec(args[0], False))
-    if op == fm.BOUNDED_EVENTUALLY:
-        return fm.Always(rec(args[0], True), g.bounds) if neg else fm.Eventually(rec(args[0], False), g.bounds)
-    if op == fm.BOUNDED_ALWAYS:
-        return fm.Eventually(rec(args[0], True), g.bounds) if neg else fm.Always(rec(args[0], False), g.bounds)
-    x, y = args
-    if op == fm.UNTIL:
-        return fm.Release(rec(x, True), rec(y, True)) if neg else fm.Until(rec(x, False), rec(y, False))
-    if op == fm.RELEASE:
-        return fm.Until(rec(x, True), rec(y, True)) if neg else fm.Release(rec(x, False), rec(y, False))
-    if op == fm.WEAK_UNTIL:
-        if neg:
-            not_y = rec(y, True)
-            return fm.Until(not_y, fm.And(rec(x, True), not_y))
-        return fm.WeakUntil(rec(x, False), rec(y, False))
-    raise AssertionError(f'unknown operator {op!r}')
 
 
 # A DNF over next-step obligations: minimal conjunctions (sets of obligation ids).
@@ -362,7 +297,7 @@ def explore(t: Tables) -> Explored:
     computed once, and so is each join of two interned antichains: a layer
     costs a few table look-ups per state and letter."""
     n_letters = t.exp_start.shape[0]
-    store = _Antichains(t.lengths)
+    store = Antichains(t.lengths)
     disjuncts = _Disjuncts(t, store)
     false_id = store.intern_one(np.zeros(0, dtype=np.int64))
 
@@ -416,7 +351,7 @@ def explore(t: Tables) -> Explored:
     return Explored(t.atoms, delta, np.concatenate(accepting_layers))
 
 
-def _join(store: '_Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> np.ndarray:
+def _join(store: 'Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> np.ndarray:
     """Element-wise join of interned antichains (the disjunction of two
     states).  Each distinct pair is joined once per call; pairs do not recur
     across layers (measured: none of 181,698 did), so nothing is memoised."""
@@ -448,192 +383,17 @@ def _join(store: '_Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> 
         group = np.concatenate([np.repeat(np.arange(n), store.count[a]), np.repeat(np.arange(n), store.count[b])])
         keys = np.concatenate([store.keys[ranges(store.start[a], store.count[a])],
                                store.keys[ranges(store.start[b], store.count[b])]])
-        group, keys, _ = _antichains(group, keys, store.vectors(keys))
+        group, keys, _ = weakest(group, keys, store.vectors(keys))
         joined[wide] = store.intern(group, keys, n)
     out[work] = joined[inverse.reshape(-1)]
     return out
-
-
-class KeyIndex:
-    """A map from int64 keys to int64 values, taking and giving arrays.
-
-    Keys known to lie in ``range(key_space)`` with ``key_space`` up to
-    :data:`DENSE_KEYS` go to a flat array (one gather per batch); others to
-    a dict, which at the batch sizes of a breadth-first layer (10^3-10^4
-    keys) was as fast as a sorted array or an open-addressing table in
-    numpy (measured), and is simpler."""
-
-    DENSE_KEYS = 1 << 22
-
-    def __init__(self, key_space: int | None = None) -> None:
-        self._dense = np.full(key_space, -1, dtype=np.int64) \
-            if key_space is not None and key_space <= self.DENSE_KEYS else None
-        self._map: dict[int, int] = {}
-
-    def get(self, keys: np.ndarray, missing: int = -1) -> np.ndarray:
-        if self._dense is not None:
-            found: np.ndarray = self._dense[keys]
-            return found if missing == -1 else np.where(found < 0, missing, found)
-        get = self._map.get
-        return np.array([get(k, missing) for k in keys.tolist()], dtype=np.int64)
-
-    def set(self, keys: np.ndarray, values: np.ndarray) -> None:
-        if self._dense is not None:
-            self._dense[keys] = values
-        else:
-            self._map.update(zip(keys.tolist(), values.tolist()))
-
-
-_COLLIDED = -2
-# Antichains packed into one int64 key use at most this many bits.
-_PACK_BITS = 62
-
-
-class _Antichains:
-    """Interned antichains of disjuncts: id → sorted disjunct keys.  Found
-    by a 64-bit hash of the keys and then compared with the stored keys, so
-    identity is exact; contents that share a hash go to a table of their
-    bytes."""
-
-    def __init__(self, lengths: np.ndarray) -> None:
-        self.lengths = lengths
-        self.strides = np.ones(len(lengths), dtype=np.int64)
-        if len(lengths):
-            self.strides[1:] = np.cumprod(lengths + 1)[:-1]
-        self.keys = np.zeros(1024, dtype=np.int64)
-        self.start = np.zeros(1024, dtype=np.int64)
-        self.count = np.zeros(1024, dtype=np.int64)
-        self._used = 0
-        self._n = 0
-        # Antichains of up to exact_width disjuncts: their keys packed exactly
-        # into one int64 (key + 1 per digit, base key_space + 1; 0 = none).
-        base = int(np.prod(lengths + 1)) + 1 if len(lengths) else 2
-        self.exact_width = int(_PACK_BITS // np.log2(base))
-        self._radix = base ** np.arange(self.exact_width, dtype=np.int64)
-        self._packed = KeyIndex()                 # packed keys → id
-        self._index = KeyIndex()                  # wider: content hash → id (or _COLLIDED)
-        self._exact: dict[bytes, int] = {}        # contents whose hash is shared
-
-    def __len__(self) -> int:
-        return self._n
-
-    def vectors(self, keys: np.ndarray) -> np.ndarray:
-        """Disjunct keys back to rows of ranks."""
-        rows: np.ndarray = (keys[:, None] // self.strides) % (self.lengths + 1)
-        return rows
-
-    def intern_one(self, keys: np.ndarray) -> int:
-        return int(self.intern(np.zeros(len(keys), dtype=np.int64), keys, 1)[0])
-
-    def intern(self, group: np.ndarray, keys: np.ndarray, n_groups: int) -> np.ndarray:
-        """Ids of the antichains ``keys[group == g]`` (sorted by group, then
-        key), ``g < n_groups``; unseen ones are added."""
-        counts = np.bincount(group, minlength=n_groups)
-        starts = np.zeros(n_groups + 1, dtype=np.int64)
-        np.cumsum(counts, out=starts[1:])
-        padded = np.full((n_groups, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
-        padded[group, np.arange(len(group)) - starts[group]] = keys
-        content, inverse = unique_rows(padded)
-        ids: np.ndarray = self.ids_of(content)[inverse]
-        return ids
-
-    def ids_of(self, content: np.ndarray) -> np.ndarray:
-        """Ids of distinct padded contents (rows of sorted keys, then -1).
-
-        An antichain of at most :attr:`exact_width` disjuncts is looked up by
-        its keys packed into one int64 (exact); a wider one by a 64-bit hash,
-        every hit compared with the stored antichain, so a collision is
-        detected and resolved exactly."""
-        ids = np.empty(len(content), dtype=np.int64)
-        narrow = (content[:, self.exact_width:] < 0).all(axis=1) if content.shape[1] > self.exact_width \
-            else np.ones(len(content), dtype=bool)
-        if narrow.all():
-            return self._ids_packed(content[:, :self.exact_width])
-        if narrow.any():
-            ids[narrow] = self._ids_packed(content[narrow][:, :self.exact_width])
-        ids[~narrow] = self._ids_hashed(content[~narrow])
-        return ids
-
-    def _ids_packed(self, content: np.ndarray) -> np.ndarray:
-        codes = (content + 1) @ self._radix[:content.shape[1]]
-        ids = self._packed.get(codes)
-        miss = np.flatnonzero(ids < 0)
-        if len(miss):
-            new_ids = self._append_rows(content[miss])
-            ids[miss] = new_ids
-            self._packed.set(codes[miss], new_ids)
-        return ids
-
-    def _ids_hashed(self, content: np.ndarray) -> np.ndarray:
-        hashes = mix_rows(content, skip_negative=True)
-        index = self._index
-        ids = index.get(hashes)
-        hit = np.flatnonzero(ids >= 0)
-        if len(hit):
-            wrong = hit[~self._equal(ids[hit], content[hit])]
-            if len(wrong):
-                for i in distinct(ids[wrong]).tolist():
-                    self._exact_entry(i)
-                shared = distinct(hashes[wrong])
-                index.set(shared, np.full(len(shared), _COLLIDED))
-                ids[wrong] = _COLLIDED
-        miss = np.flatnonzero(ids == -1)
-        if len(miss):
-            uniq, n_same = np.unique(hashes[miss], return_counts=True)
-            if (n_same > 1).any():      # two new contents, one hash
-                twice = uniq[n_same > 1]
-                index.set(twice, np.full(len(twice), _COLLIDED))
-                shared = np.isin(hashes[miss], twice)
-                ids[miss[shared]] = _COLLIDED
-                miss = miss[~shared]
-            new_ids = self._append_rows(content[miss])
-            ids[miss] = new_ids
-            index.set(hashes[miss], new_ids)
-        for u in np.flatnonzero(ids == _COLLIDED).tolist():
-            row = content[u]
-            b = row[row >= 0].tobytes()
-            i = self._exact.get(b)
-            if i is None:
-                i = self._exact[b] = int(self._append_rows(content[u:u + 1])[0])
-            ids[u] = i
-        return ids
-
-    def _equal(self, ids: np.ndarray, content: np.ndarray) -> np.ndarray:
-        width = content.shape[1]
-        ok = self.count[ids] == (content >= 0).sum(axis=1)
-        pos = np.arange(width)
-        inside = pos < self.count[ids][:, None]
-        stored = np.where(inside, self.keys[np.where(inside, self.start[ids][:, None] + pos, 0)], -1)
-        equal: np.ndarray = ok & (stored == content).all(axis=1)
-        return equal
-
-    def _exact_entry(self, i: int) -> None:
-        row = self.keys[self.start[i]:self.start[i] + self.count[i]]
-        self._exact[row.tobytes()] = i
-
-    def _append_rows(self, content: np.ndarray) -> np.ndarray:
-        """Store new antichains (padded rows); returns their ids."""
-        counts = (content >= 0).sum(axis=1)
-        flat = content[content >= 0]            # row-major: each row's keys in order
-        n_old, n_new = self._n, len(content)
-        while n_old + n_new > len(self.start):
-            self.start = np.resize(self.start, 2 * len(self.start))
-            self.count = np.resize(self.count, 2 * len(self.count))
-        while self._used + len(flat) > len(self.keys):
-            self.keys = np.resize(self.keys, 2 * len(self.keys))
-        self.count[n_old:n_old + n_new] = counts
-        self.start[n_old:n_old + n_new] = self._used + np.cumsum(counts) - counts
-        self.keys[self._used:self._used + len(flat)] = flat
-        self._used += len(flat)
-        self._n += n_new
-        return np.arange(n_old, n_old + n_new)
 
 
 class _Disjuncts:
     """The distinct disjuncts met so far, each with its successor antichain
     per letter (computed once, for a whole batch of new disjuncts)."""
 
-    def __init__(self, t: Tables, store: _Antichains) -> None:
+    def __init__(self, t: Tables, store: Antichains) -> None:
         self.t, self.store = t, store
         n_letters = t.exp_start.shape[0]
         key_space = int(np.prod(t.lengths + 1)) if len(t.lengths) else 1
@@ -660,7 +420,7 @@ class _Disjuncts:
         vec = store.vectors(keys)
         n_letters = t.exp_start.shape[0]
         group, rows = _successor_rows(t, vec, np.arange(len(keys)), n_letters)
-        group, rkeys, rows = _antichains(group, _keys(rows, store.strides), rows)
+        group, rkeys, rows = weakest(group, _keys(rows, store.strides), rows)
         ids = store.intern(group, rkeys, len(keys) * n_letters).reshape(len(keys), n_letters)
         self.successors = np.concatenate([self.successors, ids])
         free = (vec[:, t.strong] == t.lengths[t.strong]).all(axis=1)
@@ -688,35 +448,3 @@ def _successor_rows(t: Tables, rows: np.ndarray, state: np.ndarray, n_letters: i
         src, letter = src[keep], letter[keep]
         acc = np.minimum(acc[keep], t.exp_rows[table_rows])
     return state[src] * n_letters + letter, acc
-
-
-def _antichains(group: np.ndarray, keys: np.ndarray, vec: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group, the distinct disjuncts that no other disjunct of the group is
-    entry-wise above, sorted by (group, key)."""
-    order = np.lexsort((keys, group))
-    group, keys, vec = group[order], keys[order], vec[order]
-    if len(group) > 1:
-        distinct = np.ones(len(group), dtype=bool)
-        distinct[1:] = (group[1:] != group[:-1]) | (keys[1:] != keys[:-1])
-        group, keys, vec = group[distinct], keys[distinct], vec[distinct]
-    n = len(group)
-    if n < 2:
-        return group, keys, vec
-    # Pairs (i, j) of rows of one group, i ≠ j.
-    first = np.ones(n, dtype=bool)
-    first[1:] = group[1:] != group[:-1]
-    start_of = np.maximum.accumulate(np.where(first, np.arange(n), 0))
-    sizes = np.bincount(group)[group]
-    multi = np.flatnonzero(sizes > 1)
-    if not len(multi):
-        return group, keys, vec
-    i = np.repeat(multi, sizes[multi])
-    j = ranges(start_of[multi], sizes[multi])
-    other = i != j
-    i, j = i[other], j[other]
-    above = (vec[i] <= vec[j]).all(axis=1)
-    dominated = np.zeros(n, dtype=bool)
-    dominated[i[above]] = True
-    keep = ~dominated
-    return group[keep], keys[keep], vec[keep]
