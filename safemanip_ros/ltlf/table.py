@@ -127,7 +127,12 @@ def refine(delta: np.ndarray, initial: np.ndarray, preds: 'Predecessors | None' 
         preds = Predecessors(delta)
     in_degree = preds.in_degree + 1.0      # a state without predecessors still weighs
     mark = np.zeros(n, dtype=bool)
+    # Per-block scratch, allocated once: only the entries of this round's
+    # blocks are reset and read (a fresh capacity-sized array per round
+    # would be page-faulted in 100 times over at k = 100).
     scratch = np.zeros(capacity, dtype=np.int64)
+    heaviest = np.zeros(capacity)
+    chosen = np.zeros(capacity, dtype=np.int64)
     dirty = np.arange(n)
     while len(dirty):
         b = block[dirty]
@@ -142,10 +147,10 @@ def refine(delta: np.ndarray, initial: np.ndarray, preds: 'Predecessors | None' 
         # signature, the group with the most predecessors keeps its id: the
         # next round re-signs the predecessors of the states that moved.
         weight = np.bincount(inverse, weights=in_degree[dirty[rest]], minlength=len(groups))
-        heaviest = np.zeros(capacity)
+        heaviest[group_block] = 0.0
         np.maximum.at(heaviest, group_block, weight)
         candidate = np.flatnonzero(weight == heaviest[group_block])
-        chosen = np.full(capacity, len(groups))
+        chosen[group_block] = len(groups)
         np.minimum.at(chosen, group_block[candidate], candidate)
         largest = np.zeros(len(groups), dtype=bool)
         largest[chosen[group_block[candidate]]] = True
