@@ -17,7 +17,7 @@ from strategies import formulas
 
 from safemanip_ros.ltlf import DFA, antichains, compile_formula, parse, table
 from safemanip_ros.ltlf import formula as fm
-from safemanip_ros.ltlf.compiler import construction_for
+from safemanip_ros.ltlf.compiler import compile_reporting, construction_for
 from safemanip_ros.ltlf.nnf import to_nnf
 
 # Windows that interact (two counters or more), one window, delays, nesting.
@@ -179,3 +179,16 @@ def test_explicit_refuses_what_it_cannot_tabulate_and_names_why():
     with pytest.raises(ValueError, match='unknown construction'):
         compile_formula('G a', 'fast')
     _same(compile_formula(text), compile_formula(text, 'symbolic'))
+
+
+def test_auto_falls_back_to_symbolic_where_keys_would_overflow():
+    # Two window counters and 3 atoms, but 70 other obligations: 2^70
+    # combinations do not fit the explicit construction's int64 keys.
+    text = 'G(a -> F[0,3] (b & F[0,3] c)) & ' + ' & '.join(f'G(a -> {"X " * i}b)' for i in range(1, 70))
+    assert construction_for(parse(text)) == 'explicit'
+    with pytest.raises(ValueError, match='too many obligation combinations'):
+        compile_formula(text, 'explicit')
+    dfa, used = compile_reporting(text)
+    assert used == 'symbolic'
+    _same(dfa, compile_formula(text, 'symbolic'))
+    assert compile_reporting('G(a -> F[0,3] (b & F[0,3] c))')[1] == 'explicit'

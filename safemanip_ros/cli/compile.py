@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import SafemanipError
-from ..ltlf.compiler import CONSTRUCTIONS, compile_formula, construction_for
+from ..ltlf.compiler import CONSTRUCTIONS, compile_reporting
 from ..ltlf.parser import parse
 
 
@@ -35,9 +35,8 @@ def _write(path: str, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     f = parse(args.formula)
-    construction = construction_for(f) if args.construction == 'auto' else args.construction
     try:
-        dfa = compile_formula(f, construction)
+        dfa, construction = compile_reporting(f, args.construction)
     except ValueError as err:
         raise SafemanipError(str(err)) from err
     accepting = [s for s in dfa.states if dfa.accepting[s]]

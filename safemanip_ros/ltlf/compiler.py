@@ -441,23 +441,30 @@ def compile_formula(formula: Formula | str, construction: str = 'auto') -> DFA:
         ValueError: an unknown ``construction``, or ``'explicit'`` for a
             formula it cannot tabulate (too many atoms).
     """
+    return compile_reporting(formula, construction)[0]
+
+
+def compile_reporting(formula: Formula | str, construction: str = 'auto') -> tuple[DFA, str]:
+    """:func:`compile_formula`, also saying which construction built the
+    automaton (``'symbolic'`` or ``'explicit'``; ``'auto'`` compiles
+    symbolically where :func:`construction_for` picks the explicit one but
+    its keys would overflow)."""
     if construction not in CONSTRUCTIONS:
         raise ValueError(f'unknown construction {construction!r} (one of {", ".join(CONSTRUCTIONS)})')
     t0 = time.perf_counter()
     f = parse(formula) if isinstance(formula, str) else formula
-    if construction == 'auto':
-        construction = construction_for(f)
+    chosen = construction_for(f) if construction == 'auto' else construction
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
-        if construction == 'explicit':
-            dfa = _compile_explicit(f)
-        else:
+        dfa = _compile_explicit(f, required=construction == 'explicit') if chosen == 'explicit' else None
+        if dfa is None:
+            chosen = 'symbolic'
             prog = _Progression(f)
             dfa = _minimise(prog, *prog.explore())
     finally:
         sys.setrecursionlimit(limit)
-    return replace(dfa, compile_time_s=time.perf_counter() - t0)
+    return replace(dfa, compile_time_s=time.perf_counter() - t0), chosen
 
 
 def construction_for(f: Formula) -> str:
@@ -487,12 +494,17 @@ def construction_for(f: Formula) -> str:
     return 'explicit' if len(counters) >= 2 else 'symbolic'
 
 
-def _compile_explicit(f: Formula) -> DFA:
+def _compile_explicit(f: Formula, required: bool) -> DFA | None:
+    """The explicit construction's DFA.  Where it cannot tabulate ``f`` (more
+    obligation combinations than its int64 keys hold) that is an error if
+    ``required``, else ``None``: ``'auto'`` then compiles symbolically."""
     from . import explicit, table  # numpy: imported only where used
 
     try:
         tables = explicit.tabulate(f)
         explored = explicit.explore(tables)
     except explicit.NotTabulable as err:
-        raise ValueError(f'the explicit construction cannot compile {f}: {err}') from err
+        if required:
+            raise ValueError(f'the explicit construction cannot compile {f}: {err}') from err
+        return None
     return table.minimal_dfa(str(f), tables.atoms, explored.delta, explored.accepting, breadth_first=True)
