@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..errors import SafemanipError
 from ..ltlf.compiler import CONSTRUCTIONS, compile_reporting
-from ..ltlf.parser import parse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,9 +33,8 @@ def _write(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    f = parse(args.formula)
     try:
-        dfa, construction = compile_reporting(f, args.construction)
+        dfa, construction = compile_reporting(args.formula, args.construction)
     except ValueError as err:
         raise SafemanipError(str(err)) from err
     accepting = [s for s in dfa.states if dfa.accepting[s]]

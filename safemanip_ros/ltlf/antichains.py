@@ -15,6 +15,15 @@ import numpy as np
 from .table import distinct, mix_rows, ranges, unique_rows
 
 
+def strides_of(lengths: np.ndarray) -> np.ndarray:
+    """Mixed-radix place values of disjunct keys: chain ``c`` holds a rank in
+    ``0..lengths[c]``, so the key of a row is ``row @ strides_of(lengths)``."""
+    strides = np.ones(len(lengths), dtype=np.int64)
+    if len(lengths):
+        strides[1:] = np.cumprod(lengths + 1)[:-1]
+    return strides
+
+
 class KeyIndex:
     """A map from int64 keys to int64 values, taking and giving arrays.
 
@@ -56,11 +65,9 @@ class Antichains:
     identity is exact; contents that share a hash go to a table of their
     bytes."""
 
-    def __init__(self, lengths: np.ndarray) -> None:
+    def __init__(self, lengths: np.ndarray, key_space: int) -> None:
         self.lengths = lengths
-        self.strides = np.ones(len(lengths), dtype=np.int64)
-        if len(lengths):
-            self.strides[1:] = np.cumprod(lengths + 1)[:-1]
+        self.strides = strides_of(lengths)
         self.keys = np.zeros(1024, dtype=np.int64)
         self.start = np.zeros(1024, dtype=np.int64)
         self.count = np.zeros(1024, dtype=np.int64)
@@ -68,7 +75,7 @@ class Antichains:
         self._n = 0
         # Antichains of up to exact_width disjuncts: their keys packed exactly
         # into one int64 (key + 1 per digit, base key_space + 1; 0 = none).
-        base = int(np.prod(lengths + 1)) + 1 if len(lengths) else 2
+        base = key_space + 1
         self.exact_width = int(_PACK_BITS // np.log2(base))
         self._radix = base ** np.arange(self.exact_width, dtype=np.int64)
         self._packed = KeyIndex()                 # packed keys → id

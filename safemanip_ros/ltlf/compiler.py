@@ -439,7 +439,8 @@ def compile_formula(formula: Formula | str, construction: str = 'auto') -> DFA:
     Raises:
         LtlfSyntaxError: when ``formula`` is text that does not parse.
         ValueError: an unknown ``construction``, or ``'explicit'`` for a
-            formula it cannot tabulate (too many atoms).
+            formula it cannot tabulate (too many atoms, or more obligation
+            combinations than its int64 keys hold).
     """
     return compile_reporting(formula, construction)[0]
 
@@ -479,11 +480,8 @@ def construction_for(f: Formula) -> str:
     window of any length (``F[0,10000] a``: a chain of states, one per
     layer, where per-layer array work does not pay) and formulas with many
     atoms (the symbolic compiler never enumerates letters)."""
-    from .explicit import MAX_ATOMS
     from .nnf import to_nnf
 
-    if len(f.atoms) > MAX_ATOMS:
-        return 'symbolic'
     counters: set[tuple[object, ...]] = set()
     for g in to_nnf(f).subformulas():
         if g.op in (fm.BOUNDED_EVENTUALLY, fm.BOUNDED_ALWAYS):
@@ -491,7 +489,10 @@ def construction_for(f: Formula) -> str:
             lo, hi = g.bounds
             if hi > 0:
                 counters.update((g.op, g.args[0], delay) for delay in range(max(lo, 1)))
-    return 'explicit' if len(counters) >= 2 else 'symbolic'
+    if len(counters) < 2:
+        return 'symbolic'          # decided without importing numpy (the explicit modules need it)
+    from .explicit import MAX_ATOMS
+    return 'explicit' if len(f.atoms) <= MAX_ATOMS else 'symbolic'
 
 
 def _compile_explicit(f: Formula, required: bool) -> DFA | None:

@@ -43,7 +43,7 @@ from typing import Iterable
 import numpy as np
 
 from . import formula as fm
-from .antichains import Antichains, KeyIndex, weakest
+from .antichains import Antichains, KeyIndex, strides_of, weakest
 from .formula import Formula
 from .nnf import to_nnf
 from .table import distinct, lexicographic_letters, ranges
@@ -103,6 +103,8 @@ class Tables:
         exp_start, exp_count: per (letter, slot), the rows of ``exp_rows``
             that make its expansion's antichain (count 0: false).
         exp_rows: disjunct rows (ranks per chain).
+        key_space: how many disjuncts there are (disjunct keys lie in
+            ``range(key_space)``).
     """
 
     atoms: tuple[str, ...]
@@ -113,6 +115,7 @@ class Tables:
     exp_start: np.ndarray
     exp_count: np.ndarray
     exp_rows: np.ndarray
+    key_space: int
 
 
 def tabulate(f: Formula, max_atoms: int = MAX_ATOMS) -> Tables:
@@ -228,37 +231,45 @@ def tabulate(f: Formula, max_atoms: int = MAX_ATOMS) -> Tables:
     if key_space >= _MAX_KEY:
         raise NotTabulable('too many obligation combinations for an int64 key')
 
-    def rows(d: _Dnf) -> list[np.ndarray]:
-        out = []
+    m = len(lengths_l)
+    strides = strides_of(lengths)
+    # Every expansion (per obligation and letter), then the initial state, as
+    # conjunction rows with a group id each, reduced to antichains at once.
+    conj_rows: list[np.ndarray] = []
+    conj_group: list[int] = []
+    dnfs = [d for per_letter in expansions for d in per_letter] + [initial]
+    for g, d in enumerate(dnfs):
         for conj in d:
             v = lengths.copy()
             for o in conj:
                 c = chain_of[o]
                 v[c] = min(v[c], rank_of[o])
-            out.append(v)
-        return _weakest(out)
+            conj_rows.append(v)
+            conj_group.append(g)
+    vec = _matrix(conj_rows, m)
+    group, _, vec = weakest(np.array(conj_group, dtype=np.int64), _keys(vec, strides), vec)
+    counts = np.bincount(group, minlength=len(dnfs))
+    starts = np.zeros(len(dnfs), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
 
-    m = len(lengths_l)
     offsets = np.zeros(m, dtype=np.int64)
     if m:
         offsets[1:] = np.cumsum(lengths + 1)[:-1]
     n_slots = int((lengths + 1).sum())
     exp_start = np.zeros((n_letters, n_slots), dtype=np.int64)
     exp_count = np.zeros((n_letters, n_slots), dtype=np.int64)
-    table: list[np.ndarray] = [lengths.copy()]       # row 0: the unit (nothing required)
     for c in range(m):
         exp_count[:, offsets[c] + lengths[c]] = 1      # exp_start 0: the unit row
-    for o in range(len(obligations)):
-        slot = offsets[chain_of[o]] + rank_of[o]
-        for letter in range(n_letters):
-            expansion = rows(expansions[o][letter])
-            exp_start[letter, slot] = len(table)
-            exp_count[letter, slot] = len(expansion)
-            table.extend(expansion)
+    # Row 0 of the table is the unit (nothing required); expansion rows follow.
+    slot = offsets[chain_of] + rank_of                 # per obligation
+    n_exp = len(obligations) * n_letters
+    exp_start[:, slot] = (1 + starts[:n_exp]).reshape(len(obligations), n_letters).T
+    exp_count[:, slot] = counts[:n_exp].reshape(len(obligations), n_letters).T
+    init = starts[n_exp]
     return Tables(
-        atoms=atoms, lengths=lengths, strong=np.array(strong_l, dtype=bool),
-        initial=_matrix(rows(initial), m), offsets=offsets,
-        exp_start=exp_start, exp_count=exp_count, exp_rows=_matrix(table, m))
+        atoms=atoms, lengths=lengths, strong=np.array(strong_l, dtype=bool), key_space=key_space,
+        initial=vec[init:init + counts[n_exp]], offsets=offsets,
+        exp_start=exp_start, exp_count=exp_count, exp_rows=np.concatenate([lengths[None, :], vec]))
 
 
 def _matrix(vectors: list[np.ndarray], m: int) -> np.ndarray:
@@ -268,13 +279,6 @@ def _matrix(vectors: list[np.ndarray], m: int) -> np.ndarray:
     return out
 
 
-def _weakest(vectors: list[np.ndarray]) -> list[np.ndarray]:
-    """The antichain of ``vectors`` that no other vector is entry-wise above, sorted."""
-    unique = sorted({tuple(int(x) for x in v) for v in vectors})
-    kept = [v for v in unique if not any(w != v and all(a <= b for a, b in zip(v, w)) for w in unique)]
-    return [np.array(v, dtype=np.int64) for v in kept]
-
-
 @dataclass(frozen=True)
 class Explored:
     """Reachable states as an explicit table: ``delta[s, letter]`` is the
@@ -282,7 +286,6 @@ class Explored:
     a trace may end there.  States are numbered breadth first, each state's
     successors in lexicographic letter order (the minimal DFA's numbering)."""
 
-    atoms: tuple[str, ...]
     delta: np.ndarray
     accepting: np.ndarray
 
@@ -294,10 +297,10 @@ def explore(t: Tables) -> Explored:
     the join (union, then weakest elements) of its disjuncts' successors.
     Far fewer distinct disjuncts than states occur (5,152 against 176,853
     for the nested window at k = 100), so each disjunct's successors are
-    computed once, and so is each join of two interned antichains: a layer
-    costs a few table look-ups per state and letter."""
+    computed once; a layer then costs a few table look-ups per state and
+    letter, and one join per distinct pair of antichains it meets."""
     n_letters = t.exp_start.shape[0]
-    store = Antichains(t.lengths)
+    store = Antichains(t.lengths, t.key_space)
     disjuncts = _Disjuncts(t, store)
     false_id = store.intern_one(np.zeros(0, dtype=np.int64))
 
@@ -348,7 +351,7 @@ def explore(t: Tables) -> Explored:
         frontier = discover(cur[:, lex].reshape(-1))
         delta_layers.append(cur.reshape(-1))
     delta = state_of[np.concatenate(delta_layers)].reshape(-1, n_letters)
-    return Explored(t.atoms, delta, np.concatenate(accepting_layers))
+    return Explored(delta, np.concatenate(accepting_layers))
 
 
 def _join(store: 'Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> np.ndarray:
@@ -396,8 +399,7 @@ class _Disjuncts:
     def __init__(self, t: Tables, store: Antichains) -> None:
         self.t, self.store = t, store
         n_letters = t.exp_start.shape[0]
-        key_space = int(np.prod(t.lengths + 1)) if len(t.lengths) else 1
-        self._index = KeyIndex(key_space)             # disjunct key → disjunct index
+        self._index = KeyIndex(t.key_space)           # disjunct key → disjunct index
         self.successors = np.zeros((0, n_letters), dtype=np.int64)
         self.free = np.zeros(0, dtype=bool)
 

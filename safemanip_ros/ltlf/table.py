@@ -61,11 +61,12 @@ def minimal_dfa(formula: str, atoms: tuple[str, ...], delta: np.ndarray, accepti
         rep_order = np.arange(n)
         diagram = guess['dd'] if 'dd' in guess else decision_diagram(delta[:, lex], n_atoms)
     else:
-        order = _breadth_first(block, delta, lex)
-        # The minimal table: row i is block order[i], columns in lexicographic letter order.
+        # A representative state per block; the minimal table's row i is
+        # block order[i], columns in lexicographic letter order.
         _, first = np.unique(block, return_index=True)
         rep = np.full(int(block.max()) + 1, -1, dtype=np.int64)
         rep[block[first]] = first
+        order = _breadth_first(block, rep, delta, lex)
         new_of = np.full(len(rep), -1, dtype=np.int64)
         new_of[order] = np.arange(len(order))
         rep_order = rep[order]
@@ -213,20 +214,6 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[new], inverse
 
 
-def _splitmix64(n: int, seed: int) -> list[int]:
-    out, x = [], seed
-    for _ in range(n):
-        x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-        out.append((z ^ (z >> 31)) | 1)
-    return out
-
-
-# Fixed odd 64-bit multipliers (splitmix64's sequence, not numpy.random: its import costs 10 ms).
-_MULTIPLIERS = np.array(_splitmix64(64, 20261201), dtype=np.uint64)
-
-
 def _linear_hash(rows: np.ndarray) -> np.ndarray:
     """Σ row[j]·m_j mod 2^64 with fixed random odd multipliers: cheap, and
     only ever used to group rows that are then compared exactly."""
@@ -253,6 +240,11 @@ def mix_rows(rows: np.ndarray, skip_negative: bool = False) -> np.ndarray:
     return h.view(np.int64)
 
 
+# Fixed odd 64-bit multipliers for _linear_hash: splitmix64 of 1..64 (not
+# numpy.random, whose import costs 10 ms).
+_MULTIPLIERS = mix_rows(np.arange(1, 65, dtype=np.int64)[:, None]).view(np.uint64) | np.uint64(1)
+
+
 def distinct(x: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-D integer array (by sorting: numpy
     2's ``np.unique`` hashes plain integer arrays, 5-10x slower here)."""
@@ -274,12 +266,10 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts - (ends - counts), counts) + np.arange(total)
 
 
-def _breadth_first(block: np.ndarray, delta: np.ndarray, lex: np.ndarray) -> np.ndarray:
+def _breadth_first(block: np.ndarray, rep: np.ndarray, delta: np.ndarray, lex: np.ndarray) -> np.ndarray:
     """Blocks in breadth-first order from the initial state's, each block's
-    successors in lexicographic letter order (first appearance)."""
-    _, first = np.unique(block, return_index=True)
-    rep = np.full(int(block.max()) + 1, -1, dtype=np.int64)
-    rep[block[first]] = first
+    successors (those of its representative state ``rep[block]``) in
+    lexicographic letter order (first appearance)."""
     seen = np.zeros(len(rep), dtype=bool)
     start = block[0]
     seen[start] = True
@@ -405,20 +395,9 @@ def _distances(preds: Predecessors, seeds: np.ndarray) -> np.ndarray:
 def verdict_labels(preds: Predecessors, accepting: np.ndarray) -> np.ndarray:
     """Per state its :class:`Verdict` code: ``TRUE`` if no rejecting state is
     reachable, ``FALSE`` if no accepting one is, else presumably its own."""
-    reaches_accept = _backward(preds, accepting)
-    reaches_reject = _backward(preds, ~accepting)
+    reaches_accept = _distances(preds, accepting) >= 0
+    reaches_reject = _distances(preds, ~accepting) >= 0
     codes = np.where(accepting, int(Verdict.PRESUMABLY_TRUE), int(Verdict.PRESUMABLY_FALSE))
     codes = np.where(~reaches_accept, int(Verdict.FALSE), codes)
     labels: np.ndarray = np.where(~reaches_reject, int(Verdict.TRUE), codes)
     return labels
-
-
-def _backward(preds: Predecessors, seeds: np.ndarray) -> np.ndarray:
-    """States from which a seed state is reachable (seeds included)."""
-    mark: np.ndarray = seeds.copy()
-    frontier = np.flatnonzero(seeds)
-    while len(frontier):
-        p = preds.of(frontier)
-        frontier = distinct(p[~mark[p]])
-        mark[frontier] = True
-    return mark
