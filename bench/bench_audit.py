@@ -12,7 +12,11 @@ deserialize the same bags, in the same run:
   reading .jsonl traces), each beside its baseline;
 * this machine's own scaling from 1 to 2 processes, for pure-Python work and
   for memory-streaming numpy work, beside the audit's (near-linear is the
-  target; the machine sets the ceiling).
+  target; the machine sets the ceiling);
+* scaling at fleet scale: about 200 predicate bags of mixed lengths on 1 and
+  2 local workers and on Ray, beside the same audit's own ceiling on this
+  machine (two processes each auditing half of the bags at once, against
+  one alone).
 
     python bench/bench_audit.py [--quick] [--raw-bags DIR] [--raw-only]
 
@@ -23,12 +27,18 @@ recorded into a scratch folder first (about 4 s each).
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,6 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from rosbags.rosbag2 import Reader  # noqa: E402
 
+import safemanip_ros.audit.engine as engine_module  # noqa: E402
 from safemanip_ros.audit.bagwriter import SplitBagWriter  # noqa: E402
 from safemanip_ros.audit.engine import AuditConfig, run_audit  # noqa: E402
 from safemanip_ros.audit.types import typestore  # noqa: E402
@@ -148,6 +159,119 @@ def grounding_only(bags: list[Path], cfg: AuditConfig, repeats: int = 3) -> dict
     return best
 
 
+FLEET_FRAMES = (200, 400, 800, 1200, 1600, 2000)
+"""Episode lengths of the fleet section's bags: rollouts end when their task
+does, so a fleet's bags differ in length."""
+
+
+def fleet_bags(root: Path, per_length: int, copies: int) -> list[Path]:
+    """``per_length`` generated predicate bags of each of
+    :data:`FLEET_FRAMES`, each linked ``copies`` times under other names (hard
+    links: the same bytes, other sources to the audit), in shuffled order."""
+    distinct: list[Path] = []
+    for k, frames in enumerate(FLEET_FRAMES):
+        make_bags(root / 'distinct' / f'len{frames}', per_length, frames, seed=10 + k)
+        distinct += sorted((root / 'distinct' / f'len{frames}').iterdir())
+    order = np.random.default_rng(0).permutation(len(distinct) * copies)
+    fleet = []
+    for i, j in enumerate(order):
+        fleet.append(root / 'fleet' / f'rollout{i:04d}')
+        shutil.copytree(distinct[j % len(distinct)], fleet[-1], copy_function=os.link)
+    return fleet
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its reaped children so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _timed_audit(job: tuple[list[str], AuditConfig, Path]) -> float:
+    inputs, cfg, out = job
+    t = time.perf_counter()
+    run_audit(inputs, cfg, out, detach_timelines=True)
+    return time.perf_counter() - t
+
+
+BEFORE = '2 workers, near-equal chunks (the task plan before)'
+
+
+def _equal_chunks(sizes: list[int], workers: int) -> list[list[int]]:
+    """The audit's task plan before :func:`~safemanip_ros.audit.engine.plan_tasks`
+    (the baseline): near-equal numbers of sources, in input order, at most
+    64 per chunk and at least one chunk per worker."""
+    n = max(min(len(sizes), max(1, workers)), -(-len(sizes) // engine_module.CHUNK)) if sizes else 0
+    return [list(range(len(sizes)))[i::n] for i in range(n)]
+
+
+@contextmanager
+def _planned_by(plan: Callable[[list[int], int], list[list[int]]]) -> Iterator[None]:
+    kept = engine_module.plan_tasks
+    engine_module.plan_tasks = plan
+    try:
+        yield
+    finally:
+        engine_module.plan_tasks = kept
+
+
+def fleet_scaling(root: Path, cfg: AuditConfig, per_length: int, copies: int, repeats: int, ray_too: bool) -> None:
+    """A fleet-size audit (mixed-length predicate bags) on 1 and 2 local
+    workers and, with ``ray_too``, on a 2-CPU local Ray cluster (already
+    started), as ``safemanip audit`` runs it (detached results); medians of
+    ``repeats`` interleaved runs, with their ranges.  Beside them the same
+    audit's own ceiling here: two forked processes each auditing half of the
+    bags (alternate ones by size) with one worker at once, against one
+    auditing its half alone."""
+    bags = fleet_bags(root, per_length, copies)
+    inputs = [str(root / 'fleet')]
+    run_audit(inputs, cfg, root / 'warm')           # the suite built, the code warm, in this process
+    runs: dict[str, list[float]] = {'1 worker': [], '2 workers': [], BEFORE: []}
+    if ray_too:
+        runs['Ray, 2 workers'] = []
+        runs[f'Ray, {BEFORE}'] = []
+        run_audit(inputs, cfg, root / 'warm-ray', workers=2, engine='ray')    # each Ray worker builds it once
+    busy: list[float] = []
+    by_size = [str(b) for b in sorted(bags, key=lambda b: -sum(f.stat().st_size for f in b.iterdir()))]
+    halves = [by_size[0::2], by_size[1::2]]
+    alone: list[float] = []
+    pair: list[float] = []
+    results: list[dict] = []
+    for rep in range(repeats):
+        for label in runs:
+            engine, workers = ('ray', 2) if label.startswith('Ray') else ('local', 1 if label == '1 worker' else 2)
+            plan = _equal_chunks if label.endswith(BEFORE) else engine_module.plan_tasks
+            cpu, t = _cpu_s(), time.perf_counter()
+            with _planned_by(plan):
+                results, _ = run_audit(inputs, cfg, root / f'{len(runs[label])}-{label}', workers=workers,
+                                       engine=engine, detach_timelines=True)
+            runs[label].append(time.perf_counter() - t)
+            if label == '2 workers':
+                busy.append((_cpu_s() - cpu) / (2 * runs[label][-1]))
+        alone += _forked_map(_timed_audit, [(halves[0], cfg, root / f'alone-{rep}')])
+        pair.append(max(_forked_map(_timed_audit, [(h, cfg, root / f'pair{k}-{rep}') for k, h in enumerate(halves)])))
+    frames = sum(e['frames'] for r in results for e in r['episodes'])
+    median = {label: statistics.median(v) for label, v in runs.items()}
+    ceiling = 2 * statistics.median(alone) / statistics.median(pair)
+    one = median['1 worker']
+    print(f'\n## Scaling at fleet scale: {len(bags)} predicate bags of {min(FLEET_FRAMES)}-{max(FLEET_FRAMES)} '
+          f'frames ({frames:,} frames; {len(bags) // copies} distinct bags, each under {copies} names), as '
+          f'safemanip audit runs it; medians of {repeats} interleaved runs (range)')
+    for label, times in runs.items():
+        extra = '' if label == '1 worker' else f', {one / median[label]:.2f}x one worker'
+        if label.endswith(BEFORE):
+            now = median[label.replace(BEFORE, '2 workers')]
+            extra += f'; the plan now is {median[label] / now:.2f}x as fast'
+        if label == '2 workers':
+            extra += f', workers busy {statistics.median(busy):.0%} of the time (CPU time / (2 x wall))'
+        print(f'{label}: {median[label]:.2f} s ({min(times):.2f}-{max(times):.2f}; {frames / median[label]:,.0f} '
+              f'frames/s){extra}')
+    print(f'this audit\'s own ceiling here: two processes auditing half of the bags each at once, against one '
+          f'alone: {ceiling:.2f}x (alone {statistics.median(alone):.2f} s, both {statistics.median(pair):.2f} s). '
+          f'2 workers reach {one / median["2 workers"] / ceiling:.0%} of it'
+          + (f', Ray {one / median["Ray, 2 workers"] / ceiling:.0%}' if ray_too else '')
+          + f'; {machine_line()}')
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true')
@@ -176,7 +300,9 @@ def main() -> int:
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
-        if not args.quick:      # last: Ray's processes outlive ray.shutdown() for a while
+        if args.quick:
+            fleet_scaling(tmp / 'fleet', cfg, 1, 2, 1, ray_too=False)
+        else:      # last: Ray's processes outlive ray.shutdown() for a while
             import ray
             t = time.perf_counter()
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -188,6 +314,7 @@ def main() -> int:
                   f'{time.perf_counter() - t:.1f} s, not counted)')
             _, ray_s = audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
             print(f'Ray, 2 workers: {warm_s / ray_s:.2f}x one warm local worker; {machine_line()}')
+            fleet_scaling(tmp / 'fleet', cfg, 2, 16, 3, ray_too=True)
             ray.shutdown()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -293,20 +420,29 @@ def _streaming_work(_: int) -> float:
     return time.perf_counter() - t
 
 
+def _forked_map(work: Callable[[Any], float], jobs: list[Any]) -> list[float]:
+    """``work`` over ``jobs``, one forked process each, all at once.  The
+    processes are joined, not terminated (``Pool.__exit__`` sends SIGTERM,
+    which a process forked after ``ray.init`` answers with a stack dump)."""
+    pool = get_context('fork').Pool(len(jobs))
+    try:
+        return pool.map(work, jobs)
+    finally:
+        pool.close()
+        pool.join()
+
+
 def machine_line() -> str:
     """This machine's throughput with 2 processes at once against 1 (forked,
     as the audit's workers; best of 3 each), for pure-Python work and for
     memory-streaming numpy work: the ceiling of an audit's 2 workers, measured
     now (the machine's speed moves from minute to minute)."""
-    ctx = get_context('fork')
     parts = []
     for label, work in (('pure Python', _python_work), ('memory-streaming numpy', _streaming_work)):
         one = two = float('inf')
         for _ in range(3):
-            with ctx.Pool(1) as pool:
-                one = min(one, pool.map(work, [0])[0])
-            with ctx.Pool(2) as pool:
-                two = min(two, max(pool.map(work, [0, 1])))
+            one = min(one, _forked_map(work, [0])[0])
+            two = min(two, max(_forked_map(work, [0, 1])))
         parts.append(f'{label} {2 * one / two:.2f}x')
     return f'this machine, 2 processes against 1, now: {", ".join(parts)}'
 

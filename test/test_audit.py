@@ -249,7 +249,7 @@ def test_many_chunks_over_workers(bags, tmp_path, monkeypatch):
     (inputs / 'broken.jsonl').write_text('{"reach_in_microwave": tru\n')
     cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,),
                       success='task_done')
-    monkeypatch.setattr(engine, 'CHUNK', 2)        # 10 sources: 5 chunks
+    monkeypatch.setattr(engine, 'CHUNK', 2)        # 10 sources: 5 chunks for one worker, more for several
     seen: list[tuple[int, int]] = []
     runs = {}
     for workers in (1, 2, 3, 8):        # 8: a chunk per worker (seven of them forked)

@@ -338,6 +338,61 @@ CHUNK = 64
 (one numpy step serves them all).  Results are written per finished task, so
 this bounds the work an interruption can lose."""
 
+TASKS_PER_WORKER = 2
+"""With several workers, each task takes about 1/(TASKS_PER_WORKER x
+workers) of the bytes still to audit (see :func:`plan_tasks`)."""
+
+
+def plan_tasks(sizes: list[int], workers: int) -> list[list[int]]:
+    """The audit's tasks: lists of indices into ``sizes`` (each source's
+    bytes on disk, the proxy for its work), every index once.
+
+    Largest sources first, and a task's sources of similar size, so the
+    episodes batched together are padded little to the longest.  One worker:
+    near-equal tasks of at most :data:`CHUNK` sources.  Several: guided
+    self-scheduling, as OpenMP's ``guided``: each task takes about
+    1/(:data:`TASKS_PER_WORKER` x ``workers``) of the bytes still left (at
+    most :data:`CHUNK` sources, at least one), so tasks shrink towards the
+    end and, handed out in order to whichever worker is free, the workers
+    finish within about one small task of each other.  Equal tasks, one per
+    worker, leave one worker idle for whatever the other was slowed down by;
+    three equal tasks on two workers take two tasks' time for 1.5x."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])     # stable: equal sizes keep their order
+    if not order:
+        return []
+    if workers <= 1:
+        n = -(-len(order) // CHUNK)
+        return [order[k * len(order) // n:(k + 1) * len(order) // n] for k in range(n)]
+    tasks: list[list[int]] = []
+    left = sum(sizes)
+    i = 0
+    while i < len(order):
+        share = left / (TASKS_PER_WORKER * workers)
+        task = [order[i]]
+        taken = sizes[order[i]]
+        i += 1
+        while i < len(order) and len(task) < CHUNK and taken + sizes[order[i]] <= share:
+            task.append(order[i])
+            taken += sizes[order[i]]
+            i += 1
+        tasks.append(task)
+        left -= taken
+    return tasks
+
+
+def _source_bytes(path: str) -> int:
+    """A source's bytes on disk (every file of a bag), 0 where it cannot be
+    read (its worker reports why)."""
+    try:
+        if not os.path.isdir(path):
+            return os.stat(path).st_size
+        total = 0
+        for entry in os.scandir(path):
+            total += _source_bytes(entry.path) if entry.is_dir() else entry.stat().st_size
+        return total
+    except OSError:
+        return 0
+
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
               ray_address: str | None = None, progress: Callable[[int, int], None] | None = None,
@@ -401,9 +456,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         if progress:
             progress(done, len(labelled))
 
-    # Near-equal chunks of at most CHUNK sources, at least one per worker.
-    n_chunks = max(min(len(todo), max(1, workers)), -(-len(todo) // CHUNK)) if todo else 0
-    chunks = [todo[i::n_chunks] for i in range(n_chunks)]
+    chunks = [[todo[i] for i in task] for task in plan_tasks([_source_bytes(p) for p in todo], workers)]
     with _heap_frozen():
         _compute(chunks, cfg, out, keys, record, workers, engine, ray_address, detach_timelines)
     results, skipped = [], []
@@ -502,14 +555,16 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
 
     The parent is a worker too: it would otherwise only wait, one process
     fewer is forked, and its own results are not pickled back through a pipe
-    (about 40 ms for 20 predicate bags' results).  Each child is given a
-    chunk from the front of the queue whenever it has none (but never the
-    last one left); the parent takes one from the back whenever it is free
-    (chunks are near-equal, so neither waits long for the other).  Every
-    worker writes its results' files itself (in parallel); the parent
-    records the rest."""
+    (about 40 ms for 20 predicate bags' results).  Chunks are taken in order
+    (:func:`plan_tasks` puts the large ones first) by whichever worker is
+    free: while more chunks are left than workers, every child has one
+    queued behind the one it runs, so it does not wait for the parent to
+    hand it the next; the parent takes the next one itself whenever it is
+    free.  Every worker writes its
+    results' files itself (in parallel); the parent records the rest."""
     queue = deque(chunks)
     children = workers - 1
+    running: set[Future] = set()
 
     def collect(done: Iterable[Future]) -> None:
         for fut in done:
@@ -517,18 +572,17 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
             for path, result, reason in fut.result():
                 record(path, result, reason, written=True)
 
-    running: set[Future] = set()
     with ProcessPoolExecutor(max_workers=children, mp_context=get_context('fork')) as pool:
         while queue or running:
-            while len(queue) > 1 and len(running) < children:      # the last one left is the parent's
+            # A second chunk queued behind a child's only while there are more left than workers.
+            while queue and (len(running) < children or (len(running) < 2 * children and len(queue) > workers)):
                 chunk = queue.popleft()
                 running.add(pool.submit(audit_sources, chunk, cfg, _chunk_store(out, keys, chunk), detach_timelines))
             if queue:
-                chunk = queue.pop()
+                chunk = queue.popleft()
                 for path, result, reason in audit_sources(chunk, cfg, _chunk_store(out, keys, chunk),
                                                           detach_timelines):
                     record(path, result, reason, written=True)
                 collect([fut for fut in running if fut.done()])
             else:
                 collect(wait(running, return_when=FIRST_COMPLETED).done)
-

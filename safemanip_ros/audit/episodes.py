@@ -22,9 +22,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,19 +72,38 @@ def is_bag(path: Path) -> bool:
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
-    """Bags and .jsonl files named, or found (not recursively into bags) under named folders."""
+    """Bags and .jsonl files named, or found (not recursively into bags) under
+    named folders, each folder's finds in path order.  Symbolic links are
+    taken as what they point to, but not descended into (as ``Path.rglob``)."""
     out: list[Path] = []
     for p in map(Path, paths):
         if is_bag(p) or (p.is_file() and p.suffix == '.jsonl'):
             out.append(p)
         elif p.is_dir():
-            for child in sorted(p.rglob('*')):
-                if is_bag(child) or (child.is_file() and child.suffix == '.jsonl' and
-                                     not any(is_bag(a) for a in child.parents)):
-                    out.append(child)
+            out += sorted(_sources_under(p))
         else:
             out.append(p)   # reported as unreadable by the engine, with the reason
     return out
+
+
+def _sources_under(folder: Path) -> Iterator[Path]:
+    """The bags and .jsonl files under ``folder`` (a folder that is not a
+    bag), in no order.  One ``scandir`` per folder: a fleet's folders hold
+    thousands of bags of several files each, and only a folder's
+    ``metadata.yaml`` is looked at."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = folder / entry.name
+        if entry.is_dir():
+            if is_bag(path):
+                yield path
+            elif not entry.is_symlink():
+                yield from _sources_under(path)
+        elif entry.name.endswith('.jsonl') and entry.is_file():
+            yield path
 
 
 def _open_reader(path: Path):
