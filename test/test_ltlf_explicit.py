@@ -100,8 +100,44 @@ def test_interning_is_exact_when_every_hash_collides(monkeypatch, text, pack_bit
     monkeypatch.setattr(antichains, '_PACK_BITS', pack_bits)
     monkeypatch.setattr(antichains, 'mix_rows', lambda rows, skip_negative=False: np.zeros(len(rows), dtype=np.int64))
     monkeypatch.setattr(table, '_linear_hash', lambda rows: np.zeros(len(rows), dtype=np.uint64))
+    # ... and every key probes from the same slot of every open-addressing table.
+    monkeypatch.setattr(table, '_FIBONACCI', np.uint64(0))
+    monkeypatch.setattr(antichains.KeyIndex, '_MULTIPLIER', np.uint64(0))
     _same(compile_formula(text, 'explicit'), expected)
     _same(compile_formula(text, 'explicit'), compile_formula(text, 'symbolic'))
+
+
+@pytest.mark.parametrize('multiplier', [None, 0])       # 0: every key probes from slot 0
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.integers(-2**63, 2**63 - 1) | st.integers(0, 40), max_size=60), max_size=8))
+def test_key_index_is_a_dict(monkeypatch, multiplier, batches):
+    """KeyIndex (open addressing, grown as it fills) gives what a dict gives,
+    batch after batch of sets (new keys and replaced ones) and gets."""
+    if multiplier is not None:
+        monkeypatch.setattr(antichains.KeyIndex, '_MULTIPLIER', np.uint64(multiplier))
+    index, reference = antichains.KeyIndex(), {}
+    for k, batch in enumerate(batches):
+        keys = np.array(list(dict.fromkeys(batch)), dtype=np.int64)
+        probe = np.array(batch + [7, -7, 2**62], dtype=np.int64)
+        assert index.get(probe).tolist() == [reference.get(x, -1) for x in probe.tolist()]
+        assert index.get(probe, missing=-5).tolist() == [reference.get(x, -5) for x in probe.tolist()]
+        values = np.arange(len(keys), dtype=np.int64) * 3 + k
+        index.set(keys, values)
+        reference.update(zip(keys.tolist(), values.tolist()))
+    everything = np.array(list(reference), dtype=np.int64)
+    assert index.get(everything).tolist() == list(reference.values())
+
+
+@pytest.mark.parametrize('multiplier', [None, 0])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.integers(-2**63, 2**63 - 1) | st.integers(0, 20), max_size=300))
+def test_group_equal_groups_as_unique_does(monkeypatch, multiplier, values):
+    if multiplier is not None:
+        monkeypatch.setattr(table, '_FIBONACCI', np.uint64(multiplier))
+    x = np.array(values, dtype=np.int64)
+    heads, group = table.group_equal(x)
+    assert sorted(x[heads].tolist()) == sorted(set(values))           # one head per distinct value
+    assert (x[heads[group]] == x).all()                               # each value's group holds its value
 
 
 def _moore_classes(delta: np.ndarray, accepting: np.ndarray) -> int:

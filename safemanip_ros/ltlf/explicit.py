@@ -46,7 +46,7 @@ from . import formula as fm
 from .antichains import Antichains, KeyIndex, strides_of, weakest
 from .formula import Formula
 from .nnf import to_nnf
-from .table import distinct, lexicographic_letters, ranges
+from .table import distinct, group_equal, lexicographic_letters, ranges
 
 # Letters are enumerated per state; past this many atoms the symbolic
 # compiler, which only splits on the atoms a state reads, is the better tool.
@@ -365,7 +365,9 @@ def _join(store: 'Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> n
         return out
     if len(store) >= _MAX_ANTICHAINS:
         raise NotTabulable(f'more than {_MAX_ANTICHAINS} antichains')
-    uniq, inverse = np.unique((lo[work] << 32) | hi[work], return_inverse=True)
+    pairs = (lo[work] << 32) | hi[work]
+    first, inverse = group_equal(pairs)
+    uniq = pairs[first]
     a, b = uniq >> 32, uniq & 0xFFFFFFFF
     joined = np.empty(len(uniq), dtype=np.int64)
     # Most joins (97 % for the nested window) are of two single disjuncts:
