@@ -294,9 +294,11 @@ def main() -> int:
         print(f'rosbags read + deserialize only: {t_read:.2f} s ({n / t_read:,.0f} frames/s)')
         results, _ = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'first audit in this process')
         # What a long audit sees from its second chunk on: the suite is built, the code warm.
-        results, warm_s = audit_line(inputs, cfg, tmp, 'local', 1, n, t_read, 'again, warm', 'warm')
-        results, two_s = audit_line(inputs, cfg, tmp, 'local', 2, n, t_read)
-        print(f'2 workers: {warm_s / two_s:.2f}x one warm worker; {machine_line()}')
+        repeat = 1 if args.quick else 5
+        results, medians = audit_lines(inputs, cfg, tmp, [('local', 1, 'again, warm'), ('local', 2, '')], n, t_read,
+                                       repeat)
+        warm_s = medians['local', 1]
+        print(f'2 workers: {warm_s / medians["local", 2]:.2f}x one warm worker; {machine_line()}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
@@ -306,14 +308,14 @@ def main() -> int:
             import ray
             t = time.perf_counter()
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            # Each Ray worker is a fresh process that imports the package and builds the suite once,
-            # as a fleet audit's workers do before their first of many chunks.
-            run_audit(sorted(str(b) for b in (tmp / 'bags').iterdir())[:2], cfg, tmp / 'ray-warm', workers=2,
-                      engine='ray')
+            # Each Ray worker is a fresh process that imports the package, builds the suite and faults
+            # its buffers in once, as a fleet audit's workers do in their first of many chunks.
+            run_audit(inputs, cfg, tmp / 'ray-warm', workers=2, engine='ray')
             print(f'\n## Predicate bags on Ray (a local cluster of 2 CPUs, started and its workers warmed in '
                   f'{time.perf_counter() - t:.1f} s, not counted)')
-            _, ray_s = audit_line(inputs, cfg, tmp, 'ray', 2, n, t_read)
-            print(f'Ray, 2 workers: {warm_s / ray_s:.2f}x one warm local worker; {machine_line()}')
+            _, medians = audit_lines(inputs, cfg, tmp / 'ray', [('ray', 2, ''), ('local', 1, 'warm')], n, t_read, 5)
+            print(f'Ray, 2 workers: {medians["local", 1] / medians["ray", 2]:.2f}x one warm local worker; '
+                  f'{machine_line()}')
             fleet_scaling(tmp / 'fleet', cfg, 2, 16, 3, ray_too=True)
             ray.shutdown()
     finally:
@@ -453,11 +455,35 @@ def audit_line(inputs: list[str], cfg, tmp: Path, engine: str, workers: int, n: 
     t = time.perf_counter()
     results, _ = run_audit(inputs, cfg, tmp / f'out-{engine}{workers}{tag}', workers=workers, engine=engine)
     dt = time.perf_counter() - t
+    _print_audit_line(engine, workers, note, dt, n, t_read)
+    return results, dt
+
+
+def audit_lines(inputs: list[str], cfg, tmp: Path, runs: list[tuple[str, int, str]], n: int, t_read: float,
+                repeat: int) -> tuple[list[dict], dict[tuple[str, int], float]]:
+    """``repeat`` interleaved timed audits of the predicate bags for each
+    (engine, workers, note) of ``runs``; prints each one's median (range),
+    returns the last results and the medians."""
+    times: dict[tuple[str, int], list[float]] = {(engine, workers): [] for engine, workers, _ in runs}
+    results: list[dict] = []
+    for rep in range(repeat):
+        for engine, workers, _ in runs:
+            t = time.perf_counter()
+            results, _ = run_audit(inputs, cfg, tmp / f'out-{engine}{workers}-{rep}', workers=workers, engine=engine)
+            times[engine, workers].append(time.perf_counter() - t)
+    for engine, workers, note in runs:
+        spread = times[engine, workers]
+        over = f'median of {repeat} interleaved runs, {min(spread):.2f}-{max(spread):.2f} s' if repeat > 1 else ''
+        _print_audit_line(engine, workers, '; '.join(part for part in (note, over) if part), statistics.median(spread),
+                          n, t_read)
+    return results, {key: statistics.median(v) for key, v in times.items()}
+
+
+def _print_audit_line(engine: str, workers: int, note: str, dt: float, n: int, t_read: float) -> None:
     print(f'audit, {engine} engine, {workers} worker(s){f" ({note})" if note else ""}: {dt:.2f} s '
           f'({n / dt:,.0f} frames/s, '
           f'{n / dt / workers:,.0f} per worker), {t_read / dt:.1f}x rosbags\' bare rate (targets: >= 30,000 '
           f'frames/s per core, >= 10x; near-linear in workers)')
-    return results, dt
 
 
 def report_time(results: list[dict], out: Path, episodes: int) -> None:
