@@ -79,7 +79,7 @@ class KeyIndex:
     def _probe(self, keys: np.ndarray) -> np.ndarray:
         """Per key, its slot, or the empty slot where its probe ends."""
         mask = len(self._keys) - 1
-        slot = ((keys.astype(np.uint64) * self._MULTIPLIER) >> np.uint64(64 - self._bits)).astype(np.int64)
+        slot: np.ndarray = ((keys.astype(np.uint64) * self._MULTIPLIER) >> np.uint64(64 - self._bits)).astype(np.int64)
         pending = np.arange(len(keys))
         while len(pending):
             s = slot[pending]
