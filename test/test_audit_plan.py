@@ -66,6 +66,7 @@ def test_source_bytes(tmp_path):
     (bag / 'bag_0.mcap').write_bytes(b'x' * 1000)
     (bag / 'sub' / 'f').write_bytes(b'x' * 5)
     (tmp_path / 't.jsonl').write_bytes(b'x' * 7)
+    os.symlink(bag, bag / 'sub' / 'loop')                      # not followed
     assert _source_bytes(str(bag)) == 1015
     assert _source_bytes(str(tmp_path / 't.jsonl')) == 7
     assert _source_bytes(str(tmp_path / 'missing')) == 0       # its worker says why it cannot be read

@@ -388,7 +388,10 @@ def _source_bytes(path: str) -> int:
             return os.stat(path).st_size
         total = 0
         for entry in os.scandir(path):
-            total += _source_bytes(entry.path) if entry.is_dir() else entry.stat().st_size
+            if entry.is_dir(follow_symlinks=False):
+                total += _source_bytes(entry.path)
+            elif not entry.is_dir():        # a linked file counts as its target; a linked folder (it could loop) not
+                total += entry.stat().st_size
         return total
     except OSError:
         return 0
