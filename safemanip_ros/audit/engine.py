@@ -563,8 +563,8 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
     free: while more chunks are left than workers, every child has one
     queued behind the one it runs, so it does not wait for the parent to
     hand it the next; the parent takes the next one itself whenever it is
-    free.  Every worker writes its
-    results' files itself (in parallel); the parent records the rest."""
+    free.  Every worker writes its results' files itself (in parallel); the
+    parent records the rest."""
     queue = deque(chunks)
     children = workers - 1
     running: set[Future] = set()

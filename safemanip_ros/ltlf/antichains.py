@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .table import distinct, mix_rows, ranges, unique_rows
+from .table import _FIBONACCI, distinct, mix_rows, ranges, unique_rows
 
 
 def strides_of(lengths: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ class KeyIndex:
     one dict call each cost about 0.5 µs, a probe round a few numpy calls."""
 
     DENSE_KEYS = 1 << 22
-    _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)     # Fibonacci hashing: slot = top bits of key x this
+    _MULTIPLIER = _FIBONACCI      # slot = the top bits of key x this
 
     def __init__(self, key_space: int | None = None) -> None:
         self._dense = np.full(key_space, -1, dtype=np.int64) \

@@ -224,8 +224,10 @@ def group_equal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     looks at its slot; a free slot is taken by one of the values there (the
     one numpy's scatter leaves); a value that finds its own value there is
     placed, the others move one slot on.  Equal values move together, so
-    each ends in one slot.  Here it was about 3x as fast as the sort ``np.unique``
-    does for 10^4 values."""
+    each ends in one slot.  Measured here against the sort ``np.unique``
+    does: 0.36 against 0.63 ms for a join's 11,000 pairs (2,000 distinct),
+    11 against 16 ms for 176,000 distinct values; no faster for 10,000
+    distinct ones."""
     n = len(values)
     bits = max(4, (2 * n - 1).bit_length())
     mask = (1 << bits) - 1
