@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +125,21 @@ def test_compile_picks_and_names_its_construction():
 def test_compile_syntax_error():
     proc = run_cli('compile', 'G(a -> ')
     assert proc.returncode == 2 and 'at position 7' in proc.stderr
+
+
+def test_output_cut_off_by_its_reader_ends_quietly():
+    """``safemanip compile ... | head``: the pipe closes while the command
+    still writes (its accepting-state list is far longer than a pipe's
+    buffer): exit 141 as for SIGPIPE, no 'internal error'."""
+    exe = shutil.which('safemanip', path=str(Path(sys.executable).parent)) or 'safemanip'
+    proc = subprocess.Popen([exe, 'compile', 'G(a -> F[0,30] (b & F[0,30] c))'], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b'formula:')
+    proc.stdout.close()                 # the reader goes away
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert 'internal error' not in err and 'Traceback' not in err
 
 
 def test_internal_errors_are_reported_as_bugs(tmp_path):

@@ -40,11 +40,11 @@ import numpy as np
 from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
 from ..gc_pause import gc_paused
+from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
 from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
-from .memory import keep_freed_memory
 from .report import timeline_fields, timeline_svg
 from .schema import SourceResult
 from .stored import detached

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import SafemanipError
 from ..ltlf.compiler import CONSTRUCTIONS, compile_reporting
+from ..memory import keep_freed_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +34,7 @@ def _write(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keep_freed_memory()     # this process only compiles: its array buffers are reused, not faulted in again
     try:
         dfa, construction = compile_reporting(args.formula, args.construction)
     except ValueError as err:

@@ -4,12 +4,15 @@ Each subcommand lives in its own module exposing ``register(subparsers)``;
 bad input makes a subcommand raise :class:`~safemanip_ros.errors.SafemanipError`,
 which is printed as one line (``safemanip: error: ...``) with exit code 2.  Any
 other exception is a bug in safemanip, never "bad input": it is reported as
-an internal error (exit 70) and, with ``--debug``, with its traceback.
+an internal error (exit 70) and, with ``--debug``, with its traceback.  Output
+cut off by its reader (a closed pipe) ends the command quietly, exit 141.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -73,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print('safemanip: interrupted', file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Whoever read our output stopped (``safemanip compile ... | head``): not a bug. Quiet,
+        # with the status of a process SIGPIPE ended; stdout goes nowhere, so the exit flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as err:     # not bad input: a bug of ours, said so
         if args.debug:
             raise
