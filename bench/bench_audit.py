@@ -231,7 +231,7 @@ def fleet_scaling(root: Path, cfg: AuditConfig, per_length: int, copies: int, re
         runs[f'Ray, {BEFORE}'] = []
         run_audit(inputs, cfg, root / 'warm-ray', workers=2, engine='ray')    # each Ray worker builds it once
     busy: list[float] = []
-    by_size = [str(b) for b in sorted(bags, key=lambda b: -sum(f.stat().st_size for f in b.iterdir()))]
+    by_size = sorted(map(str, bags), key=lambda b: -engine_module._source_bytes(b))
     halves = [by_size[0::2], by_size[1::2]]
     alone: list[float] = []
     pair: list[float] = []

@@ -102,7 +102,6 @@ def test_interning_is_exact_when_every_hash_collides(monkeypatch, text, pack_bit
     monkeypatch.setattr(table, '_linear_hash', lambda rows: np.zeros(len(rows), dtype=np.uint64))
     # ... and every key probes from the same slot of every open-addressing table.
     monkeypatch.setattr(table, '_FIBONACCI', np.uint64(0))
-    monkeypatch.setattr(antichains.KeyIndex, '_MULTIPLIER', np.uint64(0))
     _same(compile_formula(text, 'explicit'), expected)
     _same(compile_formula(text, 'explicit'), compile_formula(text, 'symbolic'))
 
@@ -114,7 +113,7 @@ def test_key_index_is_a_dict(monkeypatch, multiplier, batches):
     """KeyIndex (open addressing, grown as it fills) gives what a dict gives,
     batch after batch of sets (new keys and replaced ones) and gets."""
     if multiplier is not None:
-        monkeypatch.setattr(antichains.KeyIndex, '_MULTIPLIER', np.uint64(multiplier))
+        monkeypatch.setattr(table, '_FIBONACCI', np.uint64(multiplier))
     index, reference = antichains.KeyIndex(), {}
     for k, batch in enumerate(batches):
         keys = np.array(list(dict.fromkeys(batch)), dtype=np.int64)

@@ -102,8 +102,7 @@ def source_fingerprint(path: Path) -> str:
     last 64 KiB — so a bag replaced at the same path (even with the same
     size and times) gets a new fingerprint."""
     h = hashlib.sha256()
-    files = sorted(f for f in path.rglob('*') if f.is_file()) if path.is_dir() else [path]
-    for f in files:
+    for f in _files_of(path):
         st = f.stat()
         h.update(f'|{f.relative_to(path) if path.is_dir() else f.name}|{st.st_size}|{st.st_mtime_ns}|'.encode())
         if f.name == 'metadata.yaml' or f.suffix == '.jsonl' or st.st_size <= 2 * _EDGE_BYTES:
@@ -380,19 +379,28 @@ def plan_tasks(sizes: list[int], workers: int) -> list[list[int]]:
     return tasks
 
 
+def _files_of(path: Path) -> list[Path]:
+    """A source's files in path order: the source itself if it is no folder,
+    else every file under it (a linked file as what it points to; a linked
+    folder, which could loop, is not entered, as ``Path.rglob`` does not)."""
+    if not path.is_dir():
+        return [path]
+    out: list[Path] = []
+    folders = [path]
+    while folders:
+        for entry in os.scandir(folders.pop()):
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(Path(entry.path))
+            elif entry.is_file():
+                out.append(Path(entry.path))
+    return sorted(out)
+
+
 def _source_bytes(path: str) -> int:
     """A source's bytes on disk (every file of a bag), 0 where it cannot be
     read (its worker reports why)."""
     try:
-        if not os.path.isdir(path):
-            return os.stat(path).st_size
-        total = 0
-        for entry in os.scandir(path):
-            if entry.is_dir(follow_symlinks=False):
-                total += _source_bytes(entry.path)
-            elif not entry.is_dir():        # a linked file counts as its target; a linked folder (it could loop) not
-                total += entry.stat().st_size
-        return total
+        return sum(f.stat().st_size for f in _files_of(Path(path)))
     except OSError:
         return 0
 

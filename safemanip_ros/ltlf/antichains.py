@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .table import _FIBONACCI, distinct, mix_rows, ranges, unique_rows
+from .table import distinct, home_slots, mix_rows, ranges, unique_rows
 
 
 def strides_of(lengths: np.ndarray) -> np.ndarray:
@@ -34,7 +34,6 @@ class KeyIndex:
     one dict call each cost about 0.5 µs, a probe round a few numpy calls."""
 
     DENSE_KEYS = 1 << 22
-    _MULTIPLIER = _FIBONACCI      # slot = the top bits of key x this
 
     def __init__(self, key_space: int | None = None) -> None:
         self._dense = np.full(key_space, -1, dtype=np.int64) \
@@ -79,7 +78,7 @@ class KeyIndex:
     def _probe(self, keys: np.ndarray) -> np.ndarray:
         """Per key, its slot, or the empty slot where its probe ends."""
         mask = len(self._keys) - 1
-        slot: np.ndarray = ((keys.astype(np.uint64) * self._MULTIPLIER) >> np.uint64(64 - self._bits)).astype(np.int64)
+        slot = home_slots(keys, self._bits)
         pending = np.arange(len(keys))
         while len(pending):
             s = slot[pending]

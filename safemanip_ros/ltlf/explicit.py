@@ -46,7 +46,7 @@ from . import formula as fm
 from .antichains import Antichains, KeyIndex, strides_of, weakest
 from .formula import Formula
 from .nnf import to_nnf
-from .table import distinct, group_equal, lexicographic_letters, ranges
+from .table import distinct, group_equal, in_order_of_appearance, lexicographic_letters, ranges
 
 # Letters are enumerated per state; past this many atoms the symbolic
 # compiler, which only splits on the atoms a state reads, is the better tool.
@@ -318,8 +318,7 @@ def explore(t: Tables) -> Explored:
         fresh: np.ndarray = ids[state_of[ids] < 0]
         if not len(fresh):
             return fresh
-        uniq, at = np.unique(fresh, return_index=True)
-        fresh = uniq[np.argsort(at)]
+        fresh = in_order_of_appearance(fresh)
         state_of[fresh] = n_states + np.arange(len(fresh))
         n_states += len(fresh)
         return fresh

@@ -213,6 +213,15 @@ _FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
 """2^64 / golden ratio, odd: the top bits of ``value x this`` spread any keys over a table."""
 
 
+def home_slots(keys: np.ndarray, bits: int) -> np.ndarray:
+    """Each int64 key's first slot in an open-addressing table of ``2^bits``
+    slots (Fibonacci hashing); used by :func:`group_equal` and
+    :class:`~.antichains.KeyIndex`."""
+    with np.errstate(over='ignore'):
+        slot: np.ndarray = ((keys.astype(np.uint64) * _FIBONACCI) >> np.uint64(64 - bits)).astype(np.int64)
+    return slot
+
+
 def group_equal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(an index of each distinct value, each value's group: the position of
     its distinct value in the first array) of a 1-D int64 array, in no
@@ -232,8 +241,7 @@ def group_equal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bits = max(4, (2 * n - 1).bit_length())
     mask = (1 << bits) - 1
     owner = np.full(1 << bits, -1, dtype=np.int64)
-    with np.errstate(over='ignore'):
-        slot = ((values.astype(np.uint64) * _FIBONACCI) >> np.uint64(64 - bits)).astype(np.int64)
+    slot = home_slots(values, bits)
     head_of = np.empty(n, dtype=np.int64)
     pending = np.arange(n)
     while len(pending):
@@ -294,6 +302,13 @@ def distinct(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def in_order_of_appearance(x: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-D array, each where it first appears."""
+    uniq, at = np.unique(x, return_index=True)
+    first: np.ndarray = uniq[np.argsort(at)]
+    return first
+
+
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + c)`` for each pair."""
     total = int(counts.sum())
@@ -318,8 +333,7 @@ def _breadth_first(block: np.ndarray, rep: np.ndarray, delta: np.ndarray, lex: n
         succ = succ[fresh]
         if not len(succ):
             break
-        uniq, at = np.unique(succ, return_index=True)
-        frontier = uniq[np.argsort(at)]
+        frontier = in_order_of_appearance(succ)
         seen[frontier] = True
         out.append(frontier)
     return np.concatenate(out)
