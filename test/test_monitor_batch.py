@@ -81,6 +81,16 @@ def test_batch_equals_scalar_reference_of_section_4(seed):
     for b in range(B):
         n = int(lengths[b])
         assert _summary(batch[b]) == reference_run(LIVE, values[b, :n], unknown[b, :n])
+        # The other fields of each result, from their definitions (SEMANTICS.md §5).
+        reads = unknown[b, :n]
+        for inst, r in zip(LIVE.instances, batch[b].instances):
+            assert (r.property, r.instance, r.category, r.severity) == (inst.property, inst.instance, inst.category,
+                                                                       inst.severity)
+            assert r.frames == batch[b].frames == n
+            assert r.unsafe_frames == sum(e.frames for e in r.episodes)
+            cols = [LIVE.predicates.index(p) for p in sorted(inst.needs)]
+            assert r.unknown_by_predicate == {p: int(reads[:, c].sum()) for p, c in zip(sorted(inst.needs), cols)}
+            assert r.unknown_frames == int(reads[:, cols].any(axis=1).sum())
 
 
 def test_random_traces_exercise_the_closing_frame_restart():
@@ -157,6 +167,35 @@ def test_wide_episode_machines_equal_dense_ones(monkeypatch):
     results = wide.run(values, unknown, lengths, keep_verdicts=True)
     assert [r.to_dict() for r in results] == expected
     assert _live_results(wide, values, unknown, lengths) == expected
+
+
+@pytest.mark.parametrize('frames', [200, 203])   # letters packed as 64-bit words / as bytes (3 x 203 is no multiple of 8)
+def test_stepping_by_outcome_code_equals_stepping_by_base(monkeypatch, frames):
+    """Dense machines step whole episodes through ``by_code`` (an add and a
+    gather a frame); without it (a table too large to copy four times) they
+    step by base, with the shift.  Both give the live results."""
+    values, unknown, lengths = _signals(17, 3, frames)
+    coded = Monitor(ISET, batch=3)
+    assert coded.machines.by_code is not None
+    expected = [r.to_dict() for r in coded.run(values, unknown, lengths, keep_verdicts=True)]
+    assert sum(p['violations'] for r in expected for p in r['properties']) >= 10
+    assert expected == _live_results(coded, values, unknown, lengths)
+    monkeypatch.setattr(machine, 'CODED_MAX_RECORDS', 0)
+    by_base = Monitor(ISET, batch=3)
+    assert by_base.machines.by_code is None and by_base.machines.all_dense
+    assert [r.to_dict() for r in by_base.run(values, unknown, lengths, keep_verdicts=True)] == expected
+
+
+def test_letters_packed_as_words_equal_letters_packed_as_bytes():
+    rng = np.random.default_rng(3)
+    frames = rng.random((40, 6, 16)) < 0.4
+    cols = rng.integers(0, 40, size=(9, 5)).astype(np.intp)
+    for shift in (0, 2, 3):
+        words = machine._pack(frames, cols, np.uint8, shift)
+        by_bytes = machine._pack(frames[:, :, :15], cols, np.uint8, shift)      # rows of 90 bytes: not words
+        expected = sum(frames[cols[:, j]].astype(np.int64) << (j + shift) for j in range(5))
+        assert words.dtype == np.uint8 and (words == expected).all()
+        assert (by_bytes == expected[..., :15]).all()
 
 
 def test_a_formula_over_many_atoms_is_wide_and_exact(tmp_path):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple, Sequence, overload
 
@@ -140,9 +140,10 @@ class Episodes(Sequence[Episode]):
 _NO_EPISODES = Episodes()
 
 
-@dataclass(slots=True)     # an audit makes one per instance and rollout: slots make that cheaper
-class InstanceResult:
-    """Metrics of one instance over one rollout (SEMANTICS.md §5)."""
+class InstanceResult(NamedTuple):
+    """Metrics of one instance over one rollout (SEMANTICS.md §5).  (A named
+    tuple, like :class:`Episode`: an audit makes one per instance and
+    rollout, and the monitor makes them all with one map from C.)"""
 
     property: str
     instance: str
@@ -470,55 +471,65 @@ class Monitor:
 
     def _finish_results(self, ending: np.ndarray, pending: np.ndarray,
                         out: list[RolloutResult | None]) -> list[RolloutResult | None]:
-        episodes = self._collect_episodes(ending)
-        self.finished |= ending
         rollouts = np.flatnonzero(ending)
-        columns = [a[:, rollouts].T.tolist() for a in (self.triggers, self.violations, pending, self.unsafe,
-                                                         self.unknown_inst, self.unknown_pred)]
-        for b, frames, tr, vi, pe, un, ui, up in zip(rollouts.tolist(), self.frames[rollouts].tolist(), *columns):
-            # Most rollouts read no unknown value: their per-predicate counts are copies of zero templates.
-            out[b] = self._result(frames, tr, vi, pe, un, ui, up if any(up) else None, episodes.get(b, {}))
+        n, D = rollouts.size, len(self.instances)
+        episodes = self._collect_episodes(ending, rollouts)
+        self.finished |= ending
+        # Every field as one flat column over (rollout, instance), rollout-major, and every result
+        # made by one map from C (an offline run makes ~10^5 of them: a Python call each cost more
+        # than the rest of finishing).
+        counts = [a[:, rollouts].T.ravel().tolist() for a in (self.triggers, self.violations, pending, self.unsafe,
+                                                                self.unknown_inst)]
+        frames = self.frames[rollouts]
+        heads = [chain.from_iterable(repeat(column, n)) for column in zip(*self._heads)]
+        fields = zip(*heads, *counts[:4], np.repeat(frames, D).tolist(), counts[4],
+                     self._unknown_counts(rollouts), episodes)
+        results = list(map(tuple.__new__, repeat(InstanceResult), fields))
+        for i, (b, T) in enumerate(zip(rollouts.tolist(), frames.tolist())):
+            out[b] = RolloutResult(T, results[i * D:(i + 1) * D])
         return out
 
-    def _collect_episodes(self, which: np.ndarray) -> dict[int, dict[int, Episodes]]:
+    def _unknown_counts(self, rollouts: np.ndarray) -> list[dict[str, int]]:
+        """``unknown_by_predicate`` of each (rollout, instance), rollout-major:
+        per instance, unknown frames of each predicate it reads."""
+        unknown = self.unknown_pred[:, rollouts].T
+        out: list[dict[str, int]] = []
+        for row, hit in zip(unknown, unknown.any(axis=1).tolist()):
+            if not hit:       # most rollouts read no unknown value: copies of the zero templates
+                out.extend(map(dict.copy, self._no_unknowns))
+                continue
+            counts = row.tolist()
+            out.extend(dict(zip(names, map(counts.__getitem__, cols)))
+                       for names, cols in zip(self._needs_names, self._needs_lists))
+        return out
+
+    def _collect_episodes(self, which: np.ndarray, rollouts: np.ndarray) -> list[Episodes]:
         """Closed episodes of the rollouts in ``which`` (removed from the
-        chunks), grouped rollout → instance → episodes in start order."""
+        chunks; ``rollouts`` is ``flatnonzero(which)``), one :class:`Episodes`
+        per (rollout, instance) in start order, rollout-major."""
+        D = len(self.instances)
         if not self._episode_chunks:
-            return {}
+            return [_NO_EPISODES] * (rollouts.size * D)
         cols = [np.concatenate([ch[i] for ch in self._episode_chunks]) for i in range(5)]
         take = which[cols[1]]
         self._episode_chunks = [tuple(c[~take] for c in cols)] if (~take).any() else []
         ds, bs, starts, ends, rec = (c[take] for c in cols)
         if not bs.size:
-            return {}
+            return [_NO_EPISODES] * (rollouts.size * D)
+        rank = np.zeros(self.batch, np.int64)
+        rank[rollouts] = np.arange(rollouts.size)
+        group = rank[bs] * D + ds                            # the (rollout, instance)'s place in the output
         span = int(ends.max()) + 1
-        group = bs.astype(np.int64) * len(self.instances) + ds
         order = np.argsort(group * span + starts)            # by rollout, instance, start (unique)
-        group, bs, ds = group[order], bs[order], ds[order]
+        group = group[order]
         rows = _EpisodeRows((starts[order], ends[order], rec[order]))
-        # One group per (rollout, instance): a slice of the sorted episodes, not one dict step per episode.
-        bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(group)]
-        out: dict[int, dict[int, Episodes]] = {}
-        for lo, hi, b, d in zip(bounds[:-1], bounds[1:], bs[bounds[:-1]].tolist(), ds[bounds[:-1]].tolist()):
-            out.setdefault(b, {})[d] = Episodes(rows, lo, hi)
+        # One group per (rollout, instance): a slice of the sorted episodes, not one step per episode.
+        first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        bounds = np.r_[first, group.size].tolist()
+        out = [_NO_EPISODES] * (rollouts.size * D)
+        for place, episodes in zip(group[first].tolist(), map(Episodes, repeat(rows), bounds[:-1], bounds[1:])):
+            out[place] = episodes
         return out
-
-    def _result(self, frames: int, triggers: list[int], violations: list[int], pending: list[bool],
-                unsafe: list[int], unknown_inst: list[int], unknown_pred: list[int] | None,
-                episodes: dict[int, Episodes]) -> RolloutResult:
-        """One rollout's result from its per-instance counts (lists in instance
-        order); ``unknown_pred`` is None when the rollout read no unknown value."""
-        if unknown_pred is None:
-            by_predicate: Iterator[dict[str, int]] = map(dict.copy, self._no_unknowns)
-        else:
-            by_predicate = (dict(zip(names, map(unknown_pred.__getitem__, cols)))
-                            for names, cols in zip(self._needs_names, self._needs_lists))
-        results = [InstanceResult(prop, inst, cat, sev, tr, vi, pe, un, frames, ui, counts,
-                                  episodes.get(d, _NO_EPISODES))
-                   for d, (prop, inst, cat, sev), counts, tr, vi, pe, un, ui in zip(
-                       range(len(self._heads)), self._heads, by_predicate, triggers, violations, pending, unsafe,
-                       unknown_inst)]
-        return RolloutResult(frames, results)
 
     # ------------------------------------------------------------------- run
     def run(self, values: np.ndarray, unknown: np.ndarray | None = None,
@@ -576,9 +587,21 @@ class Monitor:
         base = np.broadcast_to(mach.initial_base[:, None], (D, b)).astype(itype)
         rec = np.empty((D, b), itype)
         trig = np.empty((D, b, T), bool)
+        by_code = mach.by_code
+        code = base << 2                           # the outcome before frame 0: no events
         for t0, V in self._column_windows(values, unknown):
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
+            if by_code is not None:
+                # Letters << 2 index the table by the last outcome itself: an add and a gather a frame.
+                letters = np.ascontiguousarray(mach.letters(V, 2).transpose(2, 0, 1), itype)   # [width, D, b]
+                for i in range(width):
+                    out = outcomes[t0 + i]
+                    np.add(code, letters[i], out=rec)
+                    # The array's own take (no numpy-level wrapper per frame); 'clip' skips its out-buffering.
+                    by_code.take(rec, out=out, mode='clip')
+                    code = out
+                continue
             letters = np.ascontiguousarray(mach.letters(V).transpose(2, 0, 1), itype)   # [width, D, b]: a frame's rows together
             for i in range(width):
                 if mach.all_dense:
@@ -586,7 +609,6 @@ class Monitor:
                 else:
                     rec = mach.records(base, letters[i], V[..., i])   # may grow mach.outcome
                 out = outcomes[t0 + i]
-                # The array's own take (no numpy-level wrapper per frame); 'clip' skips its out-buffering.
                 mach.outcome.take(rec, out=out, mode='clip')
                 np.right_shift(out, 2, out=base)
         frame = np.arange(T, dtype=np.int64)
