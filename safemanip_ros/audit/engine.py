@@ -170,11 +170,15 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     ``detach_timelines`` (with ``store``): the results returned refer to
     their files for their per-frame fields (:func:`.stored.detached`)."""
     keep_freed_memory()     # here too: a Ray worker is a process of its own
-    predicates = list(_monitor(cfg).predicates)
+    # The configuration's content hashed once a task (it reads every configuration file): the
+    # monitor and the keys its results are stored under then come from the same content.
+    cfg_key = cfg.key()
+    mon = _built_monitor(cfg_key, cfg)
+    predicates = list(mon.predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     out: list[tuple[str, dict | None, str | None]] = []
     loaded: list[tuple[str, list[Episode]]] = []
-    keys = _filled_keys({p: store[1][p] for p in paths}, cfg) if store is not None else {}
+    keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
         try:
             loaded.append((path, _episodes_of(path, cfg, predicates + extra)))
@@ -191,7 +195,6 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
         for b, ep in enumerate(episodes):
             values[b, :ep.values.shape[0]] = ep.values[:, :n_pred]
             unknown[b, :ep.values.shape[0]] = ep.unknown[:, :n_pred]
-        mon = _monitor(cfg)
         if mon.batch != B:
             mon.resize(B)
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
@@ -218,10 +221,13 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     return out
 
 
-def _filled_keys(keys: dict[str, tuple[str, str | None]], cfg: AuditConfig) -> dict[str, tuple[str, str]]:
+def _filled_keys(keys: dict[str, tuple[str, str | None]], cfg: AuditConfig,
+                 cfg_key: str | None = None) -> dict[str, tuple[str, str]]:
     """(file name, result key) per source, a key given as None computed now,
-    from the source as it is before it is read."""
-    cfg_key = cfg.key() if any(key is None for _, key in keys.values()) else ''
+    from the source as it is before it is read (and ``cfg_key``, else
+    ``cfg.key()``)."""
+    if cfg_key is None:
+        cfg_key = cfg.key() if any(key is None for _, key in keys.values()) else ''
     return {p: (name, key if key is not None else _result_key(Path(p), cfg_key)) for p, (name, key) in keys.items()}
 
 
