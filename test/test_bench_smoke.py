@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
                         'results held for the report', 'detached, as safemanip audit', 'gate with a baseline',
                         '## Fixed costs', 'import of the audit engine', 'in a fresh process', '.jsonl traces',
                         '## Raw-input audit', 'grounded offline', '## Scaling at fleet scale',
-                        "this audit's own ceiling"]),
+                        "this audit's own ceiling", 'the whole audit on 2 workers', 'as safemanip audit runs it']),
     ('bench_grounding.py', ['## Grounding cost per message', 'one core at 20 Hz']),
     ('bench_live.py', ['touches:', 'hold delay beyond the 1 s tolerance', 'false fail-safe holds', 'RSS']),
 ])
