@@ -195,6 +195,49 @@ def test_minimal_dfa_of_any_table_is_minimal_equivalent_and_canonical(case):
     _same(relabelled, dfa)
 
 
+@settings(max_examples=200, deadline=None)
+@given(tables())
+def test_letter_runs_count_the_letter_read_in_a_row_until_an_absorbing_set(case):
+    n_atoms, delta, accepting = case
+    # An absorbing set of seeds: the states from which no accepting state is reachable.
+    labels = table.verdict_labels(table.Predecessors(delta), accepting)
+    seeds = labels == table.Verdict.FALSE
+    preds = table.Predecessors(delta)
+    pred, start = preds.by_letter()
+    n = len(delta)
+    for letter in range(1 << n_atoms):
+        for t in range(n):
+            node = letter * n + t
+            assert sorted(pred[start[node]:start[node + 1]].tolist()) == \
+                [s for s in range(n) if delta[s, letter] == t]
+    runs = table._letter_runs((pred, start), seeds)
+    for letter in range(1 << n_atoms):
+        for s in range(n):
+            walked, count = s, 0
+            while not seeds[walked] and count <= n:
+                walked, count = int(delta[walked, letter]), count + 1
+            assert runs[letter, s] == (count if seeds[walked] else -1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(-1, 300), min_size=6, max_size=6), min_size=1, max_size=40))
+def test_packed_rows_are_equal_exactly_when_their_columns_are(rows):
+    columns = [np.array(c, dtype=np.int64) for c in zip(*rows)] + [np.full(len(rows), 7)]
+    packed = table._packed(columns)
+    for i, j in itertools.combinations(range(len(rows)), 2):
+        assert (packed[i] == packed[j]).all() == (rows[i] == rows[j])
+
+
+def test_nested_window_needs_no_refinement_round(monkeypatch):
+    """The runs of single letters tell every state of the nested window
+    apart, so the minimal DFA is proved without a refinement round."""
+    def refuse(*args):
+        raise AssertionError('refined')
+    monkeypatch.setattr(table, 'refine', refuse)
+    dfa = compile_formula('G(a -> F[0,20] (b & F[0,20] c))', construction='explicit')
+    assert dfa.num_states == compile_formula('G(a -> F[0,20] (b & F[0,20] c))', construction='symbolic').num_states
+
+
 def test_auto_takes_the_explicit_construction_where_windows_interact():
     assert construction_for(parse('G(a -> F[0,100] (b & F[0,100] c))')) == 'explicit'
     assert construction_for(parse('G(a -> F[0,20] b) & G(c -> F[0,20] d)')) == 'explicit'
