@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, past_shutdown, spin_until_shutdown
+    from ..nodes.runner import WatchdogThread, init, past_shutdown, spin_until_shutdown, stopped_by_signals
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -73,49 +73,52 @@ def run(args: argparse.Namespace) -> int:
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
-    rclpy.init(args=['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
-               + list(getattr(args, 'ros_args', []) or []))
-    nodes = []
-    watchdog = None
-    try:
-        # The recorder first: its subscriptions are matched before anyone publishes.
-        factories = ([] if args.no_record else [RecorderNode]) + \
-            [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
-            ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
-            ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
-        for factory in factories:
-            nodes.append(factory())
-        monitor = next(n for n in nodes if isinstance(n, MonitorNode))
-        monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
-        monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
-        for node in nodes:
-            if hasattr(node, 'trigger_configure'):
-                node.trigger_configure()
-                node.trigger_activate()
-        # Grounding, monitor and recorder share one executor: rclpy's
-        # MultiThreadedExecutor starved subscriptions here (joint states arrived
-        # 0.9 s late under recording load), and Python callbacks share the GIL
-        # anyway.  The supervisor spins on a thread of its own: its watchdog
-        # judges the sensors by their arrival and the main executor by its
-        # heartbeat, and neither waits for a stalled grounding or monitor turn.
-        executor = SingleThreadedExecutor()
-        supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
-        for node in nodes:
-            if node not in supervisors:
-                executor.add_node(node)
-        watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \
-            if supervisors else None
-        print(f'safemanip run: {len(nodes)} nodes up ({", ".join(n.get_name() for n in nodes)}); Ctrl-C to stop',
-              flush=True)
-        spin_until_shutdown(executor)
-    finally:
-        if watchdog is not None:
-            watchdog.stop()
-        for node in nodes:
-            if isinstance(node, RecorderNode):
-                node.close_bag()          # every split listed before the process ends
-            past_shutdown(node.destroy_node)
-        past_shutdown(rclpy.try_shutdown)
+    # Ctrl-C and SIGTERM stop the spin, and the recorder takes what was delivered to it and closes
+    # its bag while the context is still up (stopped_by_signals).
+    with stopped_by_signals() as stop:
+        init(['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
+             + list(getattr(args, 'ros_args', []) or []))
+        nodes = []
+        watchdog = None
+        try:
+            # The recorder first: its subscriptions are matched before anyone publishes.
+            factories = ([] if args.no_record else [RecorderNode]) + \
+                [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
+                ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
+                ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
+            for factory in factories:
+                nodes.append(factory())
+            monitor = next(n for n in nodes if isinstance(n, MonitorNode))
+            monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
+            monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
+            for node in nodes:
+                if hasattr(node, 'trigger_configure'):
+                    node.trigger_configure()
+                    node.trigger_activate()
+            # Grounding, monitor and recorder share one executor: rclpy's
+            # MultiThreadedExecutor starved subscriptions here (joint states arrived
+            # 0.9 s late under recording load), and Python callbacks share the GIL
+            # anyway.  The supervisor spins on a thread of its own: its watchdog
+            # judges the sensors by their arrival and the main executor by its
+            # heartbeat, and neither waits for a stalled grounding or monitor turn.
+            executor = SingleThreadedExecutor()
+            supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
+            for node in nodes:
+                if node not in supervisors:
+                    executor.add_node(node)
+            watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \
+                if supervisors else None
+            print(f'safemanip run: {len(nodes)} nodes up ({", ".join(n.get_name() for n in nodes)}); Ctrl-C to stop',
+                  flush=True)
+            spin_until_shutdown(executor, stop)
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
+            for node in nodes:
+                if isinstance(node, RecorderNode):
+                    node.close_bag()          # what was delivered taken, every split listed, before the end
+                past_shutdown(node.destroy_node)
+            past_shutdown(rclpy.try_shutdown)
     return 0
 
 

@@ -28,7 +28,7 @@ from ..audit.bagwriter import SplitBagWriter
 from ..audit.recorder import ThreadedRecorder
 from ..errors import SafemanipError
 from .guard import CallbackGuard
-from .runner import autostarted, run_node
+from .runner import autostarted, run_node, take_delivered
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -57,6 +57,7 @@ class RecorderNode(CallbackGuard, LifecycleNode):
         self.declare_parameter('config', '')
         self.declare_parameter('autostart', False)
         self.recorder: ThreadedRecorder | None = None
+        self._recorded: list[tuple[object, str]] = []     # (subscription, resolved topic)
         self._active = False
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -92,7 +93,8 @@ class RecorderNode(CallbackGuard, LifecycleNode):
             # Event topics are published transient-local by our nodes: recorded even when
             # the event came before this subscription matched (a busy start-up).
             qos = STATIC if resolved in ('/tf_static', '/violations', '/supervisor_actions') else RELIABLE
-            self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
+            sub = self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
+            self._recorded.append((sub, resolved))
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
         return TransitionCallbackReturn.SUCCESS
 
@@ -105,8 +107,13 @@ class RecorderNode(CallbackGuard, LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def close_bag(self) -> None:
-        """Write what is queued and close the bag (idempotent)."""
+        """Take the messages already delivered to the subscriptions (while
+        the context is up: the last moments of a run, its closing violation
+        events among them, wait there for an executor turn that will not
+        come), write what is queued and close the bag (idempotent)."""
         if self.recorder is not None:
+            for sub, topic in self._recorded:
+                take_delivered(sub, lambda raw, t=topic: self._record(t, raw))
             rec, self.recorder = self.recorder, None
             stats = rec.close()
             text = (f'bag closed: {stats.written} messages written, {stats.dropped} dropped, longest write '

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -12,6 +13,7 @@ import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from ..errors import SafemanipError
 
@@ -36,29 +38,73 @@ def take_delivered(sub, callback: Callable[[object], None], limit: int = 10000) 
 
 def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
              until: Callable[[Node], bool] | None = None, on_exit: Callable[[Node], None] | None = None) -> int:
-    """Create the node and spin it until shutdown (or until ``until(node)``).
+    """Create the node and spin it until SIGINT or SIGTERM, a shutdown, or
+    ``until(node)``; then ``on_exit(node)`` runs while the context is still
+    up (:func:`stopped_by_signals`).
 
     A configuration error at start-up is printed as one line and exits 2."""
-    rclpy.init(args=args)
-    try:
-        node = factory()
-    except SafemanipError as err:
-        print(f'{name}: error: {err.one_line()}', file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        with shutdown_ends_it():
-            if until is None:
-                rclpy.spin(node)
-            else:
-                while rclpy.ok() and not until(node):
-                    rclpy.spin_once(node, timeout_sec=0.1)
-    finally:
-        if on_exit is not None:
-            on_exit(node)
-        past_shutdown(node.destroy_node)
-        past_shutdown(rclpy.try_shutdown)
+    with stopped_by_signals() as stop:
+        init(args)
+        try:
+            node = factory()
+        except SafemanipError as err:
+            print(f'{name}: error: {err.one_line()}', file=sys.stderr)
+            rclpy.try_shutdown()
+            return 2
+        executor = SingleThreadedExecutor()
+        try:
+            executor.add_node(node)
+            with shutdown_ends_it():
+                while not stop.is_set() and rclpy.ok() and not (until is not None and until(node)):
+                    executor.spin_once(timeout_sec=0.1)
+        finally:
+            if on_exit is not None:
+                on_exit(node)
+            past_shutdown(node.destroy_node)
+            past_shutdown(executor.shutdown)
+            past_shutdown(rclpy.try_shutdown)
     return 0
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_ours: list[threading.Event] = []      # the event of the innermost stopped_by_signals (main thread only)
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set the event instead of shutting rclpy down (the
+    handlers before are restored after).  rclpy's own handlers shut every
+    context down at once, inside the signal, so a node's last work — the
+    recorder taking the messages already delivered to it, then closing its
+    bag — found the context gone, and the events of a run's last moments
+    were missing from its bag.  Spin loops check the event; a second signal
+    interrupts (KeyboardInterrupt).  Off the main thread, where Python takes
+    no signals, rclpy's handlers stay (:func:`init`)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+    before = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
+    _ours.append(stop)
+    try:
+        yield stop
+    finally:
+        _ours.remove(stop)
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def init(args: list[str] | None) -> None:
+    """``rclpy.init``, without rclpy's signal handlers inside :func:`stopped_by_signals`."""
+    if _ours and threading.current_thread() is threading.main_thread():
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    else:
+        rclpy.init(args=args)
 
 
 def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
@@ -113,10 +159,15 @@ def shutdown_ends_it() -> Iterator[None]:
             raise
 
 
-def spin_until_shutdown(executor) -> None:
-    """``executor.spin()``; the ways rclpy reports a shutdown are not errors."""
+def spin_until_shutdown(executor, stop: threading.Event | None = None) -> None:
+    """Spin ``executor`` until shutdown (or until ``stop`` is set); the ways
+    rclpy reports a shutdown are not errors."""
     with shutdown_ends_it():
-        executor.spin()
+        if stop is None:
+            executor.spin()
+            return
+        while not stop.is_set() and executor.context.ok():
+            executor.spin_once(timeout_sec=0.1)
 
 
 class WatchdogThread:
