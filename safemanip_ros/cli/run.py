@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, init, past_shutdown, spin_until_shutdown, stopped_by_signals
+    from ..nodes.runner import WatchdogThread, initialised, past_shutdown, spin_until_shutdown
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -74,10 +74,9 @@ def run(args: argparse.Namespace) -> int:
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
     # Ctrl-C and SIGTERM stop the spin, and the recorder takes what was delivered to it and closes
-    # its bag while the context is still up (stopped_by_signals).
-    with stopped_by_signals() as stop:
-        init(['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
-             + list(getattr(args, 'ros_args', []) or []))
+    # its bag while the context is still up (runner.initialised).
+    with initialised(['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
+                     + list(getattr(args, 'ros_args', []) or [])) as stop:
         nodes = []
         watchdog = None
         try:

@@ -508,14 +508,15 @@ class Monitor:
         chunks; ``rollouts`` is ``flatnonzero(which)``), one :class:`Episodes`
         per (rollout, instance) in start order, rollout-major."""
         D = len(self.instances)
+        out = [_NO_EPISODES] * (rollouts.size * D)
         if not self._episode_chunks:
-            return [_NO_EPISODES] * (rollouts.size * D)
+            return out
         cols = [np.concatenate([ch[i] for ch in self._episode_chunks]) for i in range(5)]
         take = which[cols[1]]
         self._episode_chunks = [tuple(c[~take] for c in cols)] if (~take).any() else []
         ds, bs, starts, ends, rec = (c[take] for c in cols)
         if not bs.size:
-            return [_NO_EPISODES] * (rollouts.size * D)
+            return out
         rank = np.zeros(self.batch, np.int64)
         rank[rollouts] = np.arange(rollouts.size)
         group = rank[bs] * D + ds                            # the (rollout, instance)'s place in the output
@@ -526,7 +527,6 @@ class Monitor:
         # One group per (rollout, instance): a slice of the sorted episodes, not one step per episode.
         first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         bounds = np.r_[first, group.size].tolist()
-        out = [_NO_EPISODES] * (rollouts.size * D)
         for place, episodes in zip(group[first].tolist(), map(Episodes, repeat(rows), bounds[:-1], bounds[1:])):
             out[place] = episodes
         return out

@@ -40,11 +40,10 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
              until: Callable[[Node], bool] | None = None, on_exit: Callable[[Node], None] | None = None) -> int:
     """Create the node and spin it until SIGINT or SIGTERM, a shutdown, or
     ``until(node)``; then ``on_exit(node)`` runs while the context is still
-    up (:func:`stopped_by_signals`).
+    up (:func:`initialised`).
 
     A configuration error at start-up is printed as one line and exits 2."""
-    with stopped_by_signals() as stop:
-        init(args)
+    with initialised(args) as stop:
         try:
             node = factory()
         except SafemanipError as err:
@@ -67,21 +66,22 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_ours: list[threading.Event] = []      # the event of the innermost stopped_by_signals (main thread only)
 
 
 @contextmanager
-def stopped_by_signals() -> Iterator[threading.Event]:
-    """SIGINT and SIGTERM set the event instead of shutting rclpy down (the
-    handlers before are restored after).  rclpy's own handlers shut every
-    context down at once, inside the signal, so a node's last work — the
-    recorder taking the messages already delivered to it, then closing its
-    bag — found the context gone, and the events of a run's last moments
-    were missing from its bag.  Spin loops check the event; a second signal
-    interrupts (KeyboardInterrupt).  Off the main thread, where Python takes
-    no signals, rclpy's handlers stay (:func:`init`)."""
+def initialised(args: list[str] | None) -> Iterator[threading.Event]:
+    """``rclpy.init(args=args)``, with SIGINT and SIGTERM setting the event
+    yielded instead of shutting rclpy down (the handlers before are restored
+    after).  rclpy's own handlers shut every context down at once, inside
+    the signal, so a node's last work — the recorder taking the messages
+    already delivered to it, then closing its bag — found the context gone,
+    and the events of a run's last moments were missing from its bag.  Spin
+    loops check the event; a second signal interrupts (KeyboardInterrupt).
+    Off the main thread, where Python takes no signals, rclpy keeps its
+    handlers."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
+        rclpy.init(args=args)
         yield stop
         return
 
@@ -90,21 +90,12 @@ def stopped_by_signals() -> Iterator[threading.Event]:
             raise KeyboardInterrupt
         stop.set()
     before = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
-    _ours.append(stop)
     try:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         yield stop
     finally:
-        _ours.remove(stop)
         for s, h in before.items():
             signal.signal(s, h)
-
-
-def init(args: list[str] | None) -> None:
-    """``rclpy.init``, without rclpy's signal handlers inside :func:`stopped_by_signals`."""
-    if _ours and threading.current_thread() is threading.main_thread():
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    else:
-        rclpy.init(args=args)
 
 
 def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
