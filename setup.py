@@ -32,7 +32,7 @@ setup(
         'numpy>=1.24',
         'scipy>=1.10',
         'pyyaml>=6.0',
-        'rosbags>=0.10',
+        'rosbags>=0.11.6,<0.12',   # the range safemanip_ros.bag.compat is tested at both ends of
         # rosbags reads metadata.yaml with ruamel.yaml; its C parser makes that 10x faster (audit of many bags).
         "ruamel.yaml.clib>=0.2.8; platform_python_implementation == 'CPython'",
         'opencv-python-headless>=4.8',

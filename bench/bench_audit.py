@@ -48,9 +48,9 @@ sys.path.insert(0, str(REPO))
 from rosbags.rosbag2 import Reader  # noqa: E402
 
 import safemanip_ros.audit.engine as engine_module  # noqa: E402
-from safemanip_ros.audit.bagwriter import SplitBagWriter  # noqa: E402
 from safemanip_ros.audit.engine import AuditConfig, run_audit  # noqa: E402
-from safemanip_ros.audit.types import typestore  # noqa: E402
+from safemanip_ros.bag.typestore import typestore  # noqa: E402
+from safemanip_ros.bag.writer import SplitBagWriter  # noqa: E402
 from safemanip_ros.monitor.build import build_monitor  # noqa: E402
 
 SUITE = str(REPO / 'config' / 'properties' / 'safemanip.yaml')

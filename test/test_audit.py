@@ -17,10 +17,10 @@ import pytest
 from conftest import run_cli
 from scipy import stats
 
-from safemanip_ros.audit.bagwriter import SplitBagWriter
 from safemanip_ros.audit.report import timeline_svg
 from safemanip_ros.audit.stats import clopper_pearson, cluster_bootstrap_ratio
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.typestore import typestore
+from safemanip_ros.bag.writer import SplitBagWriter
 
 REPO = Path(__file__).resolve().parents[1]
 SCENE = str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml')

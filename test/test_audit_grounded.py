@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from safemanip_ros.audit.bagwriter import SplitBagWriter
 from safemanip_ros.audit.episodes import read_bag
 from safemanip_ros.audit.grounded import grounded_episodes
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.typestore import typestore
+from safemanip_ros.bag.writer import SplitBagWriter
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.messages import GroundingSet
 

@@ -79,7 +79,7 @@ def test_installed_resources_monitor_recorder_and_audit(colcon_install: Path, tm
     message definitions."""
     share = colcon_install / 'safemanip_ros' / 'share' / 'safemanip_ros'
     lib = colcon_install / 'safemanip_ros' / 'lib' / 'safemanip_ros'
-    code = ('from safemanip_ros.resources import share_dir, msg_dir; from safemanip_ros.audit.types import typestore; '
+    code = ('from safemanip_ros.resources import share_dir, msg_dir; from safemanip_ros.bag.typestore import typestore; '
             'print(share_dir()); print(msg_dir()); print("safemanip_ros/msg/PredicateArray" in typestore().types)')
     proc = _in_install(colcon_install, f"python -c '{code}'", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -96,8 +96,8 @@ def test_installed_resources_monitor_recorder_and_audit(colcon_install: Path, tm
     assert (bag / 'metadata.yaml').is_file(), proc.stdout[-3000:]
     assert 'recording' in proc.stdout and 'bag closed' in proc.stdout, proc.stdout[-3000:]
 
-    from safemanip_ros.audit.bagwriter import SplitBagWriter
-    from safemanip_ros.audit.types import typestore
+    from safemanip_ros.bag.typestore import typestore
+    from safemanip_ros.bag.writer import SplitBagWriter
     ts = typestore()
     Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
     Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']

@@ -65,3 +65,87 @@ def test_the_audit_engine_imports_without_scipy():
     proc = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == '[]'
+
+
+# Which layers (folders of safemanip_ros) each layer may import, lazily or not;
+# the top-level modules (errors, resources, atomic_file, ...) are open to all.
+LAYERS_BELOW = {
+    'ltlf': set(),
+    'spec': {'ltlf'},
+    'monitor': {'ltlf', 'spec'},
+    'bag': set(),
+    'grounding': {'bag', 'spec'},
+    'supervisor': set(),
+    'audit': {'bag', 'grounding', 'ltlf', 'monitor', 'spec'},
+    'sim': {'audit', 'bag', 'grounding', 'spec'},
+    'nodes': {'bag', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},
+    'cli': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'supervisor', 'msg'},
+}
+# The one exception, by module: building a monitor from files drops the
+# properties a robot configuration cannot ground, so it asks the grounding
+# catalogue what that configuration grounds.
+ALSO_ALLOWED = {'safemanip_ros.monitor.build': {'grounding'}}
+
+
+def _layer_imports(path: Path, root: Path = REPO) -> list[tuple[str, int]]:
+    """``(imported layer, line)`` for every import of a safemanip_ros layer in ``path`` (under ``root``)."""
+    import ast
+    package = path.relative_to(root).parts[:-1]           # ('safemanip_ros', layer, ...)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[:len(package) - (node.level - 1)])
+                target = base + (node.module.split('.') if node.module else [node.names[0].name])
+            elif node.module and node.module.split('.')[0] == 'safemanip_ros':
+                target = node.module.split('.')
+            else:
+                continue
+        elif isinstance(node, ast.Import):
+            names = [a.name.split('.') for a in node.names if a.name.split('.')[0] == 'safemanip_ros']
+            if not names:
+                continue
+            target = names[0]
+        else:
+            continue
+        if len(target) > 1 and target[1] in LAYERS_BELOW:
+            out.append((target[1], node.lineno))
+    return out
+
+
+def _wrong_imports(root: Path) -> list[str]:
+    package = root / 'safemanip_ros'
+    wrong = []
+    for path in sorted(package.rglob('*.py')):
+        parts = path.relative_to(package).parts
+        if len(parts) < 2:
+            continue
+        layer = parts[0]
+        module = 'safemanip_ros.' + '.'.join(parts)[:-3]
+        allowed = LAYERS_BELOW[layer] | {layer} | ALSO_ALLOWED.get(module, set())
+        wrong += [f'{path.relative_to(root)}:{line}: {layer} imports {target}'
+                  for target, line in _layer_imports(path, root) if target not in allowed]
+    return wrong
+
+
+def test_layers_import_only_the_layers_below_them():
+    package = REPO / 'safemanip_ros'
+    assert {p.name for p in package.iterdir() if (p / '__init__.py').is_file()} == set(LAYERS_BELOW)
+    wrong = _wrong_imports(REPO)
+    assert not wrong, '\n'.join(wrong)
+
+
+def test_the_layer_rule_sees_lazy_imports(tmp_path):
+    """The check reads imports inside functions too (most cross-layer ones
+    are lazy), relative and absolute, and the one exception is by module."""
+    bag = tmp_path / 'safemanip_ros' / 'bag'
+    bag.mkdir(parents=True)
+    (bag / 'probe.py').write_text('import numpy\nfrom .errors import BagError\n\n\ndef f():\n'
+                                  '    from ..audit import engine\n    import safemanip_ros.monitor.core\n')
+    monitor = tmp_path / 'safemanip_ros' / 'monitor'
+    monitor.mkdir()
+    (monitor / 'build.py').write_text('from ..grounding.catalog import grounded_predicates\n')
+    (monitor / 'core.py').write_text('from ..grounding.catalog import grounded_predicates\n')
+    assert _wrong_imports(tmp_path) == ['safemanip_ros/bag/probe.py:6: bag imports audit',
+                                        'safemanip_ros/bag/probe.py:7: bag imports monitor',
+                                        'safemanip_ros/monitor/core.py:1: monitor imports grounding']

@@ -19,8 +19,8 @@ import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 
-from safemanip_ros.audit.bagwriter import BagWriteError, SplitBagWriter
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.typestore import typestore
+from safemanip_ros.bag.writer import BagWriteError, SplitBagWriter
 from safemanip_ros.msg import PredicateArray
 from safemanip_ros.nodes.conversions import predicate_array, predicate_values
 
@@ -58,7 +58,7 @@ def test_split_bag_round_trip(tmp_path, storage):
 
 
 def test_threaded_recorder_never_blocks_and_counts_drops(tmp_path):
-    from safemanip_ros.audit.recorder import ThreadedRecorder
+    from safemanip_ros.bag.recorder import ThreadedRecorder
     ts = typestore()
     raw = ts.serialize_cdr(ts.types['std_msgs/msg/String'](data='x' * 100), 'std_msgs/msg/String')
     w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=0.05)
@@ -282,7 +282,7 @@ def _stale_metadata_bag(path: Path) -> int:
     # metadata.yaml as it was after 3 splits (the index lines are there for all 5).
     import yaml
 
-    from safemanip_ros.audit.bagwriter import write_metadata
+    from safemanip_ros.bag.writer import write_metadata
     info = yaml.safe_load((path / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
     kept = info['files'][:3]
     info['files'], info['relative_file_paths'] = kept, [f['path'] for f in kept]

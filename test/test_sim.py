@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rosbags.rosbag2 import Reader
-from test_audit_layouts import raw_bag_samples_equal_rosbags
+from test_bag_layouts import raw_bag_samples_equal_rosbags
 
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.messages import GroundingSet
 from safemanip_ros.sim.episodes import EpisodeSpec, read_truth, run_episode

@@ -74,6 +74,19 @@ if ! stamp_ok sim "$sim_hash"; then
   stamp_set sim "$sim_hash"
 fi
 
+# ------------------------------------ 2c. the oldest rosbags we support
+# The bag tests also run against the oldest rosbags of the pinned range
+# (test/test_bag_compat.py), from this folder put ahead on PYTHONPATH.
+oldest=$("$PY" -c 'import ast,sys; t=open(sys.argv[1]).read(); print(t.split("OLDEST = ")[1].split(chr(10))[0].strip(chr(39)))' "$ROOT/safemanip_ros/bag/compat.py")
+if ! stamp_ok rosbags-oldest "$oldest" || [ ! -d "$VENV/rosbags-oldest/rosbags" ]; then
+  say "installing rosbags $oldest beside the newest (bag tests at both ends of the supported range)"
+  rm -rf "$VENV/rosbags-oldest"
+  "$PY" -m pip install --disable-pip-version-check -q --no-deps --target "$VENV/rosbags-oldest" \
+      "rosbags==$oldest" zstandard >"$VENV/pip-rosbags-oldest.log" 2>&1 \
+    || { tail -n 20 "$VENV/pip-rosbags-oldest.log" >&2; die "pip install of rosbags==$oldest failed; log in $VENV/pip-rosbags-oldest.log"; }
+  stamp_set rosbags-oldest "$oldest"
+fi
+
 # ------------------------------------------------------- 3. repair wheels
 "$PY" "$ROOT/tools/fix_ros_wheels.py" "$VENV" >/dev/null
 

@@ -1,2 +1,3 @@
-"""Recorded rollouts: rosbag2 writing (crash-safe splits) and reading with
-rosbags, message types, and (later) replay, aggregation and reports."""
+"""Recorded rollouts audited: replay of bags and traces into frames,
+aggregation, statistics, reports and gating, on local processes or Ray.
+Bags are opened through :mod:`safemanip_ros.bag`."""

@@ -23,21 +23,19 @@
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..bag import is_bag, open_bag, typestore
+from ..bag.bulk import messages as bag_messages
+from ..bag.bulk import read_all, read_batches
+from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.frames import SampleHold
-from .bagread import messages as bag_messages
-from .bagread import read_all, read_batches
-from .columns import PREDICATE_TYPE
-from .types import typestore
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
 LIVE_FRAME_CUTOFF_NS = 1_000_000     # nodes/monitor_node.FRAME_CUTOFF_NS (this layer does not import nodes)
@@ -65,10 +63,6 @@ class Episode:
     values: np.ndarray       # bool[T, P]
     unknown: np.ndarray      # bool[T, P]
     warnings: list[str] = field(default_factory=list)
-
-
-def is_bag(path: Path) -> bool:
-    return path.is_dir() and (path / 'metadata.yaml').is_file()
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
@@ -106,81 +100,6 @@ def _sources_under(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def _open_reader(path: Path):
-    """``(reader, warnings, scratch)``: a rosbags reader over the bag, or —
-    when one of several split files cannot be opened — over the splits that
-    can (through a scratch folder of links and a filtered metadata.yaml,
-    removed by the caller)."""
-    from rosbags.rosbag2 import Reader, ReaderError
-    from ruamel.yaml import YAMLError
-
-    from .bagread import load_metadata, tune_rosbags
-    from .bagrepair import BagRepairError, repaired_metadata
-
-    tune_rosbags()
-    warnings: list[str] = []
-    try:
-        info, repair = repaired_metadata(path)
-    except BagRepairError:
-        repair = None
-    if repair is not None:
-        warnings += repair.lines() if repair.changed else repair.problems()
-        if repair.changed:     # read through the repaired metadata; the bag itself is not touched
-            view = _split_view(path, info, list(info['relative_file_paths']))
-            try:
-                reader = Reader(view)
-                reader.open()
-                return reader, warnings, view
-            except ReaderError:
-                shutil.rmtree(view, ignore_errors=True)
-    try:
-        reader = Reader(path)
-        reader.open()
-        return reader, warnings, None
-    except ReaderError as err:
-        first_error = err
-    try:
-        doc = load_metadata((path / 'metadata.yaml').read_text())
-        info = doc['rosbag2_bagfile_information']
-        files = list(info['relative_file_paths'])
-    except (OSError, YAMLError, KeyError, TypeError) as err:
-        raise AuditInputError(f'{path}: unreadable bag: {first_error}') from err
-    if len(files) < 2:
-        raise AuditInputError(f'{path}: unreadable bag: {first_error}')
-    good, bad = [], []
-    for name in files:
-        view = _split_view(path, info, [name])
-        try:
-            r = Reader(view)
-            r.open()
-            r.close()
-            good.append(name)
-        except ReaderError as err:
-            bad.append(f'{name} ({err})')
-        finally:
-            shutil.rmtree(view, ignore_errors=True)
-    if not good:
-        raise AuditInputError(f'{path}: unreadable bag: no split file can be read: {"; ".join(bad)}')
-    scratch = _split_view(path, info, good)
-    reader = Reader(scratch)
-    reader.open()
-    return reader, warnings + [f'{path}: left out unreadable split {b}' for b in bad], scratch
-
-
-def _split_view(path: Path, info: dict, names: list[str]) -> Path:
-    """A scratch bag folder holding links to ``names`` and a metadata.yaml
-    that lists only them."""
-    from .bagwriter import write_metadata
-    view = Path(tempfile.mkdtemp(prefix='safemanip-split-'))
-    for name in names:
-        (view / name).symlink_to((path / name).resolve())
-    sub = dict(info)
-    sub['relative_file_paths'] = list(names)
-    sub['files'] = [f for f in info.get('files') or [] if f.get('path') in names]
-    write_metadata(view, sub)
-    return view
-
-
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
              max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True) -> list[Episode]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
@@ -188,160 +107,160 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
     grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
     where that reproduces the message loop exactly, else message by message
     (``columnar=False``: always message by message)."""
+    with open_bag(path) as bag:     # an unreadable bag raises BagReadError, naming it
+        return _read_open_bag(path, bag.reader, bag.warnings, typestore(), predicates, rate_hz, staleness_s,
+                              robot, max_gap_s, columnar)
+
+
+def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list[str], rate_hz: float,
+                   staleness_s: float, robot, max_gap_s: float, columnar: bool) -> list[Episode]:
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
-    ts = typestore()
-    reader, warnings, scratch = _open_reader(path)
-    try:
-        conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
-        grounding = None
-        if not conns:
-            from ..grounding.messages import RAW_TOPICS, GroundingSet
-            raw = [c for c in reader.connections if RAW_TOPICS.get(c.topic) == c.msgtype]
-            topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
-            if not raw or robot is None:
-                need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else
-                        f'predicate topics ({PREDICATE_TYPE}) or raw inputs ({", ".join(RAW_TOPICS)})')
-                raise AuditInputError(f'{path}: no {need}; the bag has: {", ".join(topics) or "no topics"}'
-                                      + ('' if robot is not None or not raw else
-                                         ' (raw inputs need --config ROBOT.yaml to be grounded)'))
-            conns = raw
-            grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw),
-                                         any(c.topic == '/image' for c in raw))
-        verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
-        if grounding is None and verdict_conns:
-            # A recording of the live monitor: rebuild its very frames.
-            return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
-                                  warnings)
-        episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
-        if grounding is None and not episode_conns:
-            fast = _predicate_columns_episodes(path, reader, conns, predicates, rate_hz, staleness_s, max_gap_s,
-                                               warnings)
-            if fast is not None:
-                return fast
-        if grounding is not None and not episode_conns and columnar:
-            from .grounded import grounded_episodes
-            gap_warnings: list[str] = []
-            try:
-                grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
-                                             gap_warnings)
-            except ReaderError as err:
-                raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
-            if grounded is not None:
-                warnings += gap_warnings + grounding.name_warnings(str(path))
-                warnings[:] = list(dict.fromkeys(warnings))
-                return [Episode(str(path), name, values, unknown, list(warnings))
-                        for name, values, unknown in grounded]
-        period_ns = int(1e9 / rate_hz)
-        max_gap_ns = int(max_gap_s * 1e9)
-        gaps = 0
-        episodes: list[Episode] = []
-        hold = SampleHold(predicates, staleness_s)
-        name = path.name
-        rows_v: list[np.ndarray] = []
-        rows_u: list[np.ndarray] = []
-        next_frame: int | None = None
+    conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
+    grounding = None
+    if not conns:
+        from ..grounding.messages import RAW_TOPICS, GroundingSet
+        raw = [c for c in reader.connections if RAW_TOPICS.get(c.topic) == c.msgtype]
+        topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
+        if not raw or robot is None:
+            need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else
+                    f'predicate topics ({PREDICATE_TYPE}) or raw inputs ({", ".join(RAW_TOPICS)})')
+            raise AuditInputError(f'{path}: no {need}; the bag has: {", ".join(topics) or "no topics"}'
+                                  + ('' if robot is not None or not raw else
+                                     ' (raw inputs need --config ROBOT.yaml to be grounded)'))
+        conns = raw
+        grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw),
+                                     any(c.topic == '/image' for c in raw))
+    verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
+    if grounding is None and verdict_conns:
+        # A recording of the live monitor: rebuild its very frames.
+        return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
+                              warnings)
+    episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
+    if grounding is None and not episode_conns:
+        fast = _predicate_columns_episodes(path, reader, conns, predicates, rate_hz, staleness_s, max_gap_s,
+                                           warnings)
+        if fast is not None:
+            return fast
+    if grounding is not None and not episode_conns and columnar:
+        from .grounded import grounded_episodes
+        gap_warnings: list[str] = []
+        try:
+            grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
+                                         gap_warnings)
+        except ReaderError as err:
+            raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+        if grounded is not None:
+            warnings += gap_warnings + grounding.name_warnings(str(path))
+            warnings[:] = list(dict.fromkeys(warnings))
+            return [Episode(str(path), name, values, unknown, list(warnings))
+                    for name, values, unknown in grounded]
+    period_ns = int(1e9 / rate_hz)
+    max_gap_ns = int(max_gap_s * 1e9)
+    gaps = 0
+    episodes: list[Episode] = []
+    hold = SampleHold(predicates, staleness_s)
+    name = path.name
+    rows_v: list[np.ndarray] = []
+    rows_u: list[np.ndarray] = []
+    next_frame: int | None = None
 
-        viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (TF together)
+    viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (TF together)
 
-        def drain() -> None:
-            """Evaluate the viewed frames (the grounding then forgets the TF samples none can read again)."""
-            for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
-                for pname, value in values.items():
-                    hold.update(pname, value, now_s)
-                v, u = hold.frame(now_s)
-                rows_v.append(v)
-                rows_u.append(u)
-            viewed.clear()
-
-        def close(current: str) -> None:
-            if grounding is not None and viewed:
-                drain()
-            if rows_v:
-                episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
-
-        def emit(frame_ns: int) -> None:
-            """Append the frame at ``frame_ns`` (grounded raw inputs are
-            viewed now and evaluated when the episode closes)."""
-            now_s = frame_ns * 1e-9
-            if grounding is not None:
-                viewed.append((now_s, grounding.view(now_s)))
-                if len(viewed) >= _VIEWED_FRAMES:
-                    drain()
-                return
+    def drain() -> None:
+        """Evaluate the viewed frames (the grounding then forgets the TF samples none can read again)."""
+        for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
+            for pname, value in values.items():
+                hold.update(pname, value, now_s)
             v, u = hold.frame(now_s)
             rows_v.append(v)
             rows_u.append(u)
+        viewed.clear()
 
-        try:
-            for conn, stamp_ns, raw, sample in _with_samples(reader, conns + episode_conns, grounding is not None,
-                                                             str(path)):
-                if next_frame is None:
-                    next_frame = stamp_ns
-                if stamp_ns - next_frame > max_gap_ns:
-                    # A hole in the recording: end the episode here instead of
-                    # building frames across it (10^18 ns once meant 2.6 GB).
-                    emit(next_frame)
-                    close(name)
-                    gaps += 1
-                    warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
-                    rows_v, rows_u = [], []
-                    name = f'{name.split("#gap")[0]}#gap{gaps}'
-                    hold = SampleHold(predicates, staleness_s)
-                    if grounding is not None:
-                        grounding = grounding.fresh_copy()
-                    next_frame = stamp_ns
-                while stamp_ns > next_frame:      # frames strictly before this message
-                    emit(next_frame)
-                    next_frame += period_ns
-                if grounding is not None and sample is not None:
-                    grounding.feed_sample(conn.topic, sample)      # decoded column-wise
-                    continue
-                try:
-                    msg = ts.deserialize_cdr(raw, conn.msgtype)
-                except (SerdeError, *_BAD_BYTES) as err:
-                    raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
-                                          f'{stamp_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
-                if conn.topic == EPISODE_TOPIC:
-                    close(name)
-                    rows_v, rows_u = [], []
-                    name = msg.data or f'{path.name}#{len(episodes)}'
-                    hold = SampleHold(predicates, staleness_s)
-                    if grounding is not None:
-                        grounding = grounding.fresh_copy()
-                    next_frame = stamp_ns
-                    continue
+    def close(current: str) -> None:
+        if grounding is not None and viewed:
+            drain()
+        if rows_v:
+            episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
+
+    def emit(frame_ns: int) -> None:
+        """Append the frame at ``frame_ns`` (grounded raw inputs are
+        viewed now and evaluated when the episode closes)."""
+        now_s = frame_ns * 1e-9
+        if grounding is not None:
+            viewed.append((now_s, grounding.view(now_s)))
+            if len(viewed) >= _VIEWED_FRAMES:
+                drain()
+            return
+        v, u = hold.frame(now_s)
+        rows_v.append(v)
+        rows_u.append(u)
+
+    try:
+        for conn, stamp_ns, raw, sample in _with_samples(reader, conns + episode_conns, grounding is not None,
+                                                         str(path)):
+            if next_frame is None:
+                next_frame = stamp_ns
+            if stamp_ns - next_frame > max_gap_ns:
+                # A hole in the recording: end the episode here instead of
+                # building frames across it (10^18 ns once meant 2.6 GB).
+                emit(next_frame)
+                close(name)
+                gaps += 1
+                warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
+                rows_v, rows_u = [], []
+                name = f'{name.split("#gap")[0]}#gap{gaps}'
+                hold = SampleHold(predicates, staleness_s)
                 if grounding is not None:
-                    grounding.feed(conn.topic, msg)
-                    continue
-                preds = msg.predicates
-                hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
-                                 stamp_ns * 1e-9)
-        except ReaderError as err:
-            raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
-        if next_frame is not None:          # the frame holding the last messages
-            emit(next_frame)
-        if grounding is not None:
-            warnings.extend(grounding.name_warnings(str(path)))
-        close(name)
-        if grounding is not None:
-            for ep in episodes:      # every episode of this bag carries the bag's name warnings
-                ep.warnings[:] = list(dict.fromkeys(ep.warnings + warnings))
-        return episodes
-    finally:
-        reader.close()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+                    grounding = grounding.fresh_copy()
+                next_frame = stamp_ns
+            while stamp_ns > next_frame:      # frames strictly before this message
+                emit(next_frame)
+                next_frame += period_ns
+            if grounding is not None and sample is not None:
+                grounding.feed_sample(conn.topic, sample)      # decoded column-wise
+                continue
+            try:
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+            except (SerdeError, *_BAD_BYTES) as err:
+                raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
+                                      f'{stamp_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
+            if conn.topic == EPISODE_TOPIC:
+                close(name)
+                rows_v, rows_u = [], []
+                name = msg.data or f'{path.name}#{len(episodes)}'
+                hold = SampleHold(predicates, staleness_s)
+                if grounding is not None:
+                    grounding = grounding.fresh_copy()
+                next_frame = stamp_ns
+                continue
+            if grounding is not None:
+                grounding.feed(conn.topic, msg)
+                continue
+            preds = msg.predicates
+            hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
+                             stamp_ns * 1e-9)
+    except ReaderError as err:
+        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    if next_frame is not None:          # the frame holding the last messages
+        emit(next_frame)
+    if grounding is not None:
+        warnings.extend(grounding.name_warnings(str(path)))
+    close(name)
+    if grounding is not None:
+        for ep in episodes:      # every episode of this bag carries the bag's name warnings
+            ep.warnings[:] = list(dict.fromkeys(ep.warnings + warnings))
+    return episodes
 
 
 def _with_samples(reader, conns, raw_inputs: bool, where: str):
     """``(connection, bag time ns, bytes, sample)`` per message in bag
     order; with ``raw_inputs`` the grounding sample of each raw input
-    message the column decoder takes (:mod:`.rawinputs`), else None."""
+    message the column decoder takes (:mod:`safemanip_ros.grounding.rawinputs`), else None."""
     decoder = None
     if raw_inputs:
-        from .rawinputs import SampleDecoder
+        from ..grounding.rawinputs import SampleDecoder
         decoder = SampleDecoder(typestore())
     for batch in read_batches(reader, conns):
         samples = decoder.decode(batch, where) if decoder is not None else [None] * len(batch)
@@ -390,7 +309,7 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     (the message-by-message reader then reports it)."""
     from rosbags.rosbag2 import ReaderError
 
-    from .columns import ColumnDecodeError, decode_predicate_arrays
+    from ..bag.columns import ColumnDecodeError, decode_predicate_arrays
     try:
         batch = read_all(reader, conns)
     except ReaderError as err:

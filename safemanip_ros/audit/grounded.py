@@ -41,12 +41,12 @@ from typing import Any
 
 import numpy as np
 
+from ..bag.layouts import Columns, decode_shared
 from ..grounding.base import Column
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
 from ..grounding.joints import JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
 from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding
-from .layouts import Columns, decode_shared
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
          '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
@@ -161,7 +161,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
 def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[dict[str, _Topic], np.ndarray]:
     """Every message of ``conns`` decoded by layout, grouped by topic, and
     the bag time (ns) of each in bag order."""
-    from .bagread import read_batches
+    from ..bag.bulk import read_batches
 
     times: list[np.ndarray] = []
     pieces: dict[str, list[tuple[np.ndarray, Columns]]] = {}

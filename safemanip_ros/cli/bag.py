@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from ..audit.bagrepair import BagRepairError, repair_bag, repaired_metadata
+    from ..bag.repair import BagRepairError, repair_bag, repaired_metadata
     failed = 0
     for bag in args.bags:
         try:

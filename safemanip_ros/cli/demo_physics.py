@@ -102,16 +102,12 @@ def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, tim
 
 def _live_events(bag: Path) -> tuple[list[dict], list[dict]]:
     """(violation openings, supervisor actions) recorded in the bag, sim-time stamps in seconds."""
-    from rosbags.rosbag2 import Reader
-
-    from ..audit.bagrepair import repair_bag
-    from ..audit.types import typestore
-    repair_bag(bag)      # a stack stopped by SIGINT closes its bag; this only guards a kill
+    from ..bag import open_bag, typestore
     ts = typestore()
     violations, actions = [], []
-    with Reader(bag) as reader:
-        conns = [c for c in reader.connections if c.topic in ('/violations', '/supervisor_actions')]
-        for conn, _, raw in reader.messages(connections=conns):
+    with open_bag(bag) as opened:      # read as repaired where a kill left splits unlisted
+        conns = [c for c in opened.connections if c.topic in ('/violations', '/supervisor_actions')]
+        for conn, _, raw in opened.messages(conns):
             msg = ts.deserialize_cdr(raw, conn.msgtype)
             if conn.topic == '/violations' and msg.event == 0:
                 violations.append({'property': msg.property, 'instance': msg.instance,

@@ -4,7 +4,7 @@ the offline audit (rosbags messages) alike.  Messages are read by attribute
 only (both kinds have the same field names), so this module imports no ROS.
 Each message type first becomes a *sample* (plain tuples: what its grounding
 source takes), then is fed; the offline audit can build the same samples
-without messages (:mod:`safemanip_ros.audit.rawinputs`).
+without messages (:mod:`safemanip_ros.grounding.rawinputs`).
 
 :class:`GroundingSet` holds every grounding source of a robot configuration
 and evaluates them all at one frame time, with the grasp state the TF
@@ -38,7 +38,7 @@ def stamp_s(stamp: Any) -> float:
 
 # What each message type gives its grounding, independent of where the
 # message came from: a message read by attribute (below), or a bag's
-# messages decoded column-wise (safemanip_ros.audit.rawinputs builds the same
+# messages decoded column-wise (safemanip_ros.grounding.rawinputs builds the same
 # tuples, value for value).
 JointSample = tuple[float, list[str], np.ndarray, Any]
 """(stamp s, names, positions, velocities — None unless one per name)."""

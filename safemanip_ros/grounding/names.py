@@ -50,26 +50,19 @@ class ObservedNames:
     @classmethod
     def from_bag(cls, path: str | Path, max_messages_per_topic: int = 2000) -> 'ObservedNames':
         """Names in a bag's raw input topics (the first messages of each)."""
-        from ..audit.episodes import _open_reader
-        from ..audit.types import typestore
+        from ..bag import open_bag, typestore
         ts = typestore()
         out = cls()
-        reader, _, scratch = _open_reader(Path(path))
-        try:
-            out.topics = {c.topic: c.msgtype for c in reader.connections}
-            wanted = [c for c in reader.connections
+        with open_bag(path) as bag:
+            out.topics = {c.topic: c.msgtype for c in bag.connections}
+            wanted = [c for c in bag.connections
                       if c.topic in ('/tf', '/tf_static') or c.topic.endswith(('joint_states', 'contacts'))]
             seen: dict[str, int] = {}
-            for conn, _, raw in reader.messages(connections=wanted):
+            for conn, _, raw in bag.messages(wanted):
                 if seen.get(conn.topic, 0) >= max_messages_per_topic and conn.topic != '/tf_static':
                     continue
                 seen[conn.topic] = seen.get(conn.topic, 0) + 1
                 out.add_message(conn.topic, ts.deserialize_cdr(raw, conn.msgtype))
-        finally:
-            reader.close()
-            if scratch is not None:
-                import shutil
-                shutil.rmtree(scratch, ignore_errors=True)
         return out
 
 

@@ -14,14 +14,15 @@ Messages keep their recorded content (the stamps inside are not rewritten);
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rosbags.rosbag2 import Reader
 
+from ..bag import open_bag
 from ..errors import SafemanipError
 from .runner import run_node
 
@@ -40,15 +41,14 @@ class BagPlayer(Node):
         if not path:
             raise SafemanipError('bag_player: parameter bag is required')
         wanted = {t for t in self.get_parameter('topics').value if t}
-        try:
-            self.reader = Reader(path)
-            self.reader.open()
-        except Exception as err:   # rosbags raises several types; name the file either way
-            raise SafemanipError(f'{path}: cannot open bag: {err}') from err
-        self.connections = [c for c in self.reader.connections if not wanted or c.topic in wanted]
+        # Open for the node's life (closed once played); BagReadError names the bag.
+        self._open = contextlib.ExitStack()
+        bag = self._open.enter_context(open_bag(path))
+        self.connections = [c for c in bag.connections if not wanted or c.topic in wanted]
         if wanted - {c.topic for c in self.connections}:
+            self._open.close()
             raise SafemanipError(f'{path}: topics {sorted(wanted - {c.topic for c in self.connections})} not in '
-                                 f'the bag (it has {sorted({c.topic for c in self.reader.connections})})')
+                                 f'the bag (it has {sorted({c.topic for c in bag.connections})})')
         self.publishers_by_topic = {}
         for c in self.connections:
             pkg, _, name = c.msgtype.split('/')
@@ -56,7 +56,7 @@ class BagPlayer(Node):
             if c.topic not in self.publishers_by_topic:
                 self.publishers_by_topic[c.topic] = self.create_publisher(
                     cls, c.topic, STATIC if c.topic == '/tf_static' else RELIABLE)
-        self._messages = self.reader.messages(connections=self.connections)
+        self._messages = bag.messages(self.connections)
         self.done = False
         self._started: tuple[float, int] | None = None
         self._pending = None
@@ -73,7 +73,7 @@ class BagPlayer(Node):
                 try:
                     self._pending = next(self._messages)
                 except StopIteration:
-                    self.reader.close()
+                    self._open.close()
                     # Reliable subscribers get the last messages before we exit.
                     for pub in self.publishers_by_topic.values():
                         pub.wait_for_all_acked(Duration(seconds=2))

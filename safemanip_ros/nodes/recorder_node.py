@@ -1,6 +1,6 @@
 """``recorder``: records the monitoring topics to a rosbag2 bag, off the
 control path.  A lifecycle node around
-:class:`safemanip_ros.audit.recorder.ThreadedRecorder`.
+:class:`safemanip_ros.bag.recorder.ThreadedRecorder`.
 
 Subscriptions are raw (serialized bytes) and only enqueue; a thread writes
 the bag (``bag_storage``: mcap or sqlite3) in ``split_s`` splits and rotates
@@ -24,8 +24,8 @@ import time
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from ..audit.bagwriter import SplitBagWriter
-from ..audit.recorder import ThreadedRecorder
+from ..bag.recorder import ThreadedRecorder
+from ..bag.writer import SplitBagWriter
 from ..errors import SafemanipError
 from .guard import CallbackGuard
 from .runner import autostarted, run_node, take_delivered

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audit.bagwriter import SplitBagWriter
-from ..audit.types import typestore
+from ..bag.typestore import typestore
+from ..bag.writer import SplitBagWriter
 from . import messages
 from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller

@@ -12,7 +12,7 @@ Each finished split is also appended, before it is moved into the bag, to
 the bag's index ``.splits.jsonl`` (one JSON line per split: its file entry
 and topic counts), so a bag whose ``metadata.yaml`` misses splits (a kill
 between the move and the rewrite) is repaired from it
-(:mod:`safemanip_ros.audit.bagrepair`, ``safemanip bag repair``).
+(:mod:`safemanip_ros.bag.repair`, ``safemanip bag repair``).
 
 A rotation costs the same whatever the length of the recording: the
 per-topic totals are kept as running sums, and ``metadata.yaml`` is written
@@ -26,18 +26,19 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rosbags.rosbag2 import StoragePlugin, Writer
 from ruamel.yaml import YAML
 
-from ..errors import SafemanipError
-from .types import typestore
+from .errors import BagError
+from .typestore import typestore
 
 STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
 INDEX_NAME = '.splits.jsonl'
 
 
-def write_metadata(directory: Path, info: dict) -> None:
+def write_metadata(directory: Path, info: dict[str, Any]) -> None:
     """``directory/metadata.yaml`` holding ``rosbag2_bagfile_information: info``,
     replaced atomically, in YAML's JSON form (compact: json's C encoder; an
     indent selects its pure-Python one)."""
@@ -46,7 +47,7 @@ def write_metadata(directory: Path, info: dict) -> None:
     tmp.replace(directory / 'metadata.yaml')
 
 
-class BagWriteError(SafemanipError):
+class BagWriteError(BagError):
     """A bag that cannot be written (names the path and the problem)."""
 
 
@@ -54,7 +55,7 @@ class BagWriteError(SafemanipError):
 class _Split:
     writer: Writer
     folder: Path
-    connections: dict
+    connections: dict[str, Any]
     first_ns: int
 
 
@@ -72,8 +73,8 @@ class SplitBagWriter:
         self.topics: dict[str, str] = {}
         self._split: _Split | None = None
         self._index = 0
-        self._files: list[dict] = []
-        self._topic_totals: dict[str, dict] = {}
+        self._files: list[dict[str, Any]] = []
+        self._topic_totals: dict[str, dict[str, Any]] = {}
         self._message_count = 0
         self._start_ns: int | None = None
         self._end_ns = 0
@@ -98,6 +99,7 @@ class SplitBagWriter:
         if self._split is None:
             self._open_split(timestamp_ns)
         split = self._split
+        assert split is not None
         conn = split.connections.get(topic)
         if conn is None:
             conn = split.connections[topic] = split.writer.add_connection(topic, self.topics[topic],
@@ -129,6 +131,7 @@ class SplitBagWriter:
 
     def _close_split(self) -> None:
         split, self._split = self._split, None
+        assert split is not None
         split.writer.close()
         meta = YAML(typ='safe').load((split.folder / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
         src = split.folder / meta['relative_file_paths'][0]
@@ -159,7 +162,7 @@ class SplitBagWriter:
         # metadata.yaml lists every split, so rewriting it costs O(splits): done when the split count
         # reaches a power of two (amortised O(1) per rotation; at most half the splits unlisted while
         # recording) and at close.  The index line above is the O(1) record a kill leaves behind:
-        # readers repair from it (audit.bagrepair).
+        # readers repair from it (bag.repair).
         if self._index & (self._index - 1) == 0:
             self._write_metadata()
 

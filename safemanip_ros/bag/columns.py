@@ -11,7 +11,7 @@ variable bytes; every message of the same length whose other bytes equal
 that template is then decoded by indexing one ``uint8[messages, length]``
 array.  A message that matches no template is parsed on its own (and
 becomes a template).  Values are those of rosbags' deserializer, bit for
-bit (``test/test_audit_columns.py``).
+bit (``test/test_bag_columns.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layouts import MAX_LAYOUTS, Layout, LayoutError, decode_shared, parse_layout
-from .types import typestore
+from .typestore import typestore
 
 PREDICATE_TYPE = 'safemanip_ros/msg/PredicateArray'
 

@@ -1,7 +1,7 @@
 """CDR messages of any type to numpy columns, many messages at a time.
 
 For every message type the typestore defines (:mod:`.columns` uses it for
-``PredicateArray``, :mod:`.rawinputs` for the raw inputs): a publisher
+``PredicateArray``, :mod:`safemanip_ros.grounding.rawinputs` for the raw inputs): a publisher
 repeats its *layout* — the same strings (joint names, frame ids, body names)
 and the same sequence lengths — so its messages have the same length and the
 same bytes everywhere except the numbers and the padding.  The first message
@@ -10,7 +10,7 @@ of a layout is walked field by field from the type's definition
 message of the same length that equals that template outside its numbers
 and padding is then decoded by indexing one ``uint8[messages, length]``
 array.  Numbers are those of rosbags' deserializer bit for bit: the same
-bytes read as the same little-endian type (``test/test_audit_layouts.py``).
+bytes read as the same little-endian type (``test/test_bag_layouts.py``).
 
 A message the walk cannot take — big-endian CDR, a type with more than
 ``MAX_NUMBERS`` numbers (an image), bytes that do not parse — raises
@@ -22,10 +22,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..errors import SafemanipError
+from .errors import BagError
 
 MAX_NUMBERS = 4096
 """Numbers per message beyond which a layout is not worth building (images
@@ -41,7 +42,7 @@ _DTYPES = {'bool': '|u1', 'byte': '|u1', 'char': '|u1', 'uint8': '|u1', 'int8': 
            'float32': '<f4', 'float64': '<f8'}
 
 
-class LayoutError(SafemanipError):
+class LayoutError(BagError):
     """A message this decoder does not take (it then goes through rosbags)."""
 
 
@@ -65,7 +66,7 @@ class RowTemplate:
         ok = (np.bitwise_and(head.view('<u8'), self.mask64) == self.template64).all(axis=1)
         if self.words < self.length:
             ok &= (np.bitwise_and(rows[:, self.words:], self.mask_tail) == self.template_tail).all(axis=1)
-        return ok
+        return np.asarray(ok)
 
 
 @dataclass
@@ -101,7 +102,7 @@ class Layout:
 
 
 class _Walker:
-    def __init__(self, typestore, raw: bytes, where: str) -> None:
+    def __init__(self, typestore: Any, raw: bytes, where: str) -> None:
         self.ts = typestore
         self.buf = raw
         self.where = where
@@ -125,7 +126,7 @@ class _Walker:
         self._need(4, what)
         (n,) = struct.unpack_from('<I', self.buf, self.pos)
         self.pos += 4
-        return n
+        return int(n)
 
     def message(self, msgtype: str, path: str) -> None:
         try:
@@ -135,7 +136,7 @@ class _Walker:
         for name, desc in fields:
             self.node(desc, f'{path}{name}')
 
-    def node(self, desc, path: str) -> None:
+    def node(self, desc: Any, path: str) -> None:
         kind = desc[0].name
         if kind == 'BASE':
             self.base(desc[1][0], path)
@@ -177,7 +178,7 @@ class _Walker:
         self.pos += size
 
 
-def parse_layout(typestore, msgtype: str, raw: bytes, where: str = 'message') -> Layout:
+def parse_layout(typestore: Any, msgtype: str, raw: bytes, where: str = 'message') -> Layout:
     """The layout of one message of ``msgtype``, by walking its fields."""
     if raw[:2] != b'\x00\x01':
         raise LayoutError(f'{where}: not little-endian CDR (encapsulation {raw[:2].hex()})')
@@ -219,7 +220,7 @@ class Columns:
     rows: np.ndarray                    # intp[n]
     numbers: Numbers                    # path → [n]
 
-    def stack(self, paths: list[str], dtype=None) -> np.ndarray:
+    def stack(self, paths: list[str], dtype: Any = None) -> np.ndarray:
         """The columns ``paths`` side by side (``[n, len(paths)]``)."""
         if not paths:
             return np.zeros((len(self.rows), 0), dtype or float)
@@ -236,7 +237,7 @@ class LayoutDecoder:
     (a bag is decoded batch by batch).  ``keep``: which number paths to
     gather (default all)."""
 
-    def __init__(self, typestore, msgtype: str, keep: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, typestore: Any, msgtype: str, keep: Callable[[str], bool] | None = None) -> None:
         self.typestore = typestore
         self.msgtype = msgtype
         self.keep = keep
@@ -304,7 +305,7 @@ class LayoutDecoder:
 _SHARED: dict[tuple[int, str, object], LayoutDecoder] = {}
 
 
-def decode_shared(typestore, msgtype: str, raws: list[bytes], where: str = 'bag',
+def decode_shared(typestore: Any, msgtype: str, raws: list[bytes], where: str = 'bag',
                   keep: Callable[[str], bool] | None = None) -> tuple[list[Columns], np.ndarray]:
     """:meth:`LayoutDecoder.decode` with one decoder per (type, ``keep``)
     for the process: the bags of an audit share their layouts (a robot's

@@ -10,9 +10,9 @@ import pytest
 from rosbags.rosbag2 import Reader, ReaderError, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode, StoragePlugin
 
-from safemanip_ros.audit.bagread import read_all, read_batches
-from safemanip_ros.audit.bagwriter import SplitBagWriter
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.bulk import read_all, read_batches
+from safemanip_ros.bag.typestore import typestore
+from safemanip_ros.bag.writer import SplitBagWriter
 
 TOPICS = {'/a': 'std_msgs/msg/String', '/b': 'sensor_msgs/msg/JointState', '/c': 'tf2_msgs/msg/TFMessage'}
 
@@ -112,13 +112,13 @@ def test_a_message_index_that_misses_a_message_is_not_trusted(tmp_path, monkeypa
     accounts for every message record; an index entry pointing at the
     wrong record, or one record left unindexed, makes the chunk walked:
     the same messages as rosbags either way."""
-    import safemanip_ros.audit.bagread as bagread
+    import safemanip_ros.bag.bulk as bulk
 
     rng = np.random.default_rng(6)
     _write(tmp_path / 'bag', 'mcap', CompressionMode.STORAGE, _records(rng, 900))
     taken = []
-    real = bagread._indexed_messages
-    monkeypatch.setattr(bagread, '_indexed_messages', lambda *a: taken.append(real(*a)) or taken[-1])
+    real = bulk._indexed_messages
+    monkeypatch.setattr(bulk, '_indexed_messages', lambda *a: taken.append(real(*a)) or taken[-1])
     ours, _ = _ours(tmp_path / 'bag', set(TOPICS))
     assert ours == _rosbags(tmp_path / 'bag', set(TOPICS))
     assert taken and all(t is not None for t in taken)          # an intact index is used

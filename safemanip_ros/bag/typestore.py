@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
@@ -13,7 +14,7 @@ PACKAGE = 'safemanip_ros'
 
 
 @functools.lru_cache(maxsize=1)
-def typestore():
+def typestore() -> Any:
     store = get_typestore(Stores.ROS2_KILTED)
     types = {}
     for path in sorted(msg_dir().glob('*.msg')):

@@ -11,7 +11,7 @@ message against rosbags' 6 µs on 48,000 ``PredicateArray`` messages; the
 batches are what the column decoders take).
 
 The messages come out exactly as ``Reader.messages(connections)`` yields
-them, bytes and order alike (``test/test_audit_columns.py``): split files one
+them, bytes and order alike (``test/test_bag_columns.py``): split files one
 after the other; within a file, by log time, ties in chunk-offset order and
 then record order (rosbags sorts each chunk by log time and heap-merges the
 chunks keyed by ``(log time, chunk offset)``).  Anything this module does not
@@ -21,14 +21,15 @@ reader that is not a rosbag2 folder — goes through rosbags unchanged.
 
 from __future__ import annotations
 
-import functools
-import json
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rosbags.rosbag2 import ReaderError
+
+from . import compat
 
 _RECORD_HEADER = struct.Struct('<BQ')      # opcode, record length
 _MESSAGE_HEADER = struct.Struct('<HIQQ')    # channel id, sequence, log time, publish time
@@ -50,125 +51,13 @@ class RecordBatch:
         return len(self.raws)
 
 
-def tune_rosbags() -> None:
-    """Make opening a bag with rosbags cheaper, with the same results:
-    :func:`share_qos_parses` and :func:`json_first_metadata`.  Idempotent."""
-    share_qos_parses()
-    json_first_metadata()
-
-
-def load_metadata(text: str) -> Any:
-    """The document of a ``metadata.yaml`` text, as ruamel's safe loader
-    (what rosbags uses) reads it.
-
-    Text in YAML's JSON form (what :mod:`.bagwriter` writes) is parsed by
-    ``json``'s C parser, about 50 times faster than ruamel's Python one;
-    JSON is YAML 1.2, so the values are the same.  Anything else goes to
-    ruamel: block YAML (``ros2 bag record``'s), and the JSON the two would
-    read differently — a repeated key (an error for ruamel) or ``NaN`` and
-    ``Infinity`` (strings for YAML).  Raises ruamel's ``YAMLError`` for
-    text that is not YAML."""
-    if text.lstrip()[:1] == '{':
-        try:
-            return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_not_yaml)
-        except ValueError:
-            pass
-    from ruamel.yaml import YAML
-    return YAML(typ='safe').load(text)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError('repeated key')
-    return out
-
-
-def _not_yaml(token: str) -> Any:
-    raise ValueError(f'{token} is a string in YAML')
-
-
-class _MetadataYAML:
-    """What rosbags' reader needs of ruamel's ``YAML`` (``YAML(typ='safe')
-    .load(text)``), loading through :func:`load_metadata`; made any other
-    way, it is ruamel's own ``YAML``."""
-
-    json_first = True
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if args or kwargs != {'typ': 'safe'}:
-            from ruamel.yaml import YAML
-            return YAML(*args, **kwargs)
-        return super().__new__(cls)
-
-    def load(self, stream: Any) -> Any:
-        if isinstance(stream, str):
-            return load_metadata(stream)
-        from ruamel.yaml import YAML
-        return YAML(typ='safe').load(stream)
-
-
-def json_first_metadata() -> None:
-    """Make rosbags' ``Reader.open`` parse ``metadata.yaml`` through
-    :func:`load_metadata`: ruamel's parse of it is most of the cost of
-    opening a short bag (about 1.5 ms a bag).  Does nothing where rosbags'
-    reader does not load it through ruamel's ``YAML``, or where this is done."""
-    import importlib
-
-    module = importlib.import_module('rosbags.rosbag2.reader')
-    current = getattr(module, 'YAML', None)
-    if current is None or getattr(current, 'json_first', False):
-        return
-    module.YAML = _MetadataYAML
-
-
-def share_qos_parses() -> None:
-    """Make rosbags parse each distinct QoS string once per process.
-
-    Opening a bag, rosbags parses every connection's
-    ``offered_qos_profiles`` — a YAML string in MCAP channels, SQLite3
-    topics and older ``metadata.yaml`` files — with a new ruamel ``YAML``
-    object: about 1 ms each, for every channel of every split file of every
-    bag, the largest fixed cost of opening a short bag.  The strings repeat
-    across files and bags, and the parsed profiles are immutable
-    (``rosbags.interfaces.Qos`` named tuples), so the parse is memoised by
-    its text: the same values, each list a fresh copy.  Errors are not
-    memoised (each raises as before).  Does nothing where rosbags has no
-    such function, or where it is memoised already."""
-    import importlib
-
-    for name in ('metadata', 'reader', 'storage_mcap', 'storage_sqlite3'):
-        try:
-            module = importlib.import_module(f'rosbags.rosbag2.{name}')
-        except ImportError:              # pragma: no cover - rosbags is a dependency
-            continue
-        parse = getattr(module, 'parse_qos', None)
-        if parse is None or getattr(parse, 'shared', False):
-            continue
-        module.parse_qos = _shared(getattr(parse, 'original', parse))
-
-
-@functools.lru_cache(maxsize=None)
-def _shared(parse: Any) -> Any:
-    """The memoised form of rosbags' ``parse_qos`` (one per original function)."""
-    memo = functools.lru_cache(maxsize=1024)(lambda text: tuple(parse(text)))
-
-    def parse_qos(dcts: Any) -> Any:
-        return list(memo(dcts)) if isinstance(dcts, str) else parse(dcts)
-    parse_qos.shared = True             # type: ignore[attr-defined]
-    parse_qos.original = parse          # type: ignore[attr-defined]
-    return parse_qos
-
-
 def read_batches(reader: Any, connections: Sequence[Any]) -> Iterator[RecordBatch]:
     """The messages of ``connections`` (from ``reader.connections``) of an
     open rosbags ``Reader``, in batches whose concatenation is what
     ``reader.messages(connections=connections)`` yields.  Raises rosbags'
     ``ReaderError`` for a truncated or corrupt file, like rosbags."""
-    from rosbags.rosbag2.reader import DirectoryReader
-
-    storage = getattr(reader, 'storage', None)
-    if (not isinstance(storage, DirectoryReader) or storage.metadata.compression_mode == 'message'
+    storage: Any = getattr(reader, 'storage', None)
+    if (not compat.is_directory_reader(storage) or storage.metadata.compression_mode == 'message'
             or not connections):
         yield from _through_rosbags(reader.messages(connections=connections))
         return
@@ -215,8 +104,7 @@ def _storage_connections(sub: Any, connections: Sequence[Any]) -> dict[int, Any]
 
 
 def _is_indexed_mcap(sub: Any) -> bool:
-    from rosbags.rosbag2.storage_mcap import McapReader
-    return isinstance(sub, McapReader) and bool(sub.chunks) and sub.bio is not None
+    return compat.is_mcap_reader(sub) and bool(sub.chunks) and sub.bio is not None
 
 
 _BATCH = 4096
@@ -296,7 +184,7 @@ def _emit(pending: _Pending, connmap: dict[int, Any], watermark: int | None) -> 
 def _chunk_messages(sub: Any, chunk: Any, wanted: frozenset[int]) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """``(log times, channel ids, data)`` of the chunk's message records on
     the ``wanted`` channels, in record order, as rosbags' ``msgsrc`` keeps them."""
-    from rosbags.rosbag2.storage_mcap import decompress, deserialize_uint32, read_exact
+    decompress, deserialize_uint32, read_exact = compat.mcap_chunk_readers()
 
     bio = sub.bio
     bio.seek(chunk.chunk_start_offset + 9 + 24)
@@ -351,8 +239,6 @@ def _indexed_messages(bio: Any, chunk: Any, data: bytes) -> tuple[np.ndarray, ..
     if (ops != _MESSAGE_OP).any() or (length < 22).any() or (end > n).any():
         return None
     # The gaps between indexed records (and before the first and after the last) must hold no message.
-    from rosbags.rosbag2.errors import ReaderError
-
     gap_from, gap_to = np.concatenate([[0], end]), np.concatenate([at, [n]])
     for g in np.flatnonzero(gap_from != gap_to).tolist():
         try:
@@ -374,8 +260,6 @@ def _gather_uint(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
 def _records(data: bytes, pos: int, end: int, chunk: Any) -> Iterator[tuple[int, int, int]]:
     """``(opcode, body start, record end)`` of each record of ``data[pos:end]``
     in a chunk; rosbags' ``ReaderError`` for one that does not fit."""
-    from rosbags.rosbag2.errors import ReaderError
-
     record = _RECORD_HEADER.unpack_from
     while pos < end:
         if pos + 9 > end:
@@ -392,8 +276,6 @@ def _records(data: bytes, pos: int, end: int, chunk: Any) -> Iterator[tuple[int,
 def _walked_messages(chunk: Any, data: bytes, wanted: frozenset[int], start: int,
                      stop: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """:func:`_chunk_messages` by walking every record header of the chunk."""
-    from rosbags.rosbag2.errors import ReaderError
-
     times: list[int] = []
     channels: list[int] = []
     raws: list[bytes] = []

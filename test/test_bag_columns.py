@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from safemanip_ros.audit import episodes as episodes_mod
-from safemanip_ros.audit.bagwriter import SplitBagWriter
-from safemanip_ros.audit.columns import ColumnDecodeError, decode_predicate_arrays, parse_predicate_array
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.columns import ColumnDecodeError, decode_predicate_arrays, parse_predicate_array
+from safemanip_ros.bag.typestore import typestore
+from safemanip_ros.bag.writer import SplitBagWriter
 
 TYPE = 'safemanip_ros/msg/PredicateArray'
 
@@ -82,7 +82,7 @@ def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
     layout of its own: past the decoder's limit the column path gives up
     (ColumnDecodeError) and the bag is read message by message, every
     message counted."""
-    from safemanip_ros.audit.layouts import MAX_LAYOUTS
+    from safemanip_ros.bag.layouts import MAX_LAYOUTS
     ts = typestore()
     rng = np.random.default_rng(9)
     raws, t = [], 1_700_000_000_000_000_000
@@ -109,7 +109,7 @@ def test_shared_qos_parses_equal_rosbags_own():
     from rosbags.rosbag2 import ReaderError, reader, storage_mcap, storage_sqlite3
     from rosbags.rosbag2.metadata import dump_qos_v8
 
-    from safemanip_ros.audit.bagread import share_qos_parses
+    from safemanip_ros.bag.compat import share_qos_parses
 
     share_qos_parses()
     share_qos_parses()                   # idempotent: one memo, not a memo of a memo
@@ -142,7 +142,7 @@ def test_load_metadata_reads_as_ruamel_does(text):
     """load_metadata gives ruamel's values, or raises where ruamel raises."""
     from ruamel.yaml import YAML, YAMLError
 
-    from safemanip_ros.audit.bagread import load_metadata
+    from safemanip_ros.bag.compat import load_metadata
 
     try:
         expected = YAML(typ='safe').load(text)
@@ -162,7 +162,7 @@ def test_json_first_reader_opens_bags_as_rosbags_does(tmp_path):
     from rosbags.rosbag2 import Reader, Writer
     from rosbags.rosbag2 import reader as reader_mod
 
-    from safemanip_ros.audit.bagread import _MetadataYAML, tune_rosbags
+    from safemanip_ros.bag.compat import _MetadataYAML, tune_rosbags
 
     ts = typestore()
     ours = tmp_path / 'ours'

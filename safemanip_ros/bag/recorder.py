@@ -1,5 +1,5 @@
 """Recording off the control path: a bounded queue in front of a
-:class:`~safemanip_ros.audit.bagwriter.SplitBagWriter`, drained by its own
+:class:`~safemanip_ros.bag.writer.SplitBagWriter`, drained by its own
 thread.
 
 ``put`` never blocks (a full queue drops the message and counts it), so a
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .bagwriter import SplitBagWriter
+from .writer import SplitBagWriter
 
 
 @dataclass
@@ -103,11 +103,12 @@ class ThreadedRecorder:
         while True:
             try:
                 item = self._queue.get(timeout=self._rotate_period_s)
+                idle = False
             except queue.Empty:
-                item = ()
-            if item is None:
+                item, idle = None, True
+            if item is None and not idle:
                 break
-            if item:
+            if item is not None:
                 self._timed(self.writer.write, *item)
                 self.stats.written += 1
             if time.monotonic() - last_rotate >= self._rotate_period_s:

@@ -2,7 +2,7 @@
 (the recorder was killed between moving a finished split into the bag and
 rewriting the metadata).
 
-:class:`~safemanip_ros.audit.bagwriter.SplitBagWriter` appends each finished
+:class:`~safemanip_ros.bag.writer.SplitBagWriter` appends each finished
 split's file entry and topic counts to the bag's index ``.splits.jsonl``
 before moving the file in, so the metadata can be rebuilt from the index for
 every split file present.  The split that was still open at the kill (in
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SafemanipError
-from .bagwriter import INDEX_NAME, write_metadata
+from .errors import BagError
+from .writer import INDEX_NAME, write_metadata
 
 
-class BagRepairError(SafemanipError):
+class BagRepairError(BagError):
     """A bag that cannot be repaired (names the bag and the reason)."""
 
 
@@ -58,9 +58,9 @@ class RepairReport:
 
 
 def _load_metadata(bag: Path) -> dict[str, Any]:
-    from ruamel.yaml import YAMLError
+    from ruamel.yaml import YAMLError  # type: ignore[attr-defined]
 
-    from .bagread import load_metadata
+    from .compat import load_metadata
     try:
         doc = load_metadata((bag / 'metadata.yaml').read_text())
         info = doc['rosbag2_bagfile_information']

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from safemanip_ros.audit.bagread import RecordBatch
-from safemanip_ros.audit.layouts import LayoutDecoder, LayoutError, parse_layout
-from safemanip_ros.audit.rawinputs import SampleDecoder
-from safemanip_ros.audit.types import typestore
+from safemanip_ros.bag.bulk import RecordBatch
+from safemanip_ros.bag.layouts import LayoutDecoder, LayoutError, parse_layout
+from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.grounding.messages import sample_of
+from safemanip_ros.grounding.rawinputs import SampleDecoder
 
 TOPIC = {'sensor_msgs/msg/JointState': '/joint_states', 'tf2_msgs/msg/TFMessage': '/tf',
          'safemanip_ros/msg/ContactArray': '/contacts', 'geometry_msgs/msg/WrenchStamped': '/wrench'}
@@ -154,7 +154,7 @@ def raw_bag_samples_equal_rosbags(bag: Path) -> int:
     (used on simulated episodes by test_sim)."""
     from rosbags.rosbag2 import Reader
 
-    from safemanip_ros.audit.bagread import read_batches
+    from safemanip_ros.bag.bulk import read_batches
     ts = typestore()
     n = 0
     with Reader(bag) as reader:
@@ -234,7 +234,7 @@ def test_messages_whose_strings_always_change_go_to_rosbags():
     """A frame id with a counter makes every message its own layout: past
     MAX_LAYOUTS the decoder stops building them (matching would be quadratic)
     and leaves the rest to rosbags."""
-    from safemanip_ros.audit.layouts import MAX_LAYOUTS
+    from safemanip_ros.bag.layouts import MAX_LAYOUTS
     ts = typestore()
     rng = np.random.default_rng(4)
     msgtype = 'geometry_msgs/msg/WrenchStamped'

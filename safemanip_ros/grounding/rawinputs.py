@@ -4,7 +4,7 @@ A bag's ``JointState``, ``TFMessage``, ``ContactArray`` and
 ``WrenchStamped`` messages are decoded by layout (:mod:`.layouts`) into the
 very samples :mod:`safemanip_ros.grounding.messages` builds from a
 deserialized message (same types, same values bit for bit:
-``test/test_audit_layouts.py``), without building message objects.  A
+``test/test_bag_layouts.py``), without building message objects.  A
 message no layout takes is left to rosbags (its sample is None here).
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..bag.bulk import RecordBatch
+from ..bag.layouts import Columns, LayoutDecoder
 from ..grounding.contacts import ContactSample
-from .bagread import RecordBatch
-from .layouts import Columns, LayoutDecoder
 
 
 def _stamps(c: Columns, path: str) -> list[float]:
