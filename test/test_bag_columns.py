@@ -217,7 +217,7 @@ def _segments_message_by_message(t, period_ns, max_gap_ns):
 def test_frame_segments_equal_the_message_loop(seed):
     """Stamps with jitter, ties, steps back in time (split files that
     overlap) and gaps, at several rates."""
-    from safemanip_ros.audit.episodes import frame_segments
+    from safemanip_ros.monitor.clock import frame_segments
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 400))
     steps = rng.integers(0, 90_000_000, n)

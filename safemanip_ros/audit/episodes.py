@@ -35,10 +35,10 @@ from ..bag.bulk import messages as bag_messages
 from ..bag.bulk import read_all, read_batches
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
+from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of
 from ..monitor.frames import SampleHold
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
-LIVE_FRAME_CUTOFF_NS = 1_000_000     # nodes/monitor_node.FRAME_CUTOFF_NS (this layer does not import nodes)
 EPISODE_TOPIC = '/episode'
 
 
@@ -156,7 +156,7 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
             warnings[:] = list(dict.fromkeys(warnings))
             return [Episode(str(path), name, values, unknown, list(warnings))
                     for name, values, unknown in grounded]
-    period_ns = int(1e9 / rate_hz)
+    period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
     gaps = 0
     episodes: list[Episode] = []
@@ -273,32 +273,6 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
             f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
 
 
-def frame_segments(t: np.ndarray, period_ns: int, max_gap_ns: int) -> list[tuple[int, int, int, int, int | None]]:
-    """The episodes that messages logged at ``t`` (ns, reading order) make:
-    ``(first message, end message, first frame ns, last frame ns, stamp of
-    the message that opened a gap after it or None)``.  The same as the
-    message loop, which keeps ``next_frame`` on the segment's grid (the
-    first frame at or after every stamp so far) and starts a new segment at
-    a message more than ``max_gap_ns`` past it; computed per segment with a
-    running maximum instead of message by message."""
-    out: list[tuple[int, int, int, int, int | None]] = []
-    first, n = 0, len(t)
-    while first < n:
-        start = int(t[first])
-        ahead = np.maximum.accumulate(t[first:]) - start        # >= 0: the segment's first stamp is its start
-        after = start + -(-ahead // period_ns) * period_ns        # next_frame once each message is taken
-        before = np.empty_like(after)
-        before[0], before[1:] = start, after[:-1]
-        gaps = np.flatnonzero(t[first:] - before > max_gap_ns)
-        if not gaps.size:
-            out.append((first, n, start, int(after[-1]), None))
-            break
-        k = int(gaps[0])
-        out.append((first, first + k, start, int(before[k]), int(t[first + k])))
-        first += k
-    return out
-
-
 def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Episode] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
@@ -321,7 +295,7 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     except ColumnDecodeError:
         return None
     t = batch.time_ns
-    period_ns = int(1e9 / rate_hz)
+    period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
     # Segments and their frame times, exactly as the message loop steps next_frame.
     # (first message, end message, first frame ns, last frame ns, warnings so far)
@@ -333,7 +307,7 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
     index = {p: j for j, p in enumerate(predicates)}
     episodes = []
     for s_no, (lo, hi, f0, f1, n_warnings) in enumerate(segments):
-        frames = np.arange(f0, f1 + 1, period_ns, dtype=np.int64)
+        frames = frame_grid(f0, f1, period_ns)
         best_t = np.full((len(frames), len(predicates)), np.iinfo(np.int64).min, np.int64)
         best_row = np.full((len(frames), len(predicates)), -1, np.int64)
         val = np.zeros((len(frames), len(predicates)), bool)
@@ -411,7 +385,7 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
     except ReaderError as err:
         raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
     samples.sort(key=lambda s: (s[0], s[1]))
-    period_ns = int(round(1e9 / rate_hz))
+    clock = FrameClock.at_rate(rate_hz)
     hold = SampleHold(predicates, staleness_s)
     episodes: list[Episode] = []
     i = 0
@@ -420,11 +394,8 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
         if 0 not in frames:
             warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')
-        first = min(frames)
-        anchor = frames[first] + LIVE_FRAME_CUTOFF_NS - first * period_ns
         rows_v, rows_u = [], []
-        for k in range(max(frames) + 1):
-            t_k = frames.get(k, anchor + k * period_ns)
+        for t_k in clock.replayed(frames):
             while i < len(samples) and samples[i][0] <= t_k:
                 _, _, names, values, unknown = samples[i]
                 hold.update_many(names, values, unknown, samples[i][0] * 1e-9)

@@ -47,6 +47,7 @@ from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrenc
 from ..grounding.joints import JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
 from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding
+from ..monitor.clock import frame_grid, frame_segments, period_ns_of
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
          '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
@@ -123,7 +124,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     frames as the message loop builds, or None when the bag is not one this
     module reproduces (see the module docstring).  Appends gap warnings to
     ``warnings``."""
-    from .episodes import _gap_warning, frame_segments
+    from .episodes import _gap_warning
 
     if any(c.topic not in TYPES for c in conns) or grounding.camera is not None:
         return None
@@ -133,7 +134,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
         return None
     if not len(times):
         return []
-    period_ns, max_gap_ns = int(1e9 / rate_hz), int(max_gap_s * 1e9)
+    period_ns, max_gap_ns = period_ns_of(rate_hz), int(max_gap_s * 1e9)
     out = []
     name = path.name
     index = {p: j for j, p in enumerate(predicates)}
@@ -195,7 +196,7 @@ def _schedule(times_ns: np.ndarray, first: int, first_ns: int, last_ns: int,
     """A segment's frame times (ns) and, per frame, how many messages (global
     positions; the segment's start at ``first``) the message loop had fed
     before building it: every message up to the first stamped after the frame."""
-    frame_ns = np.arange(first_ns, last_ns + 1, period_ns, dtype=np.int64)
+    frame_ns = frame_grid(first_ns, last_ns, period_ns)
     fed = first + np.searchsorted(np.maximum.accumulate(times_ns), frame_ns, side='right')
     return frame_ns, fed.astype(np.int64)
 

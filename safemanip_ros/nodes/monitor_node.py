@@ -45,6 +45,7 @@ from safemanip_ros.msg import (
 
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
+from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock
 from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
 from ..monitor.phase import PhaseLock
@@ -58,13 +59,6 @@ RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
-FRAME_CUTOFF_NS = 1_000_000
-"""A frame built now takes the samples stamped up to 1 ms ago: younger ones
-may still be on their way through DDS and go to the next frame."""
-
-MAX_CATCH_UP_FRAMES = 600
-"""Most missed frame periods one late tick catches up on (30 s at 20 Hz)."""
-
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates']
 
@@ -87,14 +81,9 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         # ticks move to just after the robot's inputs arrive (monitor/phase.py).
         self.declare_parameter('phase_lock', True)
         self.monitor: Monitor | None = None
-        # Arming: per predicate topic, whether it carries predicates the suite
-        # reads and whether one of those has had a known value yet.
-        self._topic_relevant: dict[str, bool] = {}
-        self._topic_known: dict[str, bool] = {}
-        self._armed = False
-        self._arming_since: float | None = None
+        self._arming = Arming(float(self.get_parameter('arming_timeout_s').value))
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
-        self._next_frame_ns: int | None = None
+        self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
         self._zero_stamp_warned = False
         self._pending: collections.deque = collections.deque()
@@ -156,6 +145,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._start_episode()
         period_s = 1.0 / float(self.get_parameter('rate_hz').value)
+        self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
         self._timer = self.create_timer(period_s, self._tick)
         # Under /clock the simulator's clock drives the ticks, its state already out: no phase to fix.
         sim_time = bool(self.get_parameter('use_sim_time').value)
@@ -200,35 +190,30 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         # Applied when the frames are built, each frame seeing exactly the
         # samples stamped at or before it (a late tick stays causal).
         self._pending.append((stamp_ns, names, values, unknown))
-        if not self._armed:
+        if not self._arming.armed:
             read = self._hold.index
             mine = [p for p in preds if p.name in read]
-            self._topic_relevant[topic] = self._topic_relevant.get(topic, False) or bool(mine)
-            self._topic_known[topic] = self._topic_known.get(topic, False) or any(not p.unknown for p in mine)
+            self._arming.heard(topic, len(mine), sum(not p.unknown for p in mine))
 
     def _check_armed(self, now: float) -> bool:
         """Armed once every predicate topic with a publisher has been heard,
         and each that carries predicates the suite reads has given one of
         them a known value: before that, unknowns are the start-up, not a
-        fault, and open no violation.  After ``arming_timeout_s`` the monitor
-        arms anyway and names the inputs it never saw."""
-        if self._armed:
+        fault, and open no violation (:class:`~safemanip_ros.monitor.clock.Arming`).
+        After ``arming_timeout_s`` the monitor arms anyway and names the
+        inputs it never saw."""
+        arming = self._arming
+        if arming.armed:
             return True
-        if self._arming_since is None:
-            self._arming_since = now
-        waiting = [t for t in self.get_parameter('predicate_topics').value
-                   if (self.count_publishers(t) > 0 and t not in self._topic_relevant)
-                   or (self._topic_relevant.get(t) and not self._topic_known.get(t))]
-        ready = not waiting and any(self._topic_relevant.values())
-        timeout = float(self.get_parameter('arming_timeout_s').value)
-        if not ready and timeout > 0 and now - self._arming_since >= timeout:
-            self.get_logger().error(f'arming timed out after {timeout:g} s: no known value yet from '
-                                    f'{", ".join(waiting) or "any predicate topic"}; monitoring with unknowns')
-            ready = True
-        if ready:
-            self._armed = True
-            self.get_logger().info(f'armed after {now - self._arming_since:.2f} s')
-        return self._armed
+        topics = list(self.get_parameter('predicate_topics').value)
+        if not arming.check(now, topics, {t for t in topics if self.count_publishers(t) > 0}):
+            return False
+        if arming.timed_out_waiting is not None:
+            self.get_logger().error(f'arming timed out after {arming.timeout_s:g} s: no known value yet from '
+                                    f'{", ".join(arming.timed_out_waiting) or "any predicate topic"}; '
+                                    f'monitoring with unknowns')
+        self.get_logger().info(f'armed after {now - (arming.since_s or now):.2f} s')
+        return True
 
     def _frame(self, frame_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The frame at ``frame_ns`` (node clock; default now): sample stamps
@@ -276,25 +261,14 @@ class MonitorNode(CallbackGuard, LifecycleNode):
             return
         t0 = time.monotonic()
         period = 1.0 / float(self.get_parameter('rate_hz').value)
-        period_ns = int(round(period * 1e9))
         now_ns = self.get_clock().now().nanoseconds
-        if self._next_frame_ns is None or now_ns < self._next_frame_ns - 2 * period_ns:
-            self._next_frame_ns = now_ns       # first frame, or the clock went back (simulation reset)
         # Exactly one frame per period of the clock: a late tick catches up on
-        # the periods it missed from the held samples, so a window of k frames
-        # is k periods of input time, whatever the executor's delays.
-        due = []
-        # The frame nearest to this tick is built now: a timer that fires a
-        # hair early must not leave its frame to the next tick (+1 period).
-        horizon_ns = now_ns + period_ns // 2
-        while self._next_frame_ns <= horizon_ns and len(due) < MAX_CATCH_UP_FRAMES:
-            due.append(self._next_frame_ns)
-            self._next_frame_ns += period_ns
-        if self._next_frame_ns <= now_ns:       # stalled beyond the catch-up limit: say so, restart the schedule
-            skipped = (now_ns - self._next_frame_ns) // period_ns + 1
-            self.get_logger().error(f'monitor stalled: {skipped} frame periods beyond the catch-up limit '
+        # the periods it missed from the held samples (monitor/clock.py).
+        tick = self._frame_clock.tick(now_ns)
+        due = tick.due_ns
+        if tick.skipped:
+            self.get_logger().error(f'monitor stalled: {tick.skipped} frame periods beyond the catch-up limit '
                                     f'({MAX_CATCH_UP_FRAMES}) were not monitored')
-            self._next_frame_ns = now_ns + period_ns
         if not due:
             return
         # Samples that arrived meanwhile may still wait in the subscriptions
@@ -310,7 +284,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         if self._sources:
             # Sampled here and now: the newest frame is at now, and its samples
             # (published, so recorded, with this stamp) are the ones it sees.
-            due[-1] = now_ns
+            due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=True)
             upstream: dict = {}
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
@@ -323,7 +297,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
                                       [values[n] is None for n in names]))
             self._lock_phase(period, (sampled_mono_ns - max(arrivals)) * 1e-9 if arrivals else None)
         else:
-            due[-1] = min(due[-1], now_ns - FRAME_CUTOFF_NS)
+            due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=False)
         self._caught_up += len(due) - 1
         for frame_ns in due:
             res = self._step_frame(frame_ns)
@@ -375,7 +349,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         if self._timer is None:
             return
         self._timer.reset()
-        self._next_frame_ns = None
+        self._frame_clock.restart()
         self._tick()
 
     def attach_sources(self, sources: list) -> None:
@@ -414,7 +388,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
         inst = self.monitor.instances[d]
         snap = self.monitor.snapshot(0)
-        period_ns = int(1e9 / float(self.get_parameter('rate_hz').value))
+        period_ns = self._frame_clock.period_ns
         msg = ViolationEvent(event=kind, property=inst.property, instance=inst.instance, category=inst.category,
                              severity=SEVERITY[inst.severity], episode_id=self._episode, start_frame=start,
                              end_frame=end, recovered=recovered,
@@ -453,7 +427,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
 
     def _publish_status(self, stamp_ns: int) -> None:
         mon = self.monitor
-        state = 'inactive' if self._timer is None else ('active' if self._armed else 'arming')
+        state = 'inactive' if self._timer is None else ('active' if self._arming.armed else 'arming')
         msg = MonitorStatus(state=state, episode_id=self._episode,
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
                             instances=len(mon.instances), violated=mon.snapshot(0).violated_count,
@@ -554,7 +528,7 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         response.success = mon is not None
         response.message = json.dumps({
             'episode': self._episode, 'frames': self._frames_total, 'overruns': self._overruns,
-            'caught_up_frames': self._caught_up, 'state': 'arming' if not self._armed else 'active',
+            'caught_up_frames': self._caught_up, 'state': 'arming' if not self._arming.armed else 'active',
             'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
             'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
                                                 if v],
