@@ -7,10 +7,14 @@ the cases the columnar path must hand back to the loop."""
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from safemanip_ros.audit.episodes import read_bag
 from safemanip_ros.audit.grounded import grounded_episodes
@@ -31,8 +35,28 @@ def _yaw(deg: float) -> tuple[float, float, float, float]:
     return 0.0, 0.0, math.sin(a), math.cos(a)
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """How often each input misbehaves in a generated episode (the defaults
+    are the seeded tests' rates): messages missing (dropouts), NaN values,
+    and a stall of each stream (frames ``[stall_at, stall_at + stall_frames)``
+    without it: stale inputs)."""
+
+    js_missing: float = 0.05
+    js_nan: float = 0.04            # a NaN or inf position (of the malformed cases' share)
+    js_stall_frames: int = 0
+    tf_missing: float = 0.04
+    tf_stall_frames: int = 8
+    hinge_nan: float = 1 / 13
+    contacts_missing: float = 0.05
+    force_nan: float = 0.03
+    wrench_missing: float = 0.1
+    wrench_nan: float = 0.05
+    stall_at: int = 40
+
+
 def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120,
-           extras: bool = False) -> None:
+           extras: bool = False, knobs: Knobs = Knobs()) -> None:
     """A Lift-like episode: the arm reaches, the fingers close on the cube
     (contacts come and go, some below the force threshold, one NaN force),
     lift, release; joint states sometimes reordered, without velocities,
@@ -94,22 +118,24 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
         q_arm = q_arm + rng.normal(0, float(rng.choice([0.0005, 0.01, 0.2])), 7)
         finger = 0.01 if closed else 0.04
         finger += float(rng.normal(0, 0.002))
-        if rng.random() > 0.05:                      # a joint-state message now and then missing
+        js_stalled = knobs.stall_at <= k < knobs.stall_at + knobs.js_stall_frames
+        if rng.random() > knobs.js_missing and not js_stalled:     # a joint-state message now and then missing
             names = ARM + FINGERS
             pos = list(q_arm) + [finger, -finger]
             if extras and rng.random() > 0.05:
                 hinge = float(np.clip(hinge + (-0.04 if k < n // 2 else 0.04) + rng.choice([0.0, -0.05, 0.05, -0.0005]),
                                     -1.6, 0.0))          # the door opens, then closes
-                names, pos = names + ['microwave_door_hinge'], pos + [float(rng.choice([hinge] * 12 + [math.nan]))]
+                names, pos = names + ['microwave_door_hinge'], pos + [hinge if rng.random() >= knobs.hinge_nan
+                                                                       else math.nan]
             r = rng.random()
             if r < 0.1:
                 order = rng.permutation(len(names))
                 names, pos = [names[i] for i in order], [pos[i] for i in order]
-            elif r < 0.14:
+            elif r < 0.1 + knobs.js_nan:
                 pos[int(rng.integers(len(pos)))] = float(rng.choice([math.nan, math.inf]))
-            elif r < 0.17:
+            elif r < 0.13 + knobs.js_nan:
                 names, pos = names[:-1], pos[:-1]    # a finger missing
-            elif r < 0.19:
+            elif r < 0.15 + knobs.js_nan:
                 pos = pos[:-2]                       # malformed: fewer positions than names
             vel = list(rng.normal(0, 0.05, len(names))) if rng.random() < 0.5 else []
             js_t = t - float(rng.uniform(0, 0.02))
@@ -118,7 +144,8 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
             w.write('/joint_states', bag_ns, ts.serialize_cdr(JS(
                 header=Header(stamp=stamp(js_t), frame_id=''), name=names, position=np.array(pos, float),
                 velocity=np.array(vel, float), effort=np.zeros(0)), 'sensor_msgs/msg/JointState'))
-        if rng.random() > 0.04 and not (40 <= k < 48):      # TF stalls for 0.4 s (stale frames)
+        tf_stalled = knobs.stall_at <= k < knobs.stall_at + knobs.tf_stall_frames
+        if rng.random() > knobs.tf_missing and not tf_stalled:      # TF stalls (stale frames)
             tf_t = t - float(rng.uniform(0, 0.01))
             items = [transform('world', 'cube_main', tf_t, cube, _yaw(yaw))]
             if k >= 5:                                    # the eef's link appears late
@@ -142,15 +169,15 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
             contacts.append(('cube_main', 'table', 3.0))
         if rng.random() < 0.05:
             contacts.append(('robot0_link4', 'mystery_body', 1.0))
-        if rng.random() < 0.03:
+        if rng.random() < knobs.force_nan:
             contacts.append(('robot0_link5', 'table', math.nan))
-        if rng.random() > 0.05:
+        if rng.random() > knobs.contacts_missing:
             w.write('/contacts', bag_ns, ts.serialize_cdr(CA(header=Header(stamp=stamp(t), frame_id=''), contacts=[
                 Contact(body1=a, body2=b, position=Point(x=0.0, y=0.0, z=0.0), normal=V3(x=0.0, y=0.0, z=1.0),
                         normal_force_n=f, depth_m=0.0) for a, b, f in contacts]), 'safemanip_ros/msg/ContactArray'))
-        if extras and rng.random() > 0.1:
+        if extras and rng.random() > knobs.wrench_missing:
             f = rng.normal(0, float(rng.choice([1.0, 8.0])), 6)
-            if rng.random() < 0.05:
+            if rng.random() < knobs.wrench_nan:
                 f[int(rng.integers(6))] = math.nan
             w.write('/wrench', bag_ns, ts.serialize_cdr(WS(header=Header(stamp=stamp(t), frame_id='ft'), wrench=Wrench(
                 force=V3(x=f[0], y=f[1], z=f[2]), torque=V3(x=f[3], y=f[4], z=f[5]))),
@@ -197,10 +224,16 @@ def _tight_robot(tmp_path: Path):
     return load_robot_config(path)
 
 
-def _kitchen_robot(tmp_path: Path):
+def _kitchen_robot(tmp_path: Path, tight: bool = False):
     """The Lift configuration with a microwave: a fixture measured by its
-    door hinge, an interior, near / inside relations, a wrench threshold."""
+    door hinge, an interior, near / inside relations, a wrench threshold
+    (``tight``: with the staleness limits and force threshold of :func:`_tight_robot`)."""
     text = ROBOT.read_text()
+    if tight:
+        text = text.replace('staleness_s: {joint_states: 0.2, contacts: 0.2, tf: 0.2}',
+                            'staleness_s: {joint_states: 0.045, contacts: 0.04, tf: 0.05}')
+        text = text.replace('thresholds:', 'thresholds:\n  contact_min_force_n: 1.0', 1)
+        assert 'contact_min_force_n' in text and 'joint_states: 0.045' in text
     text = text.replace('entities:\n', 'entities:\n  microwave: {type: microwave, bodies: [microwave_body], '
                         'frame: microwave_main}\n', 1)
     text += ('fixtures:\n  microwave: {joint: microwave_door_hinge, closed: 0.0, open: -1.57, '
@@ -309,3 +342,26 @@ def test_a_corrupt_raw_bag_is_an_input_error_naming_it(tmp_path, columnar):
     f.write_bytes(bytes(data))
     with pytest.raises(AuditInputError, match='bad'):
         read_bag(tmp_path / 'bad', names, 20.0, 0.3, robot, columnar=columnar)
+
+
+_RATE = st.floats(min_value=0.0, max_value=0.6)
+
+
+@settings(max_examples=int(os.environ.get('SAFEMANIP_GROUNDING_EXAMPLES', '40')), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), tight=st.booleans(), n=st.integers(min_value=60, max_value=220),
+       knobs=st.builds(Knobs, js_missing=_RATE, js_nan=st.floats(min_value=0.0, max_value=0.3),
+                       js_stall_frames=st.integers(0, 20), tf_missing=_RATE, tf_stall_frames=st.integers(0, 20),
+                       hinge_nan=_RATE, contacts_missing=_RATE, force_nan=_RATE, wrench_missing=_RATE,
+                       wrench_nan=_RATE, stall_at=st.integers(0, 50)))
+def test_every_rule_grounds_the_same_frames_both_ways_under_faulty_inputs(tmp_path_factory, seed, tight, n, knobs):
+    """The array code of audit/grounded.py against the sample-by-sample
+    grounding classes, rule by rule (joints, fixtures, wrench, contacts, TF
+    relations), over generated streams with dropouts, NaN values and stalls
+    past the staleness limits: the same values and unknowns on every frame."""
+    tmp = tmp_path_factory.mktemp('faulty')
+    robot = _kitchen_robot(tmp, tight=tight)
+    names = _names(robot)
+    _write(tmp / 'ep', seed, n=n, extras=True, knobs=knobs)
+    assert _columnar(tmp / 'ep', robot, names)
+    assert _compare(tmp / 'ep', robot, names) > 0
