@@ -51,3 +51,7 @@ class SpecError(SafemanipError):
 
 class MonitorInputError(SafemanipError):
     """A frame the monitor cannot use (unknown predicate, malformed frame)."""
+
+
+class ParameterError(SafemanipError):
+    """A node parameter out of its range (names the node, the parameter, the value and the range)."""

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, initialised, past_shutdown, spin_until_shutdown
+    from ..nodes.runner import WatchdogThread, bring_up, initialised, past_shutdown, spin_until_shutdown
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
@@ -90,10 +90,9 @@ def run(args: argparse.Namespace) -> int:
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
             monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
-            for node in nodes:
+            for node in nodes:      # any that does not come up stops the run (exit 2, its reason)
                 if hasattr(node, 'trigger_configure'):
-                    node.trigger_configure()
-                    node.trigger_activate()
+                    bring_up(node)
             # Grounding, monitor and recorder share one executor: rclpy's
             # MultiThreadedExecutor starved subscriptions here (joint states arrived
             # 0.9 s late under recording load), and Python callbacks share the GIL

@@ -24,13 +24,14 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from ..bag import open_bag
 from ..errors import SafemanipError
+from .params import RosParameters
 from .runner import run_node
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-class BagPlayer(Node):
+class BagPlayer(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('bag_player')
         self.declare_parameter('bag', '')

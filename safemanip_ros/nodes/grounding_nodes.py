@@ -46,6 +46,7 @@ from ..grounding.messages import (
 from ..grounding.tf import TfGrounding
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
+from .params import RosParameters, check_range
 from .runner import run_node as _run
 from .runner import take_delivered
 
@@ -70,7 +71,7 @@ def _stamp_ns(msg) -> int | None:  # type: ignore[no-untyped-def]
     return None
 
 
-class GroundingNode(CallbackGuard, Node):
+class GroundingNode(RosParameters, CallbackGuard, Node):
     """Loads the configuration, publishes the source's predicates on a timer
     and on each input."""
 
@@ -100,7 +101,7 @@ class GroundingNode(CallbackGuard, Node):
         # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
         self.input_qos = qos_profile_sensor_data if reliability == 'best_effort' else \
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        rate = float(self.get_parameter('rate_hz').value) or self.robot.rate_hz
+        rate = check_range(self, 'rate_hz', 0.0, 1000.0) or self.robot.rate_hz     # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
         # In safemanip run the monitor samples this source on its own frame

@@ -52,7 +52,8 @@ from ..monitor.phase import PhaseLock
 from ..resources import default_suites
 from .conversions import time_from_ns
 from .guard import CallbackGuard
-from .runner import autostarted, run_node, take_delivered
+from .params import RosParameters, check_range
+from .runner import autostarted, run_node, take_delivered, transition_failed
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 # Violation events are kept for late joiners (the recorder, the supervisor's restart, dashboards).
@@ -63,7 +64,7 @@ DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/
                   'predicates']
 
 
-class MonitorNode(CallbackGuard, LifecycleNode):
+class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('monitor')
         self.declare_parameter('properties', [str(p) for p in default_suites()])
@@ -81,9 +82,9 @@ class MonitorNode(CallbackGuard, LifecycleNode):
         # ticks move to just after the robot's inputs arrive (monitor/phase.py).
         self.declare_parameter('phase_lock', True)
         self.monitor: Monitor | None = None
-        self._arming = Arming(float(self.get_parameter('arming_timeout_s').value))
+        self._arming = Arming(timeout_s=10.0)      # its timeout is set on configure, when checked
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
-        self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
+        self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
         self._zero_stamp_warned = False
         self._pending: collections.deque = collections.deque()
@@ -122,10 +123,14 @@ class MonitorNode(CallbackGuard, LifecycleNode):
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
+            check_range(self, 'rate_hz', 0.0, 1000.0, low_open=True)
+            check_range(self, 'staleness_s', 0.0, 3600.0)
+            check_range(self, 'metrics_period_s', 0.0, 3600.0, low_open=True)
+            self._arming = Arming(check_range(self, 'arming_timeout_s', 0.0, 3600.0))
+            self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
             self._set_monitor(self._build())
         except SafemanipError as err:
-            self.get_logger().error(f'configure failed: {err.one_line()}')
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, 'configure', f'{err.one_line()}')
         self._pub_verdicts = self.create_lifecycle_publisher(VerdictArray, 'verdicts', RELIABLE)
         self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', EVENTS)
         self._pub_metrics = self.create_lifecycle_publisher(MonitorMetrics, 'metrics', RELIABLE)

@@ -28,7 +28,8 @@ from ..bag.recorder import ThreadedRecorder
 from ..bag.writer import SplitBagWriter
 from ..errors import SafemanipError
 from .guard import CallbackGuard
-from .runner import autostarted, run_node, take_delivered
+from .params import RosParameters
+from .runner import autostarted, run_node, take_delivered, transition_failed
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -44,7 +45,7 @@ RAW_INPUTS = ['joint_states:sensor_msgs/msg/JointState', '/tf:tf2_msgs/msg/TFMes
               '/tf_static:tf2_msgs/msg/TFMessage', 'contacts:safemanip_ros/msg/ContactArray']
 
 
-class RecorderNode(CallbackGuard, LifecycleNode):
+class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('recorder')
         self.declare_parameter('bag_path', '')
@@ -85,8 +86,7 @@ class RecorderNode(CallbackGuard, LifecycleNode):
                 writer.add_topic(resolved, msgtype)
                 subscriptions.append((cls, topic, resolved))
         except SafemanipError as err:
-            self.get_logger().error(f'configure failed: {err.one_line()}')
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, 'configure', f'{err.one_line()}')
         self.recorder = ThreadedRecorder(writer, int(p('queue_size').value),
                                          now_ns=lambda: self.get_clock().now().nanoseconds).start()
         for cls, topic, resolved in subscriptions:

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -100,14 +101,33 @@ def initialised(args: list[str] | None) -> Iterator[threading.Event]:
 
 def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
     """Wrap a lifecycle node factory: with its ``autostart`` parameter true,
-    the node configures and activates itself (no lifecycle manager needed)."""
+    the node configures and activates itself (no lifecycle manager needed),
+    or the executable stops with the reason (:func:`bring_up`)."""
     def make() -> Node:
         node = factory()
         if node.get_parameter('autostart').value:
-            node.trigger_configure()
-            node.trigger_activate()
+            bring_up(node)
         return node
     return make
+
+
+def transition_failed(node: Node, step: str, why: str) -> TransitionCallbackReturn:
+    """A lifecycle transition's FAILURE: ``step failed: why`` logged, and
+    ``why`` kept as ``node.transition_failure`` for :func:`bring_up` to report."""
+    node.transition_failure = why          # type: ignore[attr-defined]
+    node.get_logger().error(f'{step} failed: {why}')
+    return TransitionCallbackReturn.FAILURE
+
+
+def bring_up(node: Node) -> None:
+    """Configure and activate a lifecycle node, or raise a SafemanipError
+    naming the node and why: a node that is not active must stop whoever
+    started it (fail closed: no stack runs with its monitor off)."""
+    for step in ('configure', 'activate'):
+        result = getattr(node, f'trigger_{step}')()
+        if result != TransitionCallbackReturn.SUCCESS:
+            why = getattr(node, 'transition_failure', None) or f'{step} returned {result.name}'
+            raise SafemanipError(f'{node.get_name()}: {step} failed: {why}')
 
 
 def shut_down(wait_s: float = 2.0) -> bool:

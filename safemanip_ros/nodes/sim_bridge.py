@@ -52,6 +52,7 @@ from ..sim.episodes import EpisodeSpec, task_script
 from ..sim.policies import EEF_BODY, Truth
 from ..sim.world import CONTROL_RATE_HZ, SimWorld
 from .guard import CallbackGuard
+from .params import RosParameters
 from .runner import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -74,7 +75,7 @@ OSC_POSITION_M = 0.05      # robosuite OSC_POSE: an action of 1 moves the target
 OSC_ROTATION_RAD = 0.5     # ... or turns it 0.5 rad
 
 
-class SimBridgeNode(CallbackGuard, Node):
+class SimBridgeNode(RosParameters, CallbackGuard, Node):
     def __init__(self) -> None:
         super().__init__('sim_bridge')
         for name, default in (('task', 'Lift'), ('fault', 'none'), ('seed', 0), ('real_time_factor', 1.0),

@@ -50,10 +50,12 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from safemanip_ros.msg import SupervisorAction, ViolationEvent
 
+from ..errors import ParameterError, SafemanipError
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
-from .runner import autostarted, run_node, take_delivered
+from .params import RosParameters, check_range
+from .runner import autostarted, run_node, take_delivered, transition_failed
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 # Events a late subscriber (the recorder, a dashboard) must still get: kept for late joiners.
@@ -70,7 +72,14 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
 
-class SupervisorNode(CallbackGuard, LifecycleNode):
+# Float parameters: (name, low, high, low bound excluded).
+_RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0.0, 10.0, True),
+           ('failsafe_staleness_s', 0.0, 60.0, True), ('executor_stall_limit_s', 0.0, 60.0, True),
+           ('hold_confirm_speed_rad_s', 0.0, 10.0, True), ('hold_confirm_s', 0.0, 60.0, False),
+           ('hold_confirm_timeout_s', 0.0, 600.0, True))
+
+
+class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self, **node_kwargs) -> None:
         super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
         self.declare_parameter('policy_file', '')
@@ -119,14 +128,22 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.get_parameter
         try:
+            for name, low, high, low_open in _RANGES:
+                check_range(self, name, low, high, low_open=low_open)
+            if int(p('max_hold_failures').value) < 1:
+                raise ParameterError(f'supervisor: parameter max_hold_failures = {p("max_hold_failures").value} '
+                                     f'is below 1')
+        except SafemanipError as err:
+            return transition_failed(self, 'configure', f'{err.one_line()}')
+        try:
             data = {}
             if p('policy_file').value:
                 with open(p('policy_file').value) as fh:
                     data = yaml.safe_load(fh) or {}
             policy = ResponsePolicy.from_mapping(data)
         except (OSError, ValueError, yaml.YAMLError) as err:
-            self.get_logger().error(f'configure failed: policy_file {p("policy_file").value}: {err}')
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, 'configure', f'policy_file {p("policy_file").value}: '
+                                           f'{" ".join(str(err).split())}')
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
@@ -152,9 +169,8 @@ class SupervisorNode(CallbackGuard, LifecycleNode):
                 pkg, _, name = msgtype.split('/')
                 cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
             except (ValueError, IndexError, ImportError, AttributeError):
-                self.get_logger().error(f'configure failed: failsafe_topics entry {spec!r}: expected '
-                                        f'topic:package/msg/Type:limit_s')
-                return TransitionCallbackReturn.FAILURE
+                return transition_failed(self, 'configure', f'failsafe_topics entry {spec!r}: expected '
+                                               f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
             sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,

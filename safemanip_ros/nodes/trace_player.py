@@ -27,10 +27,11 @@ from safemanip_ros.msg import PredicateArray
 from ..errors import SafemanipError
 from ..ltlf.trace import read_traces
 from .conversions import predicate_array
+from .params import RosParameters
 from .runner import run_node
 
 
-class TracePlayer(Node):
+class TracePlayer(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('trace_player')
         self.declare_parameter('trace_file', '')

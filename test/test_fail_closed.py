@@ -1,0 +1,115 @@
+"""Fail closed: a node that cannot come up stops whoever started it, with one
+line naming the node and the problem, and ROS parameters are accepted as ROS
+users give them (real processes, real rclpy, real DDS)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.node import Node
+
+from safemanip_ros.errors import ParameterError
+from safemanip_ros.nodes.params import RosParameters, check_range
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CONFIG = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+pytestmark = pytest.mark.ros
+
+
+def _run(*ros_args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / 'safemanip'), 'run', '--config', str(CONFIG), '--no-record',
+                           '--ros-args', *ros_args], capture_output=True, text=True, timeout=timeout_s)
+
+
+@pytest.mark.parametrize('param, node, words', [
+    ('metrics_period_s:=0.0', 'monitor', 'parameter metrics_period_s = 0 is outside (0, 3600]'),
+    ('arming_timeout_s:=-1.0', 'monitor', 'parameter arming_timeout_s = -1 is outside [0, 3600]'),
+    ('failsafe_staleness_s:=nan', 'supervisor', 'parameter failsafe_staleness_s = nan is outside (0, 60]'),
+    ('split_s:=-1.0', 'recorder', 'split_s -1.0: expected a number of seconds in (0, 3600)'),
+    ('rate_hz:=-5.0', 'joint_state_grounding', 'parameter rate_hz = -5 is outside [0, 1000]'),
+])
+def test_a_node_that_cannot_come_up_stops_the_run(param, node, words):
+    """Nothing keeps running with a node down: `safemanip run` exits 2 and
+    its last line names the node and the parameter (it used to log
+    "configure failed" and go on with the monitor off)."""
+    args = ['-p', param]
+    if node == 'recorder':
+        proc = subprocess.run([str(BIN / 'safemanip'), 'run', '--config', str(CONFIG), '--ros-args', *args],
+                              capture_output=True, text=True, timeout=120)
+    else:
+        proc = _run(*args)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f'safemanip: error: {node}') and words in last, last
+    assert 'nodes up' not in proc.stdout and 'Traceback' not in proc.stderr
+
+
+def test_an_integer_for_a_float_parameter_is_taken_as_that_float():
+    """``-p rate_hz:=10`` (an integer, as ROS users write it) runs the stack
+    (it was an internal error, exit 70); the run stops cleanly on SIGINT."""
+    proc = subprocess.Popen([str(BIN / 'safemanip'), 'run', '--config', str(CONFIG), '--no-record', '--ros-args',
+                             '-p', 'rate_hz:=10', '-p', 'failsafe_staleness_s:=1'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        up = ''
+        while time.monotonic() < deadline and 'nodes up' not in up:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            up = line
+        assert 'nodes up' in up, proc.stderr.read() if proc.poll() is not None else up
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_an_autostarted_node_with_a_bad_parameter_exits_2():
+    """The same under `ros2 run` / `ros2 launch` with autostart: the
+    monitor's executable exits 2 with one line instead of idling unconfigured."""
+    proc = subprocess.run([str(BIN / 'monitor'), '--ros-args', '-p', 'autostart:=true', '-p', 'rate_hz:=0.0',
+                           '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                           '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert 'monitor: error: monitor: configure failed: monitor: parameter rate_hz = 0 is outside (0, 1000]' \
+        in proc.stderr
+
+
+class _Probe(RosParameters, Node):
+    pass
+
+
+def test_integer_overrides_of_float_parameters_in_process():
+    ctx = Context()
+    rclpy.init(args=['--ros-args', '-p', 'a:=3', '-p', 'b:=[1, 2]', '-p', 'c:=4', '-p', 'd:=2.5'], context=ctx)
+    try:
+        node = _Probe('param_probe', context=ctx)
+        assert node.declare_parameter('a', 1.0).value == 3.0
+        assert isinstance(node.get_parameter('a').value, float)
+        assert node.declare_parameter('b', [0.5]).value == [1.0, 2.0]
+        assert node.declare_parameter('c', 1).value == 4                  # an integer parameter stays one
+        node.declare_parameter('d', 1.0)
+        assert check_range(node, 'd', 0.0, 10.0) == 2.5
+        with pytest.raises(ParameterError, match='parameter d = 2.5 is outside \\(0, 2\\]'):
+            check_range(node, 'd', 0.0, 2.0, low_open=True)
+        plain = Node('plain_probe', context=ctx)
+        with pytest.raises(InvalidParameterTypeException):     # what rclpy alone does: the mixin is what helps
+            plain.declare_parameter('a', 1.0)
+        node.destroy_node()
+        plain.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
