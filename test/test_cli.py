@@ -175,3 +175,24 @@ def test_monitor_trace_rate_is_checked(tmp_path):
     proc = run_cli('monitor-trace', str(trace), '--properties', str(REPO / 'config' / 'properties' / 'safemanip.yaml'),
                    '--rate-hz', 'nan')
     assert proc.returncode == 2 and '--rate-hz' in proc.stderr
+
+
+def test_check_refuses_an_atom_the_trace_never_gives(tmp_path):
+    """A misspelt or absent name read as false gave a confident wrong verdict
+    ('G a' on a trace that only has b); it is an error naming the atom and
+    what the trace gives, and --absent-false restores the plain reading.
+    Step lists name every atom (the others are false): no error there."""
+    objects = tmp_path / 'o.jsonl'
+    objects.write_text('{"b": true}\n{"b": false}\n')
+    proc = run_cli('check', 'G a', str(objects))
+    assert proc.returncode == 2 and proc.stderr.count('\n') == 1
+    assert "o.jsonl: the formula reads 'a', which no step of the trace gives; the trace gives: b" in proc.stderr
+    proc = run_cli('check', 'G a', str(objects), '--absent-false', '--json')
+    assert proc.returncode == 0 and json.loads(proc.stdout)['verdicts'] == ['false', 'false']
+    lists = tmp_path / 'l.jsonl'
+    lists.write_text('["b"]\n[]\n')
+    assert run_cli('check', 'G !a', str(lists)).returncode == 0
+    batch = tmp_path / 'batch.jsonl'
+    batch.write_text('[{"b": true}]\n[{"b": false}, {"b": true}]\n')
+    proc = run_cli('check', 'F a', '--batch', str(batch))
+    assert proc.returncode == 2 and "reads 'a'" in proc.stderr

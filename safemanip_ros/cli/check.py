@@ -17,13 +17,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         'check', help='verdicts of an LTLf formula along a trace',
         description='Run FORMULA over TRACE.jsonl (one step per line: {"atom": true, ...} with missing atoms '
-                    'false, or a list of the true atoms) and print the four-valued verdict after each step. '
+                    'false, or a list of the true atoms; an atom of the formula that no step of a trace of '
+                    'objects mentions is an error unless --absent-false) and print the four-valued verdict after each step. '
                     'With --batch, each line of the file is one whole trace (a JSON array of steps) and one '
                     'result is printed per line.')
     p.add_argument('formula', help="LTLf formula, e.g. 'G(grasped -> (synced U released))'")
     p.add_argument('trace', nargs='?', help='trace file, one step per line (JSONL)')
     p.add_argument('--batch', metavar='TRACES.jsonl', help='file of whole traces, one JSON array per line')
     p.add_argument('--json', action='store_true', help='print JSON (the default prints a readable table)')
+    p.add_argument('--absent-false', action='store_true',
+                   help='read an atom of the formula that no step of a trace of objects mentions as false (by '
+                        'default it is an error: most often a misspelt name)')
     p.set_defaults(func=run)
 
 
@@ -45,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError('give exactly one of TRACE.jsonl or --batch TRACES.jsonl')
     dfa = compile_cached(args.formula)
     table = StepTable.from_dfa(dfa)
+    reads = () if args.absent_false else dfa.atoms
     if args.batch is None:
-        results = [evaluate(dfa, table, read_trace(args.trace))]
+        results = [evaluate(dfa, table, read_trace(args.trace, reads))]
     else:
-        results = (evaluate(dfa, table, steps) for steps in read_batch(args.batch))
+        results = (evaluate(dfa, table, steps) for steps in read_batch(args.batch, reads))
     for result in results:
         if args.json:
             print(json.dumps(result))

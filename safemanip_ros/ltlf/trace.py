@@ -194,6 +194,20 @@ def read_step_lists(path: str | Path, known: Collection[str] | None = None,
     return steps
 
 
+def _check_given(traces: list[Trace], path: Path, reads: Collection[str]) -> None:
+    """Frames as objects name what they give; an atom the formula reads and
+    no frame of the file names is most likely a typo, which would read as
+    false: a TraceError.  Step lists name every atom (the others are false)."""
+    frames = [frame for trace in traces for frame in trace.frames]
+    if not reads or any(frame.closed for frame in frames):
+        return
+    given = frozenset(chain.from_iterable(frame.values for frame in frames))
+    absent = [a for a in reads if a not in given]
+    if absent:
+        raise TraceError(f'{path}: the formula reads {absent[0]!r}, which no step of the trace gives; the trace '
+                         f'gives: {", ".join(sorted(given)) or "nothing"} (--absent-false reads it as false)')
+
+
 def _atoms(trace: Trace, path: Path) -> list[Step]:
     steps = []
     for i, frame in enumerate(trace.frames):
@@ -205,20 +219,26 @@ def _atoms(trace: Trace, path: Path) -> list[Step]:
     return steps
 
 
-def read_trace(path: str | Path) -> list[Step]:
+def read_trace(path: str | Path, reads: Collection[str] = ()) -> list[Step]:
     """One plain LTLf trace (``check``): the true atoms of each step; names a
-    step does not mention are false."""
+    step does not mention are false.  In a trace of frame objects, an atom of
+    ``reads`` that no frame mentions is an error (a step list names every
+    atom: the ones it leaves out are false)."""
     path = Path(path)
     traces = read_traces(path)
     if len(traces) != 1 or ':' in traces[0].name:
         raise TraceError(f'{path}: a batch file (one trace per line); use --batch')
+    _check_given(traces, path, reads)
     return _atoms(traces[0], path)
 
 
-def read_batch(path: str | Path) -> Iterator[list[Step]]:
-    """Traces of a batch file, one JSON array of steps per line, in order."""
+def read_batch(path: str | Path, reads: Collection[str] = ()) -> Iterator[list[Step]]:
+    """Traces of a batch file, one JSON array of steps per line, in order
+    (``reads`` as in :func:`read_trace`, over the whole file)."""
     path = Path(path)
-    for trace in read_traces(path):
+    traces = read_traces(path)
+    _check_given(traces, path, reads)
+    for trace in traces:
         if ':' not in trace.name:
             raise TraceError(f'{path}:{trace.line}: a batch line must be a JSON array of steps')
         yield _atoms(trace, path)
