@@ -3,6 +3,9 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Two test workers (pytest-xdist), a file each at a time: the suite waits on DDS,
+# subprocesses and simulated time as much as on the CPU.  TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 # DDS discovery stays on this machine unless the caller chose otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
@@ -22,7 +25,7 @@ demo: setup
 	$(VENV)/bin/safemanip demo $(DEMO_ARGS)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/safemanip bench

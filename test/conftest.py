@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-os.environ.setdefault('ROS_DOMAIN_ID', str(random.SystemRandom().randint(1, 100)))
+# pytest-xdist workers inherit the controller's environment: each takes its own
+# domain next to the run's base, so one worker's nodes never hear another's.
+_WORKER = os.environ.get('PYTEST_XDIST_WORKER', '')
+if _WORKER:
+    _base = int(os.environ.setdefault('SAFEMANIP_TEST_DOMAIN_BASE', str(random.SystemRandom().randint(1, 90))))
+    os.environ['ROS_DOMAIN_ID'] = str(_base + 1 + int(_WORKER.removeprefix('gw')))
+else:
+    os.environ.setdefault('ROS_DOMAIN_ID', str(random.SystemRandom().randint(1, 90)))
+    os.environ.setdefault('SAFEMANIP_TEST_DOMAIN_BASE', os.environ['ROS_DOMAIN_ID'])
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
@@ -34,3 +42,13 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
     exe = shutil.which('safemanip', path=str(Path(sys.executable).parent)) or 'safemanip'
     return subprocess.run([exe, *args], capture_output=True, text=True, input=input, timeout=timeout,
                           cwd=cwd)
+
+
+# The longest files first: `make test` runs them in two workers (pytest-xdist,
+# --dist loadfile), and a two-minute file scheduled last would run alone at the end.
+_LONGEST_FIRST = ('test_demo.py', 'test_colcon_build.py', 'test_bench_smoke.py')
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    rank = {name: k for k, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))    # stable: the rest keep their order
