@@ -146,7 +146,7 @@ def grounding_only(bags: list[Path], cfg: AuditConfig, repeats: int = 3) -> dict
     """Best-of-``repeats`` seconds to build the frames of ``bags`` column-wise
     and message by message (interleaved, same process)."""
     from safemanip_ros.audit.engine import _monitor, _robot
-    from safemanip_ros.audit.episodes import read_bag
+    from safemanip_ros.audit.rollouts import read_bag
     predicates = list(_monitor(cfg).predicates)
     robot = _robot(cfg.robot_config)
     best = {'column-wise': float('inf'), 'message by message (the path before)': float('inf')}
@@ -378,7 +378,7 @@ def trace_line(root: Path, traces: int, frames: int = 300) -> None:
     same lines one by one."""
     import json
 
-    from safemanip_ros.audit.episodes import read_jsonl
+    from safemanip_ros.audit.rollouts import read_jsonl
     from safemanip_ros.ltlf.trace import read_traces
     from safemanip_ros.monitor.frames import trace_matrix
     predicates = build_monitor([SUITE], scene=SCENE).predicates

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 from scipy import stats
 
 from safemanip_ros.audit.report import timeline_svg
@@ -22,7 +25,6 @@ from safemanip_ros.audit.stats import clopper_pearson, cluster_bootstrap_ratio
 from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.bag.writer import SplitBagWriter
 
-REPO = Path(__file__).resolve().parents[1]
 SCENE = str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml')
 PROP = 'reach_in_fixture_only_when_fully_open'
 

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from safemanip_ros.audit.episodes import read_bag
 from safemanip_ros.audit.grounded import grounded_episodes
+from safemanip_ros.audit.rollouts import read_bag
 from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.bag.writer import SplitBagWriter
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.messages import GroundingSet
 
-REPO = Path(__file__).resolve().parents[1]
 ROBOT = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 FINGERS = ['gripper0_right_finger_joint1', 'gripper0_right_finger_joint2']
@@ -312,8 +312,8 @@ def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):
     """Past MAX_BYTES of raw messages the columnar path hands the bag to the
     message loop, which evaluates its frames a batch at a time (the TF
     history dropped in between): the frames are still the same."""
-    import safemanip_ros.audit.episodes as episodes
     import safemanip_ros.audit.grounded as grounded
+    import safemanip_ros.audit.rollouts as episodes
     robot = load_robot_config(ROBOT)
     names = _names(robot)
     _write(tmp_path / 'long', 5, n=260)
@@ -331,7 +331,7 @@ def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):
 def test_a_corrupt_raw_bag_is_an_input_error_naming_it(tmp_path, columnar):
     """Bytes overwritten inside the recording's data: an AuditInputError
     that names the bag (the audit lists it and goes on), never a crash."""
-    from safemanip_ros.audit.episodes import AuditInputError
+    from safemanip_ros.audit.rollouts import AuditInputError
     robot = load_robot_config(ROBOT)
     names = _names(robot)
     _write(tmp_path / 'bad', 3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from safemanip_ros.audit import episodes as episodes_mod
+from safemanip_ros.audit import rollouts as rollouts_mod
 from safemanip_ros.bag.columns import ColumnDecodeError, decode_predicate_arrays, parse_predicate_array
 from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.bag.writer import SplitBagWriter
@@ -66,9 +66,9 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
         w.write(topic, t, ts.serialize_cdr(_msg(ts, rng, names, t, k), TYPE))
     w.close()
     predicates = ['p1', 'p2', 'p3', 'shared', 'never']
-    fast = episodes_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
-    monkeypatch.setattr(episodes_mod, '_predicate_columns_episodes', lambda *a, **k: None)
-    slow = episodes_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
+    fast = rollouts_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
+    monkeypatch.setattr(rollouts_mod, '_predicate_columns_episodes', lambda *a, **k: None)
+    slow = rollouts_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
     assert [e.name for e in fast] == [e.name for e in slow] == ['bag', 'bag#gap1']
     for f, s in zip(fast, slow):
         assert f.values.shape == s.values.shape
@@ -96,7 +96,7 @@ def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
     w.close()
     with pytest.raises(ColumnDecodeError, match=f'more than {MAX_LAYOUTS} message layouts'):
         decode_predicate_arrays(raws)
-    [episode] = episodes_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    [episode] = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
     assert len(episode.values) == len(raws)                 # one frame per message at 20 Hz, none dropped
     last = ts.deserialize_cdr(raws[-1], TYPE).predicates
     assert episode.values[-1].tolist() == [bool(p.value and not p.unknown) for p in last]

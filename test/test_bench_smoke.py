@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 @pytest.mark.parametrize('script, expect', [

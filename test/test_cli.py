@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 
 from safemanip_ros.cli.main import build_parser
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _subcommands() -> list[str]:

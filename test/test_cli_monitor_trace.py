@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 SAFEMANIP = str(REPO / 'config' / 'properties' / 'safemanip.yaml')
 SCENE = str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml')
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
 
 

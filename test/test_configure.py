@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 
 from safemanip_ros.errors import SpecError
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.monitor.build import build_instances
 from safemanip_ros.spec.ontology import builtin_ontology_files, layered_ontology_files, load_ontology
 
-REPO = Path(__file__).resolve().parents[1]
 PROPS = [str(REPO / 'config' / 'properties' / 'safemanip.yaml'), str(REPO / 'config' / 'properties' / 'physical.yaml')]
 
 STACK = """\

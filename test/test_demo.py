@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
-from conftest import run_cli
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 
 
 def test_make_demo(tmp_path):

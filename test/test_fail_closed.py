@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from conftest import REPO
 from rclpy.context import Context
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
@@ -19,7 +20,6 @@ from rclpy.node import Node
 from safemanip_ros.errors import ParameterError
 from safemanip_ros.nodes.params import RosParameters, check_range
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CONFIG = REPO / 'config' / 'robots' / 'panda_demo.yaml'
 pytestmark = pytest.mark.ros

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
+from conftest import REPO
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -21,7 +22,6 @@ from tf2_msgs.msg import TFMessage
 from safemanip_ros.msg import Contact, ContactArray, PredicateArray
 from safemanip_ros.nodes.conversions import predicate_values, time_from_ns
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
 BIN = Path(sys.executable).parent
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

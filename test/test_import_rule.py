@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import REPO
+
 import safemanip_ros
 
-REPO = Path(__file__).resolve().parents[1]
 ROS_ONLY = ('safemanip_ros.nodes', 'safemanip_ros.sim.bridge', 'safemanip_ros.msg')
 
 BLOCKER = r'''

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((REPO / 'launch').glob('*.launch.py'))
 
 

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 BIN = Path(sys.executable).parent
 
 

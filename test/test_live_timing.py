@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from conftest import REPO
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from safemanip_ros.msg import PredicateArray, SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
 
-REPO = Path(__file__).resolve().parents[1]
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
 NS = '/live_timing_test'

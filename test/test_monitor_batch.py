@@ -5,10 +5,9 @@ restart of the main DFA on the closing frame)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from monitor_helpers import reference_run
@@ -19,7 +18,6 @@ from safemanip_ros.monitor.core import Monitor
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate, load_suite
 
-REPO = Path(__file__).resolve().parents[1]
 ONTO = load_ontology([REPO / 'config' / 'ontology' / 'kitchen.yaml'])
 ISET = instantiate(load_suite(REPO / 'config' / 'properties' / 'safemanip.yaml'), ONTO,
                    scene_from_mapping({'mug': 'mug', 'chicken': 'raw_chicken', 'microwave': 'microwave'}, ONTO, 't'))
@@ -84,13 +82,13 @@ def test_batch_equals_scalar_reference_of_section_4(seed):
         # The other fields of each result, from their definitions (SEMANTICS.md §5).
         reads = unknown[b, :n]
         for inst, r in zip(LIVE.instances, batch[b].instances):
-            assert (r.property, r.instance, r.category, r.severity) == (inst.property, inst.instance, inst.category,
+            assert (r.name, r.instance, r.category, r.severity) == (inst.property, inst.instance, inst.category,
                                                                        inst.severity)
             assert r.frames == batch[b].frames == n
             assert r.unsafe_frames == sum(e.frames for e in r.episodes)
             cols = [LIVE.predicates.index(p) for p in sorted(inst.needs)]
-            assert r.unknown_by_predicate == {p: int(reads[:, c].sum()) for p, c in zip(sorted(inst.needs), cols)}
-            assert r.unknown_frames == int(reads[:, cols].any(axis=1).sum())
+            assert r.unknown_frames == {p: int(reads[:, c].sum()) for p, c in zip(sorted(inst.needs), cols)}
+            assert r.unknown_any_frames == int(reads[:, cols].any(axis=1).sum())
 
 
 def test_random_traces_exercise_the_closing_frame_restart():

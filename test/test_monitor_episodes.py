@@ -113,11 +113,11 @@ def test_unknown_uses_unknown_as_and_is_counted(tmp_path):
     # b unknown at frames 1-2: with unknown_as false, G(a -> b) is violated at frame 1.
     iset = simple_suite(tmp_path, prop(), unknown_true=())
     r = run_signals(iset, {'a': '0110', 'b': '0??1'}).instances[0]
-    assert r.violations == 1 and r.unknown_frames == 2 and r.unknown_by_predicate == {'a': 0, 'b': 2}
+    assert r.violations == 1 and r.unknown_any_frames == 2 and r.unknown_frames == {'a': 0, 'b': 2}
     # Declared unknown_as: true, the same unknown frames do not violate.
     iset = simple_suite(tmp_path, prop(), unknown_true=('b',))
     r = run_signals(iset, {'a': '0110', 'b': '0??1'}).instances[0]
-    assert r.violations == 0 and r.unknown_by_predicate == {'a': 0, 'b': 2}
+    assert r.violations == 0 and r.unknown_frames == {'a': 0, 'b': 2}
 
 
 def test_derived_predicates_feed_formulas(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from conftest import REPO
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
@@ -21,7 +22,6 @@ from std_srvs.srv import Trigger
 from safemanip_ros.msg import MonitorMetrics, MonitorStatus, VerdictArray, ViolationEvent
 from safemanip_ros.nodes.conversions import predicate_array
 
-REPO = Path(__file__).resolve().parents[1]
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
 

@@ -7,13 +7,12 @@ import importlib
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import rclpy  # noqa: E402  the ROS tests need the venv; a missing rclpy is a failure, not a skip
+from conftest import REPO
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 MSG_NAMES = sorted(p.stem for p in (REPO / 'msg').glob('*.msg'))
 TYPES = [f'safemanip_ros/msg/{n}' for n in MSG_NAMES] + ['tf2_msgs/msg/TFMessage']
 

@@ -9,10 +9,10 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 from monitor_helpers import run_live, run_signals
 
 from safemanip_ros.errors import SpecError
@@ -35,7 +35,6 @@ from safemanip_ros.monitor.build import build_instances
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import instantiate, load_suite
 
-REPO = Path(__file__).resolve().parents[1]
 PROPS = REPO / 'config' / 'properties'
 SUITE = load_suite([PROPS / 'safemanip.yaml', PROPS / 'physical.yaml'])
 ONTO = load_ontology([REPO / 'config' / 'ontology' / 'kitchen.yaml'])

@@ -7,11 +7,12 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
-from conftest import run_cli
+from conftest import (
+    REPO,  # noqa: E402
+    run_cli,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 README = (REPO / 'README.md').read_text()
 
 

@@ -4,15 +4,13 @@ expected frame) and satisfied by a close variant of it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import REPO
 from monitor_helpers import run_live, run_signals
 
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
 from safemanip_ros.spec.suite import SAFEMANIP_CATEGORIES, instantiate, load_suite
 
-REPO = Path(__file__).resolve().parents[1]
 SUITE = load_suite(REPO / 'config' / 'properties' / 'safemanip.yaml')
 ONTO = load_ontology([REPO / 'config' / 'ontology' / 'kitchen.yaml'])
 SCENE = scene_from_mapping({'mug': 'mug', 'chicken': 'raw_chicken', 'microwave': 'microwave'}, ONTO, 'test')

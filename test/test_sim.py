@@ -5,23 +5,22 @@ shipped configuration audits faithfully."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 from rosbags.rosbag2 import Reader
 from test_bag_layouts import raw_bag_samples_equal_rosbags
 
 from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.messages import GroundingSet
-from safemanip_ros.sim.episodes import EpisodeSpec, read_truth, run_episode
 from safemanip_ros.sim.faithfulness import format_table, score
-from safemanip_ros.sim.messages import TOPICS
 from safemanip_ros.sim.policies import EEF_BODY, LiftPolicy
+from safemanip_ros.sim.recording import EpisodeSpec, read_truth, run_episode
+from safemanip_ros.sim.ros_messages import TOPICS
 from safemanip_ros.sim.world import SimWorld
 
-REPO = Path(__file__).resolve().parents[1]
 ROBOT = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
 
 
@@ -144,7 +143,7 @@ def test_doctor_live_graph(world):
     from tf2_msgs.msg import TFMessage
 
     from safemanip_ros.msg import Contact, ContactArray
-    from safemanip_ros.sim import messages
+    from safemanip_ros.sim import ros_messages as messages
 
     class _Time:
         def __new__(cls, sec, nanosec):

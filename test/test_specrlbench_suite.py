@@ -3,14 +3,12 @@ checked against MONA, and it monitors a rollout as documented."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from conftest import REPO
 from monitor_helpers import run_signals
 
 from safemanip_ros.ltlf import parse
 from safemanip_ros.spec.suite import instantiate, load_suite
 
-REPO = Path(__file__).resolve().parents[1]
 SUITE = load_suite(REPO / 'config' / 'properties' / 'specrlbench.yaml')
 
 

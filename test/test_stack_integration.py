@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from conftest import REPO
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
@@ -25,7 +26,6 @@ from trajectory_msgs.msg import JointTrajectory
 from safemanip_ros.msg import Contact, ContactArray, SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import time_from_ns
 
-REPO = Path(__file__).resolve().parents[1]
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 pytestmark = pytest.mark.ros

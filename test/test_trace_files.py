@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safemanip_ros.audit.episodes import AuditInputError, read_jsonl
+from safemanip_ros.audit.rollouts import AuditInputError, read_jsonl
 from safemanip_ros.errors import TraceError
 from safemanip_ros.ltlf.trace import read_step_lists, read_traces
 from safemanip_ros.monitor.frames import read_frames, steps_matrix, trace_matrix

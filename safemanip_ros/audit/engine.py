@@ -44,8 +44,8 @@ from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
-from .episodes import AuditInputError, Episode, discover, is_bag, read_bag, read_jsonl
 from .report import timeline_fields, timeline_svg
+from .rollouts import AuditInputError, Rollout, discover, is_bag, read_bag, read_jsonl
 from .schema import SourceResult
 from .stored import detached
 
@@ -149,7 +149,7 @@ def _robot(path: str):
     return load_robot_config(path)
 
 
-def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Episode]:
+def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Rollout]:
     p = Path(path)
     if is_bag(p):
         return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
@@ -177,7 +177,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     predicates = list(mon.predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
     out: list[tuple[str, dict | None, str | None]] = []
-    loaded: list[tuple[str, list[Episode]]] = []
+    loaded: list[tuple[str, list[Rollout]]] = []
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
         try:
@@ -253,11 +253,11 @@ def audit_source(path: str, cfg: AuditConfig) -> dict:
     return result
 
 
-def _predicate_intervals(ep: Episode, res, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
+def _predicate_intervals(ep: Rollout, res, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
     """For the timelines: the [start, end] frame runs (inclusive) where each
     grounded predicate read by a violated instance was true, and where it was
     unknown."""
-    wanted = sorted({p for r in res.instances if r.violations for p in r.unknown_by_predicate})
+    wanted = sorted({p for r in res.instances if r.violations for p in r.unknown_frames})
     if not wanted:
         return {}
     cols = [predicates.index(name) for name in wanted]
@@ -297,7 +297,7 @@ def _runs(series: np.ndarray) -> list[list[list[int]]]:
     return [runs[bounds[k]:bounds[k + 1]] for k in range(K)]
 
 
-def _success(ep: Episode, n_pred: int, predicates: list[str], cfg: AuditConfig) -> tuple[bool | None, bool]:
+def _success(ep: Rollout, n_pred: int, predicates: list[str], cfg: AuditConfig) -> tuple[bool | None, bool]:
     """(task success under the configured reduction, whether the success
     predicate was known on any frame: a name that never appears is not a
     failed task but a configuration error the report must show)."""

@@ -124,7 +124,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     frames as the message loop builds, or None when the bag is not one this
     module reproduces (see the module docstring).  Appends gap warnings to
     ``warnings``."""
-    from .episodes import _gap_warning
+    from .rollouts import _gap_warning
 
     if any(c.topic not in TYPES for c in conns) or grounding.camera is not None:
         return None

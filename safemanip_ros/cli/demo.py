@@ -18,11 +18,10 @@ import time
 
 import numpy as np
 
+from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..resources import config_dir
 from ..sim.scripted import DEMO_PROPERTIES, ENTITY, FAULTS, pick_and_place
-from ..spec.ontology import load_ontology, scene_from_mapping
-from ..spec.suite import instantiate, load_suite
 
 CONFIG = config_dir()
 
@@ -55,23 +54,22 @@ def _monitor(rollout_frames: list[dict[str, bool]], monitor: Monitor) -> dict[st
         monitor.step(np.array([frame.get(p, False) for p in monitor.predicates], dtype=bool),
                      np.array([p not in frame for p in monitor.predicates], dtype=bool))
     result = monitor.finish()[0]
-    return {r.property: [(e.start, e.end, e.recovered) for e in r.episodes] for r in result.instances}
+    return {r.name: [(e.start, e.end, e.recovered) for e in r.episodes] for r in result.instances}
 
 
 def _deliver_over_dds(frames: list[dict[str, bool]], timeout_s: float) -> list[dict[str, bool]]:
     """Publish frames from one node, receive them in another; return what arrived."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     from safemanip_ros.msg import PredicateArray
 
     from ..nodes.conversions import predicate_array, predicate_values
+    from ..nodes.qos import reliable
 
     # Discovery stays on this machine unless the user chose otherwise.
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    qos = QoSProfile(depth=len(frames) + 10, reliability=ReliabilityPolicy.RELIABLE,
-                     history=HistoryPolicy.KEEP_LAST)
+    qos = reliable(len(frames) + 10)
     context = rclpy.Context()
     rclpy.init(context=context)
     received: list[dict[str, bool]] = []
@@ -104,10 +102,8 @@ def _deliver_over_dds(frames: list[dict[str, bool]], timeout_s: float) -> list[d
 
 
 def build_monitor() -> Monitor:
-    onto = load_ontology([CONFIG / 'ontology' / 'kitchen.yaml'])
-    scene = scene_from_mapping({ENTITY: 'mug'}, onto, 'demo')
-    suite = load_suite(CONFIG / 'properties' / 'safemanip.yaml')
-    return Monitor(instantiate(suite, onto, scene, only=DEMO_PROPERTIES))
+    return Monitor(build_instances([CONFIG / 'properties' / 'safemanip.yaml'], entities={ENTITY: 'mug'},
+                                   only=list(DEMO_PROPERTIES)))
 
 
 def run(args: argparse.Namespace) -> int:

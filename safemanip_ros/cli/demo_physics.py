@@ -103,6 +103,7 @@ def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, tim
 def _live_events(bag: Path) -> tuple[list[dict], list[dict]]:
     """(violation openings, supervisor actions) recorded in the bag, sim-time stamps in seconds."""
     from ..bag import open_bag, typestore
+    from ..stamps import stamp_s
     ts = typestore()
     violations, actions = [], []
     with open_bag(bag) as opened:      # read as repaired where a kill left splits unlisted
@@ -111,10 +112,10 @@ def _live_events(bag: Path) -> tuple[list[dict], list[dict]]:
             msg = ts.deserialize_cdr(raw, conn.msgtype)
             if conn.topic == '/violations' and msg.event == 0:
                 violations.append({'property': msg.property, 'instance': msg.instance,
-                                   'time_s': msg.start_stamp.sec + msg.start_stamp.nanosec * 1e-9})
+                                   'time_s': stamp_s(msg.start_stamp)})
             elif conn.topic == '/supervisor_actions':
                 actions.append({'action': int(msg.action), 'property': msg.property, 'success': bool(msg.success),
-                                'time_s': msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9})
+                                'time_s': stamp_s(msg.header.stamp)})
     return violations, actions
 
 

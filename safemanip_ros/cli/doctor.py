@@ -30,20 +30,18 @@ def _listen(seconds: float):
     from ..grounding.names import ObservedNames
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
     from sensor_msgs.msg import JointState
     from tf2_msgs.msg import TFMessage
 
     from safemanip_ros.msg import ContactArray
+
+    from ..nodes.qos import SENSORS, STATIC_TF
     rclpy.init()
     seen = ObservedNames()
     try:
         node = rclpy.create_node('safemanip_doctor')
-        static = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                            durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        for topic, kind, qos in (('/joint_states', JointState, qos_profile_sensor_data), ('/tf', TFMessage, 100),
-                                 ('/tf_static', TFMessage, static), ('/contacts', ContactArray,
-                                                                     qos_profile_sensor_data)):
+        for topic, kind, qos in (('/joint_states', JointState, SENSORS), ('/tf', TFMessage, 100),
+                                 ('/tf_static', TFMessage, STATIC_TF), ('/contacts', ContactArray, SENSORS)):
             node.create_subscription(kind, topic, lambda msg, t=topic: seen.add_message(t, msg), qos)
         end = time.monotonic() + seconds
         while time.monotonic() < end:

@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import SpecError
+from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..monitor.frames import read_frames
 from ..resources import config_dir
-from ..spec.ontology import layered_ontology_files, load_ontology, load_scene
-from ..spec.suite import instantiate, load_suite
 
 CONFIG = config_dir()
 
@@ -36,27 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def build_instances(properties: list[str], scene: str | None, ontology: list[str] | None,
-                    only: list[str] | None = None, rate_hz: float | None = None):
-    suite = load_suite(properties)
-    onto = sc = None
-    if scene is not None or any(d.over for d in suite.properties):
-        onto = load_ontology(layered_ontology_files(ontology or []))
-        if scene is not None:
-            sc = load_scene(scene, onto)
-    if sc is None:
-        templated = [d.name for d in suite.properties if d.over and (only is None or d.name in only)]
-        if templated:
-            raise SpecError(f'properties {templated} are templates bound to scene entities: give --scene SCENE.yaml '
-                            f'or --only the others')
-    return instantiate(suite, onto, sc, only=only, rate_hz=rate_hz)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.rate_hz is not None:
         from .options import check_positive
         check_positive('--rate-hz', args.rate_hz)
-    iset = build_instances(args.properties, args.scene, args.ontology, args.only, args.rate_hz)
+    iset = build_instances(args.properties, args.scene or '', only=args.only, rate_hz=args.rate_hz,
+                           ontology=args.ontology)
     monitor = Monitor(iset)
     values, unknown = read_frames(args.trace, monitor.predicates, args.allow_unknown_predicates)
     result = monitor.run(values[None], unknown[None])[0]

@@ -55,11 +55,10 @@ def render(verdicts, status, events, actions, width: int = 100) -> str:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     from safemanip_ros.msg import MonitorStatus, SupervisorAction, VerdictArray, ViolationEvent
 
-    qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+    from ..nodes.qos import RELIABLE as qos
     state = {'verdicts': None, 'status': None}
     events: deque = deque(maxlen=args.recent)
     actions: deque = deque(maxlen=args.recent)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..errors import SpecError
 from ..resources import config_dir
+from ..spec.fields import Field, validate
 from ..spec.ontology import Ontology, Scene, layered_ontology_files, load_ontology, scene_from_mapping
-from ..spec.schema import Field, validate
 from ..spec.yamlio import load_yaml
 from .camera import CameraConfig, ColourRegion
 from .contacts import ContactConfig, WrenchConfig

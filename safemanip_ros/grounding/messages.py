@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..stamps import stamp_s
 from .base import Predicates
 from .camera import CameraError, CameraGrounding, image_to_array
 from .config import RobotConfig
@@ -29,11 +30,6 @@ from .tf import TfGrounding, transforms_by_stamp
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
               '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
               '/wrench': 'geometry_msgs/msg/WrenchStamped', '/image': 'sensor_msgs/msg/Image'}
-
-
-def stamp_s(stamp: Any) -> float:
-    """``builtin_interfaces/Time`` in seconds."""
-    return int(stamp.sec) + int(stamp.nanosec) * 1e-9
 
 
 # What each message type gives its grounding, independent of where the

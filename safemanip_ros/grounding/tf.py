@@ -37,6 +37,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, rests_on_rows
@@ -772,7 +773,7 @@ def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tu
     by_stamp: dict[float, list] = {}
     for t in transforms:
         tr, q = t.transform.translation, t.transform.rotation
-        stamp = t.header.stamp.sec + t.header.stamp.nanosec * 1e-9
+        stamp = stamp_s(t.header.stamp)
         by_stamp.setdefault(stamp, []).append(
             (t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w)))
     return sorted(by_stamp.items())

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import SpecError
 from ..resources import config_dir
+from ..spec.fields import Field, validate
 from ..spec.ontology import (
     Ontology,
     Scene,
@@ -20,7 +22,6 @@ from ..spec.ontology import (
     load_scene,
     scene_from_mapping,
 )
-from ..spec.schema import Field, validate
 from ..spec.suite import InstanceSet, instantiate, load_suite, restrict_to_grounded
 from ..spec.yamlio import load_yaml
 from .core import Monitor
@@ -65,23 +66,38 @@ def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
     return onto, scene_from_mapping(ents, onto, str(path))
 
 
-def build_instances(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
-                    rate_hz: float | None = None, strict: bool = False) -> InstanceSet:
-    """The property instances a monitor runs.  With a robot configuration,
-    instances reading a predicate none of its sources grounds are left out
-    and listed in ``unsupported`` (``strict``: a SpecError naming them).
-    A scene file and a robot configuration together are an error: the
-    configuration's ``entities`` are its scene."""
-    if scene and robot_config:
-        raise SpecError(f'--scene {scene} and --config {robot_config} both give the scene; the robot '
-                        f'configuration\'s entities are its scene, so give one of them')
+def build_instances(properties: Sequence[str | Path], scene: str = '', robot_config: str = '',
+                    only: list[str] | None = None, rate_hz: float | None = None, strict: bool = False,
+                    ontology: list[str] | None = None, entities: Mapping[str, str] | None = None) -> InstanceSet:
+    """The property instances a monitor runs: the one place they are built
+    (the monitor node, ``safemanip run``, the audit, ``monitor-trace``,
+    ``doctor`` and the demos alike).
+
+    The scene is a robot configuration's ``entities``, a scene file, or
+    ``entities`` (entity → type) given directly, over the built-in ontology
+    extended by ``ontology`` files; giving two of them is an error.  With no
+    scene, templated properties are an error naming them (``only`` may
+    leave them out).  With a robot configuration, instances reading a
+    predicate none of its sources grounds are left out and listed in
+    ``unsupported`` (``strict``: a SpecError naming them)."""
+    given = [f'{what} {value}' for what, value in (('--scene', scene), ('--config', robot_config),
+                                                  ('entities', entities)) if value or value == {}]
+    if len(given) > 1:
+        raise SpecError(f'{" and ".join(given)} both give the scene; a robot configuration\'s entities are '
+                        f'its scene, so give one of them')
     suite = load_suite(properties)
     onto = sc = None
     if robot_config:
         onto, sc = scene_of_robot_config(robot_config)
-    elif scene:
-        onto = _default_ontology()
-        sc = load_scene(scene, onto)
+    elif scene or entities is not None or ontology:
+        onto = load_ontology(layered_ontology_files(ontology or [])) if ontology else _default_ontology()
+        sc = load_scene(scene, onto) if scene else (scene_from_mapping(dict(entities), onto, 'entities')
+                                                    if entities is not None else None)
+    if sc is None:
+        templated = [d.name for d in suite.properties if d.over and (not only or d.name in only)]
+        if templated:
+            raise SpecError(f'properties {templated} are templates bound to scene entities: give --scene '
+                            f'SCENE.yaml (or a robot configuration), or --only the others')
     iset = instantiate(suite, onto, sc, only=only or None, rate_hz=rate_hz)
     if robot_config:
         from ..grounding.catalog import grounded_predicates

@@ -145,7 +145,7 @@ class InstanceResult(NamedTuple):
     tuple, like :class:`Episode`: an audit makes one per instance and
     rollout, and the monitor makes them all with one map from C.)"""
 
-    property: str
+    name: str                          # the property's name
     instance: str
     category: str
     severity: str
@@ -154,23 +154,22 @@ class InstanceResult(NamedTuple):
     pending: bool
     unsafe_frames: int
     frames: int
-    unknown_frames: int
-    unknown_by_predicate: dict[str, int]
+    unknown_any_frames: int            # frames where some predicate the instance reads is unknown
+    unknown_frames: dict[str, int]     # per predicate it reads, the frames where that one is unknown
     episodes: Sequence[Episode]        # an :class:`Episodes` from the monitor
 
-    @builtins.property       # ``property`` is a field name here
+    @builtins.property
     def triggered(self) -> bool:
         return self.triggers > 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            'name': self.property, 'instance': self.instance, 'category': self.category,
-            'severity': self.severity, 'triggers': self.triggers, 'violations': self.violations,
-            'pending': self.pending, 'unsafe_frames': self.unsafe_frames, 'frames': self.frames,
-            'unknown_frames': dict(self.unknown_by_predicate), 'unknown_any_frames': self.unknown_frames,
-            'episodes': (self.episodes.as_dicts() if isinstance(self.episodes, Episodes) else
-                         [{'start': e.start, 'end': e.end, 'recovered': e.recovered} for e in self.episodes]),
-        }
+        """The report's record of it (``audit.schema.InstanceRecord``): the
+        fields by their own names, the episodes as ``{start, end, recovered}``."""
+        out = self._asdict()
+        out['unknown_frames'] = dict(self.unknown_frames)
+        out['episodes'] = (self.episodes.as_dicts() if isinstance(self.episodes, Episodes) else
+                           [{'start': e.start, 'end': e.end, 'recovered': e.recovered} for e in self.episodes])
+        return out
 
 
 @dataclass
@@ -490,7 +489,7 @@ class Monitor:
         return out
 
     def _unknown_counts(self, rollouts: np.ndarray) -> list[dict[str, int]]:
-        """``unknown_by_predicate`` of each (rollout, instance), rollout-major:
+        """``unknown_frames`` (per predicate) of each (rollout, instance), rollout-major:
         per instance, unknown frames of each predicate it reads."""
         unknown = self.unknown_pred[:, rollouts].T
         out: list[dict[str, int]] = []

@@ -15,20 +15,17 @@ Messages keep their recorded content (the stamps inside are not rewritten);
 from __future__ import annotations
 
 import contextlib
-import importlib
 import time
 
 from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from ..bag import open_bag
 from ..errors import SafemanipError
+from .conversions import message_class
 from .params import RosParameters
+from .qos import RECORDING, STATIC_TF
 from .runner import run_node
-
-RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class BagPlayer(RosParameters, Node):
@@ -51,12 +48,14 @@ class BagPlayer(RosParameters, Node):
             raise SafemanipError(f'{path}: topics {sorted(wanted - {c.topic for c in self.connections})} not in '
                                  f'the bag (it has {sorted({c.topic for c in bag.connections})})')
         self.publishers_by_topic = {}
-        for c in self.connections:
-            pkg, _, name = c.msgtype.split('/')
-            cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
-            if c.topic not in self.publishers_by_topic:
-                self.publishers_by_topic[c.topic] = self.create_publisher(
-                    cls, c.topic, STATIC if c.topic == '/tf_static' else RELIABLE)
+        try:
+            classes = {c.topic: message_class(c.msgtype) for c in self.connections}
+        except SafemanipError as err:       # a type this installation lacks
+            self._open.close()
+            raise SafemanipError(f'{path}: {err}') from err
+        for topic, cls in classes.items():
+            self.publishers_by_topic[topic] = self.create_publisher(
+                cls, topic, STATIC_TF if topic == '/tf_static' else RECORDING)
         self._messages = bag.messages(self.connections)
         self.done = False
         self._started: tuple[float, int] | None = None

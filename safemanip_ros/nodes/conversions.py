@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+import importlib
+from typing import Any, Mapping
 
 from builtin_interfaces.msg import Time
 
 from safemanip_ros.msg import Predicate, PredicateArray
 
-NS_PER_S = 1_000_000_000
+from ..errors import SafemanipError
+from ..stamps import NS_PER_S, stamp_ns
 
 
 def time_from_ns(stamp_ns: int) -> Time:
@@ -16,7 +18,7 @@ def time_from_ns(stamp_ns: int) -> Time:
 
 
 def ns_from_time(stamp: Time) -> int:
-    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+    return stamp_ns(stamp)
 
 
 def predicate_array(values: Mapping[str, bool | None], stamp_ns: int, source: str, seq: int = 0,
@@ -38,3 +40,15 @@ def predicate_array(values: Mapping[str, bool | None], stamp_ns: int, source: st
 def predicate_values(msg: PredicateArray) -> dict[str, bool | None]:
     """Name → value, with ``None`` for unknown predicates."""
     return {p.name: (None if p.unknown else bool(p.value)) for p in msg.predicates}
+
+
+def message_class(msgtype: str) -> Any:
+    """The rclpy message class of ``package/msg/Type``, or a SafemanipError
+    naming the type (malformed, or no such package or message here)."""
+    parts = msgtype.split('/')
+    if len(parts) != 3 or parts[1] != 'msg' or not all(parts):
+        raise SafemanipError(f'{msgtype!r} is not a message type (package/msg/Type)')
+    try:
+        return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
+    except (ImportError, AttributeError) as err:
+        raise SafemanipError(f'no message type {msgtype} in this ROS installation') from err

@@ -21,7 +21,6 @@ import time
 import numpy as np
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory
@@ -47,12 +46,9 @@ from ..grounding.tf import TfGrounding
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
+from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
-
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-STATIC_TF = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
 
 _UNSET = object()
 MAX_DEFERRED = 1000
@@ -99,8 +95,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
             raise SafemanipError(f'{node_name}: input_reliability {reliability!r}: expected best_effort or reliable')
         # Sensor inputs: best effort (matches every publisher) unless the robot's publishers are reliable
         # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
-        self.input_qos = qos_profile_sensor_data if reliability == 'best_effort' else \
-            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.input_qos = SENSORS if reliability == 'best_effort' else RELIABLE_INPUTS
         rate = check_range(self, 'rate_hz', 0.0, 1000.0) or self.robot.rate_hz     # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
@@ -244,7 +239,7 @@ class ContactGroundingNode(GroundingNode):
             self.create_subscription(JointState, 'joint_states', self._on_joint_state, self.input_qos)
         if self._use_wrench:
             self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench,
-                                     qos_profile_sensor_data)
+                                     SENSORS)
 
     def _on_contacts(self, msg: ContactArray) -> None:
         feed_contacts(self.grounding, msg)
@@ -320,8 +315,8 @@ class CameraGroundingNode(GroundingNode):
             if self.robot.markers else None
         self._info: CameraInfo | None = None
         self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
-        self.create_subscription(CameraInfo, 'camera_info', self._on_info, qos_profile_sensor_data)
-        self.create_subscription(Image, 'image', self._on_image, qos_profile_sensor_data)
+        self.create_subscription(CameraInfo, 'camera_info', self._on_info, SENSORS)
+        self.create_subscription(Image, 'image', self._on_image, SENSORS)
 
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg

@@ -30,7 +30,6 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from safemanip_ros.msg import (
@@ -50,14 +49,12 @@ from ..monitor.core import Monitor, RolloutResult
 from ..monitor.frames import SampleHold
 from ..monitor.phase import PhaseLock
 from ..resources import default_suites
-from .conversions import time_from_ns
+from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
+from .qos import EVENTS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
-RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-# Violation events are kept for late joiners (the recorder, the supervisor's restart, dashboards).
-EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
@@ -180,7 +177,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._hold is None:
             return
         preds = msg.predicates
-        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        stamp_ns = ns_from_time(msg.header.stamp)
         if stamp_ns == 0:
             # An unstamped array is taken as "now", never as ancient (stale).
             stamp_ns = self.get_clock().now().nanoseconds
@@ -415,10 +412,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         msg.header.stamp = time_from_ns(stamp_ns)
         if final is not None:
             msg.frames = final.frames
-            msg.properties = [PropertyMetrics(property=r.property, instance=r.instance, category=r.category,
+            msg.properties = [PropertyMetrics(property=r.name, instance=r.instance, category=r.category,
                                               triggers=r.triggers, violations=r.violations,
                                               unsafe_frames=r.unsafe_frames, frames=r.frames,
-                                              pending=int(r.pending), unknown_frames=r.unknown_frames)
+                                              pending=int(r.pending), unknown_frames=r.unknown_any_frames)
                               for r in final.instances]
         else:
             snap = mon.snapshot(0)

@@ -22,17 +22,16 @@ from __future__ import annotations
 import time
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from ..bag.recorder import ThreadedRecorder
 from ..bag.writer import SplitBagWriter
 from ..errors import SafemanipError
+from .conversions import message_class
 from .guard import CallbackGuard
 from .params import RosParameters
+from .qos import EVENTS, RECORDING
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
-RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-STATIC = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
                   'predicates/joint_states:safemanip_ros/msg/PredicateArray',
                   'predicates/contacts:safemanip_ros/msg/PredicateArray',
@@ -77,11 +76,10 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
                 topic, _, msgtype = spec.rpartition(':')
                 if not topic or msgtype.count('/') != 2:
                     raise SafemanipError(f'record_topics entry {spec!r}: expected topic:package/msg/Type')
-                pkg, _, name = msgtype.split('/')
                 try:
-                    cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
-                except (ImportError, AttributeError) as err:
-                    raise SafemanipError(f'record_topics entry {spec!r}: no message type {msgtype}') from err
+                    cls = message_class(msgtype)
+                except SafemanipError as err:
+                    raise SafemanipError(f'record_topics entry {spec!r}: {err}') from err
                 resolved = self.resolve_topic_name(topic)
                 writer.add_topic(resolved, msgtype)
                 subscriptions.append((cls, topic, resolved))
@@ -92,7 +90,7 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         for cls, topic, resolved in subscriptions:
             # Event topics are published transient-local by our nodes: recorded even when
             # the event came before this subscription matched (a busy start-up).
-            qos = STATIC if resolved in ('/tf_static', '/violations', '/supervisor_actions') else RELIABLE
+            qos = EVENTS if resolved in ('/tf_static', '/violations', '/supervisor_actions') else RECORDING
             sub = self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
             self._recorded.append((sub, resolved))
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')

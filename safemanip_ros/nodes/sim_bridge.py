@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
@@ -47,16 +46,15 @@ from trajectory_msgs.msg import JointTrajectory
 
 from safemanip_ros.msg import Contact, ContactArray
 
-from ..sim import messages
-from ..sim.episodes import EpisodeSpec, task_script
+from ..sim import ros_messages
 from ..sim.policies import EEF_BODY, Truth
+from ..sim.recording import EpisodeSpec, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimWorld
+from ..stamps import stamp_s
 from .guard import CallbackGuard
 from .params import RosParameters
+from .qos import RELIABLE, SENSORS, STATIC_TF
 from .runner import run_node
-
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-STATIC = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class _RclpyTime:
@@ -67,7 +65,7 @@ class _RclpyTime:
         return Time(sec=sec, nanosec=nanosec)
 
 
-RCLPY_TYPES = messages.MessageTypes(
+RCLPY_TYPES = ros_messages.MessageTypes(
     Time=_RclpyTime, Header=Header, JointState=JointState, TFMessage=TFMessage, TransformStamped=TransformStamped,
     Transform=Transform, Vector3=Vector3, Quaternion=Quaternion, Contact=Contact, ContactArray=ContactArray,
     Point=Point, Clock=Clock)
@@ -104,12 +102,12 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self._pub_js = self.create_publisher(JointState, 'joint_states', RELIABLE)
         self._pub_tf = self.create_publisher(TFMessage, '/tf', 100)
         self._pub_contacts = self.create_publisher(ContactArray, 'contacts', RELIABLE)
-        self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC)
-        self._pub_static.publish(messages.transforms(self.types, self.sample, static))
+        self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC_TF)
+        self._pub_static.publish(ros_messages.transforms(self.types, self.sample, static))
         if self.camera:
             # A rendered frame costs ~0.1 s on the CPU: one every camera_every_frames steps.
-            self._pub_image = self.create_publisher(Image, 'image', qos_profile_sensor_data)
-            self._pub_info = self.create_publisher(CameraInfo, 'camera_info', qos_profile_sensor_data)
+            self._pub_image = self.create_publisher(Image, 'image', SENSORS)
+            self._pub_info = self.create_publisher(CameraInfo, 'camera_info', SENSORS)
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
                                  RELIABLE)
         self.create_service(Trigger, '~/pause', self._srv_pause)
@@ -130,7 +128,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             self.get_logger().error(f'trajectory without arm joints {missing}: ignored')
             return
         now = self.sample.stamp_s
-        self._tracking = [(now + pt.time_from_start.sec + pt.time_from_start.nanosec * 1e-9,
+        self._tracking = [(now + stamp_s(pt.time_from_start),
                            np.array([pt.positions[index[j]] for j in self._arm])) for pt in msg.points]
         if self._held_since_s is None:
             self._held_since_s = now
@@ -204,19 +202,19 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
 
     def _publish(self) -> None:
         s, t = self.sample, self.types
-        self._pub_js.publish(messages.joint_state(t, s))
-        self._pub_tf.publish(messages.transforms(t, s, self._dynamic))
-        self._pub_contacts.publish(messages.contacts(t, s))
+        self._pub_js.publish(ros_messages.joint_state(t, s))
+        self._pub_tf.publish(ros_messages.transforms(t, s, self._dynamic))
+        self._pub_contacts.publish(ros_messages.contacts(t, s))
         if self.camera and s.step % int(self.get_parameter('camera_every_frames').value) == 0:
             self._publish_camera(s)
         # The clock last: when a node's time reaches t, the state at t is already on its way.
-        self._pub_clock.publish(messages.clock(t, s))
+        self._pub_clock.publish(ros_messages.clock(t, s))
 
     def _publish_camera(self, s) -> None:
         size = int(self.get_parameter('camera_size_px').value)
         img = self.world.render(size, size)
         frame = f'{self.camera}_optical'
-        header = Header(stamp=messages.stamp(self.types, s.stamp_s), frame_id=frame)
+        header = Header(stamp=ros_messages.stamp(self.types, s.stamp_s), frame_id=frame)
         self._pub_image.publish(Image(header=header, height=size, width=size, encoding='rgb8', is_bigendian=0,
                                       step=3 * size, data=img.tobytes()))
         K = self.world.camera_intrinsics(size, size)
@@ -226,7 +224,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                                           p=[K[0, 0], 0.0, K[0, 2], 0.0, 0.0, K[1, 1], K[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]))
         (x, y, z), (qx, qy, qz, qw) = self.world.camera_optical_pose()
         self._pub_tf.publish(TFMessage(transforms=[TransformStamped(
-            header=Header(stamp=header.stamp, frame_id=messages.WORLD_FRAME), child_frame_id=frame,
+            header=Header(stamp=header.stamp, frame_id=ros_messages.WORLD_FRAME), child_frame_id=frame,
             transform=Transform(translation=Vector3(x=x, y=y, z=z), rotation=Quaternion(x=qx, y=qy, z=qz, w=qw)))]))
 
     def _finish(self) -> None:

@@ -43,7 +43,6 @@ from typing import Callable
 import yaml
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -52,14 +51,12 @@ from safemanip_ros.msg import SupervisorAction, ViolationEvent
 
 from ..errors import ParameterError, SafemanipError
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
-from .conversions import ns_from_time, time_from_ns
+from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
+from .qos import EVENTS, RELIABLE, SENSORS
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
-RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-# Events a late subscriber (the recorder, a dashboard) must still get: kept for late joiners.
-EVENTS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACTION_ALERT,
                'pause': SupervisorAction.ACTION_PAUSE, 'retract': SupervisorAction.ACTION_RETRACT,
                'stop': SupervisorAction.ACTION_STOP, 'resume': SupervisorAction.ACTION_RESUME}
@@ -152,7 +149,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
         # Watched inputs: (subscription, what to call with a taken message).
         self._watched_subs = [(self.create_subscription(JointState, 'joint_states', self._on_joints,
-                                                        qos_profile_sensor_data), self._on_joints)]
+                                                        SENSORS), self._on_joints)]
         self.create_service(Trigger, '~/acknowledge', lambda rq, rs: self._ack(rs, False))
         self.create_service(Trigger, '~/acknowledge_stop', lambda rq, rs: self._ack(rs, True))
         self._clients = {name: self.create_client(Trigger, p(name).value)
@@ -166,14 +163,13 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             parts = spec.rsplit(':', 2)
             try:
                 topic, msgtype, limit = parts[0], parts[1], float(parts[2])
-                pkg, _, name = msgtype.split('/')
-                cls = getattr(__import__(f'{pkg}.msg', fromlist=[name]), name)
-            except (ValueError, IndexError, ImportError, AttributeError):
+                cls = message_class(msgtype)
+            except (ValueError, IndexError, SafemanipError):
                 return transition_failed(self, 'configure', f'failsafe_topics entry {spec!r}: expected '
                                                f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
-            sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), qos_profile_sensor_data,
+            sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), SENSORS,
                                            raw=True)
             self._watched_subs.append((sub, lambda raw, s=source: self._seen(s)))
         self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)

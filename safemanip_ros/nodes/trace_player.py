@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from safemanip_ros.msg import PredicateArray
 
@@ -28,6 +27,7 @@ from ..errors import SafemanipError
 from ..ltlf.trace import read_traces
 from .conversions import predicate_array
 from .params import RosParameters
+from .qos import RECORDING
 from .runner import run_node
 
 
@@ -58,7 +58,7 @@ class TracePlayer(RosParameters, Node):
         self._index = 0
         self._seq = 0
         self.done = False
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        qos = RECORDING
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('topic').value, qos)
         self._timer = self.create_timer(1.0 / rate_hz, self._tick)
         self.get_logger().info(f'playing {len(self._frames)} steps of {path} at {rate_hz} Hz')

@@ -28,9 +28,9 @@ from typing import Callable
 
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
-from .episodes import EpisodeSpec, read_truth, run_episode
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
+from .recording import EpisodeSpec, read_truth, run_episode
 
 EARLY_SLACK_FRAMES = 2
 EXPECTED = {

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import SpecError
-from .schema import Field, validate
+from .fields import Field, validate
 from .yamlio import Located, load_yaml
 
 DIMENSIONS = ('kind', 'hazard', 'affordance', 'role')

@@ -29,8 +29,8 @@ from ..errors import LtlfSyntaxError, SpecError
 from ..ltlf import parse
 from ..ltlf.formula import Formula
 from .expressions import DeviceSpec, parse_derived, parse_expression
+from .fields import Field, validate
 from .ontology import Ontology, Scene
-from .schema import Field, validate
 from .yamlio import Located, load_yaml
 
 SAFEMANIP_CATEGORIES = ('collision_contact', 'grasp_stability', 'release_stability', 'cross_contamination',

@@ -37,6 +37,7 @@ from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of
 from ..monitor.frames import SampleHold
+from ..stamps import stamp_ns as stamp_to_ns
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
 EPISODE_TOPIC = '/episode'
@@ -57,7 +58,10 @@ _BAD_BYTES = (struct.error, IndexError, ValueError, UnicodeDecodeError, Overflow
 
 
 @dataclass
-class Episode:
+class Rollout:
+    """One recorded rollout (an episode of a bag or a trace) as frames: the
+    values and unknown flags of the suite's predicates, ``bool[T, P]``."""
+
     source: str
     name: str
     values: np.ndarray       # bool[T, P]
@@ -101,7 +105,7 @@ def _sources_under(folder: Path) -> Iterator[Path]:
 
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
-             max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True) -> list[Episode]:
+             max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True) -> list[Rollout]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
     grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
@@ -113,7 +117,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
 
 
 def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list[str], rate_hz: float,
-                   staleness_s: float, robot, max_gap_s: float, columnar: bool) -> list[Episode]:
+                   staleness_s: float, robot, max_gap_s: float, columnar: bool) -> list[Rollout]:
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
@@ -154,12 +158,12 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
         if grounded is not None:
             warnings += gap_warnings + grounding.name_warnings(str(path))
             warnings[:] = list(dict.fromkeys(warnings))
-            return [Episode(str(path), name, values, unknown, list(warnings))
+            return [Rollout(str(path), name, values, unknown, list(warnings))
                     for name, values, unknown in grounded]
     period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
     gaps = 0
-    episodes: list[Episode] = []
+    episodes: list[Rollout] = []
     hold = SampleHold(predicates, staleness_s)
     name = path.name
     rows_v: list[np.ndarray] = []
@@ -182,7 +186,7 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
         if grounding is not None and viewed:
             drain()
         if rows_v:
-            episodes.append(Episode(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
+            episodes.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
 
     def emit(frame_ns: int) -> None:
         """Append the frame at ``frame_ns`` (grounded raw inputs are
@@ -274,7 +278,7 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
 
 
 def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
-                                staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Episode] | None:
+                                staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Rollout] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
     (:mod:`.columns`) and framed with arrays: the same frames as feeding
     each message through :class:`SampleHold` in bag order (frame ``T_k``
@@ -344,12 +348,12 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
         age_ok = (frames[:, None] * 1e-9 - np.where(seen, best_t, 0) * 1e-9) <= staleness_s
         fresh = known & seen & age_ok
         name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
-        episodes.append(Episode(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
+        episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
     return episodes
 
 
 def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: list[str], rate_hz: float,
-                   staleness_s: float, warnings: list[str]) -> list[Episode]:
+                   staleness_s: float, warnings: list[str]) -> list[Rollout]:
     """Episodes of a bag recorded beside the live monitor (it has the
     monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.
 
@@ -372,7 +376,7 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
             except (SerdeError, *_BAD_BYTES) as err:
                 raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
                                       f'{bag_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
-            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            stamp_ns = stamp_to_ns(msg.header.stamp)
             if conn.msgtype == VERDICT_TYPE:
                 if msg.episode_id not in published:
                     published[msg.episode_id] = {}
@@ -387,7 +391,7 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
     samples.sort(key=lambda s: (s[0], s[1]))
     clock = FrameClock.at_rate(rate_hz)
     hold = SampleHold(predicates, staleness_s)
-    episodes: list[Episode] = []
+    episodes: list[Rollout] = []
     i = 0
     for episode_id in order:
         frames = published[episode_id]
@@ -403,12 +407,12 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
             v, u = hold.frame(t_k * 1e-9)
             rows_v.append(v)
             rows_u.append(u)
-        episodes.append(Episode(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
+        episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
                                 list(warnings)))
     return episodes
 
 
-def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Episode]:
+def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Rollout]:
     """Episodes of a trace file (:mod:`safemanip_ros.ltlf.trace`: the same
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
@@ -418,4 +422,4 @@ def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -
         traces = read_matrices(path, predicates, allow_unknown)
     except TraceError as err:
         raise AuditInputError(err.one_line()) from err
-    return [Episode(str(path), name, values, unknown) for name, values, unknown in traces]
+    return [Rollout(str(path), name, values, unknown) for name, values, unknown in traces]

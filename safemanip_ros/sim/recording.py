@@ -17,7 +17,7 @@ import numpy as np
 
 from ..bag.typestore import typestore
 from ..bag.writer import SplitBagWriter
-from . import messages
+from . import ros_messages
 from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimWorld
@@ -79,28 +79,28 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
     truth = Truth(spec.task, spec.fault, spec.seed)
     policy, labeller = task_script(world, spec, truth)
     ts = typestore()
-    types = messages.MessageTypes.from_typestore(ts)
+    types = ros_messages.MessageTypes.from_typestore(ts)
     bag = out_dir / spec.name
     writer = SplitBagWriter(bag, storage, split_s=1e6, custom_data={'truth': TRUTH_FILE})
     try:
-        for topic, msgtype in messages.TOPICS.items():
+        for topic, msgtype in ros_messages.TOPICS.items():
             if topic != '/clock' or types.Clock is not None:
                 writer.add_topic(topic, msgtype)
         static = world.static_bodies()
         dynamic = [b for b in sample.poses if b not in set(static)]
 
         def write(topic: str, msg: object, t_ns: int) -> None:
-            writer.write(topic, t_ns, ts.serialize_cdr(msg, messages.TOPICS[topic]))
+            writer.write(topic, t_ns, ts.serialize_cdr(msg, ros_messages.TOPICS[topic]))
 
         t0_ns = 0
-        write('/tf_static', messages.transforms(types, sample, static), t0_ns)
+        write('/tf_static', ros_messages.transforms(types, sample, static), t0_ns)
         for _ in range(MAX_FRAMES):
             t_ns = int(round(sample.stamp_s * 1e9))
             if types.Clock is not None:
-                write('/clock', messages.clock(types, sample), t_ns)
-            write('/joint_states', messages.joint_state(types, sample), t_ns)
-            write('/tf', messages.transforms(types, sample, dynamic), t_ns)
-            write('/contacts', messages.contacts(types, sample), t_ns)
+                write('/clock', ros_messages.clock(types, sample), t_ns)
+            write('/joint_states', ros_messages.joint_state(types, sample), t_ns)
+            write('/tf', ros_messages.transforms(types, sample, dynamic), t_ns)
+            write('/contacts', ros_messages.contacts(types, sample), t_ns)
             if labeller is not None:
                 labeller.update(sample)
             truth.frames = sample.step + 1

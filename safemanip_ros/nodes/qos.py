@@ -1,0 +1,36 @@
+"""The QoS profiles of our topics, by role: every node and tool takes its
+profile from here, so a publisher and its subscribers always match.
+
+* :data:`RELIABLE` — our own streams between nodes: predicate arrays,
+  verdicts, metrics, status, diagnostics, trajectories to the controller.
+* :data:`EVENTS` — violation events and supervisor actions, kept for late
+  joiners (the recorder, a restarted supervisor, dashboards).
+* :data:`STATIC_TF` — ``/tf_static``, transient local as tf2 keeps it.
+* :data:`RECORDING` — what the recorder subscribes and the players publish
+  (a deeper queue: a burst is recorded, not dropped).
+* :data:`SENSORS` — robot inputs by default (best effort matches every
+  publisher); :data:`RELIABLE_INPUTS` where the robot's publishers are
+  reliable (ros2_control's joint_state_broadcaster, simulators).
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+
+def reliable(depth: int) -> QoSProfile:
+    """Reliable, volatile, keeping the last ``depth`` messages."""
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def latched(depth: int) -> QoSProfile:
+    """Reliable and transient local: a late subscriber gets the last ``depth`` messages."""
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+RELIABLE = reliable(50)
+EVENTS = latched(100)
+STATIC_TF = latched(100)
+RECORDING = reliable(100)
+SENSORS = qos_profile_sensor_data
+RELIABLE_INPUTS = reliable(10)
