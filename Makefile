@@ -25,7 +25,7 @@ demo: setup
 	$(VENV)/bin/safemanip demo $(DEMO_ARGS)
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/safemanip bench
