@@ -18,6 +18,8 @@ def write_text_atomically(path: Path, chunks: Iterable[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
+        # mkstemp makes the file 0600; the result is an ordinary file, readable as the umask allows (0644 usually).
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, 'w') as fh:
             for chunk in chunks:
                 fh.write(chunk)
@@ -25,3 +27,17 @@ def write_text_atomically(path: Path, chunks: Iterable[str]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask: from /proc (Linux) without touching it, else by
+    setting it and restoring it at once."""
+    try:
+        for line in Path('/proc/self/status').read_text().splitlines():
+            if line.startswith('Umask:'):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -102,16 +102,19 @@ def source_fingerprint(path: Path) -> str:
     last 64 KiB — so a bag replaced at the same path (even with the same
     size and times) gets a new fingerprint."""
     h = hashlib.sha256()
-    for f in _files_of(path):
-        st = f.stat()
-        h.update(f'|{f.relative_to(path) if path.is_dir() else f.name}|{st.st_size}|{st.st_mtime_ns}|'.encode())
-        if f.name == 'metadata.yaml' or f.suffix == '.jsonl' or st.st_size <= 2 * _EDGE_BYTES:
-            h.update(_file_digest(f))
-        else:
-            with f.open('rb') as fh:
-                h.update(fh.read(_EDGE_BYTES))
-                fh.seek(-_EDGE_BYTES, os.SEEK_END)
-                h.update(fh.read(_EDGE_BYTES))
+    try:
+        for f in _files_of(path):
+            st = f.stat()
+            h.update(f'|{f.relative_to(path) if path.is_dir() else f.name}|{st.st_size}|{st.st_mtime_ns}|'.encode())
+            if f.name == 'metadata.yaml' or f.suffix == '.jsonl' or st.st_size <= 2 * _EDGE_BYTES:
+                h.update(_file_digest(f))
+            else:
+                with f.open('rb') as fh:
+                    h.update(fh.read(_EDGE_BYTES))
+                    fh.seek(-_EDGE_BYTES, os.SEEK_END)
+                    h.update(fh.read(_EDGE_BYTES))
+    except OSError as err:       # missing or unreadable: keyed by the error; reading it reports why
+        return hashlib.sha256(f'unreadable|{path}|{err}'.encode()).hexdigest()[:24]
     return h.hexdigest()[:24]
 
 
@@ -151,6 +154,8 @@ def _robot(path: str):
 
 def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Rollout]:
     p = Path(path)
+    if not p.exists():
+        raise AuditInputError(f'{path}: no such file or folder' + (' (a broken link)' if p.is_symlink() else ''))
     if is_bag(p):
         return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
     if p.is_file() and p.suffix == '.jsonl':
@@ -413,8 +418,13 @@ def _source_bytes(path: str) -> int:
 
 def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers: int = 1, engine: str = 'local',
               ray_address: str | None = None, progress: Callable[[int, int], None] | None = None,
-              detach_timelines: bool = False) -> tuple[list[SourceResult], list[dict[str, str]]]:
+              detach_timelines: bool = False,
+              notes: list[str] | None = None) -> tuple[list[SourceResult], list[dict[str, str]]]:
     """Audit every source under ``inputs``; returns (results, skipped) in input order.
+
+    A source found twice (named twice, or under two names: a link, ``./x``
+    and ``x/``) is audited once, at its first place; ``notes`` gets a line
+    for each repeat.
 
     ``detach_timelines``: each episode's per-frame fields (``predicates``,
     ``verdicts``, ``timeline_svg``) are :class:`~.stored.StoredField`
@@ -423,8 +433,15 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     keep_freed_memory()     # before the first bag's buffers; forked workers inherit it
     out = Path(out_dir)
     labelled: list[tuple[Path, str]] = []
+    first_of: dict[str, Path] = {}         # real path → where it was found first
     for arg in inputs:
         for src in discover([arg]):
+            real = os.path.realpath(src)
+            if real in first_of:
+                if notes is not None:
+                    notes.append(f'{src} is {first_of[real]} again: audited once')
+                continue
+            first_of[real] = src
             labelled.append((src, Path(arg).name if len(inputs) > 1 else ''))
     _monitor(cfg)   # configuration errors stop here, before any work
     cfg_key = cfg.key()

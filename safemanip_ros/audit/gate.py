@@ -84,6 +84,20 @@ def _diff_ci(cand: dict, base: dict, confidence: float, seed: int = 0, resamples
     return float(np.quantile(d, alpha / 2)), float(np.quantile(d, 1 - alpha / 2))
 
 
+def _check_comparable(report: Report, baseline: Report) -> None:
+    """A baseline is evidence only about the same properties and categories:
+    a SafemanipError naming what differs."""
+    for section in ('properties', 'categories'):
+        ours, theirs = set(report[section]), set(baseline[section])  # type: ignore[literal-required]
+        if ours != theirs:
+            only_ours, only_theirs = sorted(ours - theirs), sorted(theirs - ours)
+            raise SafemanipError(
+                f'the baseline is not comparable: its {section} differ (only in the candidate: '
+                f'{", ".join(only_ours[:8]) or "none"}{" ..." if len(only_ours) > 8 else ""}; only in the baseline: '
+                f'{", ".join(only_theirs[:8]) or "none"}{" ..." if len(only_theirs) > 8 else ""}); audit both with '
+                f'the same properties and scene')
+
+
 def evaluate_gate(report: Report, limits: dict[str, float], baseline: Report | None = None,
                   confidence: float = 0.95, min_triggers: int = DEFAULT_MIN_TRIGGERS) -> list[GateRow]:
     """One row per limited (or, with only a baseline, per category) name; a
@@ -96,6 +110,8 @@ def evaluate_gate(report: Report, limits: dict[str, float], baseline: Report | N
         skipped = len(report.get('skipped') or [])
         return [GateRow('(report)', 'report', None, None, None, None, None, False,
                         f'no rollouts were audited ({skipped} inputs skipped): no evidence')]
+    if baseline is not None:
+        _check_comparable(report, baseline)
     names = list(limits) or ([] if baseline is None else list(report['categories']))
     rows = []
     for name in names:

@@ -143,3 +143,49 @@ def check_report(data: object, where: str) -> Report:
         raise SafemanipError(f'{where}: report version {data["version"]}, this safemanip reads version '
                              f'{REPORT_VERSION}: audit again')
     return data  # type: ignore[return-value]
+
+
+def check_consistent(report: Report, where: str) -> None:
+    """A SafemanipError naming the first row of ``report`` whose numbers
+    contradict each other (what a gate must not decide on)."""
+    if report['rollouts'] < 0:
+        raise SafemanipError(f'{where}: rollouts {report["rollouts"]} < 0: the report is inconsistent (edited or '
+                             f'corrupt); audit again')
+    for section, kind in (('properties', 'property'), ('categories', 'category')):
+        for name, row in report[section].items():  # type: ignore[literal-required]
+            problem = _row_problem(row)
+            if problem:
+                raise SafemanipError(f'{where}: {kind} {name!r}: {problem}: the report is inconsistent (edited or '
+                                     f'corrupt); audit again')
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _row_problem(row: object) -> str | None:
+    """What is inconsistent in one property or category row of a report
+    (counts that are not non-negative integers, clusters that do not add up
+    to the counts, a rate that is not violations / triggers), or None."""
+    if not isinstance(row, dict):
+        return 'not an object'
+    for key in ('rollouts', 'triggers', 'violations'):
+        if not _count(row.get(key)):
+            return f'{key} {row.get(key)!r} is not a count'
+    clusters = row.get('clusters')
+    if not isinstance(clusters, dict) or not all(isinstance(clusters.get(k), list) for k in ('violations', 'triggers')):
+        return 'no clusters (violations and triggers per rollout)'
+    v, n = clusters['violations'], clusters['triggers']
+    if len(v) != len(n) or not all(map(_count, v)) or not all(map(_count, n)):
+        return 'its clusters are not two equally long lists of counts'
+    if sum(v) != row['violations'] or sum(n) != row['triggers']:
+        return (f'its clusters add up to {sum(v)} violations and {sum(n)} triggers, not {row["violations"]} and '
+                f'{row["triggers"]}')
+    rate = row.get('per_trigger_rate')
+    if row['triggers'] == 0:
+        if rate is not None:
+            return f'per_trigger_rate {rate!r} with no trigger'
+    elif not isinstance(rate, (int, float)) or isinstance(rate, bool) or \
+            abs(rate - row['violations'] / row['triggers']) > 1e-9 * max(1.0, abs(rate)):
+        return f'per_trigger_rate {rate!r} is not {row["violations"]} / {row["triggers"]}'
+    return None

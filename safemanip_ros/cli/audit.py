@@ -80,9 +80,9 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
     from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html, write_report_json
     from ..gc_pause import gc_paused
-    from .options import check_positive, check_probability
+    from .options import check_positive, check_probability, check_rate
 
-    check_positive('--rate-hz', args.rate_hz)
+    check_rate('--rate-hz', args.rate_hz)
     check_positive('--staleness-s', args.staleness_s)
     check_probability('--confidence', args.confidence)
     check_probability('--unknown-flag', args.unknown_flag)
@@ -116,8 +116,9 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         print(f'unsupported: {inst} not run: nothing in {args.config} grounds {", ".join(missing)}', file=sys.stderr)
     # Detached: per-frame timelines stay in the result files until the report reads them (a fleet's
     # would take GBs of memory), see audit/stored.py.
+    notes: list[str] = []
     results, skipped = run_audit(list(args.inputs), cfg, out, args.workers, args.engine, args.ray_address, progress,
-                                 detach_timelines=True)
+                                 detach_timelines=True, notes=notes)
     if bar is not None:
         bar.close()
     with gc_paused():       # the report's entries and the files read back are acyclic: no collector passes
@@ -133,6 +134,8 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
           f'{len(skipped)} skipped; report in {out / "report.html"}')
     for s in skipped:
         print(f'skipped: {s["reason"]}')
+    for note in notes:
+        print(f'note: {note}', file=sys.stderr)
     for w in sorted({w for e in report['episodes'] for w in e.get('warnings', [])}):
         print(f'warning: {w}', file=sys.stderr)
     if report['task_success'].get('warning'):
@@ -158,6 +161,8 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
     limits = {}
     for item in args.max_rate:
         name, sep, value = item.partition('=')
+        if name in limits:
+            raise SafemanipError(f'--max-rate {name} given twice ({limits[name]:g} and {value}): give each limit once')
         try:
             limits[name] = float(value)
         except ValueError:
@@ -170,9 +175,13 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
     check_probability('--confidence', args.confidence)
     for name, value in limits.items():
         check_number(f'--max-rate {name}', value, 0)
+    from ..audit.schema import check_consistent
     report = _load(args.report)
-    rows = evaluate_gate(report, limits, _load(args.baseline) if args.baseline else None,
-                         args.confidence, args.min_triggers)
+    check_consistent(report, args.report)
+    baseline = _load(args.baseline) if args.baseline else None
+    if baseline is not None:
+        check_consistent(baseline, args.baseline)
+    rows = evaluate_gate(report, limits, baseline, args.confidence, args.min_triggers)
     print(f'{"name":40s} {"kind":9s} {"rate":>8s} {"upper":>8s} {"limit":>7s} {"baseline":>9s} {"unknown":>8s}  '
           f'result  why')
     def f(x: float | None) -> str:

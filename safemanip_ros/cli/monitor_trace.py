@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.rate_hz is not None:
-        from .options import check_positive
-        check_positive('--rate-hz', args.rate_hz)
+        from .options import check_rate
+        check_rate('--rate-hz', args.rate_hz)
     iset = build_instances(args.properties, args.scene or '', only=args.only, rate_hz=args.rate_hz,
                            ontology=args.ontology)
     monitor = Monitor(iset)

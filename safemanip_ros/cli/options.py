@@ -28,6 +28,16 @@ def check_number(option: str, value: float, low: float | None = None, high: floa
     return value
 
 
+MAX_RATE_HZ = 1000.0
+"""The highest frame rate accepted (a monitor frame per millisecond); above it
+a long recording would ask for memory no machine has (1e9 Hz: 37 GiB)."""
+
+
+def check_rate(option: str, value: float) -> float:
+    """A frame rate in (0, MAX_RATE_HZ] Hz."""
+    return check_number(option, value, 0, MAX_RATE_HZ, low_open=True)
+
+
 def check_positive(option: str, value: float) -> float:
     return check_number(option, value, 0, None, low_open=True)
 

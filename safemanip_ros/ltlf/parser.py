@@ -23,9 +23,10 @@ _UPPER_OPS = {'X', 'WX', 'F', 'G', 'U', 'W', 'R'}
 _BINARY_TOKENS = {'U': fm.UNTIL, 'W': fm.WEAK_UNTIL, 'R': fm.RELEASE, '&': fm.AND,
                   '|': fm.OR, '->': fm.IMPLIES, '<->': fm.IFF}
 MAX_NESTING = 200
-"""Deepest nesting of operators and parentheses accepted: deeper text gets a
-syntax error at the position, not a RecursionError from the parser or from
-the compiler's and printer's recursions over the formula."""
+"""Deepest nesting of operators and parentheses accepted, in the text and in
+the formula built from it (a chain of 300 ``&`` is 300 levels deep): deeper
+gets a syntax error at the position, not a RecursionError from the parser or
+from the compiler's and printer's recursions over the formula."""
 _BINARY_BUILD = {fm.UNTIL: fm.Until, fm.WEAK_UNTIL: fm.WeakUntil, fm.RELEASE: fm.Release,
                  fm.AND: fm.And, fm.OR: fm.Or, fm.IMPLIES: fm.Implies, fm.IFF: fm.Iff}
 
@@ -75,6 +76,7 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.i = 0
         self.depth = 0
+        self.tree_depth: dict[Formula, int] = {}     # built formulas deeper than 1 (atoms, constants: 1)
 
     def _deeper(self) -> None:
         self.depth += 1
@@ -133,7 +135,7 @@ class _Parser:
             self.i += 1
             next_min = prec if op in fm.RIGHT_ASSOCIATIVE else prec + 1
             right = self.binary(next_min)
-            left = _BINARY_BUILD[op](left, right)
+            left = self._built(_BINARY_BUILD[op](left, right), tok)
 
     def unary(self) -> Formula:
         self._deeper()
@@ -142,20 +144,30 @@ class _Parser:
         finally:
             self.depth -= 1
 
+    def _built(self, f: Formula, tok: _Token) -> Formula:
+        """``f``, just built at ``tok``, if it is at most MAX_NESTING deep."""
+        depth = 1 + max((self.tree_depth.get(a, 1) for a in f.args), default=0)
+        if depth > MAX_NESTING:
+            raise LtlfSyntaxError(f'formula nested more than {MAX_NESTING} levels deep (a chain of binary '
+                                  f'operators counts a level for each)', self.text, tok.pos)
+        if depth > 1:
+            self.tree_depth[f] = depth
+        return f
+
     def _unary(self) -> Formula:
         tok = self.tok
         if tok.kind == 'op':
             if tok.text == '!':
                 self.i += 1
-                return fm.Not(self.unary())
+                return self._built(fm.Not(self.unary()), tok)
             if tok.text in ('X', 'WX'):
                 self.i += 1
-                return (fm.Next if tok.text == 'X' else fm.WeakNext)(self.unary())
+                return self._built((fm.Next if tok.text == 'X' else fm.WeakNext)(self.unary()), tok)
             if tok.text in ('F', 'G'):
                 self.i += 1
                 bounds = self.bounds() if self.tok.text == '[' else None
                 build = fm.Eventually if tok.text == 'F' else fm.Always
-                return build(self.unary(), bounds)
+                return self._built(build(self.unary(), bounds), tok)
             if tok.text == '(':
                 self.i += 1
                 inner = self.binary(1)

@@ -19,9 +19,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import SafemanipError
 from .dfa import DFA
 
 TABLE_MAX_ATOMS = 12
+LETTER_MAX_ATOMS = 63
+"""Most atoms a letter holds (letters are int64)."""
 """Largest alphabet (atoms) given a dense table; larger ones walk the diagram."""
 
 _LETTER_BITS = 20
@@ -72,6 +75,9 @@ class StepTable:
     @classmethod
     def from_dfa(cls, dfa: DFA, max_table_atoms: int = TABLE_MAX_ATOMS) -> 'StepTable':
         k = len(dfa.atoms)
+        if k > LETTER_MAX_ATOMS:
+            raise SafemanipError(f'the formula reads {k} atoms; at most {LETTER_MAX_ATOMS} are supported (a letter is '
+                                 f'one 64-bit word): split it into several properties')
         table = None
         if k <= max_table_atoms:
             width = 1 << k

@@ -33,6 +33,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import SpecError
 from ..ltlf.dfa import DFA
 from ..ltlf.runtime import TABLE_MAX_ATOMS, StepTable
 from ..ltlf.verdict import Verdict
@@ -50,6 +51,7 @@ CODED_MAX_RECORDS = 1 << 20
 
 MAX_ATOMS = 62
 """Most atoms an instance's two automata may read together (letters are int64)."""
+
 
 _FALSE, _TRUE, _PT = int(Verdict.FALSE), int(Verdict.TRUE), int(Verdict.PRESUMABLY_TRUE)
 
@@ -185,8 +187,8 @@ class EpisodeMachines:
         for d, (main, recovery) in enumerate(pairs):
             atoms = set(main.atoms) | set(recovery.atoms)
             if len(atoms) > MAX_ATOMS:
-                raise ValueError(f'instance {d} reads {len(atoms)} atoms in its formula and recovery together; '
-                                 f'at most {MAX_ATOMS} are supported')
+                raise SpecError(f'instance {d} reads {len(atoms)} atoms in its formula and recovery together; '
+                                f'at most {MAX_ATOMS} are supported: split the property')
             made.append(_Pair(main, recovery))
         D = len(made)
         self.atoms = [p.atoms for p in made]

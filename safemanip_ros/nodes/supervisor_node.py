@@ -40,7 +40,6 @@ import threading
 import time
 from typing import Callable
 
-import yaml
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
@@ -49,7 +48,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from safemanip_ros.msg import SupervisorAction, ViolationEvent
 
-from ..errors import ParameterError, SafemanipError
+from ..errors import ParameterError, SafemanipError, SpecError
+from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard
@@ -133,12 +133,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         except SafemanipError as err:
             return transition_failed(self, 'configure', f'{err.one_line()}')
         try:
-            data = {}
-            if p('policy_file').value:
-                with open(p('policy_file').value) as fh:
-                    data = yaml.safe_load(fh) or {}
+            data = (load_yaml(p('policy_file').value) if p('policy_file').value else None) or {}
+            if not isinstance(data, dict):
+                raise ValueError(f'expected a mapping of property/category/severity responses, got '
+                                 f'{type(data).__name__}')
             policy = ResponsePolicy.from_mapping(data)
-        except (OSError, ValueError, yaml.YAMLError) as err:
+        except SpecError as err:          # unreadable, not UTF-8, invalid YAML, an alias bomb: names the file
+            return transition_failed(self, 'configure', f'policy_file: {err.one_line()}')
+        except ValueError as err:
             return transition_failed(self, 'configure', f'policy_file {p("policy_file").value}: '
                                            f'{" ".join(str(err).split())}')
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))

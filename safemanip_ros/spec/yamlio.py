@@ -73,6 +73,12 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
+MAX_EXPANDED_NODES = 100_000
+"""Most nodes a document may hold once its aliases are expanded: a handful
+of nested anchors (the "billion laughs") would otherwise expand to
+millions of values wherever the document is walked."""
+
+
 def load_yaml(path: str | Path) -> Any:
     """Load one YAML document with located mappings and sequences."""
     path = Path(path)
@@ -80,6 +86,10 @@ def load_yaml(path: str | Path) -> Any:
         text = path.read_text(encoding='utf-8')
     except OSError as err:
         raise SpecError(f'{path}: cannot read: {err.strerror or err}') from err
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[:err.start].count(b'\n') + 1
+        raise SpecError(f'{path}:{line}: not UTF-8 text ({err.reason} at byte {err.start}); save the file as '
+                        f'UTF-8') from err
     return loads_yaml(text, str(path))
 
 
@@ -87,10 +97,52 @@ def loads_yaml(text: str, name: str = '<memory>') -> Any:
     loader = _Loader(text)
     loader.name = name
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        expanded = _expanded_size(node)
+        if expanded > MAX_EXPANDED_NODES:
+            raise SpecError(f'{name}:{node.start_mark.line + 1}: its aliases expand to over {MAX_EXPANDED_NODES:,} '
+                            f'values (nested anchors); write the values out or use fewer aliases')
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else 0
         raise SpecError(f'{name}:{line}: invalid YAML: {err.problem or err.context}') from err
+    except RecursionError as err:
+        raise SpecError(f'{name}: YAML nested too deeply') from err
     finally:
         loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes of the document with every alias expanded, counted over the
+    node graph (an anchored node's count is computed once), stopping once
+    past the budget; recursive aliases count as past it."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            children = _children(node)
+            size[key] = min(1 + sum(size[id(c)] for c in children), MAX_EXPANDED_NODES + 1)
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            return MAX_EXPANDED_NODES + 1      # a node that contains itself
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in size)
+    return size[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []

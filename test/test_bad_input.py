@@ -1,0 +1,157 @@
+"""Bad input, tried on purpose: each gets exit 2 and one line naming the
+file and the problem (or, for an audit input, a skipped line while the rest
+is audited), never an internal error (exit 70) and never a silently wrong
+number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+
+SCENE = REPO / 'config' / 'scenes' / 'kitchen_demo.yaml'
+PROPERTIES = REPO / 'config' / 'properties' / 'safemanip.yaml'
+
+
+def _one_line_error(proc, *words: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('safemanip: error: '), proc.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.fixture(scope='module')
+def report(tmp_path_factory) -> Path:
+    """A real audit report: 40 traces in which the microwave is reached into
+    while closed on every fourth, open otherwise."""
+    root = tmp_path_factory.mktemp('traces')
+    for k in range(40):
+        frames = [{'reach_in_microwave': False, 'fixture_fully_open_microwave': k % 4 != 0}] * 3 + \
+                 [{'reach_in_microwave': True, 'fixture_fully_open_microwave': k % 4 != 0}] * 2
+        (root / f't{k:02d}.jsonl').write_text(''.join(json.dumps(f) + '\n' for f in frames))
+    out = tmp_path_factory.mktemp('audit')
+    proc = run_cli('audit', str(root), '--scene', str(SCENE), '--only', 'reach_in_fixture_only_when_fully_open',
+                   '--out', str(out), '--quiet', '--allow-unknown-predicates', timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out / 'report.json'
+
+
+NAME = 'reach_in_fixture_only_when_fully_open'
+
+
+def test_the_report_fixture_passes_and_fails_as_its_rate_says(report):
+    assert run_cli('gate', str(report), '--max-rate', f'{NAME}=0.6').returncode == 0
+    assert run_cli('gate', str(report), '--max-rate', f'{NAME}=0.1').returncode == 1
+
+
+def test_a_limit_given_twice_is_an_error(report):
+    """A second --max-rate for the same name used to loosen the first silently."""
+    _one_line_error(run_cli('gate', str(report), '--max-rate', f'{NAME}=0.1', '--max-rate', f'{NAME}=0.9'),
+                    f'--max-rate {NAME} given twice')
+
+
+@pytest.mark.parametrize('edit, words', [
+    (lambda row: row.update(violations=-5), 'violations -5 is not a count'),
+    (lambda row: row.update(per_trigger_rate=0.01), 'is not 10 / 40'),
+    (lambda row: row['clusters']['violations'].__setitem__(0, 7), 'clusters add up to'),
+    (lambda row: row.update(triggers=4000), 'clusters add up to'),
+])
+def test_a_report_whose_numbers_contradict_each_other_is_refused(report, tmp_path, edit, words):
+    data = json.loads(report.read_text())
+    edit(data['properties'][NAME])
+    edited = tmp_path / 'edited.json'
+    edited.write_text(json.dumps(data))
+    _one_line_error(run_cli('gate', str(edited), '--max-rate', f'{NAME}=0.9'), str(edited), NAME,
+                    'inconsistent', words)
+
+
+def test_a_baseline_of_other_properties_is_refused(report, tmp_path):
+    """A baseline from an unrelated suite passed every row ("not in the baseline")."""
+    data = json.loads(report.read_text())
+    data['properties'] = {'another_property': data['properties'][NAME]}
+    other = tmp_path / 'other.json'
+    other.write_text(json.dumps(data))
+    _one_line_error(run_cli('gate', str(report), '--baseline', str(other)), 'not comparable',
+                    f'only in the candidate: {NAME}', 'only in the baseline: another_property')
+
+
+def test_a_missing_input_is_skipped_and_the_rest_audited(tmp_path):
+    trace = tmp_path / 'a.jsonl'
+    trace.write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n')
+    proc = run_cli('audit', str(tmp_path / 'nope'), str(trace), '--scene', str(SCENE), '--out', str(tmp_path / 'o'),
+                   '--quiet', '--only', NAME, '--allow-unknown-predicates')
+    assert proc.returncode == 0, proc.stderr
+    assert 'audited 1 rollouts' in proc.stdout and f'skipped: {tmp_path / "nope"}: no such file or folder' in proc.stdout
+
+
+def test_the_same_source_given_twice_is_audited_once(tmp_path, monkeypatch):
+    """`audit bags bags` (or `bags/x` beside `./bags/x/`) counted every rollout twice."""
+    folder = tmp_path / 'bags'
+    folder.mkdir()
+    (folder / 'x.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n')
+    (tmp_path / 'link').symlink_to(folder)
+    monkeypatch.chdir(tmp_path)
+    proc = run_cli('audit', 'bags', 'bags', './bags/x.jsonl', str(tmp_path / 'link'), '--scene', str(SCENE),
+                   '--out', 'o', '--quiet', '--only', NAME, '--allow-unknown-predicates', cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert 'audited 1 rollouts' in proc.stdout
+    assert proc.stderr.count('again: audited once') == 3
+    assert json.loads((tmp_path / 'o' / 'report.json').read_text())['rollouts'] == 1
+
+
+def test_a_suite_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    suite = tmp_path / 'latin.yaml'
+    suite.write_bytes(b'# properties\nproperties:\n  - name: caf\xe9\n')
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{"a": true}\n')
+    _one_line_error(run_cli('monitor-trace', str(trace), '--properties', str(suite)), f'{suite}:3: not UTF-8 text')
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip('abcdefgh', 'bcdefghi'):
+        lines.append(f'{name}: &{name} [{",".join(["*" + prev] * 9)}]')
+    bomb = tmp_path / 'bomb.yaml'
+    bomb.write_text('\n'.join(lines) + '\n')         # 9^9 values once expanded
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{"a": true}\n')
+    _one_line_error(run_cli('monitor-trace', str(trace), '--properties', str(bomb), timeout=60),
+                    f'{bomb}:1: its aliases expand to over 100,000 values')
+
+
+def test_yaml_aliases_within_the_budget_still_load():
+    from safemanip_ros.spec.yamlio import loads_yaml
+    assert loads_yaml('a: &x {b: [1, 2]}\nc: *x\n') == {'a': {'b': [1, 2]}, 'c': {'b': [1, 2]}}
+
+
+def test_formulas_too_deep_or_too_wide_are_one_line_errors(tmp_path):
+    """400 conjuncts hit a RecursionError; 64 atoms overflowed a letter (both exit 70)."""
+    trace = tmp_path / 't.jsonl'
+    trace.write_text(json.dumps({f'a{i}': True for i in range(400)}) + '\n')
+    deep = 'G(' + ' & '.join(f'a{i}' for i in range(400)) + ')'
+    _one_line_error(run_cli('check', deep, str(trace)), 'nested more than 200 levels deep', 'at position')
+    wide = 'G(' + ' & '.join(f'a{i}' for i in range(64)) + ')'
+    _one_line_error(run_cli('check', wide, str(trace)), 'reads 64 atoms; at most 63')
+    ok = run_cli('check', 'G(' + ' & '.join(f'a{i}' for i in range(63)) + ')', str(trace), '--json')
+    assert ok.returncode == 0 and json.loads(ok.stdout)['verdicts'] == ['presumably_true']
+
+
+@pytest.mark.parametrize('rate', ['1e9', 'inf', 'nan', '0', '-5'])
+def test_an_absurd_frame_rate_is_refused(tmp_path, rate):
+    """--rate-hz 1e9 tried to allocate 37 GiB."""
+    trace = tmp_path / 'a.jsonl'
+    trace.write_text('{"reach_in_microwave": true}\n')
+    _one_line_error(run_cli('audit', str(trace), '--scene', str(SCENE), '--out', str(tmp_path / 'o'), '--quiet',
+                            '--rate-hz', rate), '--rate-hz', 'expected a finite number in (0, 1000]')
+
+
+def test_report_files_are_readable_as_the_umask_allows(report):
+    """report.json and the episode files were 0600 (written through mkstemp)."""
+    import os
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for path in [report, *sorted((report.parent / 'episodes').glob('*.json'))[:3]]:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~mask, path
