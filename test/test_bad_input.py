@@ -155,3 +155,54 @@ def test_report_files_are_readable_as_the_umask_allows(report):
     os.umask(mask)
     for path in [report, *sorted((report.parent / 'episodes').glob('*.json'))[:3]]:
         assert path.stat().st_mode & 0o777 == 0o666 & ~mask, path
+
+
+def _predicate_bag(path: Path, names: list[str], frames: int = 20) -> None:
+    """A bag of ``/predicates`` (PredicateArray) at 20 Hz giving ``names``
+    (true from the middle on)."""
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    P, PA = ts.types['safemanip_ros/msg/Predicate'], ts.types['safemanip_ros/msg/PredicateArray']
+    w = SplitBagWriter(path, 'mcap', split_s=100.0)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    for k in range(frames):
+        ns = 10**9 + k * 50_000_000
+        stamp = T(sec=ns // 10**9, nanosec=ns % 10**9)
+        msg = PA(header=Header(stamp=stamp, frame_id=''), seq=k,
+                 predicates=[P(name=n, value=k >= frames // 2, unknown=False, source='test', data_stamp=stamp)
+                             for n in names])
+        w.write('/predicates', ns, ts.serialize_cdr(msg, 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+
+
+@pytest.mark.parametrize('names, words', [
+    (['reach_in_microwav', 'fixture_fully_open_microwave'],
+     ["unknown predicate 'reach_in_microwav': did you mean 'reach_in_microwave', which the suite reads and the "
+      "bag never gives?"]),
+    (['reach_in_microwave', 'fixture_fully_opne_microwave', 'arm_moving'],
+     ["unknown predicate 'fixture_fully_opne_microwave': did you mean 'fixture_fully_open_microwave'"]),
+])
+def test_an_unknown_predicate_in_a_bag_is_an_error_naming_bag_and_topic(tmp_path, names, words):
+    """A misspelt name in a recorded bag was ignored: exit 0, 0 violations."""
+    _predicate_bag(tmp_path / 'bag', names)
+    args = ['audit', str(tmp_path / 'bag'), '--scene', str(SCENE), '--only', NAME, '--quiet']
+    proc = run_cli(*args, '--out', str(tmp_path / 'o'))
+    assert proc.returncode == 3, proc.stdout + proc.stderr             # nothing could be audited
+    skipped = [ln for ln in proc.stdout.splitlines() if ln.startswith('skipped:')]
+    assert len(skipped) == 1 and f'{tmp_path / "bag"}: topic /predicates: ' in skipped[0], skipped
+    assert all(w in skipped[0] for w in words), skipped[0]
+    allowed = run_cli(*args, '--out', str(tmp_path / 'o2'), '--allow-unknown-predicates')
+    assert allowed.returncode == 0 and 'audited 1 rollouts' in allowed.stdout, allowed.stderr
+
+
+def test_a_live_recording_with_grounded_predicates_the_suite_does_not_read_is_audited(tmp_path):
+    """The live stack records every predicate it grounds, not only those
+    read, and other sources publish their own: kept out, not errors."""
+    _predicate_bag(tmp_path / 'bag', ['reach_in_microwave', 'fixture_fully_open_microwave', 'arm_moving',
+                                      'object_grasped_raw_cube', 'near_gripper_cube', 'task_done_by_checker'])
+    proc = run_cli('audit', str(tmp_path / 'bag'), '--scene', str(SCENE), '--only', NAME, '--quiet',
+                   '--out', str(tmp_path / 'o'))
+    assert proc.returncode == 0 and 'audited 1 rollouts' in proc.stdout, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / 'o' / 'report.json').read_text())
+    assert report['properties'][NAME]['triggers'] == 1 and report['properties'][NAME]['violations'] == 0

@@ -60,7 +60,7 @@ class AuditConfig:
     staleness_s: float = 0.25
     success: str = ''            # predicate meaning task success ('' = not reported)
     reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
-    allow_unknown_predicates: bool = False   # JSONL traces: ignore names the suite does not read
+    allow_unknown_predicates: bool = False   # traces and bags: ignore names the suite does not read
     strict: bool = False         # a property the configuration cannot ground is an error, not left out
 
     def key(self) -> str:
@@ -152,12 +152,14 @@ def _robot(path: str):
     return load_robot_config(path)
 
 
-def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str]) -> list[Rollout]:
+def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads: list[str]) -> list[Rollout]:
+    """The rollouts of one source, framed over ``predicates`` (the suite's, then the success predicate)."""
     p = Path(path)
     if not p.exists():
         raise AuditInputError(f'{path}: no such file or folder' + (' (a broken link)' if p.is_symlink() else ''))
     if is_bag(p):
-        return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config))
+        return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config),
+                        allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads)
     if p.is_file() and p.suffix == '.jsonl':
         return read_jsonl(p, predicates, cfg.allow_unknown_predicates)
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
@@ -186,7 +188,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
         try:
-            loaded.append((path, _episodes_of(path, cfg, predicates + extra)))
+            loaded.append((path, _episodes_of(path, cfg, predicates + extra, predicates)))
         except SafemanipError as err:   # bad input: reported with the path, the batch goes on
             out.append((path, None, err.one_line()))
         # Anything else is a bug in our code, not a "corrupt bag": it propagates.

@@ -22,9 +22,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,19 +106,58 @@ def _sources_under(folder: Path) -> Iterator[Path]:
 
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
-             max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True) -> list[Rollout]:
+             max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True,
+             allow_unknown: bool = False, suite_reads: list[str] | None = None) -> list[Rollout]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
     grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
     where that reproduces the message loop exactly, else message by message
-    (``columnar=False``: always message by message)."""
+    (``columnar=False``: always message by message).
+
+    A predicate name in the bag that the suite does not read
+    (``suite_reads``, default ``predicates``) is an error naming the bag and
+    topic when it is a near miss of a name the suite reads and the bag never
+    gives: a misspelt name would leave that predicate unknown in every frame
+    (``allow_unknown`` ignores it).  Other names are kept out silently: a
+    recording of the live stack holds every grounded predicate, and other
+    sources may publish their own, read by the suite or not."""
     with open_bag(path) as bag:     # an unreadable bag raises BagReadError, naming it
         return _read_open_bag(path, bag.reader, bag.warnings, typestore(), predicates, rate_hz, staleness_s,
-                              robot, max_gap_s, columnar)
+                              robot, max_gap_s, columnar, _NameRule(list(suite_reads or predicates), allow_unknown))
+
+
+@dataclass(frozen=True)
+class _NameRule:
+    """:func:`read_bag`'s rule for predicate names the suite does not read."""
+
+    suite_reads: list[str]
+    allow_unknown: bool = False
+
+    def check(self, path: Path, seen: _NamesSeen) -> None:
+        if self.allow_unknown:
+            return
+        read = set(self.suite_reads)
+        never_given = sorted(read - set().union(*seen.values()))
+        if not never_given:
+            return
+        for topic in sorted(seen):
+            for name in sorted(seen[topic] - read):
+                near = difflib.get_close_matches(name, never_given, n=1, cutoff=0.8)
+                if near:
+                    raise AuditInputError(f'{path}: topic {topic}: unknown predicate {name!r}: did you mean '
+                                          f'{near[0]!r}, which the suite reads and the bag never gives? '
+                                          f'(--allow-unknown-predicates ignores it)')
+
+
+class _NamesSeen(dict[str, set[str]]):
+    """Topic → the predicate names its messages gave."""
+
+    def add(self, topic: str, names: Iterable[str]) -> None:
+        self.setdefault(topic, set()).update(names)
 
 
 def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list[str], rate_hz: float,
-                   staleness_s: float, robot, max_gap_s: float, columnar: bool) -> list[Rollout]:
+                   staleness_s: float, robot, max_gap_s: float, columnar: bool, names: _NameRule) -> list[Rollout]:
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
@@ -140,11 +180,11 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
     if grounding is None and verdict_conns:
         # A recording of the live monitor: rebuild its very frames.
         return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
-                              warnings)
+                              warnings, names)
     episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
     if grounding is None and not episode_conns:
         fast = _predicate_columns_episodes(path, reader, conns, predicates, rate_hz, staleness_s, max_gap_s,
-                                           warnings)
+                                           warnings, names)
         if fast is not None:
             return fast
     if grounding is not None and not episode_conns and columnar:
@@ -167,6 +207,7 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
     hold = SampleHold(predicates, staleness_s)
     name = path.name
     rows_v: list[np.ndarray] = []
+    seen = _NamesSeen()         # predicate names per topic (predicate bags)
     rows_u: list[np.ndarray] = []
     next_frame: int | None = None
 
@@ -243,10 +284,13 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
                 grounding.feed(conn.topic, msg)
                 continue
             preds = msg.predicates
-            hold.update_many([p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds],
-                             stamp_ns * 1e-9)
+            given = [p.name for p in preds]
+            seen.add(conn.topic, given)
+            hold.update_many(given, [p.value for p in preds], [p.unknown for p in preds], stamp_ns * 1e-9)
     except ReaderError as err:
         raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    if grounding is None:
+        names.check(path, seen)
     if next_frame is not None:          # the frame holding the last messages
         emit(next_frame)
     if grounding is not None:
@@ -278,7 +322,8 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
 
 
 def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
-                                staleness_s: float, max_gap_s: float, warnings: list[str]) -> list[Rollout] | None:
+                                staleness_s: float, max_gap_s: float, warnings: list[str],
+                                names: _NameRule) -> list[Rollout] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
     (:mod:`.columns`) and framed with arrays: the same frames as feeding
     each message through :class:`SampleHold` in bag order (frame ``T_k``
@@ -298,6 +343,11 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
         groups = decode_predicate_arrays(batch.raws, str(path))
     except ColumnDecodeError:
         return None
+    seen = _NamesSeen()
+    for g in groups:
+        for topic in {batch.connections[i].topic for i in g.rows.tolist()}:
+            seen.add(topic, g.layout.names)
+    names.check(path, seen)
     t = batch.time_ns
     period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
@@ -353,7 +403,7 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
 
 
 def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: list[str], rate_hz: float,
-                   staleness_s: float, warnings: list[str]) -> list[Rollout]:
+                   staleness_s: float, warnings: list[str], names: _NameRule) -> list[Rollout]:
     """Episodes of a bag recorded beside the live monitor (it has the
     monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.
 
@@ -367,6 +417,7 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
     from rosbags.serde import SerdeError
 
     samples: list[tuple[int, int, list[str], list[bool], list[bool]]] = []
+    seen = _NamesSeen()
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
     try:
@@ -384,10 +435,12 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
                 published[msg.episode_id][int(msg.frame)] = stamp_ns
                 continue
             preds = msg.predicates
-            samples.append((stamp_ns or bag_ns, seq, [p.name for p in preds], [p.value for p in preds],
-                            [p.unknown for p in preds]))
+            given = [p.name for p in preds]
+            seen.add(conn.topic, given)
+            samples.append((stamp_ns or bag_ns, seq, given, [p.value for p in preds], [p.unknown for p in preds]))
     except ReaderError as err:
         raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    names.check(path, seen)
     samples.sort(key=lambda s: (s[0], s[1]))
     clock = FrameClock.at_rate(rate_hz)
     hold = SampleHold(predicates, staleness_s)
@@ -401,8 +454,8 @@ def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: lis
         rows_v, rows_u = [], []
         for t_k in clock.replayed(frames):
             while i < len(samples) and samples[i][0] <= t_k:
-                _, _, names, values, unknown = samples[i]
-                hold.update_many(names, values, unknown, samples[i][0] * 1e-9)
+                _, _, given, values, unknown = samples[i]
+                hold.update_many(given, values, unknown, samples[i][0] * 1e-9)
                 i += 1
             v, u = hold.frame(t_k * 1e-9)
             rows_v.append(v)

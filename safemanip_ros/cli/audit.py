@@ -42,8 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
     p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
     p.add_argument('--allow-unknown-predicates', action='store_true',
-                   help='in JSONL traces, ignore names the suite does not read (default: the trace is skipped '
-                        'with an error naming file:line and the known names)')
+                   help='ignore predicate names the suite does not read (default: a JSONL trace with one is '
+                        'skipped with an error naming file:line and the known names; a bag, with an error naming '
+                        'bag and topic, when no grounding publishes that name or it is a near miss of a name the '
+                        'suite reads and the bag never gives)')
     p.add_argument('--reduction', choices=('any', 'final'), default='any',
                    help='success if the predicate holds at any frame (lerobot-eval) or the final frame')
     p.add_argument('--workers', type=int, default=1)

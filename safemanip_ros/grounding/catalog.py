@@ -84,3 +84,4 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
     for name in sorted(cfg.camera.regions):
         out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
     return out
+
