@@ -113,3 +113,56 @@ def test_integer_overrides_of_float_parameters_in_process():
         plain.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
+
+
+@pytest.mark.parametrize('ending', ['silence', 'inactive'])
+def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path, ending):
+    """In a multi-process launch a killed or deactivated monitor left the arm
+    running unwatched: the supervisor now treats a monitor it has heard whose
+    status stops (``monitor_status_limit_s``) or says it is not active as a
+    fail-safe condition, and pauses."""
+    from safemanip_ros.msg import MonitorStatus, SupervisorAction
+    from safemanip_ros.nodes.qos import RELIABLE
+    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
+                             '-p', 'monitor_status_limit_s:=0.6', '-p', 'failsafe_staleness_s:=30.0'],
+                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('monitor_stand_in', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    actions: list = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
+
+    def spin_until(cond, publish_state: str | None, timeout_s: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if publish_state is not None:
+                status.publish(MonitorStatus(state=publish_state))
+            ex.spin_once(timeout_sec=0.05)
+            if cond():
+                return True
+        return False
+
+    def paused() -> list:
+        return [a for a in actions if a.action == SupervisorAction.ACTION_PAUSE and 'the monitor' in a.reason]
+
+    try:
+        # Heard alive (the subscription matched both ways), then no pause while it stays so.
+        assert spin_until(lambda: status.get_subscription_count() > 0 and
+                          node.count_publishers('supervisor_actions') > 0, 'active')
+        alive_until = time.monotonic() + 1.5
+        assert not spin_until(lambda: time.monotonic() > alive_until and bool(paused()), 'active', 1.5)
+        assert not paused(), [a.reason for a in actions]
+        if ending == 'silence':
+            assert spin_until(lambda: bool(paused()), None), (tmp_path / 'supervisor.log').read_text()[-2000:]
+            assert 'stale for' in paused()[0].reason and '(limit 0.60 s)' in paused()[0].reason
+        else:
+            assert spin_until(lambda: bool(paused()), 'inactive'), (tmp_path / 'supervisor.log').read_text()[-2000:]
+            assert "reports state 'inactive'" in paused()[0].reason
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -46,7 +46,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from safemanip_ros.msg import SupervisorAction, ViolationEvent
+from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
@@ -73,7 +73,7 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 _RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0.0, 10.0, True),
            ('failsafe_staleness_s', 0.0, 60.0, True), ('executor_stall_limit_s', 0.0, 60.0, True),
            ('hold_confirm_speed_rad_s', 0.0, 10.0, True), ('hold_confirm_s', 0.0, 60.0, False),
-           ('hold_confirm_timeout_s', 0.0, 600.0, True))
+           ('hold_confirm_timeout_s', 0.0, 600.0, True), ('monitor_status_limit_s', 0.0, 600.0, True))
 
 
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
@@ -99,6 +99,11 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.declare_parameter('hold_confirm_speed_rad_s', 0.02)
         self.declare_parameter('hold_confirm_s', 0.2)
         self.declare_parameter('hold_confirm_timeout_s', 2.0)
+        # The monitor watched over DDS (a multi-process launch): once heard, a monitor whose status says
+        # it is not active, or that stays silent longer than the limit (killed, stalled, deactivated),
+        # is a fail-safe condition.  '' turns it off (safemanip run watches its own executor instead).
+        self.declare_parameter('monitor_status_topic', 'status')
+        self.declare_parameter('monitor_status_limit_s', 3.0)
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
@@ -174,8 +179,22 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), SENSORS,
                                            raw=True)
             self._watched_subs.append((sub, lambda raw, s=source: self._seen(s)))
+        status_topic = p('monitor_status_topic').value
+        if status_topic:
+            self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
+            self._watched[self._monitor_source] = [float(p('monitor_status_limit_s').value), None]
+            self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
         return TransitionCallbackReturn.SUCCESS
+
+    def _on_monitor_status(self, msg: MonitorStatus) -> None:
+        """An active or arming monitor is alive; any other state (inactive,
+        unconfigured) holds the arm: no stack runs with its monitor off."""
+        if msg.state in ('active', 'arming'):
+            self._seen(self._monitor_source)
+        elif self._active:
+            self._watched[self._monitor_source][1] = time.monotonic()
+            self._act(self.supervisor.on_fault(self._monitor_source, f'reports state {msg.state!r}'))
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = True

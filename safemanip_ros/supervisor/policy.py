@@ -109,10 +109,16 @@ class Supervisor:
         return []
 
     def on_stale(self, source: str, age_s: float, limit_s: float) -> list[Action]:
+        return self.on_fault(source, f'stale for {age_s:.2f} s (limit {limit_s:.2f} s)')
+
+    def on_fault(self, source: str, what: str) -> list[Action]:
+        """A fail-safe condition of ``source`` (a stale sensor; a monitor that
+        is not active or went silent): a pause, once, held until the source
+        is fine again (:meth:`on_fresh`) and the operator acknowledges."""
         if source in self.stale:
             return []
         self.stale.add(source)
-        reason = f'fail-safe: {source} stale for {age_s:.2f} s (limit {limit_s:.2f} s)'
+        reason = f'fail-safe: {source} {what}'
         if self.held:
             return [Action('alert', reason=reason)]
         action = Action('pause', reason=reason)
