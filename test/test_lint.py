@@ -1,6 +1,6 @@
 """Static gates, as rosbags and ROS 2 packages run them: ruff over the
 repository (errors, unused names, import order; configuration in
-pyproject.toml) and mypy --strict over the pure core (ltlf, spec, monitor, bag)."""
+pyproject.toml) and mypy --strict over the pure core (ltlf, spec, monitor, bag, supervisor)."""
 
 from __future__ import annotations
 

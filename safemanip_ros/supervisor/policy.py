@@ -24,7 +24,7 @@ to ``stop``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Any, Mapping
 
 RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
@@ -47,7 +47,7 @@ class ResponsePolicy:
     by_severity: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping) -> 'ResponsePolicy':
+    def from_mapping(cls, data: Mapping[str, Any]) -> 'ResponsePolicy':
         out = cls({k: str(v) for k, v in (data.get('property') or {}).items()},
                   {k: str(v) for k, v in (data.get('category') or {}).items()},
                   {k: str(v) for k, v in (data.get('severity') or {}).items()})
