@@ -206,3 +206,67 @@ def test_a_live_recording_with_grounded_predicates_the_suite_does_not_read_is_au
     assert proc.returncode == 0 and 'audited 1 rollouts' in proc.stdout, proc.stdout + proc.stderr
     report = json.loads((tmp_path / 'o' / 'report.json').read_text())
     assert report['properties'][NAME]['triggers'] == 1 and report['properties'][NAME]['violations'] == 0
+
+
+def _raw_bag(path: Path, contacts_type: str = 'safemanip_ros/msg/ContactArray',
+             bodies: tuple[str, ...] = ('robot0_link1', 'cube_main')) -> None:
+    """Joint states, a TF tree and contacts between ``bodies`` (or a
+    ``/contacts`` topic of another type), 10 messages each."""
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, H = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    JS, TFM, TSt, Tr = (ts.types[n] for n in ('sensor_msgs/msg/JointState', 'tf2_msgs/msg/TFMessage',
+                                               'geometry_msgs/msg/TransformStamped', 'geometry_msgs/msg/Transform'))
+    V3, Q, P = (ts.types[n] for n in ('geometry_msgs/msg/Vector3', 'geometry_msgs/msg/Quaternion',
+                                      'geometry_msgs/msg/Point'))
+    C, CA, S = (ts.types[n] for n in ('safemanip_ros/msg/Contact', 'safemanip_ros/msg/ContactArray',
+                                      'std_msgs/msg/String'))
+    import numpy as np
+    w = SplitBagWriter(path, 'mcap', split_s=100.0)
+    w.add_topic('/joint_states', 'sensor_msgs/msg/JointState')
+    w.add_topic('/tf', 'tf2_msgs/msg/TFMessage')
+    w.add_topic('/contacts', contacts_type)
+    for k in range(10):
+        ns = 10**9 + k * 50_000_000
+        h = H(stamp=T(sec=ns // 10**9, nanosec=ns % 10**9), frame_id='')
+        w.write('/joint_states', ns, ts.serialize_cdr(JS(header=h, name=['robot0_joint1', 'gripper0_finger_joint1'],
+                                                        position=np.array([0.1 * k, 0.02]), velocity=np.zeros(0),
+                                                        effort=np.zeros(0)), 'sensor_msgs/msg/JointState'))
+        tf = TSt(header=H(stamp=h.stamp, frame_id='world'), child_frame_id='robot0_eef',
+                 transform=Tr(translation=V3(x=0.0, y=0.0, z=1.0), rotation=Q(x=0.0, y=0.0, z=0.0, w=1.0)))
+        w.write('/tf', ns, ts.serialize_cdr(TFM(transforms=[tf]), 'tf2_msgs/msg/TFMessage'))
+        if contacts_type == 'std_msgs/msg/String':
+            w.write('/contacts', ns, ts.serialize_cdr(S(data='a foreign contact message'), contacts_type))
+        else:
+            pairs = list(zip(bodies[::2], bodies[1::2]))
+            msg = CA(header=h, contacts=[C(body1=a, body2=b, position=P(x=0.0, y=0.0, z=0.0),
+                                           normal=V3(x=0.0, y=0.0, z=1.0), normal_force_n=3.0, depth_m=0.0)
+                                         for a, b in pairs])
+            w.write('/contacts', ns, ts.serialize_cdr(msg, contacts_type))
+    w.close()
+
+
+def test_config_init_writes_names_that_load_back_exactly(tmp_path):
+    """Body names with YAML syntax became other values (``a: b`` a mapping, ``true`` a boolean)."""
+    import yaml
+    odd = ('robot0_link1', 'a: b', 'true', '[x]', 'null', '1e3', 'plate #2', 'x,y')
+    _raw_bag(tmp_path / 'bag', bodies=odd)
+    out = tmp_path / 'draft.yaml'
+    proc = run_cli('config', 'init', '--from-bag', str(tmp_path / 'bag'), '--out', str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = yaml.safe_load(out.read_text())
+    named = set(doc['contacts']['robot_bodies']) | {b for e in doc['entities'].values() for b in e['bodies']}
+    assert set(odd) <= named, (named, out.read_text())
+
+
+def test_a_contacts_topic_of_another_type_is_named_not_a_crash(tmp_path):
+    """doctor and config init crashed on a bag whose contacts topic has a
+    foreign type (Gazebo's, say)."""
+    _raw_bag(tmp_path / 'bag', contacts_type='std_msgs/msg/String')
+    config = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
+    doctor = run_cli('doctor', '--config', str(config), str(tmp_path / 'bag'))
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert "topic '/contacts' (contacts): has type std_msgs/msg/String, not safemanip_ros/msg/ContactArray" \
+        in doctor.stdout, doctor.stdout
+    init = run_cli('config', 'init', '--from-bag', str(tmp_path / 'bag'), '--out', str(tmp_path / 'd.yaml'))
+    assert init.returncode == 0, init.stdout + init.stderr

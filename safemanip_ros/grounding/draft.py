@@ -11,12 +11,29 @@ support's shape).  ``safemanip doctor`` then checks the result.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
+
+import yaml
 
 from .names import ObservedNames
 
 CHOOSE = 'CHOOSE'
+_PLAIN = re.compile(r'[A-Za-z_][A-Za-z0-9_./-]*')
+
+
+def _q(name: str) -> str:
+    """``name`` as a YAML scalar that loads back as exactly that string:
+    plain where it is a plain word YAML reads as itself, else quoted (a body
+    called ``a: b``, ``[x]``, ``true`` or ``1e3`` must not become another value)."""
+    if _PLAIN.fullmatch(name) and yaml.safe_load(name) == name:
+        return name
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _qs(names: list[str]) -> str:
+    return ", ".join(map(_q, names))
 """The marker of a value a person must fill in (the draft does not load until they do)."""
 _GRIPPER = re.compile(r'finger|gripper|jaw|hand_joint', re.I)
 _FINGER_BODY = re.compile(r'finger|pad|tip|jaw', re.I)
@@ -60,34 +77,34 @@ def draft_robot_config(seen: ObservedNames, source: str, robot: str = 'my_robot'
         f'#   safemanip doctor --config THIS_FILE {source}',
         f'robot: {robot}',
         'rate_hz: 20',
-        f'world_frame: {_root(seen)}               # the TF root seen in the recording',
-        f'gripper_frame: {eef[0] if eef else CHOOSE}   # guess: ' +
+        f'world_frame: {_q(_root(seen))}               # the TF root seen in the recording',
+        f'gripper_frame: {_q(eef[0]) if eef else CHOOSE}   # guess: ' +
         (f'frames that look like an end effector: {", ".join(eef)}' if eef else 'no frame looked like an end effector'),
         'joints:',
-        f'  arm: [{", ".join(arm)}]',
-        f'  gripper: [{", ".join(gripper)}]     # guess: joints named finger/gripper',
+        f'  arm: [{_qs(arm)}]',
+        f'  gripper: [{_qs(gripper)}]     # guess: joints named finger/gripper',
     ]
     cal = []
     for j in gripper:
         lo, hi = seen.joint_range.get(j, (0.0, 0.0))
         if hi <= 0.0 < abs(lo):
-            cal.append(f'    {j}: {{sign: -1}}      # moved {lo:.4f} .. {hi:.4f}: opens towards negative positions')
+            cal.append(f'    {_q(j)}: {{sign: -1}}      # moved {lo:.4f} .. {hi:.4f}: opens towards negative positions')
     if cal:
         lines += ['  gripper_calibration:'] + cal
     lines += [
         'contacts:',
-        f'  robot_bodies: [{", ".join(robot_bodies)}]   # guess: bodies named like robot links',
-        f'  finger_bodies: [{", ".join(finger_bodies)}]   # guess: bodies named finger/pad/tip',
+        f'  robot_bodies: [{_qs(robot_bodies)}]   # guess: bodies named like robot links',
+        f'  finger_bodies: [{_qs(finger_bodies)}]   # guess: bodies named finger/pad/tip',
         '  min_finger_bodies: 2',
         'entities:                 # every other body that touched something in the recording',
     ]
     for eid, bodies in sorted(entities.items()):
         frame = next((b for b in bodies if b in seen.frames), None)
-        frame_text = f', frame: {frame}' if frame else f', frame: {CHOOSE}'
+        frame_text = f', frame: {_q(frame)}' if frame else f', frame: {CHOOSE}'
         static = bool(frame and frame in seen.static_frames)
         hint = '  # fixed in the world: a support? give it roles: [support] and its shape' if static else \
             '  # moves: an object? its shape sets where its bottom is'
-        lines.append(f'  {eid}: {{type: {CHOOSE}, bodies: [{", ".join(bodies)}]{frame_text}, '
+        lines.append(f'  {_q(eid)}: {{type: {CHOOSE}, bodies: [{_qs(bodies)}]{frame_text}, '
                      f'shape: {{box: [{CHOOSE}, {CHOOSE}, {CHOOSE}]}}}}{hint}')
     if not entities:
         lines.append('  {}')

@@ -15,6 +15,18 @@ from pathlib import Path
 
 from .config import RobotConfig
 
+_READ_TYPES = {'joint_states': 'sensor_msgs/msg/JointState', 'tf': 'tf2_msgs/msg/TFMessage',
+               'contacts': 'safemanip_ros/msg/ContactArray'}
+
+
+def _kind(topic: str) -> str:
+    """Which raw input a topic name is (as :meth:`ObservedNames.add_message` tells them apart), or ''."""
+    if topic in ('/tf', '/tf_static'):
+        return 'tf'
+    if topic.endswith('joint_states'):
+        return 'joint_states'
+    return 'contacts' if topic.endswith('contacts') else ''
+
 
 @dataclass
 class ObservedNames:
@@ -55,8 +67,9 @@ class ObservedNames:
         out = cls()
         with open_bag(path) as bag:
             out.topics = {c.topic: c.msgtype for c in bag.connections}
-            wanted = [c for c in bag.connections
-                      if c.topic in ('/tf', '/tf_static') or c.topic.endswith(('joint_states', 'contacts'))]
+            # Only the types these names come from: a topic of another type (Gazebo's contacts, say) is
+            # listed in `topics` for doctor to report, not read as if it were ours.
+            wanted = [c for c in bag.connections if _READ_TYPES.get(_kind(c.topic)) == c.msgtype]
             seen: dict[str, int] = {}
             for conn, _, raw in bag.messages(wanted):
                 if seen.get(conn.topic, 0) >= max_messages_per_topic and conn.topic != '/tf_static':
@@ -119,16 +132,26 @@ def check_names(cfg: RobotConfig, seen: ObservedNames, unsupported: dict[str, tu
         needs['/contacts'] = 'contacts'
     if cfg.wrench_topic:
         needs[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = 'wrench_topic'
+    from .messages import RAW_TOPICS
+    expected = dict(RAW_TOPICS)
+    if cfg.wrench_topic:
+        expected[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = \
+            RAW_TOPICS['/wrench']
+    # An input of another type (Gazebo's contacts, say) is not read: said so, and its names not judged.
+    foreign = {t: k for t, k in seen.topics.items() if t in expected and k != expected[t]}
+    present = {t for t in seen.topics if t not in foreign}
     for topic, where in needs.items():
-        if topic not in seen.topics and not (topic == '/tf' and '/tf_static' in seen.topics):
+        if topic in foreign:
+            mismatches.append(Finding('topic', topic, where, f'has type {foreign[topic]}, not {expected[topic]}'))
+        elif topic not in present and not (topic == '/tf' and '/tf_static' in present):
             mismatches.append(Finding('topic', topic, where, 'absent from the inputs'))
-    if '/joint_states' in seen.topics:
+    if '/joint_states' in present:
         mismatches += [Finding('joint', n, w, 'matches nothing') for n, w in sorted(names['joint'].items())
                        if n not in seen.joints]
-    if {'/tf', '/tf_static'} & set(seen.topics):
+    if {'/tf', '/tf_static'} & present:
         mismatches += [Finding('frame', n, w, 'matches nothing') for n, w in sorted(names['frame'].items())
                        if n not in seen.frames]
-    if '/contacts' in seen.topics:
+    if '/contacts' in present:
         bodies = names['contact body']
         mismatches += [Finding('contact body', b, 'contacts / entities', 'not mapped by the configuration')
                        for b in sorted(seen.contact_bodies - set(bodies))]
