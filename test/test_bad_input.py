@@ -270,3 +270,23 @@ def test_a_contacts_topic_of_another_type_is_named_not_a_crash(tmp_path):
         in doctor.stdout, doctor.stdout
     init = run_cli('config', 'init', '--from-bag', str(tmp_path / 'bag'), '--out', str(tmp_path / 'd.yaml'))
     assert init.returncode == 0, init.stdout + init.stderr
+
+
+LIFT = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
+
+
+@pytest.mark.parametrize('old, new, words', [
+    ('support_gap_m: 0.01', 'support_gap_m: -0.01', 'thresholds.support_gap_m: must be >= 0.0'),
+    ('slip_m: 0.03', 'slip_m: -1', 'thresholds.slip_m: must be >= 0.0'),
+    ('min_finger_bodies: 2', 'min_finger_bodies: 9', 'min_finger_bodies: 9 exceeds the'),
+    ('gripper_frame: gripper0_right_eef', "gripper_frame: ''", 'gripper_frame: must name a frame'),
+    ('  gripper: [', '  gripper: [robot0_joint1, ', "['robot0_joint1'] are in both arm and gripper"),
+])
+def test_impossible_robot_configurations_are_refused(tmp_path, old, new, words):
+    """Negative gaps and limits, more finger bodies required than configured,
+    a joint in both arm and gripper, an empty gripper frame: all loaded."""
+    text = LIFT.read_text()
+    assert old in text
+    bad = tmp_path / 'robot.yaml'
+    bad.write_text(text.replace(old, new, 1))
+    _one_line_error(run_cli('predicates', '--config', str(bad)), str(bad), words)

@@ -27,6 +27,10 @@ from .tf import TfConfig
 
 CONFIG_DIR = config_dir()
 
+def _named(value: str) -> str | None:
+    return None if value.strip() else 'must name a frame (it is empty)'
+
+
 _STR_LIST = Field('list', items=Field('str'))
 _NUM_LIST = Field('list', items=Field('float'))
 ROBOT_SCHEMA = Field('map', keys={
@@ -34,8 +38,8 @@ ROBOT_SCHEMA = Field('map', keys={
     'description': Field('str'),
     'rate_hz': Field('float', minimum=1e-3),
     'ontology': _STR_LIST,
-    'world_frame': Field('str', required=True),
-    'gripper_frame': Field('str', required=True),
+    'world_frame': Field('str', required=True, check=_named),
+    'gripper_frame': Field('str', required=True, check=_named),
     'camera_frame': Field('str'),
     'wrench_topic': Field('str'),
     'staleness_s': Field('map', keys={k: Field('float', minimum=0.0) for k in
@@ -50,7 +54,8 @@ ROBOT_SCHEMA = Field('map', keys={
         'velocity_limits_rad_s': Field('dict', values=Field('float')),
         'command_topic': Field('str'),
     }),
-    'thresholds': Field('map', keys={k: Field('float') for k in (
+    # Thresholds are speeds, margins, distances and forces: none is negative.
+    'thresholds': Field('map', keys={k: Field('float', minimum=0.0) for k in (
         'moving_speed_rad_s', 'near_limit_margin_rad', 'gripper_closed_below_m', 'gripper_open_above_m',
         'gripper_motion_m', 'command_divergence_rad', 'contact_min_force_n', 'stable_linear_m_s',
         'stable_angular_rad_s', 'sliding_m_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
@@ -121,6 +126,9 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         if name not in j['arm']:
             raise SpecError(f'{j.where()}: joints: limit given for {name!r}, which is not an arm joint '
                             f'({", ".join(j["arm"])})')
+    both = sorted(set(j['arm']) & set(j.get('gripper') or []))
+    if both:
+        raise SpecError(f'{j.where()}: joints: {both} are in both arm and gripper; a joint is one or the other')
     calibration = _gripper_calibration(j)
     joints = JointConfig(
         list(j['arm']), list(j.get('gripper') or []), limits, dict(j.get('velocity_limits_rad_s') or {}),
@@ -138,6 +146,11 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                 raise SpecError(f'{ents.where(e)}: entities.{e}.bodies: body {body!r} already belongs to '
                                 f'{body_entity[body]!r}')
             body_entity[body] = e
+    fingers = c.get('finger_bodies') or []
+    if fingers and int(c.get('min_finger_bodies', 2)) > len(fingers):
+        raise SpecError(f'{c.where("min_finger_bodies")}: contacts.min_finger_bodies: {c.get("min_finger_bodies", 2)} '
+                        f'exceeds the {len(fingers)} finger bodies configured ({", ".join(fingers)}): no grasp '
+                        f'could ever be seen')
     targets = set(c.get('target_fixtures') or [])
     unknown_targets = targets - set(ents)
     if unknown_targets:
