@@ -55,3 +55,15 @@ class MonitorInputError(SafemanipError):
 
 class ParameterError(SafemanipError):
     """A node parameter out of its range (names the node, the parameter, the value and the range)."""
+
+
+class StateBudgetError(SafemanipError):
+    """More automaton states than the budget allows (raised as soon as
+    exploration passes it, before memory runs out)."""
+
+    def __init__(self, reached: int, steps: int, budget: int) -> None:
+        self.reached, self.steps, self.budget = reached, steps, budget
+        super().__init__(f'the automaton needs more than {budget:,} states ({reached:,} reached after {steps:,} '
+                         f'steps of exploration): a window needs a state per frame of its length, and one that '
+                         f'starts after frame 0 (F[l,h], G[l,h] with l > 0) one per combination of triggers in its '
+                         f'delay; shorten it or raise --max-states')

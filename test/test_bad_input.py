@@ -290,3 +290,23 @@ def test_impossible_robot_configurations_are_refused(tmp_path, old, new, words):
     bad = tmp_path / 'robot.yaml'
     bad.write_text(text.replace(old, new, 1))
     _one_line_error(run_cli('predicates', '--config', str(bad)), str(bad), words)
+
+
+def test_windows_past_the_state_budget_are_refused_not_a_hang(tmp_path):
+    """`G(a -> F[40,60] b)` grew to 1.6 GB in 15 s and hung monitor-trace,
+    audit and run at start-up; `G[0,1000000000] a` likewise."""
+    huge = run_cli('compile', 'G[0,1000000000] a', timeout=60)
+    _one_line_error(huge, 'the automaton needs more than 500,000 states (1,000,000,000 reached after 0 steps')
+    late = run_cli('compile', 'G(a -> F[40,60] b)', '--max-states', '20000', timeout=120)
+    _one_line_error(late, 'more than 20,000 states', 'starts after frame 0', '--max-states')
+    fine = run_cli('compile', 'G(a -> F[40,60] b)', '--max-states', '0')
+    _one_line_error(fine, '--max-states 0: expected at least 1')
+    suite = tmp_path / 'late.yaml'
+    suite.write_text('suite: late\nrate_hz: 20\npredicates:\n  a: {description: a}\n  b: {description: b}\n'
+                     'properties:\n  - name: late\n    description: late\n    category: action_onset\n'
+                     '    formula: "G(a -> F[40,60] b)"\n    trigger: a\n    recovery: "F b"\n    severity: error\n'
+                     '    response: pause\n')
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{"a": true, "b": false}\n')
+    _one_line_error(run_cli('monitor-trace', str(trace), '--properties', str(suite), timeout=300),
+                    'late: the automaton needs more than 500,000 states')

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import SafemanipError
-from ..ltlf.compiler import CONSTRUCTIONS, compile_reporting
+from ..ltlf.compiler import CONSTRUCTIONS, MAX_STATES, compile_reporting
 from ..memory import keep_freed_memory
 
 
@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('formula', help='LTLf formula')
     p.add_argument('--dot', metavar='FILE', help='write the automaton as Graphviz DOT')
     p.add_argument('--json', metavar='FILE', dest='json_file', help='write the automaton as JSON')
+    p.add_argument('--max-states', type=int, default=MAX_STATES, metavar='N',
+                   help='give up with an error once the automaton passes N states (default: %(default)s)')
     p.add_argument('--construction', choices=CONSTRUCTIONS, default='auto',
                    help='symbolic (BDD progression), explicit (breadth-first layers in numpy, at most 6 atoms) or '
                         'auto (explicit where window counters interact, else symbolic; default). The automaton is '
@@ -36,7 +38,9 @@ def _write(path: str, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     keep_freed_memory()     # this process only compiles: its array buffers are reused, not faulted in again
     try:
-        dfa, construction = compile_reporting(args.formula, args.construction)
+        if args.max_states < 1:
+            raise SafemanipError(f'--max-states {args.max_states}: expected at least 1')
+        dfa, construction = compile_reporting(args.formula, args.construction, args.max_states)
     except ValueError as err:
         raise SafemanipError(str(err)) from err
     accepting = [s for s in dfa.states if dfa.accepting[s]]

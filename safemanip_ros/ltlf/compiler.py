@@ -43,6 +43,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Callable
 
+from ..errors import StateBudgetError
 from . import formula as fm
 from .bdd import BDD
 from .dfa import DFA, build_dfa
@@ -245,9 +246,10 @@ class _Progression:
         level_formula, n = self.level_formula, self.n_atoms
         return self.bdd.compose(state, lambda level: self.expand(level_formula[level - n]))
 
-    def explore(self) -> tuple[list[int], list[int], dict[int, int], list[list[int]]]:
+    def explore(self, max_states: int | None = None) -> tuple[list[int], list[int], dict[int, int], list[list[int]]]:
         """Breadth-first reachable states: (state BDDs, successor BDDs, index,
-        per state its distinct successors in low-branch-first order)."""
+        per state its distinct successors in low-branch-first order);
+        StateBudgetError past ``max_states``."""
         b = self.bdd
         initial = self.term(True, self.formula)
         states = [initial]
@@ -274,6 +276,8 @@ class _Progression:
                         index[c] = len(states)
                         states.append(c)
                         queue.append(c)
+                        if max_states is not None and len(states) > max_states:
+                            raise StateBudgetError(len(states), len(trans), max_states)
                     succ.append(index[c])
                 else:
                     stack.append(b.high[c])
@@ -422,9 +426,13 @@ def _minimise(prog: _Progression, states: list[int], trans: list[int], index: di
 
 
 CONSTRUCTIONS = ('auto', 'symbolic', 'explicit')
+MAX_STATES = 500_000
+"""The default budget of automaton states explored before a compile gives up
+with :class:`~safemanip_ros.errors.StateBudgetError` (the nested window at
+k = 100 has 176,853; ``G(a -> F[40,60] b)`` would need about 2^40)."""
 
 
-def compile_formula(formula: Formula | str, construction: str = 'auto') -> DFA:
+def compile_formula(formula: Formula | str, construction: str = 'auto', max_states: int = MAX_STATES) -> DFA:
     """Compile an LTLf formula (object or text) to its minimal complete DFA.
 
     The DFA's atoms are the formula's atoms in sorted order; state 0 is the
@@ -442,10 +450,11 @@ def compile_formula(formula: Formula | str, construction: str = 'auto') -> DFA:
             formula it cannot tabulate (too many atoms, or more obligation
             combinations than its int64 keys hold).
     """
-    return compile_reporting(formula, construction)[0]
+    return compile_reporting(formula, construction, max_states)[0]
 
 
-def compile_reporting(formula: Formula | str, construction: str = 'auto') -> tuple[DFA, str]:
+def compile_reporting(formula: Formula | str, construction: str = 'auto',
+                      max_states: int = MAX_STATES) -> tuple[DFA, str]:
     """:func:`compile_formula`, also saying which construction built the
     automaton (``'symbolic'`` or ``'explicit'``; ``'auto'`` compiles
     symbolically where :func:`construction_for` picks the explicit one but
@@ -454,15 +463,18 @@ def compile_reporting(formula: Formula | str, construction: str = 'auto') -> tup
         raise ValueError(f'unknown construction {construction!r} (one of {", ".join(CONSTRUCTIONS)})')
     t0 = time.perf_counter()
     f = parse(formula) if isinstance(formula, str) else formula
+    longest = max((g.bounds[1] for g in f.subformulas() if g.bounds is not None), default=0)
+    if longest > max_states:        # a window of h frames has at least h states: refused before any work
+        raise StateBudgetError(longest, 0, max_states)
     chosen = construction_for(f) if construction == 'auto' else construction
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
     try:
-        dfa = _compile_explicit(f, required=construction == 'explicit') if chosen == 'explicit' else None
+        dfa = _compile_explicit(f, construction == 'explicit', max_states) if chosen == 'explicit' else None
         if dfa is None:
             chosen = 'symbolic'
             prog = _Progression(f)
-            dfa = _minimise(prog, *prog.explore())
+            dfa = _minimise(prog, *prog.explore(max_states))
     finally:
         sys.setrecursionlimit(limit)
     return replace(dfa, compile_time_s=time.perf_counter() - t0), chosen
@@ -495,7 +507,7 @@ def construction_for(f: Formula) -> str:
     return 'explicit' if len(f.atoms) <= MAX_ATOMS else 'symbolic'
 
 
-def _compile_explicit(f: Formula, required: bool) -> DFA | None:
+def _compile_explicit(f: Formula, required: bool, max_states: int | None = None) -> DFA | None:
     """The explicit construction's DFA.  Where it cannot tabulate ``f`` (more
     obligation combinations than its int64 keys hold) that is an error if
     ``required``, else ``None``: ``'auto'`` then compiles symbolically."""
@@ -503,7 +515,7 @@ def _compile_explicit(f: Formula, required: bool) -> DFA | None:
 
     try:
         tables = explicit.tabulate(f)
-        explored = explicit.explore(tables)
+        explored = explicit.explore(tables, max_states)
     except explicit.NotTabulable as err:
         if required:
             raise ValueError(f'the explicit construction cannot compile {f}: {err}') from err

@@ -42,6 +42,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..errors import StateBudgetError
 from . import formula as fm
 from .antichains import Antichains, KeyIndex, strides_of, weakest
 from .formula import Formula
@@ -290,7 +291,7 @@ class Explored:
     accepting: np.ndarray
 
 
-def explore(t: Tables) -> Explored:
+def explore(t: Tables, max_states: int | None = None) -> Explored:
     """Every state reachable from ``t.initial``, breadth first, one layer per pass.
 
     A state is an antichain of disjuncts, and its successor under a letter is
@@ -349,6 +350,8 @@ def explore(t: Tables) -> Explored:
             cur[rows] = _join(store, cur[rows], succ[starts[rows] + i], false_id)
         frontier = discover(cur[:, lex].reshape(-1))
         delta_layers.append(cur.reshape(-1))
+        if max_states is not None and n_states > max_states:
+            raise StateBudgetError(n_states, len(delta_layers), max_states)
     delta = state_of[np.concatenate(delta_layers)].reshape(-1, n_letters)
     return Explored(delta, np.concatenate(accepting_layers))
 

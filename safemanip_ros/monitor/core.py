@@ -33,9 +33,10 @@ from typing import Any, Iterator, NamedTuple, Sequence, overload
 
 import numpy as np
 
-from ..errors import MonitorInputError
+from ..errors import MonitorInputError, SpecError, StateBudgetError
 from ..gc_pause import gc_paused
 from ..ltlf.cache import compile_cached
+from ..ltlf.dfa import DFA
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
 from .machine import CLOSED, OPENED, EpisodeMachines
@@ -252,6 +253,15 @@ RUN_BLOCK_BYTES = 64 << 20
 a rollout too long for it has its columns evaluated in windows of frames."""
 
 
+def _compiled(inst: Instance, cache_dir: str | Path | None) -> tuple[DFA, DFA]:
+    """An instance's formula and recovery DFAs; a formula past the state
+    budget is an error naming the instance (a suite must not hang start-up)."""
+    try:
+        return compile_cached(inst.formula, cache_dir), compile_cached(inst.recovery, cache_dir)
+    except StateBudgetError as err:
+        raise SpecError(f'{inst.instance}: {err}') from err
+
+
 class Monitor:
     """Runs the instances of an :class:`InstanceSet` over ``batch`` rollouts."""
 
@@ -273,8 +283,7 @@ class Monitor:
         self.program = program
         self.batch = batch
         # One episode machine per instance (SEMANTICS.md §4 as a table; machine.py).
-        self.machines = EpisodeMachines([(compile_cached(i.formula, cache_dir), compile_cached(i.recovery, cache_dir))
-                                         for i in self.instances], program.index, FALSE_COL)
+        self.machines = EpisodeMachines([_compiled(i, cache_dir) for i in self.instances], program.index, FALSE_COL)
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
         # The program puts its inputs in order after the constants: a slice copies them faster.
         P = len(self.predicates)
