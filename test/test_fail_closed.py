@@ -17,7 +17,7 @@ from rclpy.context import Context
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 
-from safemanip_ros.errors import ParameterError
+from safemanip_ros.errors import ParameterError, SafemanipError
 from safemanip_ros.nodes.params import RosParameters, check_range
 
 BIN = Path(sys.executable).parent
@@ -166,3 +166,36 @@ def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path,
         rclpy.shutdown(context=ctx)
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_an_exception_in_a_transition_is_a_bug_reported_as_one():
+    """rclpy turns an exception in on_configure into a silent ERROR; bring_up
+    used to report it as "configure returned ERROR" (exit 2, as if the user
+    had erred). It is kept, logged and raised as the bug it is."""
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+    from safemanip_ros.nodes.guard import CallbackGuard
+    from safemanip_ros.nodes.runner import bring_up, transition_failed
+
+    class Broken(CallbackGuard, LifecycleNode):
+        def on_configure(self, state):
+            raise KeyError('no such thing')
+
+    class Refusing(CallbackGuard, LifecycleNode):
+        def on_configure(self, state) -> TransitionCallbackReturn:
+            return transition_failed(self, 'configure', 'parameter x = -1 is outside [0, 1]')
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        broken = Broken('broken_probe', context=ctx)
+        with pytest.raises(RuntimeError, match="broken_probe: configure raised KeyError: 'no such thing'"):
+            bring_up(broken)
+        refusing = Refusing('refusing_probe', context=ctx)
+        with pytest.raises(SafemanipError,
+                           match=r'refusing_probe: configure failed: parameter x = -1 is outside \[0, 1\]'):
+            bring_up(refusing)
+        broken.destroy_node()
+        refusing.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

@@ -11,6 +11,11 @@ once per cause with the message, and the node keeps running.  Counts are in
 A node whose callbacks may run on two threads (the supervisor spins on a
 thread of its own and also takes violations handed over in-process by the
 monitor) sets ``_callback_lock``: every guarded callback then runs under it.
+
+Lifecycle transitions (``on_configure`` and the others) are not kept
+running: rclpy turns an exception there into a silent ``ERROR``.  The
+guard keeps it as ``transition_exception`` and logs it, so whoever brings
+the node up (:func:`~.runner.bring_up`) reports the bug it is.
 """
 
 from __future__ import annotations
@@ -20,9 +25,31 @@ import traceback
 from collections import Counter
 from typing import Any, Callable
 
+_TRANSITIONS = ('on_configure', 'on_activate', 'on_deactivate', 'on_cleanup', 'on_shutdown')
+
+
+def _remembering(transition: Callable[..., Any]) -> Callable[..., Any]:
+    def run(self: Any, state: Any) -> Any:
+        try:
+            return transition(self, state)
+        except Exception as err:     # rclpy would swallow it into ERROR: keep and log it first
+            self.transition_exception = err
+            self.get_logger().error(f'{transition.__name__}: {type(err).__name__}: {err}\n'
+                                    + ''.join(traceback.format_exception(err)))
+            raise
+    run.__name__ = transition.__name__
+    run.__doc__ = transition.__doc__
+    return run
+
 
 class CallbackGuard:
     """Mixin for ``rclpy.node.Node`` and ``LifecycleNode`` (list it first)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _TRANSITIONS:
+            if name in cls.__dict__:
+                setattr(cls, name, _remembering(cls.__dict__[name]))
 
     def _guard_init(self) -> None:
         if not hasattr(self, 'callback_errors'):

@@ -125,9 +125,13 @@ def bring_up(node: Node) -> None:
     started it (fail closed: no stack runs with its monitor off)."""
     for step in ('configure', 'activate'):
         result = getattr(node, f'trigger_{step}')()
-        if result != TransitionCallbackReturn.SUCCESS:
-            why = getattr(node, 'transition_failure', None) or f'{step} returned {result.name}'
-            raise SafemanipError(f'{node.get_name()}: {step} failed: {why}')
+        if result == TransitionCallbackReturn.SUCCESS:
+            continue
+        bug = getattr(node, 'transition_exception', None)
+        if bug is not None:          # an exception in the node's own code: a bug, reported as one (exit 70)
+            raise RuntimeError(f'{node.get_name()}: {step} raised {type(bug).__name__}: {bug}') from bug
+        why = getattr(node, 'transition_failure', None) or f'{step} returned {result.name}'
+        raise SafemanipError(f'{node.get_name()}: {step} failed: {why}')
 
 
 def shut_down(wait_s: float = 2.0) -> bool:
