@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bulk import RecordBatch, read_all, read_batches
+from .bulk import RecordBatch, messages, read_all, read_batches
 from .compat import load_metadata, tune_rosbags
 from .errors import BagReadError
 
@@ -54,8 +54,7 @@ class OpenBag:
 
     def messages(self, connections: Sequence[Any]) -> Iterator[tuple[Any, int, bytes]]:
         """``(connection, bag time ns, bytes)`` per message, as ``Reader.messages``."""
-        for batch in read_batches(self.reader, connections):
-            yield from zip(batch.connections, batch.time_ns.tolist(), batch.raws)
+        return messages(self.reader, connections)
 
     def read_all(self, connections: Sequence[Any]) -> RecordBatch:
         """Every message of ``connections`` as one batch."""
