@@ -54,11 +54,13 @@ class RecordBatch:
 def read_batches(reader: Any, connections: Sequence[Any]) -> Iterator[RecordBatch]:
     """The messages of ``connections`` (from ``reader.connections``) of an
     open rosbags ``Reader``, in batches whose concatenation is what
-    ``reader.messages(connections=connections)`` yields.  Raises rosbags'
+    ``reader.messages(connections=connections)`` yields (an empty
+    ``connections`` reads nothing).  Raises rosbags'
     ``ReaderError`` for a truncated or corrupt file, like rosbags."""
+    if not connections:
+        return          # none asked for: none read (rosbags reads every connection for an empty list)
     storage: Any = getattr(reader, 'storage', None)
-    if (not compat.is_directory_reader(storage) or storage.metadata.compression_mode == 'message'
-            or not connections):
+    if not compat.is_directory_reader(storage) or storage.metadata.compression_mode == 'message':
         yield from _through_rosbags(reader.messages(connections=connections))
         return
     for sub in storage.storages:
