@@ -16,6 +16,7 @@ from safemanip_ros.grounding import (
     SupportSurface,
     TfConfig,
     TfGrounding,
+    TrackConfig,
     TransformTree,
     WrenchConfig,
     WrenchGrounding,
@@ -223,8 +224,12 @@ def test_tf_lookups_see_every_change_made_after_them():
     assert not tree.set_transform('base', 'hand', 0.1, [0, 0, 0], [0.0, 0.0, 0.0, 0.0])
 
 
+EXACT = TrackConfig(position_noise_m=0.0, orientation_noise_rad=0.0)
+"""Poses as a simulator gives them (object detections: test_grounding_perception.py)."""
+
+
 def tf_grounding():
-    cfg = TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug'},
+    cfg = TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug'}, track=EXACT,
                    supports={'table': SupportSurface('table_top', 0.5, 0.5)},
                    near={'hand_mug': ('hand', 'mug', 0.05)},
                    inside={'mug_in_box': ('mug', 'box', (-0.1, -0.1, 0.0), (0.1, 0.1, 0.2))})
@@ -386,7 +391,7 @@ def _random_tf_episode(seed: int):
 
 def _tf_config():
     from safemanip_ros.grounding.geometry import Shape
-    return TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug', 'can': 'can'},
+    return TfConfig(world_frame='world', gripper_frame='hand', objects={'mug': 'mug', 'can': 'can'}, track=EXACT,
                     supports={'table': SupportSurface('table_top', 0.5, 0.5), 'mug': SupportSurface('mug', 0.05, 0.05)},
                     shapes={'mug': Shape('cylinder', (0.04, 0.05)), 'can': Shape('box', (0.03, 0.03, 0.05))},
                     near={'hand_mug': ('hand', 'mug', 0.05)},

@@ -27,6 +27,7 @@ from safemanip_ros.grounding import (
     SupportSurface,
     TfConfig,
     TfGrounding,
+    TrackConfig,
 )
 from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.geometry import rests_on, support_gap_m
@@ -191,7 +192,7 @@ def test_grasp_needs_closed_fingers():
 
 
 def test_slip_reference_survives_a_one_frame_dropout():
-    cfg = TfConfig('world', 'hand', objects={'cube': 'cube'})
+    cfg = TfConfig('world', 'hand', objects={'cube': 'cube'}, track=EXACT)
     g = TfGrounding(cfg)
 
     def frame(t, cube_x, grasped):
@@ -205,6 +206,10 @@ def test_slip_reference_survives_a_one_frame_dropout():
     assert frame(0.20, 0.04, False) is True
     assert frame(0.25, 0.04, False) is True         # two frames: the grasp really ended
     assert frame(0.30, 0.05, True) is True          # a new grasp, a new reference
+
+
+EXACT = TrackConfig(position_noise_m=0.0, orientation_noise_rad=0.0)
+"""Poses as a simulator gives them (object detections: test_grounding_perception.py)."""
 
 
 # ------------------------------------------------------------- the suite
@@ -357,7 +362,7 @@ def test_sync_stays_known_when_only_the_grasp_is_unknown():
     """sync = not grasped or slip under the limits: an unknown grasp sample in
     an ongoing grasp without slip leaves sync true, not unknown (which the
     suite would read as false: a false alarm seen live under load)."""
-    g = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}))
+    g = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}, track=EXACT))
 
     def frame(t, cube_x, grasped):
         g.update(t, [('world', 'cube', [cube_x, 0, 1.0], _yaw(0)), ('world', 'hand', [0, 0, 1.0], _yaw(0))])
@@ -367,6 +372,6 @@ def test_sync_stays_known_when_only_the_grasp_is_unknown():
     assert frame(0.05, 0.001, None) is True          # no slip: true whether grasped or not
     assert frame(0.10, 0.05, None) is None           # slipped: false if grasped, true if not -> unknown
     assert frame(0.15, 0.05, True) is False
-    fresh = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}))
+    fresh = TfGrounding(TfConfig('world', 'hand', objects={'cube': 'cube'}, track=EXACT))
     fresh.update(0.0, [('world', 'cube', [0, 0, 1.0], _yaw(0)), ('world', 'hand', [0, 0, 1.0], _yaw(0))])
     assert fresh.evaluate(0.0, {'cube': None})['object_sync_cube'] is None    # no reference: unknown

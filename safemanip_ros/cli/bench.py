@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--episodes', type=int, metavar='N', help='faithfulness: how many physics episodes')
     p.add_argument('--seed', type=int, metavar='S', help='faithfulness: the first episode seed')
     p.add_argument('--out', metavar='DIR', help='faithfulness: keep bags, audit and faithfulness.json here')
+    p.add_argument('--perception', action='append', metavar='LEVEL',
+                   help='faithfulness: object poses as a detector gives them (truth, realistic, double); '
+                        'repeat for several side by side (default: all three)')
+    p.add_argument('--tasks', metavar='T1,T2', help='faithfulness: robosuite tasks (default Lift,PickPlace,Stack)')
     p.set_defaults(func=run)
 
 
@@ -32,9 +36,14 @@ def run(args: argparse.Namespace) -> int:
     for script in scripts:
         cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
         if script.stem == 'bench_faithfulness':
-            for flag in ('episodes', 'seed', 'out'):
+            for flag in ('episodes', 'seed', 'out', 'tasks'):
                 if getattr(args, flag) is not None:
                     cmd += [f'--{flag}', str(getattr(args, flag))]
+            from ..sim.perception import LEVELS
+            for level in args.perception or []:
+                if level not in LEVELS:
+                    raise SafemanipError(f'unknown perception level {level!r}; known: {", ".join(LEVELS)}')
+                cmd += ['--perception', level]
         print(f'== {script.name}', flush=True)
         rc |= subprocess.call(cmd)
     return rc

@@ -44,6 +44,10 @@ def register_options(p: argparse.ArgumentParser) -> None:
     p.add_argument('--episodes', type=int, default=len(DEMO_EPISODES),
                    help=f'how many of the demo episodes to run (default {len(DEMO_EPISODES)})')
     p.add_argument('--episode-timeout-s', type=float, default=120.0)
+    p.add_argument('--perception', default='truth', choices=['truth', 'realistic', 'double'],
+                   help="object poses as the simulator knows them (truth) or as a camera tracker "
+                        "publishes them: noisy, 10 Hz, late, some missed (realistic; double: twice the "
+                        "noise and misses)")
 
 
 def _say(text: str) -> None:
@@ -60,7 +64,8 @@ def _exe(name: str) -> list[str]:
     return [sys.executable, '-c', f'import sys; from {module} import main; sys.exit(main())']
 
 
-def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict) -> dict:
+def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict,
+                 perception: str = 'truth') -> dict:
     robot = config_path('robots', ROBOT_CONFIGS[task])
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
@@ -70,7 +75,7 @@ def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, tim
                                                   '--ros-args', '-p', 'use_sim_time:=true'],
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'task:={task}', '-p', f'fault:={fault}',
-                                                    '-p', f'seed:={seed}',
+                                                    '-p', f'seed:={seed}', '-p', f'perception:={perception}',
                                                     '-p', f'truth_file:={truth_file}', '-p', 'wait_for_subscribers:=2'],
                               stdout=bridge_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     t0 = time.monotonic()
@@ -131,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
     plan = DEMO_EPISODES[:max(1, args.episodes)]
-    _say(f'safemanip demo: {len(plan)} robosuite episodes (Lift and PickPlace with food; Panda, 20 Hz physics), '
-         f'each watched live over DDS '
+    _say(f'safemanip demo: {len(plan)} robosuite episodes (Lift and PickPlace with food; Panda, 20 Hz physics; '
+         f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')
     rows = []
     for i, (task, fault, seed) in enumerate(plan):
@@ -140,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         bag = out / 'bags' / name
         t0 = time.monotonic()
         _say(f'[{i + 1}/{len(plan)}] {name}: simulating (about 15 s) ...')
-        truth = _run_episode(task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env)
+        truth = _run_episode(task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env, args.perception)
         violations, actions = _live_events(bag)
         rows.append((name, truth, violations, actions))
         holds = [a for a in actions if a['action'] in (2, 3, 4) and a['success']]

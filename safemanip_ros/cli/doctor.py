@@ -88,5 +88,17 @@ def run(args: argparse.Namespace) -> int:
           f'{len(report.unsupported)} unsupported (not run):')
     for inst, missing in sorted(report.unsupported.items()):
         print(f'    {inst}: needs {", ".join(missing)}')
-    print('doctor: ' + ('every configured name matches' if report.ok else f'{len(report.mismatches)} mismatch(es)'))
-    return 0 if report.ok else 1
+    poses_ok = True
+    if args.bag and cfg.tf.objects:
+        from ..grounding.pose_quality import assess_bag
+        for q in assess_bag(args.bag, sorted(set(cfg.tf.objects.values())), cfg.tf.track):
+            noise = '-' if q.noise_m is None else f'{q.noise_m * 1000:.1f} mm ({q.still_windows} still windows)'
+            latency = '-' if q.latency_s is None else f'{q.latency_s:.2f} s'
+            print(f'  poses    {q.frame}: {q.detections} at {q.rate_hz:.1f} Hz, 95 % of gaps under {q.longest_gap_s:.2f} s, '
+                  f'late by {latency}, noise {noise}')
+            for problem in q.problems:
+                print(f'  POSES    {q.frame}: {problem}')
+            poses_ok &= not q.problems
+    print('doctor: ' + ('every configured name matches' if report.ok else f'{len(report.mismatches)} mismatch(es)')
+          + ('' if poses_ok else '; a pose source does not fit the perception thresholds'))
+    return 0 if report.ok and poses_ok else 1

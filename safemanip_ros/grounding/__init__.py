@@ -7,7 +7,8 @@ from .contacts import ContactConfig, ContactGrounding, ContactSample, WrenchConf
 from .geometry import Shape, SupportSurface
 from .joints import GripperCalibration, JointConfig, JointStateGrounding
 from .tf import TfConfig, TfGrounding, TransformTree
+from .tracking import TrackConfig
 
 __all__ = ['ContactConfig', 'ContactGrounding', 'ContactSample', 'Freshness', 'InputHealth', 'JointConfig',
-           'GripperCalibration', 'JointStateGrounding', 'Predicates', 'Shape', 'SupportSurface', 'TfConfig', 'TfGrounding', 'TransformTree', 'WrenchConfig',
+           'GripperCalibration', 'JointStateGrounding', 'Predicates', 'Shape', 'SupportSurface', 'TfConfig', 'TfGrounding', 'TrackConfig', 'TransformTree', 'WrenchConfig',
            'WrenchGrounding']

@@ -65,7 +65,8 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
         out.append(('tf', f'inside_{name}', f'origin of {f} inside the box {list(lo)}..{list(hi)} m of {box}'))
     for o in sorted(cfg.tf.objects):
         out += [('tf', f'object_stable_{o}', f'{o} moves slower than {cfg.tf.stable_linear_m_s} m/s and '
-                 f'{cfg.tf.stable_angular_rad_s} rad/s'),
+                 f'{cfg.tf.stable_angular_rad_s} rad/s (fitted over {cfg.tf.track.window_s:g} s of detections, '
+                 f'{cfg.tf.track.position_noise_m * 1000:g} mm noise; while grasped: the gripper\'s motion)'),
                 ('tf', f'object_sync_{o}', f'while grasped, {o} slipped less than {cfg.tf.slip_m} m and '
                  f'{cfg.tf.slip_rad} rad relative to the gripper since grasp onset (true when not grasped)'),
                 ('tf', f'object_sliding_{o}', f'{o} moves horizontally faster than {cfg.tf.sliding_m_s} m/s'),

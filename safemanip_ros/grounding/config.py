@@ -24,6 +24,7 @@ from .contacts import ContactConfig, WrenchConfig
 from .geometry import Shape, SupportSurface
 from .joints import FixtureConfig, GripperCalibration, JointConfig
 from .tf import TfConfig
+from .tracking import TrackConfig
 
 CONFIG_DIR = config_dir()
 
@@ -71,6 +72,10 @@ ROBOT_SCHEMA = Field('map', keys={
     'fixtures': Field('dict', values=Field('map', keys={
         'joint': Field('str', required=True), 'closed': Field('float', required=True),
         'open': Field('float', required=True), 'interior': Field('list')})),
+    # How object poses are read when a detector gives them (grounding/tracking.py).
+    'perception': Field('map', keys={k: Field('float', minimum=0.0) for k in (
+        'position_noise_m', 'orientation_noise_rad')} | {k: Field('float', minimum=1e-3) for k in (
+        'window_s', 'staleness_s')}),
     'tf': Field('map', keys={'near': Field('dict', values=Field('list')),
                              'inside': Field('dict', values=Field('list'))}),
     'camera': Field('map', keys={
@@ -203,7 +208,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                   sliding_m_s=th.get('sliding_m_s', 0.01),
                   slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
-                  staleness_s=st.get('tf', 0.2))
+                  staleness_s=st.get('tf', 0.2), track=TrackConfig(**(doc.get('perception') or {})))
     cam = doc.get('camera') or {}
     regions = {}
     for name, r in (cam.get('regions') or {}).items():

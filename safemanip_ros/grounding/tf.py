@@ -13,15 +13,19 @@ implementation gives identical results and needs no ROS.)
 
 * ``near_<name>``: two frames closer than a distance;
 * ``inside_<name>``: a frame's origin inside a box given in another frame;
-* per object ``o``: ``object_stable_o`` (linear speed < 0.05 m/s and angular
-  < 0.25 rad/s, from consecutive evaluations), ``object_sliding_o`` (horizontal
-  speed in the world frame above ``sliding_m_s``, 0.01 m/s), ``object_sync_o`` (while
-  grasped, slip relative to the gripper since grasp onset < 0.03 m and
-  < 0.3 rad; true when not grasped; the reference survives a one-frame
-  contact dropout), ``object_supported_o`` (the object's lowest point, from
-  its shape, within ``support_gap_m`` of the top face of a support other
-  than itself, its centre over that face: :mod:`.geometry`) and
-  ``object_settled_o`` (supported, stable, gripper farther than 0.01 m);
+* per object ``o``, read as measurements (:mod:`.tracking`: a detector's
+  poses are noisy, late and missing; while grasped the exact gripper
+  carries the object): ``object_stable_o`` (linear speed < 0.05 m/s and
+  angular < 0.25 rad/s, fitted over a window of detections, with
+  hysteresis), ``object_sliding_o`` (horizontal speed in the world frame
+  above ``sliding_m_s``, 0.01 m/s), ``object_sync_o`` (while grasped, slip
+  relative to the gripper since grasp onset < 0.03 m and < 0.3 rad; true
+  when not grasped; the reference survives a one-frame contact dropout),
+  ``object_supported_o`` (the object's lowest point, from its shape, within
+  ``support_gap_m`` of the top face of a support other than itself, its
+  centre over that face: :mod:`.geometry`) and ``object_settled_o``
+  (supported, stable, gripper farther than 0.01 m); unknown once the object
+  has not been detected for the tracking staleness limit;
 * ``gripper_approaching_o``: the gripper within ``approach_m`` (0.05 m) of
   the object and closer than at the previous frame; ``pick_approach``: the
   gripper approaching some object while nothing is grasped (SafeManip's pick
@@ -40,7 +44,8 @@ import numpy as np
 from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, Predicates, all_unknown, kleene_and
-from .geometry import Shape, SupportSurface, rests_on_rows
+from .geometry import Shape, SupportSurface, support_gap_m
+from .tracking import Measurement, ObjectTrack, TrackConfig
 
 
 def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
@@ -132,10 +137,14 @@ class TransformTree:
     or forgetting history starts a new set of links (views of the old one
     stay valid)."""
 
-    def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05) -> None:
+    def __init__(self, buffer_s: float = 10.0, tolerance_s: float = 0.05,
+                 link_tolerance_s: Mapping[str, float] | None = None) -> None:
+        """``link_tolerance_s``: child frame → its own tolerance (a detector's
+        objects, published slower and later than the robot's links)."""
         self.links: Links = {}
         self.buffer_s = buffer_s
         self.tolerance_s = tolerance_s
+        self.link_tolerance_s = dict(link_tolerance_s or {})
 
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
@@ -253,7 +262,9 @@ class TransformTree:
         if not wanted:
             return
         n = len(times_s)
-        rows = [self._link_rows(links[c], times_s, spans[:, order[c], 0], spans[:, order[c], 1]) for c in wanted]
+        tol = self.link_tolerance_s
+        rows = [self._link_rows(links[c], times_s, spans[:, order[c], 0], spans[:, order[c], 1],
+                                tol.get(c, self.tolerance_s)) for c in wanted]
         R, t, ok = _pose_between(np.concatenate([times_s] * len(rows)), *_stack_rows(rows))
         for j, child in enumerate(wanted):
             part = slice(j * n, (j + 1) * n)
@@ -286,14 +297,13 @@ class TransformTree:
         memo[('root', start)] = result
         return result
 
-    def _link_rows(self, link: Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray):
+    def _link_rows(self, link: Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray, tol: float):
         """Which of a link's samples ``[start, end)`` give its pose at each
         time, as :func:`_pose_between` takes them: the sample itself at or
         before the first stamp and at or after the newest, the two around
         the time otherwise (interpolated: linear translation, spherical
         rotation); unknown more than ``tolerance_s`` outside them or with
         no sample."""
-        tol = self.tolerance_s
         n = len(times_s)
         if n == 1 and not link.has_arrays():
             # Live: find the two samples with bisect and copy only those.
@@ -391,7 +401,13 @@ class TfConfig:
     shapes: dict[str, Shape] = field(default_factory=dict)           # object entity → shape (default: point)
     interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = \
         field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
+    track: TrackConfig = field(default_factory=TrackConfig)          # how object detections are read
 
+
+SUPPORT_QUANTILE = 1.96
+"""Standard errors of an object's estimated height added to the support
+tolerance (95 %, one-sided 97.5 %): wider reads a hovering object as set
+down — and a grasped one moving just above the table as dragged."""
 
 # An object's grasp state per frame, as :meth:`TfGrounding.evaluate_frames` takes it
 # (absent: no grasp input for the object, as opposed to an unknown state).
@@ -426,7 +442,12 @@ class TfGrounding:
         self.config = config
         # A frame is built from the newest pose within the staleness limit (sample-and-hold, as
         # every other source), not only within the 50 ms interpolation tolerance.
-        self.tree = tree or TransformTree(tolerance_s=max(0.05, config.staleness_s))
+        # An entity's pose may come from a detector: held up to its own staleness limit.
+        tol = max(0.05, config.staleness_s)
+        support_frames = {s.frame for s in config.supports.values()}
+        self.tree = tree or TransformTree(tolerance_s=tol, link_tolerance_s={
+            **{f: max(tol, config.track.support_staleness_s) for f in support_frames},
+            **{f: max(tol, config.track.staleness_s) for f in config.objects.values()}})
         self.freshness = Freshness(config.staleness_s)
         self._objects = sorted(config.objects)
         # Every frame a lookup starts from (their chains' links are interpolated together).
@@ -436,9 +457,9 @@ class TfGrounding:
                                *(f for frame, box, _, _ in config.inside.values() for f in (frame, box)),
                                *(box for box, _, _ in config.interiors.values())})
         # Carried between flushes (and between frames within one).
-        self._prev_pose: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}   # object → (time s, R, t) in world
-        self._grasp_ref: dict[str, tuple[np.ndarray, np.ndarray]] = {}         # object → (R, t) in the gripper
-        self._ungrasped_frames: dict[str, int] = {}
+        self._tracks: dict[str, ObjectTrack] = {}           # object → its detections and grasp state
+        self._seen: dict[str, tuple[int, float]] = {}       # object → (reset count, newest detection taken)
+        self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
@@ -457,7 +478,12 @@ class TfGrounding:
                static: bool = False) -> None:
         """A TFMessage: (parent, child, translation, rotation xyzw) per transform."""
         if not static:
-            if not self.freshness.accept(stamp_s):
+            last = self.freshness.last_stamp_s
+            if last is not None and last - self.freshness.clock_jump_s <= stamp_s < last:
+                # Publishers interleave on /tf (a detector's poses, stamped at capture, arrive after
+                # the robot's newer links): each link checks its own order (set_transform).
+                pass
+            elif not self.freshness.accept(stamp_s):
                 return
             if self.freshness.reset_needed:
                 self.tree.clear_dynamic()
@@ -562,21 +588,12 @@ class TfGrounding:
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
             cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
         if objs:
-            W, G = lookup_objects(cfg.world_frame), lookup_objects(cfg.gripper_frame)
-            stable, sliding = self._motion(times, epochs, W)
-            supported = self._supported(lookup_objects, W.ok)
-            sync = self._sync(epochs, codes, G)
-            dist = poses.norm3(G.t)
-            settled_known = ~np.isnan(stable) & ~np.isnan(supported) & G.ok
-            settled = (stable == 1.0) & (supported == 1.0) & (dist > cfg.gripper_clearance_m) & settled_known
-            approaching = self._approaching(dist, G.ok)
-            per_object = {'stable': _tri(stable), 'sync': sync, 'supported': _tri(supported),
-                          'settled': (settled, settled_known), 'sliding': _tri(sliding)}
+            per_object = self._objects_frames(times, epochs, codes, groups, lookup)
             for j, obj in enumerate(objs):
-                part = slice(j * n, (j + 1) * n)
-                for kind, (v, k) in per_object.items():
-                    cols[f'object_{kind}_{obj}'] = v[part], k[part]
-                cols[f'gripper_approaching_{obj}'] = approaching[0][part], approaching[1][part]
+                for kind, (v, k) in per_object[j].items():
+                    cols[f'{kind}_{obj}'] = v, k
+            approaching = (np.concatenate([per_object[j]['gripper_approaching'][0] for j in range(m)]),
+                           np.concatenate([per_object[j]['gripper_approaching'][1] for j in range(m)]))
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
             # Some object held and inside (Kleene: unknown unless some is, or every one is known not to be).
@@ -596,156 +613,148 @@ class TfGrounding:
         self._state_epoch = epochs[-1]
         return cols
 
-    def _approaching(self, dist: np.ndarray, ok: np.ndarray) -> Column:
-        """gripper_approaching per row (object j, frame k at ``j * n + k``):
-        the gripper within ``approach_m`` of the object and closer than at
-        its previous frame with a known distance (one carried from the last
-        flush included)."""
-        objs = self._objects
-        n = len(dist) // len(objs)
-        value, known = np.zeros(len(dist), bool), np.zeros(len(dist), bool)
-        dist_l, ok_l = dist.tolist(), ok.tolist()
-        approach_m = self.config.approach_m
-        for j, obj in enumerate(objs):
-            prev = self._prev_distance.get(obj)
-            for r in range(j * n, (j + 1) * n):
-                if not ok_l[r]:
-                    continue
-                d = dist_l[r]
-                if prev is not None:
-                    known[r] = True
-                    value[r] = d < approach_m and d < prev
-                prev = d
-            if prev is not None:
-                self._prev_distance[obj] = prev
-        return value, known
-
-    def _motion(self, times: np.ndarray, epochs: list[int], W: Lookup) -> tuple[np.ndarray, np.ndarray]:
-        """(stable, sliding) per row (object j, frame k at ``j * n + k``) as
-        1.0 / 0.0 / NaN (unknown): each object's speed since its previous
-        frame with a known world pose (one carried from the last flush
-        included; none across a reset)."""
+    def _measurements(self, times: np.ndarray, epochs: list[int],
+                      groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> list[list[list[Measurement]]]:
+        """Per object, per frame: the detections first visible in that
+        frame's view (samples of the object frame's own dynamic link; one
+        per frame at its time for an object without one), each with the
+        object's pose in the world and in the gripper at its stamp."""
         cfg = self.config
         n, objs = len(times), self._objects
-        m = len(objs)
-        # Rows m * n + j hold object j's pose carried from before these frames.
-        carried_R, carried_t, carried_time = np.zeros((m, 3, 3)), np.zeros((m, 3)), np.zeros(m)
-        prev_row = np.full(m * n, -1)
-        ok_l, times_l = W.ok.tolist(), times.tolist()
-        lasts = []
+        where = np.zeros((n, 2), np.int64)          # frame → (group, row in it)
+        for g, (_, rows, _) in enumerate(groups):
+            where[rows, 0], where[rows, 1] = g, np.arange(len(rows))
+        times_l, where_l = times.tolist(), where.tolist()
+        out: list[list[list[Measurement]]] = [[[] for _ in range(n)] for _ in objs]
         for j, obj in enumerate(objs):
-            carried = self._prev_pose.get(obj) if epochs[0] == self._state_epoch else None
-            last, last_time = -1, None
-            if carried is not None:
-                last, last_time = m * n + j, carried[0]
-                carried_time[j], carried_R[j], carried_t[j] = carried
-            epoch = epochs[0]
+            frame = cfg.objects[obj]
+            epoch, last = self._seen.get(obj, (epochs[0], -math.inf))
+            asks: list[list[tuple[int, float, int]]] = [[] for _ in groups]     # per group: (frame, stamp, row)
+            place = [(list(links).index(frame) if frame in links and not links[frame].static else -1)
+                     for links, _, _ in groups]
             for k in range(n):
                 if epochs[k] != epoch:
-                    epoch, last, last_time = epochs[k], -1, None
-                if not ok_l[j * n + k]:
+                    epoch, last = epochs[k], -math.inf
+                g, r = where_l[k]
+                at = place[g]
+                if at < 0:
+                    new = [times_l[k]] if times_l[k] > last else []
+                else:
+                    stamps = groups[g][0][frame].stamps
+                    s, e = (int(x) for x in groups[g][2][r, at])
+                    new = stamps[bisect.bisect_right(stamps, last, s, e):e] if e > s else []
+                for stamp in new:
+                    asks[g].append((k, stamp, r))
+                if new:
+                    last = new[-1]
+            self._seen[obj] = (epoch, last)
+            for g, ask in enumerate(asks):
+                if not ask:
                     continue
-                t = times_l[k]
-                if last >= 0 and last_time is not None and t > last_time:
-                    prev_row[j * n + k] = last
-                if last_time is None or t != last_time:
-                    last, last_time = j * n + k, t
-            lasts.append(last)
-        R = np.concatenate([W.R, carried_R])
-        tr = np.concatenate([W.t, carried_t])
-        pt = np.concatenate([np.tile(times, m), carried_time])
-        has = prev_row >= 0
-        rows = np.where(has, prev_row, m * n)
-        now = pt[:m * n]
-        dt = np.where(has, now - pt[rows], 1.0)
-        lin = poses.norm3(tr[:m * n] - tr[rows]) / dt
-        ang = poses.relative_angle(R[rows], R[:m * n]) / dt
-        d = tr[:m * n, :2] - tr[rows, :2]
-        horizontal = np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) / dt
-        stable = np.where(has, ((lin < cfg.stable_linear_m_s) & (ang < cfg.stable_angular_rad_s)).astype(float), np.nan)
-        sliding = np.where(has, (horizontal > cfg.sliding_m_s).astype(float), np.nan)
-        for obj, last in zip(objs, lasts):
-            if last >= 0:
-                self._prev_pose[obj] = (float(pt[last]), R[last].copy(), tr[last].copy())
-            elif epochs[-1] != self._state_epoch:
-                self._prev_pose.pop(obj, None)
-        return stable, sliding
+                links, _, spans = groups[g]
+                ks, ts, rs = zip(*ask)
+                res = self.tree.lookup_rows(cfg.world_frame, (frame, cfg.gripper_frame), np.array(ts, dtype=float),
+                                            links, spans[list(rs)], {})
+                q = len(ts)
+                Ri, ti = poses.invert(res.R[q:], res.t[q:])
+                Rrel, trel = poses.compose(Ri, ti, res.R[:q], res.t[:q])
+                ok_o, ok_g = res.ok[:q].tolist(), res.ok[q:].tolist()
+                for x in range(q):
+                    if ok_o[x]:
+                        out[j][ks[x]].append(Measurement(ts[x], res.t[x], res.R[x], trel[x], Rrel[x], ok_g[x]))
+        return out
 
-    def _supported(self, lookup_objects, world_ok: np.ndarray) -> np.ndarray:
-        """1.0 / 0.0 / NaN per row: the object rests on some support other
-        than itself; unknown when a support's pose is unknown and no other
-        holds it, or the object's world pose is unknown."""
+    def _objects_frames(self, times: np.ndarray, epochs: list[int], codes: np.ndarray,
+                        groups: list[tuple[Links, np.ndarray, np.ndarray]], lookup) -> list[dict[str, Column]]:
+        """Per object: its stable, sliding, sync, supported, settled and
+        gripper_approaching columns over the frames (:mod:`.tracking`),
+        given the grasp state codes ``[objects, frames]``."""
         cfg = self.config
-        objs = self._objects
-        rows = len(world_ok)
-        n = rows // len(objs)
+        n, objs = len(times), self._objects
+        meas = self._measurements(times, epochs, groups)
+        Gw = lookup(cfg.world_frame, cfg.gripper_frame)
+        supports = sorted(cfg.supports.items())
+        sup_w = [lookup(cfg.world_frame, surface.frame) for _, surface in supports]
+        newest_links = groups[-1][0] if groups else {}
+        sup_noise = [cfg.track.position_noise_m if surface.frame in newest_links
+                     and not newest_links[surface.frame].static else 0.0 for _, surface in supports]
         shapes = [cfg.shapes.get(o, Shape()) for o in objs]
-        resting, unknown = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=bool)
-        for sup, surface in sorted(cfg.supports.items()):
-            other = np.repeat([sup != o for o in objs], n)       # an object never supports itself
-            S = lookup_objects(surface.frame)
-            resting |= other & S.ok & rests_on_rows(S.R, S.t, shapes, n, surface, cfg.support_gap_m)
-            unknown |= other & ~S.ok
-        out = np.where(resting, 1.0, np.where(unknown, np.nan, 0.0))
-        return np.where(world_ok, out, np.nan)
-
-    def _sync(self, epochs: list[int], grasped: np.ndarray, G: Lookup) -> Column:
-        """object_sync per row (object j, frame k at ``j * n + k``), given
-        the grasp state codes ``[objects, frames]``: not grasped, or slipped
-        less than the limits from the gripper-relative pose at the grasp's
-        onset (kept through a one-frame contact dropout)."""
-        cfg = self.config
-        objs = self._objects
-        m, n = len(objs), len(epochs)
-        ref_row = np.full(m * n, -1)      # the row of the reference pose each slip check compares with
-        kind = np.zeros(m * n, np.int8)   # 0: true, 1: unknown, 2: slip check, 3: true if the slip check passes
-        ok = G.ok.tolist()
-        carried_R, carried_t = np.zeros((m, 3, 3)), np.zeros((m, 3))
-        refs = []
-        for j, obj in enumerate(objs):
-            ref = m * n + j if (obj in self._grasp_ref and epochs[0] == self._state_epoch) else -1
-            if ref >= 0:
-                carried_R[j], carried_t[j] = self._grasp_ref[obj]
-            epoch = epochs[0] if ref >= 0 else None
-            for k, g in enumerate(grasped[j].tolist()):
-                r = j * n + k
-                if epoch is not None and epochs[k] != epoch:
-                    ref = -1
-                epoch = epochs[k]
-                if g == GRASP_TRUE:
-                    self._ungrasped_frames[obj] = 0
-                elif g == GRASP_FALSE:
-                    # The slip reference survives a one-frame contact dropout: it
-                    # is dropped only after two consecutive ungrasped frames.
-                    self._ungrasped_frames[obj] = self._ungrasped_frames.get(obj, 0) + 1
-                    if self._ungrasped_frames[obj] >= 2:
-                        ref = -1
-                if g == GRASP_UNKNOWN:
-                    # sync = (not grasped) or (slip under the limits): with the grasp unknown it is still
-                    # true when the object has not slipped from an ongoing grasp's reference.
-                    kind[r] = 3 if ref >= 0 and ok[r] else 1
-                elif g == GRASP_TRUE:
-                    if ok[r]:
-                        if ref < 0:
-                            ref = r
-                        kind[r] = 2
-                    else:
-                        kind[r] = 1
-                # else (not grasped, or no grasp input): 0, true
-                ref_row[r] = ref
-            refs.append(ref)
-        R = np.concatenate([G.R, carried_R])
-        t = np.concatenate([G.t, carried_t])
-        rows = np.where(ref_row >= 0, ref_row, m * n)
-        slip_ok = ((poses.norm3(G.t - t[rows]) < cfg.slip_m) &
-                   (poses.relative_angle(R[rows], G.R) < cfg.slip_rad))
-        for obj, ref in zip(objs, refs):
-            if ref >= 0:
-                self._grasp_ref[obj] = (R[ref].copy(), t[ref].copy())
-            else:
-                self._grasp_ref.pop(obj, None)
-        value = (kind == 0) | ((kind >= 2) & slip_ok)
-        return value, value | (kind == 2)
+        kinds = ('object_stable', 'object_sliding', 'object_sync', 'object_supported', 'object_settled',
+                 'gripper_approaching')
+        vals = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
+        known = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
+        codes_l, times_l, g_ok = codes.tolist(), times.tolist(), Gw.ok.tolist()
+        for k in range(n):
+            now = times_l[k]
+            if epochs[k] != self._state_epoch:
+                self._state_epoch = epochs[k]
+                self._tracks, self._prev_gripper, self._prev_distance = {}, None, {}
+            gripper = (Gw.R[k], Gw.t[k]) if g_ok[k] else None
+            motion = None
+            if gripper is not None:
+                prev = self._prev_gripper
+                if prev is not None and now > prev[0]:
+                    dt = now - prev[0]
+                    d = gripper[1] - prev[2]
+                    motion = (float(np.linalg.norm(d)) / dt, math.hypot(d[0], d[1]) / dt,
+                              float(poses.relative_angle(prev[1][None], gripper[0][None])[0]) / dt)
+                self._prev_gripper = (now, gripper[0], gripper[1])
+            for j, obj in enumerate(objs):
+                track = self._tracks.get(obj)
+                if track is None:
+                    track = self._tracks[obj] = ObjectTrack(cfg.track)
+                code = codes_l[j][k]
+                track.grasp(code, now)      # first: a detection captured at a grasp's onset is its reference
+                for mm in meas[j][k]:
+                    track.add(mm)
+                est = track.estimate(now, gripper, motion)
+                stable, sliding = track.decide_motion(est, cfg.stable_linear_m_s, cfg.stable_angular_rad_s,
+                                                      cfg.sliding_m_s)
+                for kind, v in (('object_stable', stable), ('object_sliding', sliding)):
+                    vals[kind][j, k], known[kind][j, k] = bool(v), v is not None
+                # sync = (not grasped) or (not slipped); with the grasp unknown, true only when an
+                # ongoing grasp shows no slip.
+                slipped = track.slipped(now, cfg.slip_m, cfg.slip_rad)
+                if code == GRASP_TRUE:
+                    sync: bool | None = not slipped
+                elif code == GRASP_UNKNOWN:
+                    sync = True if track.grasping and track.reference is not None and not slipped else None
+                else:
+                    sync = True
+                vals['object_sync'][j, k], known['object_sync'][j, k] = bool(sync), sync is not None
+                supported: bool | None = None
+                if est.known:
+                    supported = False
+                    for (sup, surface), S, noise in zip(supports, sup_w, sup_noise):
+                        if sup == obj:
+                            continue       # an object never supports itself
+                        if not S.ok[k]:
+                            supported = None if supported is False else supported
+                            continue
+                        Ri, ti = poses.invert(S.R[k][None], S.t[k][None])
+                        R, t = poses.compose(Ri, ti, est.R_w[None], est.p_w[None])
+                        gap = support_gap_m(poses.to_matrix(R[0], t[0]), shapes[j], surface)
+                        tol_m = cfg.support_gap_m + SUPPORT_QUANTILE * math.hypot(est.position_se_m, noise)
+                        # A pose from the gripper sinks below the surface as the fingers push on
+                        # (the object slides up in the grip): as far as the grip may slip.
+                        below_m = tol_m + (cfg.slip_m if est.from_gripper else 0.0)
+                        if gap is not None and -below_m <= gap <= tol_m:
+                            supported = True
+                            break
+                vals['object_supported'][j, k], known['object_supported'][j, k] = bool(supported), \
+                    supported is not None
+                dist = float(np.linalg.norm(est.p_w - gripper[1])) if est.known and gripper is not None else None
+                if stable is not None and supported is not None and dist is not None:
+                    vals['object_settled'][j, k] = stable and supported and dist > cfg.gripper_clearance_m
+                    known['object_settled'][j, k] = True
+                # Approaching: within approach_m and closer than at the previous frame with a known distance.
+                if dist is not None:
+                    prev_d = self._prev_distance.get(obj)
+                    if prev_d is not None:
+                        vals['gripper_approaching'][j, k] = dist < cfg.approach_m and dist < prev_d
+                        known['gripper_approaching'][j, k] = True
+                    self._prev_distance[obj] = dist
+        return [{kind: (vals[kind][j], known[kind][j]) for kind in kinds} for j in range(len(objs))]
 
     @staticmethod
     def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> Column:

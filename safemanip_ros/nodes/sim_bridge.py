@@ -25,7 +25,11 @@ holds received here), ``controller_topic``
 (1: start once this many nodes subscribe to joint_states), ``camera`` (a
 robosuite camera, e.g. ``agentview``: ``image`` + ``camera_info`` and its
 optical frame on ``/tf`` every ``camera_every_frames`` steps, rendered on
-the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none).
+the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none), ``perception``
+(``truth``: every body's pose exact on ``/tf``; ``realistic`` or ``double``:
+the objects' poses as a camera tracker publishes them instead —
+:mod:`safemanip_ros.sim.perception` — noisy, at 10 Hz, stamped at capture
+and published late, some missed).
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 from safemanip_ros.msg import Contact, ContactArray
 
+from ..errors import ParameterError
 from ..sim import ros_messages
+from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
 from ..sim.recording import EpisodeSpec, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimWorld
@@ -79,7 +85,8 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         for name, default in (('task', 'Lift'), ('fault', 'none'), ('seed', 0), ('real_time_factor', 1.0),
                               ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
                               ('camera', ''), ('camera_every_frames', 5), ('camera_size_px', 128),
-                              ('controller_topic', 'joint_trajectory_controller/joint_trajectory')):
+                              ('controller_topic', 'joint_trajectory_controller/joint_trajectory'),
+                              ('perception', 'truth')):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         self.types = RCLPY_TYPES
@@ -96,6 +103,14 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self._arm = [j for j in self.sample.joint_names if j.startswith('robot0_joint')]
         static = self.world.static_bodies()
         self._dynamic = [b for b in self.sample.poses if b not in set(static)]
+        level = str(p('perception'))
+        if level not in LEVELS:
+            raise ParameterError(f'perception: unknown level {level!r}; known: {", ".join(LEVELS)}')
+        self._detector: PoseDetector | None = None
+        if not LEVELS[level].exact:
+            tracked = tracked_bodies(self._dynamic)
+            self._dynamic = [b for b in self._dynamic if b not in set(tracked)]
+            self._detector = PoseDetector(LEVELS[level], tracked, seed=spec.seed + 7919)
         self._pub_clock = self.create_publisher(Clock, '/clock', 10)
         # Reliable, as ros2_control's joint_state_broadcaster and simulators publish: a best-effort
         # subscriber still matches, a reliable one loses nothing on a busy machine.
@@ -204,6 +219,10 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         s, t = self.sample, self.types
         self._pub_js.publish(ros_messages.joint_state(t, s))
         self._pub_tf.publish(ros_messages.transforms(t, s, self._dynamic))
+        if self._detector is not None:
+            self._detector.observe(s.stamp_s, s.poses)
+            for d in self._detector.published(s.stamp_s):
+                self._pub_tf.publish(ros_messages.detection(t, d.stamp_s, d.poses))
         self._pub_contacts.publish(ros_messages.contacts(t, s))
         if self.camera and s.step % int(self.get_parameter('camera_every_frames').value) == 0:
             self._publish_camera(s)

@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
+from .perception import LEVELS, PerceptionLevel
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
 from .recording import EpisodeSpec, read_truth, run_episode
@@ -45,7 +46,8 @@ WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'n
 """The debouncing window of each property (latency target: window + 1 frame)."""
 
 
-TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS}
+TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS, 'Stack': ('none',)}
+TASKS = ('Lift', 'PickPlace', 'Stack')
 
 
 def episode_plan(episodes: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> list[EpisodeSpec]:
@@ -54,7 +56,10 @@ def episode_plan(episodes: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'Pi
     return [EpisodeSpec(combos[i % len(combos)][0], combos[i % len(combos)][1], seed + i) for i in range(episodes)]
 
 
-def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], None] = print) -> list[Path]:
+def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], None] = print,
+           perception: PerceptionLevel = LEVELS['truth']) -> list[Path]:
+    """Record each episode of ``plan`` into ``out_dir`` (an episode whose
+    truth file is there already is kept), object poses as ``perception`` gives them."""
     from .world import SimWorld
     out_dir.mkdir(parents=True, exist_ok=True)
     worlds: dict[str, SimWorld] = {}
@@ -69,7 +74,7 @@ def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], Non
             if bag.exists():
                 import shutil
                 shutil.rmtree(bag)
-            truth = run_episode(worlds[spec.task], spec, out_dir)
+            truth = run_episode(worlds[spec.task], spec, out_dir, perception=perception)
             progress(f'[{i + 1}/{len(plan)}] {spec.name}: {truth.frames} frames, events '
                      f'{[e.event for e in truth.events] or "none"} ({time.monotonic() - t0:.1f} s)')
         bags.append(bag)
@@ -113,7 +118,10 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
                     o.latency_frames[prop] = min(late)
         outcomes.append(o)
     faulty = [o for o in outcomes if o.events]
-    clean = [o for o in outcomes if not o.events]
+    # A fault injected that the physics never produced (no labelled event) is neither faulty
+    # nor clean: whatever the monitor says of it is no evidence either way.
+    unrealised = [o for o in outcomes if not o.events and o.fault != 'none']
+    clean = [o for o in outcomes if not o.events and o.fault == 'none']
     tp = sum(o.detected for o in faulty)
     flagged = sum(o.flagged for o in outcomes)
     true_flags = sum(o.flagged and o.detected for o in faulty)
@@ -139,6 +147,7 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
                        'median_latency_frames': None, 'window_frames': None}
     return {
         'episodes': len(outcomes), 'faulty': len(faulty), 'clean': len(clean),
+        'unrealised': [o.name for o in unrealised],
         'sensitivity': tp / len(faulty) if faulty else None,
         'sensitivity_ci': clopper_pearson(tp, len(faulty), confidence),
         'specificity': sum(not o.flagged for o in clean) / len(clean) if clean else None,
@@ -158,7 +167,10 @@ def format_table(result: dict) -> str:
             return '-'
         s = f'{v:.2f}'
         return s + (f' [{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '')
-    lines = [f'faithfulness over {result["episodes"]} episodes ({result["faulty"]} faulty, {result["clean"]} clean)',
+    unrealised = result.get('unrealised') or []
+    lines = [f'faithfulness over {result["episodes"]} episodes ({result["faulty"]} faulty, {result["clean"]} clean'
+             + (f', {len(unrealised)} with a fault the physics did not produce, left out' if unrealised else '')
+             + ')',
              f'  sensitivity {f(result["sensitivity"], result["sensitivity_ci"])}   specificity '
              f'{f(result["specificity"], result["specificity_ci"])}   precision '
              f'{f(result["precision"], result["precision_ci"])}   false alarms per clean episode '
@@ -174,27 +186,105 @@ def format_table(result: dict) -> str:
     return '\n'.join(lines)
 
 
+TARGETS = {'sensitivity': 0.95, 'specificity': 1.0, 'latency_beyond_window_frames': 3}
+"""What the benchmark holds every task to at the realistic perception level."""
+
+
 def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
-                  progress: Callable[[str], None] = print) -> dict:
-    """Record (or reuse) the episodes, audit them with the shipped
-    configuration, score against the truth; writes ``faithfulness.json``."""
+                  progress: Callable[[str], None] = print, levels: tuple[str, ...] = ('truth',),
+                  tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> dict:
+    """Record (or reuse) the episodes at each perception level of
+    :data:`~.perception.LEVELS`, audit them with the shipped configuration,
+    score against the truth, overall and per task; writes ``faithfulness.json``.
+
+    Returns ``{'levels': {level: {'overall': score, 'tasks': {task: score}}}}``."""
     from ..audit.engine import AuditConfig, run_audit
     from ..audit.report import build_report
     from ..resources import config_path, default_suites
-    plan = episode_plan(episodes, seed)
-    bags = record(plan, out_dir / 'bags', progress)
-    all_results, all_skipped = [], []
-    for task in sorted({spec.task for spec in plan}):
-        task_bags = [str(b) for b, spec in zip(bags, plan) if spec.task == task]
-        cfg = AuditConfig(tuple(str(p) for p in default_suites()),
-                          robot_config=str(config_path('robots', ROBOT_CONFIGS[task])))
-        progress(f'auditing {len(task_bags)} {task} bags with {ROBOT_CONFIGS[task]}')
-        results, skipped = run_audit(task_bags, cfg, out_dir / 'audit' / task, workers)
-        all_results += results
-        all_skipped += skipped
-    report = build_report(all_results, all_skipped, {'reduction': 'any'})
-    skipped = all_skipped
-    result = score(report, bags)
-    result['skipped'] = skipped
-    (out_dir / 'faithfulness.json').write_text(json.dumps(result, indent=1))
-    return result
+    unknown = [lv for lv in levels if lv not in LEVELS]
+    if unknown:
+        raise ValueError(f'unknown perception level(s) {unknown}; known: {", ".join(LEVELS)}')
+    plan = episode_plan(episodes, seed, tasks)
+    out: dict = {'episodes': episodes, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
+    for level in levels:
+        progress(f'perception level {level}: {LEVELS[level]}')
+        bags = record(plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
+        all_results, all_skipped, per_task = [], [], {}
+        for task in tasks:
+            task_bags = [b for b, spec in zip(bags, plan) if spec.task == task]
+            if not task_bags:
+                continue
+            cfg = AuditConfig(tuple(str(p) for p in default_suites()),
+                              robot_config=str(config_path('robots', ROBOT_CONFIGS[task])))
+            progress(f'auditing {len(task_bags)} {task} bags with {ROBOT_CONFIGS[task]}')
+            results, skipped = run_audit([str(b) for b in task_bags], cfg, out_dir / 'audit' / level / task, workers)
+            all_results += results
+            all_skipped += skipped
+            per_task[task] = score(build_report(results, skipped, {'reduction': 'any'}), task_bags)
+        overall = score(build_report(all_results, all_skipped, {'reduction': 'any'}), bags)
+        overall['skipped'] = all_skipped
+        out['levels'][level] = {'overall': overall, 'tasks': per_task}
+    (out_dir / 'faithfulness.json').write_text(json.dumps(out, indent=1))
+    return out
+
+
+def shortfalls(level_result: dict) -> list[str]:
+    """Where a level's result misses :data:`TARGETS`, in words (empty: all met)."""
+    out = []
+    for task, r in level_result['tasks'].items():
+        if r['faulty'] and (r['sensitivity'] or 0.0) < TARGETS['sensitivity']:
+            out.append(f'{task}: sensitivity {r["sensitivity"]:.2f} < {TARGETS["sensitivity"]}')
+        if r['clean'] and (r['specificity'] or 0.0) < TARGETS['specificity']:
+            flagged = [o['name'] for o in r['outcomes'] if o['fault'] == 'none' and o['flagged']]
+            out.append(f'{task}: specificity {r["specificity"]:.2f} < 1 (false alarms on {", ".join(flagged)})')
+        for prop, p in r['properties'].items():
+            lat, win = p['median_latency_frames'], p['window_frames']
+            if lat is not None and win is not None and lat > win + TARGETS['latency_beyond_window_frames']:
+                out.append(f'{task}: {prop} median latency {lat:g} frames > window {win} + 3')
+    return out
+
+
+def format_levels(result: dict) -> str:
+    """Every level side by side: per task, then per property; then where the
+    realistic level misses the targets."""
+    def f(v, ci=None):
+        if v is None:
+            return '-'
+        return f'{v:.2f}' + (f' [{ci[0]:.2f},{ci[1]:.2f}]' if ci else '')
+    levels = result['levels']
+    lines = [f'faithfulness at {len(levels)} perception level(s): {result["episodes"]} episodes of '
+             f'{", ".join(result["tasks"])}, seeds from {result["seed"]}',
+             f'  {"level":10s} {"task":10s} {"faulty":>6s} {"clean":>5s} {"sensitivity [95% CI]":>22s} '
+             f'{"specificity [95% CI]":>22s} {"precision [95% CI]":>22s} {"false/clean":>11s}']
+    for level, lr in levels.items():
+        for task, r in [*lr['tasks'].items(), ('all', lr['overall'])]:
+            lines.append(f'  {level:10s} {task:10s} {r["faulty"]:>6d} {r["clean"]:>5d} '
+                         f'{f(r["sensitivity"], r["sensitivity_ci"]):>22s} {f(r["specificity"], r["specificity_ci"]):>22s} '
+                         f'{f(r["precision"], r["precision_ci"]):>22s} {f(r["false_alarms_per_clean_episode"]):>11s}')
+    lines.append('  per property: detected/meant, false alarms per clean episode, median latency (frames; '
+                 'target window + 3)')
+    props = sorted({p for lr in levels.values() for p in lr['overall']['properties']},
+                   key=lambda p: (p not in EXPECTED, p))
+    lines.append(f'  {"property":42s} ' + ' '.join(f'{lv:>24s}' for lv in levels))
+    for prop in props:
+        cells = []
+        for lr in levels.values():
+            p = lr['overall']['properties'].get(prop)
+            if p is None:
+                cells.append(f'{"-":>24s}')
+                continue
+            lat = '-' if p['median_latency_frames'] is None else f'{p["median_latency_frames"]:g}'
+            win = '' if p['window_frames'] is None else f'/{p["window_frames"] + 3}'
+            cells.append(f'{p["detected"]:>3d}/{p["episodes"]:<3d} {f(p["false_alarms_per_clean_episode"]):>5s} '
+                         f'{lat + win:>9s}')
+        lines.append(f'  {prop:42s} ' + ' '.join(f'{c:>24s}' for c in cells))
+    for level, lr in levels.items():
+        if level == 'truth':
+            continue
+        misses = shortfalls(lr)
+        lines.append(f'  {level}: ' + ('every target met (sensitivity >= 0.95, specificity 1, latency <= window + 3)'
+                                        if not misses else 'misses: ' + '; '.join(misses)))
+    unrealised = sorted({n for lr in levels.values() for n in lr['overall'].get('unrealised') or []})
+    if unrealised:
+        lines.append(f'  left out (fault injected, none physically produced): {", ".join(unrealised)}')
+    return '\n'.join(lines)

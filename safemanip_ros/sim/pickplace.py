@@ -44,6 +44,7 @@ class PickPlacePolicy:
         self.phase_frames = 0
         self.done = False
         self._lift_z = 0.0
+        self._lower_xy = np.zeros(2)
 
     def _next(self, phase: str) -> None:
         self.phase, self.phase_frames = phase, 0
@@ -99,9 +100,16 @@ class PickPlacePolicy:
             if np.linalg.norm(eef - target) < 0.015 or self.phase_frames > 160:
                 self._next('lower')
         elif ph == 'lower':
-            a[:3] = _move(eef, np.array([eef[0], eef[1], self.floor + self.half - 0.02]), gain=6.0, limit=0.25)
+            if self.phase_frames == 1:
+                self._lower_xy = eef[:2].copy()
+            # Straight down onto the floor, the hand held where it stopped: pressing on past the
+            # floor (or letting the hand drift) drags the can along it.
+            target_z = self.floor + self.half + 0.002
+            # Slow over the last 3 cm: the can touches down gently instead of bouncing sideways.
+            a[:3] = _move(eef, np.array([*self._lower_xy, eef[2] - (can[2] - target_z)]), gain=6.0,
+                          limit=0.25 if can[2] - target_z > 0.03 else 0.08)
             a[6] = 1
-            if can[2] - (self.floor + self.half) < 0.004 or self.phase_frames > 60:
+            if can[2] - (self.floor + self.half) < 0.006 or self.phase_frames > 80:
                 self._next('release')
         elif ph in ('release', 'retreat'):
             release_and_retreat(self, eef, a, then=None)

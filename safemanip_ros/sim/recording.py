@@ -18,6 +18,7 @@ import numpy as np
 from ..bag.typestore import typestore
 from ..bag.writer import SplitBagWriter
 from . import ros_messages
+from .perception import LEVELS, PerceptionLevel, PoseDetector, tracked_bodies
 from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimWorld
@@ -71,9 +72,13 @@ def pickplace_policy(world: SimWorld, fault: str, rng: np.random.Generator) -> P
                            np.array(world.env.target_bin_placements[k][:2]))
 
 
-def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str = 'mcap') -> Truth:
+def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str = 'mcap',
+                perception: PerceptionLevel = LEVELS['truth']) -> Truth:
     """Reset ``world`` with the episode's seed, run the scripted policy with
-    its fault, write ``out_dir/<name>/`` (a bag plus truth.json)."""
+    its fault, write ``out_dir/<name>/`` (a bag plus truth.json).  With a
+    ``perception`` level other than truth the objects' poses are a
+    detector's (:mod:`.perception`, seeded by the episode's seed), on
+    ``/tf`` beside the robot's exact links."""
     world.seed = spec.seed
     sample = world.reset()
     truth = Truth(spec.task, spec.fault, spec.seed)
@@ -88,6 +93,11 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
                 writer.add_topic(topic, msgtype)
         static = world.static_bodies()
         dynamic = [b for b in sample.poses if b not in set(static)]
+        detector = None
+        if not perception.exact:
+            tracked = tracked_bodies(dynamic)
+            dynamic = [b for b in dynamic if b not in set(tracked)]
+            detector = PoseDetector(perception, tracked, seed=spec.seed + 7919)
 
         def write(topic: str, msg: object, t_ns: int) -> None:
             writer.write(topic, t_ns, ts.serialize_cdr(msg, ros_messages.TOPICS[topic]))
@@ -101,6 +111,11 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
             write('/joint_states', ros_messages.joint_state(types, sample), t_ns)
             write('/tf', ros_messages.transforms(types, sample, dynamic), t_ns)
             write('/contacts', ros_messages.contacts(types, sample), t_ns)
+            if detector is not None:
+                detector.observe(sample.stamp_s, sample.poses)
+                for d in detector.published(sample.stamp_s):
+                    write('/tf', ros_messages.detection(types, d.stamp_s, d.poses),
+                          max(t_ns, int(round(d.publish_s * 1e9))))
             if labeller is not None:
                 labeller.update(sample)
             truth.frames = sample.step + 1

@@ -77,6 +77,19 @@ def transforms(types: MessageTypes, s: SimSample, bodies: list[str]) -> Any:
     return types.TFMessage(transforms=out)
 
 
+def detection(types: MessageTypes, stamp_s: float,
+              poses: dict[str, tuple[tuple[float, float, float], tuple[float, float, float, float]]]) -> Any:
+    """A detector's TFMessage: one ``world → object`` transform per object
+    seen, stamped with the capture time ``stamp_s``."""
+    header_stamp = stamp(types, stamp_s)
+    return types.TFMessage(transforms=[
+        types.TransformStamped(
+            header=types.Header(stamp=header_stamp, frame_id=WORLD_FRAME), child_frame_id=body,
+            transform=types.Transform(translation=types.Vector3(x=x, y=y, z=z),
+                                      rotation=types.Quaternion(x=qx, y=qy, z=qz, w=qw)))
+        for body, ((x, y, z), (qx, qy, qz, qw)) in sorted(poses.items())])
+
+
 def contacts(types: MessageTypes, s: SimSample) -> Any:
     zero = types.Point(x=0.0, y=0.0, z=0.0)
     up = types.Vector3(x=0.0, y=0.0, z=0.0)

@@ -1,0 +1,109 @@
+"""Is an object-pose source good enough for the configured thresholds?
+
+``safemanip doctor`` reads each configured object frame's transforms from a
+recording and measures what the grounding assumes of them
+(:class:`~.tracking.TrackConfig`): how often they come (the median interval's rate, the 95th percentile gap),
+how late (publication minus capture stamp: the bag's receive time minus the
+header stamp), and how noisy — the scatter about a straight line of the
+detections in one-second windows where the object stands still (fitted
+speed under :data:`STILL_M_S`), the median over those windows.  Each figure
+beyond what the configuration allows is a problem in words.
+
+Lengths in metres, times in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .tracking import MIN_MOTION_SAMPLES, TrackConfig, slope
+
+STILL_M_S = 0.05
+"""A window whose fitted speed is under this counts as the object standing still."""
+GAP_PERCENTILE = 95.0
+"""Gaps are judged at this percentile: a grasp hides the object for a while, and vouches for it meanwhile."""
+NOISE_WINDOW_S = 1.0
+TOO_NOISY = 1.5
+"""Measured noise more than this many times the configured one is a problem."""
+
+
+@dataclass
+class PoseSourceQuality:
+    """What one object frame's recorded poses show."""
+
+    frame: str
+    detections: int
+    rate_hz: float
+    latency_s: float | None          # median receive time minus capture stamp
+    longest_gap_s: float             # at GAP_PERCENTILE
+    noise_m: float | None            # median scatter per axis over still windows (None: no still window)
+    still_windows: int
+    problems: list[str] = field(default_factory=list)
+
+
+def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m: np.ndarray,
+           track: TrackConfig) -> PoseSourceQuality:
+    """Measure one frame's poses (stamps, receive times [n], positions [n, 3]) against ``track``."""
+    order = np.argsort(stamps_s, kind='stable')
+    t, recv, p = stamps_s[order], received_s[order], positions_m[order]
+    n = len(t)
+    if n < 2:
+        return PoseSourceQuality(frame, n, 0.0, None, math.inf, None, 0,
+                                 [f'{n} pose(s) of this frame on /tf in the recording: nothing to judge'])
+    gaps = np.diff(t)
+    typical = float(np.median(gaps))
+    rate = 1.0 / typical if typical > 0 else math.inf        # the detector's own rate, misses aside
+    longest = float(np.percentile(gaps, GAP_PERCENTILE))
+    latency = float(np.median(recv - t))
+    sigmas = []
+    start = 0
+    while start < n:
+        end = int(np.searchsorted(t, t[start] + NOISE_WINDOW_S, 'left'))
+        if end - start >= 5 and t[end - 1] > t[start]:
+            v, _, resid = slope(t[start:end], p[start:end])
+            if float(np.linalg.norm(v)) < STILL_M_S and not math.isnan(resid):
+                sigmas.append(resid)
+        start = max(end, start + 1)
+    noise = float(np.median(sigmas)) if sigmas else None
+    q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas))
+    if noise is not None and noise > TOO_NOISY * max(track.position_noise_m, 1e-4):
+        q.problems.append(f'noise {noise * 1000:.1f} mm per axis while standing still, more than '
+                          f'perception.position_noise_m ({track.position_noise_m * 1000:.1f} mm): set it to '
+                          f'{math.ceil(noise * 1000) / 1000:g} (motion is then decided more slowly)')
+    if rate * track.window_s < MIN_MOTION_SAMPLES:
+        q.problems.append(f'{rate:.1f} Hz gives fewer than {MIN_MOTION_SAMPLES} poses per perception.window_s '
+                          f'({track.window_s:g} s): raise window_s to {MIN_MOTION_SAMPLES / max(rate, 1e-3):.2f} s')
+    if latency is not None and latency > track.staleness_s:
+        q.problems.append(f'poses arrive {latency:.2f} s after their stamp, beyond perception.staleness_s '
+                          f'({track.staleness_s:g} s): the object reads unknown')
+    if longest > track.staleness_s:
+        q.problems.append(f'{GAP_PERCENTILE:g} % of the gaps between poses are up to {longest:.2f} s, beyond '
+                          f'perception.staleness_s '
+                          f'({track.staleness_s:g} s): the object reads unknown meanwhile')
+    return q
+
+
+def assess_bag(path: str | Path, frames: list[str], track: TrackConfig) -> list[PoseSourceQuality]:
+    """:func:`assess` for each of ``frames`` from the ``/tf`` messages of the bag at ``path``."""
+    from ..bag import open_bag, typestore
+    from ..stamps import stamp_s
+    ts = typestore()
+    wanted = set(frames)
+    rows: dict[str, list[tuple[float, float, float, float, float]]] = {f: [] for f in frames}
+    with open_bag(path) as bag:
+        conns = [c for c in bag.connections if c.topic == '/tf' and c.msgtype == 'tf2_msgs/msg/TFMessage']
+        for _, t_ns, raw in bag.messages(conns):
+            msg = ts.deserialize_cdr(raw, 'tf2_msgs/msg/TFMessage')
+            for tr in msg.transforms:
+                if tr.child_frame_id in wanted:
+                    v = tr.transform.translation
+                    rows[tr.child_frame_id].append((stamp_s(tr.header.stamp), t_ns * 1e-9, v.x, v.y, v.z))
+    out = []
+    for frame in frames:
+        a = np.array(rows[frame], dtype=float).reshape(-1, 5)
+        out.append(assess(frame, a[:, 0], a[:, 1], a[:, 2:], track))
+    return out

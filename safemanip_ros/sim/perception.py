@@ -1,0 +1,147 @@
+"""A simulated object-pose detector: what a camera-based tracker publishes
+in place of the simulator's ground truth.
+
+A real cell has no simulator truth for its objects: their poses come from a
+detector or marker tracker, which is noisy, runs slower than the control
+loop, misses detections (more often while the fingers hide the object) and
+publishes each pose some time after the image it was computed from.
+:class:`PoseDetector` turns the simulator's true poses into such a stream.
+
+Published convention (what the grounding expects from a real stack too):
+every detection cycle that sees at least one object is **one
+``tf2_msgs/TFMessage`` on ``/tf``** with one ``world → object`` transform per
+object seen, every transform's ``header.stamp`` the **capture time** of the
+image (not the publication time); it is published ``latency_s`` after that
+stamp.  Objects not seen in a cycle are simply absent from it.  The robot's
+own links keep coming, exact and on time, in their own ``/tf`` messages.
+
+Lengths in metres, angles in radians, rates in hertz, times in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .policies import EEF_BODY, ROBOT_PREFIXES
+
+Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
+
+
+@dataclass(frozen=True)
+class PerceptionLevel:
+    """How far the detector is from the truth.
+
+    ``position_noise_m`` and ``orientation_noise_rad``: standard deviation
+    of the Gaussian error per axis (a rotation vector's components for the
+    orientation); ``rate_hz``: detection cycles per second (0: every
+    control step); ``dropout``: probability a detection is missed;
+    ``latency_s``: from capture (the stamp) to publication;
+    ``occlusion``: probability a detection is missed while the object's
+    origin is within ``occlusion_radius_m`` of the gripper (between or near
+    the fingers), on top of ``dropout``."""
+
+    name: str
+    position_noise_m: float = 0.0
+    orientation_noise_rad: float = 0.0
+    rate_hz: float = 0.0
+    dropout: float = 0.0
+    latency_s: float = 0.0
+    occlusion: float = 0.0
+    occlusion_radius_m: float = 0.06
+
+    @property
+    def exact(self) -> bool:
+        """Ground truth: every pose, on time, without error."""
+        return self == PerceptionLevel(self.name)
+
+    def scaled(self, name: str, noise: float, dropout: float) -> 'PerceptionLevel':
+        """This level with its noise and dropout multiplied."""
+        return replace(self, name=name, position_noise_m=self.position_noise_m * noise,
+                       orientation_noise_rad=self.orientation_noise_rad * noise,
+                       dropout=min(1.0, self.dropout * dropout))
+
+
+REALISTIC = PerceptionLevel('realistic', position_noise_m=0.005, orientation_noise_rad=math.radians(2.0),
+                            rate_hz=10.0, dropout=0.10, latency_s=0.10, occlusion=0.5)
+LEVELS = {
+    'truth': PerceptionLevel('truth'),
+    'realistic': REALISTIC,
+    'double': REALISTIC.scaled('double', noise=2.0, dropout=2.0),
+}
+"""The named levels ``--perception`` takes: simulator truth, what a good
+camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
+100 ms late, half the detections lost between the fingers) and twice its
+noise and dropout."""
+
+
+def tracked_bodies(bodies: list[str]) -> list[str]:
+    """The bodies a detector reports: every moving body that is not the robot's."""
+    return [b for b in bodies if not b.startswith(ROBOT_PREFIXES)]
+
+
+@dataclass
+class Detection:
+    """One detection cycle: captured at ``stamp_s``, published at ``publish_s``."""
+
+    stamp_s: float
+    publish_s: float
+    poses: dict[str, Pose]
+
+
+class PoseDetector:
+    """Detections of ``bodies`` from true poses, seeded (``seed``)."""
+
+    def __init__(self, level: PerceptionLevel, bodies: list[str], seed: int) -> None:
+        self.level = level
+        self.bodies = list(bodies)
+        self.rng = np.random.default_rng(seed)
+        self._next_capture_s: float | None = None
+        self._pending: list[Detection] = []
+
+    def observe(self, time_s: float, poses: dict[str, Pose]) -> None:
+        """The true poses at ``time_s``; captures a detection when one is due."""
+        lv = self.level
+        if self._next_capture_s is not None and time_s + 1e-9 < self._next_capture_s:
+            return
+        period = 1.0 / lv.rate_hz if lv.rate_hz > 0 else 0.0
+        self._next_capture_s = time_s + period if self._next_capture_s is None else \
+            max(self._next_capture_s + period, time_s)
+        eef = np.array(poses[EEF_BODY][0]) if EEF_BODY in poses else None
+        seen: dict[str, Pose] = {}
+        for body in self.bodies:
+            # Draw every number whatever happens, so one level's detections line up with another's.
+            u_drop, u_occl = self.rng.random(2)
+            dp = self.rng.normal(0.0, 1.0, 3) * lv.position_noise_m
+            dr = self.rng.normal(0.0, 1.0, 3) * lv.orientation_noise_rad
+            if body not in poses or u_drop < lv.dropout:
+                continue
+            (x, y, z), q = poses[body]
+            if eef is not None and u_occl < lv.occlusion and \
+                    float(np.linalg.norm(np.array([x, y, z]) - eef)) < lv.occlusion_radius_m:
+                continue
+            seen[body] = ((x + dp[0], y + dp[1], z + dp[2]), _rotate(q, dr))
+        if seen:
+            self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
+
+    def published(self, up_to_s: float) -> list[Detection]:
+        """The detections published at or before ``up_to_s`` not yet returned, oldest first."""
+        out = [d for d in self._pending if d.publish_s <= up_to_s + 1e-9]
+        self._pending = [d for d in self._pending if d.publish_s > up_to_s + 1e-9]
+        return out
+
+
+def _rotate(q: tuple[float, float, float, float], rotvec: np.ndarray) -> tuple[float, float, float, float]:
+    """``q`` (x, y, z, w) turned by the small rotation ``rotvec`` (rad), applied in the world."""
+    angle = float(np.linalg.norm(rotvec))
+    if angle == 0.0:
+        return q
+    ax = rotvec / angle
+    s = math.sin(angle / 2)
+    dx, dy, dz, dw = ax[0] * s, ax[1] * s, ax[2] * s, math.cos(angle / 2)
+    x, y, z, w = q
+    # (dw, d) ⊗ (w, q): the error rotation applied after the true one.
+    return (dw * x + dx * w + dy * z - dz * y, dw * y - dx * z + dy * w + dz * x,
+            dw * z + dx * y - dy * x + dz * w, dw * w - dx * x - dy * y - dz * z)
