@@ -56,7 +56,7 @@ class Knobs:
 
 
 def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120,
-           extras: bool = False, knobs: Knobs = Knobs()) -> None:
+           extras: bool = False, knobs: Knobs = Knobs(), perceived: bool = False) -> None:
     """A Lift-like episode: the arm reaches, the fingers close on the cube
     (contacts come and go, some below the force threshold, one NaN force),
     lift, release; joint states sometimes reordered, without velocities,
@@ -68,7 +68,9 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
     ``extras``: a microwave whose door hinge is in the joint states (a
     fixture, sometimes missing or NaN) and whose frame is in TF, and a
     force/torque sensor on ``/wrench`` (forces across the thresholds, NaN
-    now and then)."""
+    now and then); ``perceived``: the cube's pose from a detector instead,
+    in its own ``/tf`` messages at 10 Hz, 15 % missed, 5 mm noise, stamped
+    100 ms before the robot's links it arrives after."""
     ts = typestore()
     rng = np.random.default_rng(seed)
     T = ts.types['builtin_interfaces/msg/Time']
@@ -147,11 +149,18 @@ def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float
         tf_stalled = knobs.stall_at <= k < knobs.stall_at + knobs.tf_stall_frames
         if rng.random() > knobs.tf_missing and not tf_stalled:      # TF stalls (stale frames)
             tf_t = t - float(rng.uniform(0, 0.01))
-            items = [transform('world', 'cube_main', tf_t, cube, _yaw(yaw))]
+            items = [] if perceived else [transform('world', 'cube_main', tf_t, cube, _yaw(yaw))]
             if k >= 5:                                    # the eef's link appears late
                 items.append(transform('world', 'gripper0_right_eef', tf_t, eef, _yaw(0)))
             if extras:
                 items.append(transform('world', 'microwave_main', tf_t, [0.05, 0.0, 0.8], _yaw(0)))
+            if perceived and k % 2 == 0 and rng.random() > 0.15:
+                detection = TFM(transforms=[transform('world', 'cube_main', tf_t - 0.1, cube + rng.normal(0, 0.005, 3),
+                                                      _yaw(yaw))])
+                w.write('/tf', bag_ns, ts.serialize_cdr(detection, 'tf2_msgs/msg/TFMessage'))
+            if break_with == 'late_beyond_jump' and k == 70:     # stamped 1.5 s back: a clock reset
+                w.write('/tf', bag_ns, ts.serialize_cdr(TFM(transforms=[
+                    transform('world', 'cube_main', tf_t - 1.5, cube, _yaw(yaw))]), 'tf2_msgs/msg/TFMessage'))
             if break_with == 'nan_tf' and k == 70:
                 items[0] = transform('world', 'cube_main', tf_t, [math.nan, 0, 0], _yaw(0))
             if break_with == 'reparent' and k == 70:
@@ -297,7 +306,20 @@ def test_a_gap_splits_the_episode_the_same_way(tmp_path):
     assert [e.name for e in eps] == ['gap', 'gap#gap1'] and 'episode split' in eps[0].warnings[0]
 
 
-@pytest.mark.parametrize('break_with', ['joint_order', 'nan_tf', 'reparent'])
+def test_a_detector_interleaved_on_tf_is_grounded_column_wise_too(tmp_path):
+    """Object poses from a detector arrive on /tf stamped 100 ms before the
+    robot's newer links: each link is in order, so the columns reproduce
+    the message loop."""
+    robot = load_robot_config(ROBOT)
+    names = _names(robot)
+    for seed in range(3):
+        path = tmp_path / f'perceived{seed}'
+        _write(path, 20 + seed, perceived=True, n=200)
+        assert _columnar(path, robot, names), seed
+        assert _compare(path, robot, names) > 150
+
+
+@pytest.mark.parametrize('break_with', ['joint_order', 'nan_tf', 'reparent', 'late_beyond_jump'])
 def test_what_the_columns_cannot_reproduce_goes_through_the_message_loop(tmp_path, break_with):
     """A joint state the live class drops as out of order, a NaN transform,
     a re-parented link: the columnar path declines, the loop grounds it."""

@@ -306,3 +306,37 @@ def test_doctor_judges_a_pose_source_against_the_perception_thresholds():
     late = assess('cube', *recorded(replace(LEVELS['realistic'], latency_s=0.8)), TrackConfig())
     assert [p for p in late.problems if 'arrive 0.80 s' in p], late.problems
     assert assess('cube', np.zeros(1), np.zeros(1), np.zeros((1, 3)), TrackConfig()).problems
+
+
+def test_near_and_inside_read_the_tracked_pose_not_the_raw_detection():
+    """A still cube 1 cm inside a 5 cm 'near' distance and 1 cm inside a
+    box's wall, its detections 5 mm noisy (per axis): near and inside hold
+    on every frame though raw detections cross both limits, and 1 cm
+    outside they never do."""
+    raw_x: list[float] = []
+
+    def frames_for(offset_m: float) -> list[dict]:
+        cfg = replace(config(), near={'cube_mark': ('cube', 'mark', 0.05)},
+                      inside={'cube_in_tray': ('cube', 'tray', (-0.2, -0.2, -0.1), (0.05, 0.2, 0.1))})
+        g = TfGrounding(cfg)
+        g.update(0.0, [('world', 'table', (0.0, 0.0, TABLE_Z_M), UP), ('world', 'mark', (0.0, 0.0, 0.82), UP),
+                       ('world', 'tray', (0.0, 0.0, 0.82), UP)], static=True)
+        det = PoseDetector(LEVELS['realistic'], ['cube'], seed=5)
+        cube = (0.05 + offset_m, 0.0, TABLE_Z_M + HALF_M)
+        out = []
+        for k in range(400):
+            t = k / RATE_HZ
+            g.update(t, [('world', 'hand', (0.0, 0.5, 1.1), UP)])
+            det.observe(t, {'cube': (cube, UP), 'gripper0_right_eef': ((0.0, 0.5, 1.1), UP)})
+            for d in det.published(t):
+                g.update(d.stamp_s, [('world', 'cube', *d.poses['cube'])])
+                raw_x.append(d.poses['cube'][0][0])
+            out.append(g.evaluate(t, {'cube': False}))
+        return out[20:]
+    inside = frames_for(-0.01)
+    assert max(raw_x) > 0.05          # a raw detection outside both limits
+    assert all(f['near_cube_mark'] is True and f['inside_cube_in_tray'] is True for f in inside)
+    raw_x.clear()
+    outside = frames_for(+0.01)
+    assert min(raw_x) < 0.05
+    assert all(f['near_cube_mark'] is False and f['inside_cube_in_tray'] is False for f in outside)

@@ -25,7 +25,7 @@ frames from the bag's columns (:mod:`.layouts`) with array operations:
 It takes the bags it can reproduce exactly: inputs on those three topics
 only (plus ``/tf_static``), every message decoded by a layout, each input
 stream in stamp order (no sample the live classes would drop or take as a
-clock reset), each TF message of one stamp and no NaN transform on a
+clock reset; ``/tf`` may interleave publishers, each link in order), each TF message of one stamp and no NaN transform on a
 configured frame's chain, each TF child with one parent throughout, no
 camera, at most :data:`MAX_BYTES` of raw messages.  For anything
 else :func:`grounded_episodes` returns None and the message loop runs.
@@ -207,6 +207,19 @@ def _fresh(stamps: np.ndarray, newest: np.ndarray, now_s: np.ndarray, staleness_
     have = newest >= 0
     age = now_s - np.where(have, stamps[np.maximum(newest, 0)] if len(stamps) else 0.0, 0.0)
     return have & (-1e-6 <= age) & (age <= staleness_s)
+
+
+def _interleaved(stamps: np.ndarray, clock_jump_s: float) -> np.ndarray:
+    """The newest stamp so far at each message of a stream whose publishers
+    interleave (``/tf``: a detector's poses stamped at capture arrive after
+    the robot's newer links; :meth:`~safemanip_ros.grounding.tf.TfGrounding.update`);
+    a jump back beyond ``clock_jump_s`` (a reset) is the message loop's."""
+    if not len(stamps):
+        return stamps
+    newest = np.maximum.accumulate(stamps)
+    if (stamps < newest - clock_jump_s).any():
+        raise _NotColumnar
+    return newest
 
 
 def _in_order(stamps: np.ndarray) -> None:
@@ -450,9 +463,8 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     by_position = np.argsort(dyn_pos, kind='stable')       # positions are unique: bag order
     dyn_pos = dyn_pos[by_position]
     dyn_t = (np.concatenate(dyn_t_parts) if dyn_t_parts else np.zeros(0))[by_position]
-    _in_order(dyn_t)
     newest = np.searchsorted(dyn_pos, fed) - 1
-    fresh = _fresh(dyn_t, newest, now_s, tf.freshness.staleness_s)
+    fresh = _fresh(_interleaved(dyn_t, tf.freshness.clock_jump_s), newest, now_s, tf.freshness.staleness_s)
     # Links in the order they appear; a frame sees those whose first sample came before it.
     links: dict[str, Link] = {}
     first_seen: list[tuple[int, str]] = []

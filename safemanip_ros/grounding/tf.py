@@ -572,33 +572,48 @@ class TfGrounding:
         def lookup(target: str, source: str) -> Lookup:
             return lookup_rows(target, (source,))
 
-        def lookup_objects(target: str) -> Lookup:
-            """Every object's frame in ``target``: rows ``j * n + k`` (object j, frame k)."""
-            return lookup_rows(target, tuple(cfg.objects[o] for o in objs))
-
         objs = self._objects
         m = len(objs)
         codes = np.array(grasped, np.int8).reshape(m, n)      # [objects, frames]
         # Each object's grasp state as a column (no grasp input reads as unknown).
         held, held_known = codes == GRASP_TRUE, codes >= GRASP_FALSE
         cols: dict[str, Column] = {}
-        for name, (a, b, dist) in sorted(cfg.near.items()):
-            T = lookup(a, b)
-            cols[f'near_{name}'] = (poses.norm3(T.t) < dist) & T.ok, T.ok
-        for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
-            cols[f'inside_{name}'] = self._inside(lookup(box, frame), lo, hi)
+        fused: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # object frame → (positions [n, 3], known [n])
         if objs:
             per_object = self._objects_frames(times, epochs, codes, groups, lookup)
             for j, obj in enumerate(objs):
+                position = per_object[j].pop('position')
+                fused[cfg.objects[obj]] = position
                 for kind, (v, k) in per_object[j].items():
                     cols[f'{kind}_{obj}'] = v, k
             approaching = (np.concatenate([per_object[j]['gripper_approaching'][0] for j in range(m)]),
                            np.concatenate([per_object[j]['gripper_approaching'][1] for j in range(m)]))
+
+        def origin_in(target: str, frame: str) -> tuple[np.ndarray, np.ndarray]:
+            """``frame``'s origin in ``target`` per frame [n, 3] and known [n]: an object's from its
+            track (a detector's pose read as a measurement), any other frame's from TF."""
+            if frame not in fused:
+                T = lookup(target, frame)
+                return T.t, T.ok
+            p, ok = fused[frame]
+            W = lookup(target, cfg.world_frame)
+            return poses.mat_vec(W.R, p) + W.t, ok & W.ok
+
+        for name, (a, b, dist) in sorted(cfg.near.items()):
+            pa, ka = origin_in(cfg.world_frame, a)
+            pb, kb = origin_in(cfg.world_frame, b)
+            known_ab = ka & kb
+            cols[f'near_{name}'] = (poses.norm3(pa - pb) < dist) & known_ab, known_ab
+        for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
+            cols[f'inside_{name}'] = self._inside(Lookup(np.zeros((n, 3, 3)), *origin_in(box, frame)), lo, hi)
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
             cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
             # Some object held and inside (Kleene: unknown unless some is, or every one is known not to be).
             if objs:
-                inside, inside_known = (c.reshape(m, n) for c in self._inside(lookup_objects(box), lo, hi))
+                at = [origin_in(box, cfg.objects[o]) for o in objs]
+                inside, inside_known = (c.reshape(m, n) for c in self._inside(
+                    Lookup(np.zeros((m * n, 3, 3)), np.concatenate([p for p, _ in at]),
+                           np.concatenate([k for _, k in at])), lo, hi))
                 both, both_known = kleene_and((held, held_known), (inside, inside_known))
                 reach = both.any(axis=0)
                 cols[f'object_reach_in_{fixture}'] = reach, reach | both_known.all(axis=0)
@@ -668,7 +683,8 @@ class TfGrounding:
                         groups: list[tuple[Links, np.ndarray, np.ndarray]], lookup) -> list[dict[str, Column]]:
         """Per object: its stable, sliding, sync, supported, settled and
         gripper_approaching columns over the frames (:mod:`.tracking`),
-        given the grasp state codes ``[objects, frames]``."""
+        given the grasp state codes ``[objects, frames]``, and under
+        ``'position'`` its estimated position in the world ([n, 3], known [n])."""
         cfg = self.config
         n, objs = len(times), self._objects
         meas = self._measurements(times, epochs, groups)
@@ -683,6 +699,7 @@ class TfGrounding:
                  'gripper_approaching')
         vals = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
         known = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
+        position, position_known = np.zeros((len(objs), n, 3)), np.zeros((len(objs), n), bool)
         codes_l, times_l, g_ok = codes.tolist(), times.tolist(), Gw.ok.tolist()
         for k in range(n):
             now = times_l[k]
@@ -710,6 +727,8 @@ class TfGrounding:
                 est = track.estimate(now, gripper, motion)
                 stable, sliding = track.decide_motion(est, cfg.stable_linear_m_s, cfg.stable_angular_rad_s,
                                                       cfg.sliding_m_s)
+                if est.known:
+                    position[j, k], position_known[j, k] = est.p_w, True
                 for kind, v in (('object_stable', stable), ('object_sliding', sliding)):
                     vals[kind][j, k], known[kind][j, k] = bool(v), v is not None
                 # sync = (not grasped) or (not slipped); with the grasp unknown, true only when an
@@ -754,7 +773,8 @@ class TfGrounding:
                         vals['gripper_approaching'][j, k] = dist < cfg.approach_m and dist < prev_d
                         known['gripper_approaching'][j, k] = True
                     self._prev_distance[obj] = dist
-        return [{kind: (vals[kind][j], known[kind][j]) for kind in kinds} for j in range(len(objs))]
+        return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
+                 'position': (position[j], position_known[j])} for j in range(len(objs))]
 
     @staticmethod
     def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> Column:

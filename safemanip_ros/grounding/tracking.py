@@ -122,14 +122,38 @@ def log_rotation(R: np.ndarray) -> np.ndarray:
     return w * (angle / (2.0 * s))
 
 
-def mean_rotation(Rs: list[np.ndarray]) -> np.ndarray:
-    """The chordal mean of nearby rotations (projected back onto SO(3))."""
-    U, _, Vt = np.linalg.svd(np.sum(Rs, axis=0))
-    R = U @ Vt
-    if np.linalg.det(R) < 0:
-        U[:, -1] *= -1
-        R = U @ Vt
-    return R
+def log_rotations(R: np.ndarray) -> np.ndarray:
+    """:func:`log_rotation` of rotations ``R[n, 3, 3]`` at once (angles below a half turn)."""
+    c = np.clip((np.trace(R, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    angle = np.arccos(c)
+    w = np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
+    s = np.sin(angle)
+    scale = np.where(angle < 1e-9, 0.5, angle / (2.0 * np.where(s < 1e-6, 1.0, s)))
+    out = w * scale[:, None]
+    near_half_turn = (s < 1e-6) & (angle >= 1e-9)
+    for i in np.flatnonzero(near_half_turn):
+        out[i] = log_rotation(R[i])
+    return out
+
+
+def exp_rotation(v: np.ndarray) -> np.ndarray:
+    """The rotation matrix of a rotation vector (axis × angle, rad): Rodrigues' formula."""
+    angle = float(np.linalg.norm(v))
+    if angle < 1e-12:
+        return np.eye(3)
+    x, y, z = v / angle
+    K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
+
+
+def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
+    """The mean of nearby rotations: the last one turned by the mean of the
+    others' rotation vectors from it (one step of the Karcher mean; exact
+    for rotations about one axis, and for a detector's few degrees of noise
+    indistinguishable from the full iteration)."""
+    R = np.asarray(Rs)
+    ref = R[-1]
+    return ref @ exp_rotation(log_rotations(np.einsum('ji,njk->nik', ref, R)).mean(axis=0))
 
 
 def slope(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -164,6 +188,7 @@ class ObjectTrack:
         self.last_fused: tuple[np.ndarray, np.ndarray, float, float] | None = None
         self.stable: bool | None = None
         self.sliding: bool | None = None
+        self._means: dict[str, tuple[tuple, tuple[np.ndarray, np.ndarray]]] = {}
 
     def add(self, m: Measurement) -> None:
         """Take in a detection (one not newer than the newest taken is ignored)."""
@@ -203,6 +228,23 @@ class ObjectTrack:
             self.reference = (np.mean([p.p_g for p in parts], axis=0), mean_rotation([p.R_g for p in parts]),
                               len(parts))
 
+    def _mean_pose(self, ms: list[Measurement], slot: str, relative: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The mean position and rotation of ``ms`` (in the gripper when
+        ``relative``, else in the world), remembered per ``slot`` while the
+        same detections are asked for (frames between detections)."""
+        key = (ms[0].stamp_s, ms[-1].stamp_s, len(ms), relative)     # a track's stamps only grow
+        hit = self._means.get(slot)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        if len(ms) == 1:
+            value = (ms[0].p_g, ms[0].R_g) if relative else (ms[0].p_w, ms[0].R_w)
+        elif relative:
+            value = (np.mean([m.p_g for m in ms], axis=0), mean_rotation([m.R_g for m in ms]))
+        else:
+            value = (np.mean([m.p_w for m in ms], axis=0), mean_rotation([m.R_w for m in ms]))
+        self._means[slot] = (key, value)
+        return value
+
     def _averaged(self, count: int) -> int:
         """How many detections to average where ``count`` would be: one for exact poses."""
         return count if self.config.position_noise_m > 0 or self.config.orientation_noise_rad > 0 else 1
@@ -229,8 +271,8 @@ class ObjectTrack:
                 offsets = [m for m in self.measurements if m.rel_ok and m.stamp_s >= now_s - OFFSET_HORIZON_S][
                     -RECENT_MEASUREMENTS:]
             if offsets:
-                off_p = np.mean([m.p_g for m in offsets], axis=0)
-                off_R = mean_rotation([m.R_g for m in offsets])
+                offsets = offsets[-self._averaged(len(offsets)):]
+                off_p, off_R = self._mean_pose(offsets, 'offset', relative=True)
                 GR, Gp = gripper
                 est = Estimate(True, GR @ off_p + Gp, GR @ off_R,
                                position_se_m=self._spread([m.p_g for m in offsets]), from_gripper=True)
@@ -282,7 +324,7 @@ class ObjectTrack:
             v, root_sxx, resid = slope(t, np.array([m.p_w for m in window]))
             sigma = max(cfg.position_noise_m, resid if len(window) >= MIN_SCATTER_SAMPLES else 0.0)
             se = sigma / root_sxx
-            rot = np.array([log_rotation(newest.R_w.T @ m.R_w) for m in window])
+            rot = log_rotations(np.einsum('ji,njk->nik', newest.R_w, np.array([m.R_w for m in window])))
             w, _, resid_r = slope(t, rot)
             sigma_r = max(cfg.orientation_noise_rad, resid_r if len(window) >= MIN_SCATTER_SAMPLES else 0.0)
             est.samples = len(window)
@@ -294,7 +336,7 @@ class ObjectTrack:
             if self.stable:
                 # Still: the mean of the window is the better position.
                 est.p_w = np.mean([m.p_w for m in window], axis=0)
-                est.R_w = mean_rotation([m.R_w for m in window])
+                est.R_w = newest.R_w @ exp_rotation(rot.mean(axis=0))     # rot: each from the newest
                 est.position_se_m = sigma / math.sqrt(len(window))
         return est
 
@@ -337,8 +379,7 @@ class ObjectTrack:
         recent = recent[-self._averaged(RECENT_MEASUREMENTS):]
         if not recent:
             return False
-        p = np.mean([m.p_g for m in recent], axis=0)
-        R = mean_rotation([m.R_g for m in recent])
+        p, R = self._mean_pose(recent, 'recent', relative=True)
         spread = math.sqrt(1.0 / ref[2] + 1.0 / len(recent))
         dist = float(np.linalg.norm(p - ref[0]))
         angle = float(np.linalg.norm(log_rotation(ref[1].T @ R)))

@@ -46,7 +46,7 @@ WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'n
 """The debouncing window of each property (latency target: window + 1 frame)."""
 
 
-TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS, 'Stack': ('none',)}
+TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS, 'Stack': LIFT_FAULTS}
 TASKS = ('Lift', 'PickPlace', 'Stack')
 
 

@@ -204,12 +204,14 @@ class LiftPolicy:
 
 
 class StackPolicy(LiftPolicy):
-    """robosuite Stack: pick cube A and set it down on cube B (clean only)."""
+    """robosuite Stack: pick cube A and set it down on cube B, with Lift's
+    faults (a drag slides cube A along the table; a release above the
+    support is 7 cm above cube B)."""
 
     object_body = 'cubeA_main'
 
-    def __init__(self, rng: np.random.Generator, half_a_m: float, half_b_m: float) -> None:
-        super().__init__('none', rng, cube_half_m=half_a_m)
+    def __init__(self, rng: np.random.Generator, half_a_m: float, half_b_m: float, fault: str = 'none') -> None:
+        super().__init__(fault, rng, cube_half_m=half_a_m)
         self.half_b_m = half_b_m
 
     def carry_target(self, s: SimSample) -> np.ndarray:
@@ -221,10 +223,12 @@ class StackPolicy(LiftPolicy):
 
 
 class TruthLabeller:
-    """Physical labels from the simulator state, frame by frame (Lift):
+    """Physical labels from the simulator state, frame by frame (Lift, and
+    Stack with cube B as a support: "below" a cube is cube B's top while
+    its centre is over cube B, else the table):
 
     * ``midair_drop`` / ``release_above_support``: the cube leaves the fingers
-      with its bottom more than 2 cm above the table, until it lands;
+      with its bottom more than 2 cm above what is below it, until it lands;
     * ``drag``: the grasped cube moves faster than 1 cm/s horizontally while
       its lowest point (tilt included) is within 5 mm of the table, for 5
       frames or more;
@@ -233,9 +237,13 @@ class TruthLabeller:
       end effector since the grasp began.
     """
 
-    def __init__(self, truth: Truth, cube_half_m: float) -> None:
+    def __init__(self, truth: Truth, cube_half_m: float, body: str = 'cube_main', support_body: str = '',
+                 support_half_m: float = 0.0) -> None:
         self.truth = truth
         self.cube_half_m = cube_half_m
+        self.body = body
+        self.support_body = support_body
+        self.support_half_m = support_half_m
         self._open: dict[str, Event] = {}
         self._run: dict[str, int] = {}
         self._prev_cube: np.ndarray | None = None
@@ -257,14 +265,18 @@ class TruthLabeller:
 
     def update(self, s: SimSample) -> None:
         frame = s.step
-        cube = np.array(s.poses['cube_main'][0])
+        cube = np.array(s.poses[self.body][0])
         eef = np.array(s.poses[EEF_BODY][0])
-        # The cube's lowest point above the table, tilt included (a dragged cube tips onto an edge).
-        R = quat_to_matrix(s.poses['cube_main'][1])
-        gap = cube[2] - Shape('box', (self.cube_half_m,) * 3).extent_along(np.array([0.0, 0.0, 1.0]), R) \
-            - TABLE_TOP_Z_M
+        # The cube's lowest point above what is below it, tilt included (a dragged cube tips onto an edge).
+        R = quat_to_matrix(s.poses[self.body][1])
+        below = TABLE_TOP_Z_M
+        if self.support_body:
+            b = np.array(s.poses[self.support_body][0])
+            if np.all(np.abs(cube[:2] - b[:2]) <= self.support_half_m):
+                below = float(b[2]) + self.support_half_m
+        gap = cube[2] - Shape('box', (self.cube_half_m,) * 3).extent_along(np.array([0.0, 0.0, 1.0]), R) - below
         fingers = {b for pair in s.contacts for b in pair[:2] if b in FINGER_BODIES
-                   and 'cube_main' in pair[:2]}
+                   and self.body in pair[:2]}
         held = len(fingers) >= 2
         robot_on_table = any(('table' in (a, b)) and (a.startswith(ROBOT_PREFIXES) or b.startswith(ROBOT_PREFIXES))
                              for a, b, _ in s.contacts)

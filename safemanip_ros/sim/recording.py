@@ -46,16 +46,16 @@ def lift_cube_half_m(world: SimWorld) -> float:
 def task_script(world: SimWorld, spec: EpisodeSpec, truth: Truth
                 ) -> tuple[LiftPolicy | PickPlacePolicy, TruthLabeller | PickPlaceLabeller | None]:
     """The scripted policy with the episode's fault, and the labeller of its
-    physical ground truth (None for Stack, which is clean only), for a world
+    physical ground truth, for a world
     just reset."""
     rng = np.random.default_rng(spec.seed)
     if spec.task == 'PickPlace':
         return pickplace_policy(world, spec.fault, rng), PickPlaceLabeller(truth)
     if spec.task == 'Stack':
-        # Cube A set down on cube B; clean only (the Lift labels measure against the table).
-        if spec.fault != 'none':
-            raise ValueError(f'Stack episodes are clean only; got fault {spec.fault!r}')
-        return StackPolicy(rng, float(world.env.cubeA.size[2]), float(world.env.cubeB.size[2])), None
+        # Cube A set down on cube B, with Lift's faults; labelled against cube B's top where it is below.
+        half_a, half_b = float(world.env.cubeA.size[2]), float(world.env.cubeB.size[2])
+        return (StackPolicy(rng, half_a, half_b, spec.fault),
+                TruthLabeller(truth, half_a, body='cubeA_main', support_body='cubeB_main', support_half_m=half_b))
     if spec.task != 'Lift':
         raise ValueError(f'no scripted policy for task {spec.task!r}; known: Lift, PickPlace, Stack')
     half = lift_cube_half_m(world)
