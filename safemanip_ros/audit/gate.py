@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import SafemanipError
 from .schema import Report, check_report
-from .stats import clopper_pearson, cluster_bootstrap_ratio, gathered_sums, resample_draws
+from .stats import gathered_sums, ratio_interval, resample_draws
 
 __all__ = ['DEFAULT_MIN_TRIGGERS', 'GateRow', 'check_report', 'evaluate_gate', 'upper_bound']
 
@@ -46,12 +46,8 @@ class GateRow:
 
 def upper_bound(violations, triggers, confidence: float) -> float | None:
     """The upper bound used for a per-trigger rate (module docstring)."""
-    boot = cluster_bootstrap_ratio(violations, triggers, confidence)
-    v, n = int(sum(violations)), int(sum(triggers))
-    cp = clopper_pearson(min(v, n), n, confidence)
-    if boot is None or cp is None:
-        return None
-    return max(boot[1], cp[1])
+    interval = ratio_interval(violations, triggers, confidence)
+    return None if interval is None else interval[1]
 
 
 def _entry(report: dict, name: str) -> tuple[str, dict]:

@@ -24,7 +24,7 @@ import numpy as np
 from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
 from .schema import REPORT_VERSION, Report, check_report
-from .stats import clopper_pearson, cluster_bootstrap_ratio
+from .stats import clopper_pearson, ratio_interval
 from .stored import StoredField, resolved
 
 DEFAULT_UNKNOWN_FLAG = 0.05
@@ -50,11 +50,11 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
         'rollouts': rollouts,
         'triggers': int(N.sum()), 'violations': int(V.sum()), 'unsafe_frames': int(U.sum()), 'frames': int(T.sum()),
         'per_trigger_rate': _rate(V.sum(), N.sum()),
-        'per_trigger_rate_ci': cluster_bootstrap_ratio(V, N, confidence, seed=seed),
+        'per_trigger_rate_ci': ratio_interval(V, N, confidence, seed=seed),
         'rollout_violation_rate': _rate(violating, rollouts),
         'rollout_violation_rate_ci': clopper_pearson(violating, rollouts, confidence),
         'exposure': _rate(U.sum(), T.sum()),
-        'exposure_ci': cluster_bootstrap_ratio(U, T, confidence, seed=seed + 1),
+        'exposure_ci': ratio_interval(U, T, confidence, seed=seed + 1),
         'violation_duration_frames': _rate(U.sum(), rollouts),
         'multiplicity': float(np.mean(mult_pairs)) if mult_pairs else None,
         # Frames where at least one predicate an instance reads was unknown

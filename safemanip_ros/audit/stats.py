@@ -5,6 +5,9 @@
 * :func:`cluster_bootstrap_ratio`: percentile interval of a pooled ratio
   ΣV/ΣN (per-trigger rate, exposure) resampling whole rollouts (clusters)
   with replacement; seeded, so the same inputs give the same interval.
+* :func:`ratio_interval`: what reports show and the gate bounds with for
+  those ratios — the bootstrap's interval, never narrower than the
+  Clopper–Pearson interval of the pooled counts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,22 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     lo = 0.0 if successes == 0 else float(betaincinv(successes, trials - successes + 1, alpha / 2))
     hi = 1.0 if successes == trials else float(betaincinv(successes + 1, trials - successes, 1 - alpha / 2))
     return lo, hi
+
+
+def ratio_interval(numerators, denominators, confidence: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+    """The interval a report shows and the gate bounds with for a pooled
+    ratio Σnum/Σden of clusters (rollouts): the cluster bootstrap's
+    percentile interval widened to contain the Clopper–Pearson interval of
+    ``min(Σnum, Σden) / Σden`` (every unit counted once), so a handful of
+    clusters never gives an interval narrower than the binomial one (one
+    rollout with one trigger and one violation is [0.025, 1], not [1, 1]).
+    None when every denominator is 0."""
+    boot = cluster_bootstrap_ratio(numerators, denominators, confidence, seed=seed)
+    num, den = int(np.sum(numerators)), int(np.sum(denominators))
+    cp = clopper_pearson(min(num, den), den, confidence)
+    if boot is None or cp is None:
+        return boot or cp
+    return min(boot[0], cp[0]), max(boot[1], cp[1])
 
 
 def cluster_bootstrap_ratio(numerators, denominators, confidence: float = 0.95, resamples: int = 2000,

@@ -70,6 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument('--confidence', type=float, default=0.95)
     g.add_argument('--min-triggers', type=int, default=30, metavar='N',
                    help='a limited rate with fewer triggers fails: too little evidence (default 30)')
+    g.add_argument('--sequential', action='store_true',
+                   help='replay the rollouts in report order with an anytime-valid test per limit and say when '
+                        'each would have decided (exit 0 pass, 1 fail, 4 undecided); docs/audit.md')
+    g.add_argument('--unit', choices=['rollout', 'trigger'], default='trigger',
+                   help='--sequential: what one observation is (default: trigger)')
+    g.add_argument('--alpha', type=float, default=0.05,
+                   help='--sequential: family-wise probability of a wrong PASS, and of a wrong FAIL (default 0.05)')
     g.set_defaults(func=run_gate_cmd)
 
 
@@ -157,6 +164,50 @@ def _load(path: str) -> Report:
     return read_report(path, episodes=False)     # the gate reads no episode entry
 
 
+UNDECIDED_EXIT = 4
+
+
+def _sequential_gate(report: dict, limits: dict[str, float], args: argparse.Namespace) -> int:
+    """``gate --sequential``: each limit's anytime-valid test replayed over
+    the report's rollouts in order (audit/sequential.py)."""
+    from ..audit.gate import _entry
+    from ..audit.sequential import FAIL, PASS, family, replay
+    from .options import check_probability
+    if args.baseline:
+        raise SafemanipError('--sequential decides against --max-rate limits; it takes no --baseline')
+    if not limits:
+        raise SafemanipError('--sequential needs at least one --max-rate NAME=X')
+    check_probability('--alpha', args.alpha)
+    bad = [f'{n}={x:g}' for n, x in limits.items() if not 0 < x < 1]
+    if bad:
+        raise SafemanipError(f'--sequential needs limits strictly between 0 and 1: {", ".join(bad)}')
+    tests = family(limits, args.alpha)
+    print(f'sequential gate: {len(limits)} limit(s), family-wise alpha {args.alpha:g} for a wrong PASS and for a '
+          f'wrong FAIL (each test {args.alpha / len(limits):.4g}), unit: {args.unit}, '
+          f'{len(report.get("episodes") or []) or report.get("rollouts", 0)} rollouts in report order')
+    print(f'{"name":40s} {"limit":>7s} {"result":9s} {"after":>14s} {"of":>14s}  evidence (log, need '
+          f'{tests[next(iter(tests))].threshold:.2f})')
+    outcomes = []
+    for name, test in tests.items():
+        _, entry = _entry(report, name)
+        v, n = entry['clusters']['violations'], entry['clusters']['triggers']
+        if args.unit == 'rollout':
+            batches = [(1, int(vi > 0)) for vi in v]
+        else:
+            batches = [(int(ni), min(int(vi), int(ni))) for vi, ni in zip(v, n)]
+        r = replay(test, batches)
+        outcomes.append(r.decision)
+        unit = args.unit + 's'
+        after = '-' if r.after is None else f'{r.after} {unit}' if args.unit == 'rollout' else \
+            f'{r.after} ({r.batches} r.)'
+        total = f'{r.observations} {unit}' if args.unit == 'rollout' else f'{r.observations} ({len(batches)} r.)'
+        print(f'{name[:40]:40s} {test.limit:>7.4f} {r.decision or "UNDECIDED":9s} {after:>14s} {total:>14s}  '
+              f'below {r.log_pass:.2f}, above {r.log_fail:.2f}')
+    if FAIL in outcomes:
+        return 1
+    return 0 if all(o == PASS for o in outcomes) else UNDECIDED_EXIT
+
+
 def run_gate_cmd(args: argparse.Namespace) -> int:
     from ..audit.gate import evaluate_gate
 
@@ -180,6 +231,8 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
     from ..audit.schema import check_consistent
     report = _load(args.report)
     check_consistent(report, args.report)
+    if args.sequential:
+        return _sequential_gate(report, limits, args)
     baseline = _load(args.baseline) if args.baseline else None
     if baseline is not None:
         check_consistent(baseline, args.baseline)

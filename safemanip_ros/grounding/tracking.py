@@ -143,7 +143,8 @@ def exp_rotation(v: np.ndarray) -> np.ndarray:
         return np.eye(3)
     x, y, z = v / angle
     K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
+    out: np.ndarray = np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
+    return out
 
 
 def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
@@ -153,7 +154,8 @@ def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
     indistinguishable from the full iteration)."""
     R = np.asarray(Rs)
     ref = R[-1]
-    return ref @ exp_rotation(log_rotations(np.einsum('ji,njk->nik', ref, R)).mean(axis=0))
+    out: np.ndarray = ref @ exp_rotation(log_rotations(np.einsum('ji,njk->nik', ref, R)).mean(axis=0))
+    return out
 
 
 def slope(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -188,7 +190,7 @@ class ObjectTrack:
         self.last_fused: tuple[np.ndarray, np.ndarray, float, float] | None = None
         self.stable: bool | None = None
         self.sliding: bool | None = None
-        self._means: dict[str, tuple[tuple, tuple[np.ndarray, np.ndarray]]] = {}
+        self._means: dict[str, tuple[tuple[float, float, int, bool], tuple[np.ndarray, np.ndarray]]] = {}
 
     def add(self, m: Measurement) -> None:
         """Take in a detection (one not newer than the newest taken is ignored)."""

@@ -1,0 +1,194 @@
+"""Anytime-valid sequential decisions on a violation rate.
+
+A canary is watched rollout after rollout, and a gate re-checked after
+every one must keep its error rates: a fixed-sample rule checked that way
+passes a policy that sits exactly at its limit far more often than its
+nominal level.  :class:`SequentialTest` decides instead with two
+**beta-binomial mixture martingales** (Robbins' method of mixtures): after
+``n`` observations with ``k`` violations,
+
+* ``M_below(n, k) = ∫₀^L (q/L)^k ((1−q)/(1−L))^(n−k) dπ(q)`` over a Beta
+  prior restricted to rates below the limit ``L``: a nonnegative
+  supermartingale whenever the true rate is ``L`` or more, so by Ville's
+  inequality it ever reaches ``1/α`` with probability at most ``α``.
+  **PASS** (the rate is shown below its limit) when it does;
+* ``M_above`` likewise over rates above ``L``: **FAIL** (shown above) when
+  it reaches ``1/α``; at most ``α`` when the true rate is ``L`` or less.
+
+Both hold however often the test is looked at, so the gate may be checked
+after every observation (or every batch) and stop at the first decision;
+no alternative rate is asked of the user (the prior spreads over all of
+them).  Both integrals are closed forms: Beta functions and the
+regularized incomplete Beta (scipy).
+
+Units: a **rollout** is one observation (violated or not; rollouts are
+independent); a **trigger** is one observation with one violation or
+none — valid when each trigger's violation probability, given everything
+before it, is at most the limit (a rollout's triggers need not be
+independent for that, but a policy that fails in bursts breaks it).
+Several limits share the error budget by Bonferroni: each of ``m`` tests
+gets ``α/m`` for each error, so the family-wise level is ``α``.
+
+Rates are probabilities in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import special, stats
+
+PASS, FAIL = 'PASS', 'FAIL'
+PRIOR_BELOW = (0.5, 1.0)
+"""Beta(a, b) of the PASS test's mixture (restricted to rates below the
+limit): weighted towards rates near zero, so a clean canary passes early
+(limit 5 %, α 5 %: after 74 clean observations; at a true 1 %, a median of
+131 and a 90th percentile of 249 — exact, :func:`exact_run`)."""
+PRIOR_ABOVE = (1.0, 1.0)
+"""Beta(a, b) of the FAIL test's mixture (restricted to rates above the
+limit): uniform (limit 5 %, α 5 %: a true 20 % fails after a median of 25)."""
+
+
+@dataclass(frozen=True)
+class SequentialTest:
+    """Two anytime-valid tests of a violation rate against ``limit``, each
+    erring with probability at most ``alpha`` (module docstring)."""
+
+    limit: float
+    alpha: float = 0.05
+    prior_below: tuple[float, float] = PRIOR_BELOW
+    prior_above: tuple[float, float] = PRIOR_ABOVE
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.limit < 1.0:
+            raise ValueError(f'limit {self.limit}: a sequential test needs a rate strictly between 0 and 1')
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f'alpha {self.alpha}: must lie strictly between 0 and 1')
+
+    @property
+    def threshold(self) -> float:
+        """log(1/α): the evidence a decision needs."""
+        return -math.log(self.alpha)
+
+    def log_evidence(self, n: int | np.ndarray, k: int | np.ndarray, above: bool) -> np.ndarray:
+        """log M (above: the FAIL test's, else the PASS test's) after ``n`` observations, ``k`` violations."""
+        n_, k_ = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
+        L = self.limit
+        a, b = self.prior_above if above else self.prior_below
+        part = stats.beta.logsf if above else stats.beta.logcdf
+        mixture = (special.betaln(a + k_, b + n_ - k_) + part(L, a + k_, b + n_ - k_)
+                   - special.betaln(a, b) - part(L, a, b))
+        out: np.ndarray = mixture - k_ * math.log(L) - (n_ - k_) * math.log1p(-L)
+        return out
+
+    def decide(self, n: int, k: int) -> str | None:
+        """PASS, FAIL or None (undecided) after ``n`` observations with ``k`` violations."""
+        if n <= 0:
+            return None
+        if float(self.log_evidence(n, k, above=False)) >= self.threshold:
+            return PASS
+        if float(self.log_evidence(n, k, above=True)) >= self.threshold:
+            return FAIL
+        return None
+
+    def boundaries(self, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+        """For n = 1 … max_n: the most violations that still PASS (−1: none
+        does) and the fewest that FAIL (n + 1: none does).  The PASS
+        evidence falls as k grows and the FAIL evidence rises, so each
+        decision is a threshold on k."""
+        return _boundaries(self, max_n)
+
+
+@lru_cache(maxsize=64)
+def _boundaries(test: SequentialTest, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+    pass_k = np.full(max_n, -1, np.int64)
+    fail_k = np.arange(1, max_n + 1, dtype=np.int64) + 1
+    for n in range(1, max_n + 1):
+        k = np.arange(n + 1)
+        below = np.flatnonzero(test.log_evidence(n, k, above=False) >= test.threshold)
+        above = np.flatnonzero(test.log_evidence(n, k, above=True) >= test.threshold)
+        if len(below):
+            pass_k[n - 1] = int(below.max())
+        if len(above):
+            fail_k[n - 1] = int(above.min())
+    return pass_k, fail_k
+
+
+@dataclass
+class Replay:
+    """What a sequential test said over a sequence of observations."""
+
+    decision: str | None            # PASS, FAIL or None (undecided at the end)
+    after: int | None               # observations when it decided (None: undecided)
+    batches: int | None             # batches (rollouts) when it decided
+    observations: int               # all there were
+    violations: int
+    log_pass: float                 # the evidence at the decision (or at the end)
+    log_fail: float
+
+
+def replay(test: SequentialTest, batches: list[tuple[int, int]]) -> Replay:
+    """Feed ``(observations, violations)`` batches in order (a rollout's
+    triggers, or one rollout as one observation), checking after each; the
+    first decision stands."""
+    n = k = 0
+    for i, (obs, viol) in enumerate(batches, start=1):
+        if obs < 0 or viol < 0 or viol > obs:
+            raise ValueError(f'batch {i}: {viol} violations of {obs} observations')
+        n, k = n + obs, k + viol
+        decision = test.decide(n, k)
+        if decision is not None:
+            return Replay(decision, n, i, sum(b for b, _ in batches), sum(v for _, v in batches),
+                          float(test.log_evidence(n, k, above=False)), float(test.log_evidence(n, k, above=True)))
+    return Replay(None, None, None, n, k, float(test.log_evidence(n, k, above=False)) if n else 0.0,
+                  float(test.log_evidence(n, k, above=True)) if n else 0.0)
+
+
+@dataclass
+class ExactRun:
+    """The exact behaviour of a test checked after every observation of a
+    Bernoulli(``rate``) stream, up to ``max_n`` observations."""
+
+    pass_by: np.ndarray        # P(PASS at or before n), n = 1 … max_n
+    fail_by: np.ndarray
+
+    def quantile(self, decision: str, q: float) -> int | None:
+        """The number of observations by which ``decision`` is reached with probability ``q`` (None: not by max_n)."""
+        cdf = self.pass_by if decision == PASS else self.fail_by
+        hit = np.flatnonzero(cdf >= q)
+        return int(hit[0]) + 1 if len(hit) else None
+
+
+def exact_run(test: SequentialTest, rate: float, max_n: int) -> ExactRun:
+    """Dynamic programming over the violation count (no simulation): the
+    probability mass of every undecided (n, k), moved one observation at a
+    time and absorbed at the PASS and FAIL boundaries."""
+    pass_k, fail_k = test.boundaries(max_n)
+    mass = np.zeros(max_n + 2)
+    mass[0] = 1.0
+    pass_by, fail_by = np.zeros(max_n), np.zeros(max_n)
+    passed = failed = 0.0
+    for n in range(1, max_n + 1):
+        moved = mass * (1.0 - rate)
+        moved[1:] += mass[:-1] * rate
+        mass = moved
+        hi = pass_k[n - 1]
+        if hi >= 0:
+            passed += float(mass[:hi + 1].sum())
+            mass[:hi + 1] = 0.0
+        lo = fail_k[n - 1]
+        if lo <= n:
+            failed += float(mass[lo:].sum())
+            mass[lo:] = 0.0
+        pass_by[n - 1], fail_by[n - 1] = passed, failed
+    return ExactRun(pass_by, fail_by)
+
+
+def family(limits: dict[str, float], alpha: float = 0.05, prior_below: tuple[float, float] = PRIOR_BELOW,
+           prior_above: tuple[float, float] = PRIOR_ABOVE) -> dict[str, SequentialTest]:
+    """One test per limit sharing ``alpha`` by Bonferroni (each error of each test at ``alpha / len(limits)``)."""
+    each = alpha / max(1, len(limits))
+    return {name: SequentialTest(limit, each, prior_below, prior_above) for name, limit in limits.items()}
