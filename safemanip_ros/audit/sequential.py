@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import special, stats
@@ -192,3 +193,93 @@ def family(limits: dict[str, float], alpha: float = 0.05, prior_below: tuple[flo
     """One test per limit sharing ``alpha`` by Bonferroni (each error of each test at ``alpha / len(limits)``)."""
     each = alpha / max(1, len(limits))
     return {name: SequentialTest(limit, each, prior_below, prior_above) for name, limit in limits.items()}
+
+
+@dataclass
+class _Stream:
+    """One limit's evidence from one robot (or pooled): observations, violations, rollouts, and the decision."""
+
+    observations: int = 0
+    violations: int = 0
+    rollouts: int = 0
+    decision: str | None = None
+    decided_after: int | None = None
+
+
+POOLED = ''
+"""The robot key of the decision pooled over every robot."""
+
+
+class CanaryGate:
+    """The live gate's state, pure (no ROS): rollouts arrive one at a time
+    from one or several robots, each as its property instances' trigger and
+    violation counts; every limit's test (shared budget: :func:`family`) is
+    checked after each rollout, per robot and pooled over the fleet, and a
+    first decision stands.  :meth:`to_json` / :meth:`from_json` carry it
+    across a restart."""
+
+    def __init__(self, limits: dict[str, float], unit: str = 'trigger', alpha: float = 0.05) -> None:
+        if unit not in ('rollout', 'trigger'):
+            raise ValueError(f'unit {unit!r}: rollout or trigger')
+        self.limits, self.unit, self.alpha = dict(limits), unit, alpha
+        self.tests = family(self.limits, alpha)
+        self.streams: dict[tuple[str, str], _Stream] = {}
+        self.seen: set[tuple[str, str]] = set()        # (robot, episode id) already counted
+
+    def add_rollout(self, robot: str, episode: str,
+                    instances: list[tuple[str, str, int, int]]) -> bool:
+        """One finished rollout of ``robot``: (property, category, triggers,
+        violations) per instance.  A limit names a property or a category;
+        its counts are summed over the instances that match.  Returns False
+        (and counts nothing) for an episode already counted."""
+        if (robot, episode) in self.seen:
+            return False
+        self.seen.add((robot, episode))
+        for name, test in self.tests.items():
+            rows = [(t, v) for prop, cat, t, v in instances if name in (prop, cat)]
+            if not rows:
+                continue          # this rollout never ran the limited property
+            trig, viol = sum(t for t, _ in rows), sum(min(v, t) for t, v in rows)
+            obs, bad = (1, int(viol > 0)) if self.unit == 'rollout' else (trig, viol)
+            for key in ((robot, name), (POOLED, name)):
+                s = self.streams.setdefault(key, _Stream())
+                s.observations, s.violations, s.rollouts = s.observations + obs, s.violations + bad, s.rollouts + 1
+                if s.decision is None:
+                    s.decision = test.decide(s.observations, s.violations)
+                    if s.decision is not None:
+                        s.decided_after = s.observations
+        return True
+
+    def robots(self) -> list[str]:
+        return sorted({r for r, _ in self.streams if r != POOLED})
+
+    def stream(self, robot: str, name: str) -> _Stream:
+        return self.streams.get((robot, name), _Stream())
+
+    def outcome(self) -> str | None:
+        """FAIL when some limit failed (for some robot or pooled), PASS when
+        every limit passed pooled, else None (undecided)."""
+        if any(s.decision == FAIL for s in self.streams.values()):
+            return FAIL
+        if all(self.stream(POOLED, name).decision == PASS for name in self.limits):
+            return PASS
+        return None
+
+    def failures(self) -> list[tuple[str, str]]:
+        """(robot or POOLED, limit) of every FAIL."""
+        return sorted(k for k, s in self.streams.items() if s.decision == FAIL)
+
+    def to_json(self) -> dict[str, Any]:
+        return {'limits': self.limits, 'unit': self.unit, 'alpha': self.alpha,
+                'seen': sorted([r, e] for r, e in self.seen),
+                'streams': [{'robot': r, 'name': n, **s.__dict__} for (r, n), s in sorted(self.streams.items())]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "CanaryGate":
+        gate = cls(doc['limits'], doc['unit'], doc['alpha'])
+        gate.seen = {(r, e) for r, e in doc['seen']}
+        for row in doc['streams']:
+            row = dict(row)
+            key = (row.pop('robot'), row.pop('name'))
+            gate.streams[key] = _Stream(**row)
+        return gate

@@ -4,6 +4,7 @@ recorded rollouts and the deployment gate over their reports."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description='Exit 0 only when, for every --max-rate NAME=X, the upper confidence bound of '
                                    'the per-trigger violation rate of category or property NAME is below X, and '
                                    '(with --baseline) the candidate is not significantly worse.')
-    g.add_argument('report', metavar='REPORT.json')
+    g.add_argument('report', metavar='REPORT.json', nargs='?')
     g.add_argument('--max-rate', action='append', default=[], metavar='NAME=X')
     g.add_argument('--baseline', metavar='OTHER.json')
     g.add_argument('--confidence', type=float, default=0.95)
@@ -77,6 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='--sequential: what one observation is (default: trigger)')
     g.add_argument('--alpha', type=float, default=0.05,
                    help='--sequential: family-wise probability of a wrong PASS, and of a wrong FAIL (default 0.05)')
+    g.add_argument('--live', action='store_true',
+                   help='decide as the canary runs: count each rollout from the monitors\' final metrics over DDS '
+                        '(no REPORT.json); exit 0 pass, 1 fail, 4 undecided when a budget ends')
+    g.add_argument('--robot', action='append', default=[], metavar='NS',
+                   help='--live: a robot namespace whose <NS>/metrics to count (repeat for a fleet; default: metrics)')
+    g.add_argument('--state', metavar='FILE', help='--live: keep the gate\'s state here and continue from it')
+    g.add_argument('--max-rollouts', type=int, default=0, metavar='N', help='--live: stop undecided after N rollouts')
+    g.add_argument('--max-duration-s', type=float, default=0.0, metavar='S',
+                   help='--live: stop undecided after S seconds')
     g.set_defaults(func=run_gate_cmd)
 
 
@@ -167,6 +177,29 @@ def _load(path: str) -> Report:
 UNDECIDED_EXIT = 4
 
 
+def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
+    """``gate --live``: the gate node (nodes/gate_node.py) with these options as its parameters."""
+    if args.report or args.baseline or args.sequential:
+        raise SafemanipError('--live reads the monitors over DDS: it takes no REPORT.json, --baseline or --sequential')
+    if not limits:
+        raise SafemanipError('--live needs at least one --max-rate NAME=X')
+    from .options import check_number, check_probability
+    check_probability('--alpha', args.alpha)
+    check_number('--max-rollouts', args.max_rollouts, 0)
+    check_number('--max-duration-s', args.max_duration_s, 0)
+
+    def strings(items: list[str]) -> str:
+        return '[' + ', '.join(json.dumps(i) for i in items) + ']'
+
+    ros = ['--ros-args', '-p', f'limits:={strings([f"{n}={x!r}" for n, x in limits.items()])}',
+           '-p', f'robots:={strings(args.robot or [""])}', '-p', f'unit:={args.unit}', '-p', f'alpha:={args.alpha!r}',
+           '-p', f'max_rollouts:={args.max_rollouts}', '-p', f'max_duration_s:={float(args.max_duration_s)!r}']
+    if args.state:
+        ros += ['-p', f'state_file:={args.state}']
+    from ..nodes.gate_node import main as gate_main
+    return gate_main(ros)
+
+
 def _sequential_gate(report: dict, limits: dict[str, float], args: argparse.Namespace) -> int:
     """``gate --sequential``: each limit's anytime-valid test replayed over
     the report's rollouts in order (audit/sequential.py)."""
@@ -228,6 +261,10 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
     check_probability('--confidence', args.confidence)
     for name, value in limits.items():
         check_number(f'--max-rate {name}', value, 0)
+    if args.live:
+        return _live_gate(limits, args)
+    if not args.report:
+        raise SafemanipError('give REPORT.json (or --live)')
     from ..audit.schema import check_consistent
     report = _load(args.report)
     check_consistent(report, args.report)

@@ -1,0 +1,178 @@
+"""``gate_node``: the deployment gate, live — decides as a canary runs.
+
+A thin adapter around :class:`~safemanip_ros.audit.sequential.CanaryGate`
+(the same anytime-valid tests as ``safemanip gate --sequential``): it
+subscribes to the monitor's ``metrics`` of each robot (``<robot>/metrics``,
+safemanip_ros/MonitorMetrics) and counts every rollout once, when its final
+metrics arrive; each limit is decided per robot and pooled over the fleet.
+
+Publishes ``gate/decisions`` (safemanip_ros/GateDecision, one per limit and
+robot plus the pooled one; latched) after every counted rollout, and
+``/diagnostics`` at 1 Hz (OK passed, WARN undecided, ERROR failed; counts
+and evidence as key-values).  Its state is written atomically to
+``state_file`` after every rollout and read back at start, so a restarted
+gate continues where it stopped.
+
+Parameters:
+    limits (string[], required): ``NAME=X`` per limited property or category.
+    robots (string[], ['']): robot namespaces ('' : the monitor's own topics).
+    unit (string, 'trigger'): 'trigger' or 'rollout'.
+    alpha (double, 0.05): family-wise level of a wrong PASS (and of a wrong FAIL).
+    state_file (string, ''): where the state persists ('' : nowhere).
+    max_rollouts (int, 0): stop undecided after this many pooled rollouts (0: no budget).
+    max_duration_s (double, 0.0): stop undecided after this long (0: no budget).
+
+The process exits 0 when every limit passed, 1 when one failed (the
+failing robots and limits are logged), 4 when a budget ran out undecided.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+
+from safemanip_ros.msg import GateDecision, MonitorMetrics
+
+from ..atomic_file import write_text_atomically
+from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate
+from ..errors import ParameterError
+from .params import RosParameters
+from .qos import RELIABLE, latched
+from .runner import run_node
+
+EXIT = {PASS: 0, FAIL: 1, None: 4}
+_CODES = {None: GateDecision.UNDECIDED, PASS: GateDecision.PASS, FAIL: GateDecision.FAIL}
+
+
+def parse_limits(items: list[str]) -> dict[str, float]:
+    """``NAME=X`` items as a dict; a malformed, repeated or out-of-range one is a ParameterError."""
+    limits: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition('=')
+        try:
+            x = float(value)
+        except ValueError:
+            sep = ''
+        if not sep or not name:
+            raise ParameterError(f'limit {item!r}: expected NAME=X with X a number')
+        if name in limits:
+            raise ParameterError(f'limit {name} given twice')
+        if not 0 < x < 1:
+            raise ParameterError(f'limit {name}={value}: a rate strictly between 0 and 1')
+        limits[name] = x
+    if not limits:
+        raise ParameterError('no limits: give at least one NAME=X')
+    return limits
+
+
+class GateNode(RosParameters, Node):
+    def __init__(self) -> None:
+        super().__init__('gate')
+        for name, default in (('limits', ['']), ('robots', ['']), ('unit', 'trigger'), ('alpha', 0.05),
+                              ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0)):
+            self.declare_parameter(name, default)
+        p = lambda n: self.get_parameter(n).value  # noqa: E731
+        limits = parse_limits([x for x in p('limits') if x])
+        unit, alpha = str(p('unit')), float(p('alpha'))
+        if unit not in ('trigger', 'rollout'):
+            raise ParameterError(f'unit {unit!r}: trigger or rollout')
+        if not 0 < alpha < 1:
+            raise ParameterError(f'alpha {alpha}: strictly between 0 and 1')
+        self.state_file = Path(p('state_file')) if p('state_file') else None
+        self.gate = CanaryGate(limits, unit, alpha)
+        if self.state_file is not None and self.state_file.exists():
+            try:
+                doc = json.loads(self.state_file.read_text())
+                restored = CanaryGate.from_json(doc)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ParameterError(f'state_file {self.state_file}: not a gate state ({exc})') from None
+            if (restored.limits, restored.unit, restored.alpha) != (limits, unit, alpha):
+                raise ParameterError(f'state_file {self.state_file} holds a gate with other limits, unit or alpha; '
+                                     f'give a new state_file')
+            self.gate = restored
+            self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
+        self.max_rollouts, self.max_duration_s = int(p('max_rollouts')), float(p('max_duration_s'))
+        self.started = time.monotonic()
+        self.robots = [str(r).strip('/') for r in p('robots')] or ['']
+        self.outcome: str | None = None
+        self.finished = False
+        self._pub = self.create_publisher(GateDecision, 'gate/decisions', latched(256))
+        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        for robot in self.robots:
+            topic = f'/{robot}/metrics' if robot else 'metrics'
+            self.create_subscription(MonitorMetrics, topic, lambda msg, r=robot: self._on_metrics(r, msg), RELIABLE)
+        self.create_timer(1.0, self._diagnostics)
+        self._publish()
+        self._check_done()
+
+    def _on_metrics(self, robot: str, msg: MonitorMetrics) -> None:
+        if not msg.final or self.finished:
+            return
+        rows = [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]
+        if not self.gate.add_rollout(robot, msg.episode_id, rows):
+            return
+        if self.state_file is not None:
+            write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
+        self._publish()
+        self._check_done()
+
+    def _check_done(self) -> None:
+        outcome = self.gate.outcome()
+        pooled = max((self.gate.stream(POOLED, n).rollouts for n in self.gate.limits), default=0)
+        out_of_budget = (self.max_rollouts and pooled >= self.max_rollouts) or \
+            (self.max_duration_s and time.monotonic() - self.started >= self.max_duration_s)
+        if outcome is not None or out_of_budget:
+            self.outcome, self.finished = outcome, True
+            if outcome == FAIL:
+                who = ', '.join(f'{n} ({r or "fleet"})' for r, n in self.gate.failures())
+                self.get_logger().error(f'gate: FAIL: {who}')
+            else:
+                self.get_logger().info(f'gate: {outcome or "UNDECIDED (budget spent)"}')
+
+    def _rows(self) -> list[tuple[str, str]]:
+        return [(robot, name) for name in self.gate.limits for robot in [POOLED, *self.gate.robots()]]
+
+    def _publish(self) -> None:
+        stamp = self.get_clock().now().to_msg()
+        for robot, name in self._rows():
+            s = self.gate.stream(robot, name)
+            test = self.gate.tests[name]
+            msg = GateDecision(name=name, robot=robot, unit=self.gate.unit, limit=test.limit, alpha=test.alpha,
+                               decision=_CODES[s.decision], observations=s.observations, violations=s.violations,
+                               rollouts=s.rollouts, decided_after=s.decided_after or 0)
+            msg.header.stamp = stamp
+            self._pub.publish(msg)
+
+    def _diagnostics(self) -> None:
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        for robot, name in self._rows():
+            s = self.gate.stream(robot, name)
+            level = {PASS: DiagnosticStatus.OK, FAIL: DiagnosticStatus.ERROR}.get(s.decision, DiagnosticStatus.WARN)
+            test = self.gate.tests[name]
+            arr.status.append(DiagnosticStatus(
+                level=level, name=f'safemanip/gate/{robot or "fleet"}/{name}',
+                message=s.decision or 'undecided', values=[
+                    KeyValue(key='n', value=str(s.observations)), KeyValue(key='k', value=str(s.violations)),
+                    KeyValue(key='rollouts', value=str(s.rollouts)), KeyValue(key='limit', value=f'{test.limit:g}'),
+                    KeyValue(key='log_evidence_below', value=f'{float(test.log_evidence(s.observations, s.violations, False)):.3f}'
+                             if s.observations else '0'),
+                    KeyValue(key='log_evidence_above', value=f'{float(test.log_evidence(s.observations, s.violations, True)):.3f}'
+                             if s.observations else '0'),
+                    KeyValue(key='threshold', value=f'{test.threshold:.3f}')]))
+        self._pub_diag.publish(arr)
+
+
+def main(args: list[str] | None = None) -> int:
+    result: dict[str, int] = {}
+
+    def on_exit(node: GateNode) -> None:
+        node._diagnostics()
+        result['rc'] = EXIT[node.outcome] if node.finished else 4
+
+    rc = run_node(GateNode, 'gate', args, until=lambda node: node.finished, on_exit=on_exit)
+    return rc if rc else result.get('rc', rc)

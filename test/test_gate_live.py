@@ -1,0 +1,161 @@
+"""``safemanip gate --live`` over real DDS: a fleet of two namespaced
+monitors (stood in for by a node publishing their final MonitorMetrics),
+per-robot and pooled decisions, exit codes, a restart that continues from
+the persisted state, and decisions equal to ``gate --sequential``'s replay
+of the same rollouts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+
+from safemanip_ros.audit.sequential import FAIL, PASS, CanaryGate, SequentialTest, replay
+from safemanip_ros.msg import GateDecision, MonitorMetrics, PropertyMetrics
+from safemanip_ros.nodes.qos import RELIABLE, latched
+
+BIN = [sys.executable, '-m', 'safemanip_ros.cli.main']
+
+
+class Fleet:
+    """Stands in for the monitors of robots ``r1`` and ``r2`` and listens to the gate's decisions."""
+
+    def __init__(self) -> None:
+        self.ctx = Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node('fleet_stand_in', context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.pubs = {r: self.node.create_publisher(MonitorMetrics, f'/{r}/metrics', RELIABLE) for r in ('r1', 'r2')}
+        self.decisions: dict[tuple[str, str], GateDecision] = {}
+        self.node.create_subscription(GateDecision, 'gate/decisions',
+                                      lambda m: self.decisions.__setitem__((m.robot, m.name), m), latched(256))
+
+    def spin_until(self, cond, timeout_s: float = 60.0) -> bool:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if cond():
+                return True
+            self.ex.spin_once(timeout_sec=0.05)
+        return cond()
+
+    def rollout(self, robot: str, episode: str, triggers: int, violations: int) -> None:
+        msg = MonitorMetrics(episode_id=episode, final=True, frames=100, properties=[
+            PropertyMetrics(property='p', instance='p[cube]', category='c', triggers=triggers, violations=violations)])
+        self.pubs[robot].publish(msg)
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+
+
+@pytest.fixture()
+def fleet():
+    f = Fleet()
+    yield f
+    f.close()
+
+
+def _gate(tmp_path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([*BIN, 'gate', '--live', '--robot', 'r1', '--robot', 'r2', '--max-rate', 'p=0.05',
+                             '--state', str(tmp_path / 'state.json'), *extra],
+                            stdout=open(tmp_path / 'gate.log', 'a'), stderr=subprocess.STDOUT, text=True)
+
+
+def _matched(fleet: Fleet) -> bool:
+    return all(p.get_subscription_count() > 0 for p in fleet.pubs.values())
+
+
+def test_a_clean_fleet_passes_as_early_as_the_evidence_allows(fleet, tmp_path):
+    gate = _gate(tmp_path)
+    try:
+        assert fleet.spin_until(lambda: _matched(fleet)), (tmp_path / 'gate.log').read_text()
+        sent = 0
+        while gate.poll() is None and sent < 40:
+            fleet.rollout('r1' if sent % 2 == 0 else 'r2', f'ep{sent}', 5, 0)
+            sent += 1
+            fleet.spin_until(lambda: ('', 'p') in fleet.decisions and fleet.decisions[('', 'p')].rollouts >= sent, 10)
+        assert gate.wait(timeout=30) == 0, (tmp_path / 'gate.log').read_text()
+    finally:
+        gate.kill()
+    pooled = fleet.decisions[('', 'p')]
+    # Pooled 5 triggers a rollout, no violation: the replay of the same rollouts decides at the same point.
+    expected = replay(SequentialTest(0.05, 0.05), [(5, 0)] * 40)
+    assert pooled.decision == GateDecision.PASS and pooled.decided_after == expected.after == 75
+    assert pooled.rollouts == expected.batches == 15
+    state = json.loads((tmp_path / 'state.json').read_text())
+    assert CanaryGate.from_json(state).outcome() == PASS
+
+
+def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
+    gate = _gate(tmp_path)
+    try:
+        assert fleet.spin_until(lambda: _matched(fleet))
+        for i in range(30):
+            if gate.poll() is not None:
+                break
+            fleet.rollout('r1', f'a{i}', 5, 0)
+            fleet.rollout('r2', f'b{i}', 5, 2)
+            fleet.spin_until(lambda: ('r2', 'p') in fleet.decisions and fleet.decisions[('r2', 'p')].rollouts > i, 10)
+        assert gate.wait(timeout=30) == 1
+    finally:
+        gate.kill()
+    log = (tmp_path / 'gate.log').read_text()
+    assert 'FAIL' in log and 'p (r2)' in log
+    assert fleet.decisions[('r2', 'p')].decision == GateDecision.FAIL
+    assert fleet.decisions[('r1', 'p')].decision != GateDecision.FAIL
+
+
+def test_a_restarted_gate_continues_from_its_state(fleet, tmp_path):
+    first = _gate(tmp_path, '--max-rollouts', '6')
+    try:
+        assert fleet.spin_until(lambda: _matched(fleet))
+        for i in range(6):
+            fleet.rollout('r1', f'ep{i}', 5, 0)
+            fleet.spin_until(lambda: ('', 'p') in fleet.decisions and fleet.decisions[('', 'p')].rollouts > i, 10)
+        assert first.wait(timeout=30) == 4          # budget spent, undecided (30 triggers)
+    finally:
+        first.kill()
+    fleet.decisions.clear()
+    second = _gate(tmp_path)
+    try:
+        assert fleet.spin_until(lambda: _matched(fleet))
+        fleet.rollout('r1', 'ep5', 5, 0)            # already counted: ignored
+        for i in range(6, 30):
+            if second.poll() is not None:
+                break
+            fleet.rollout('r1', f'ep{i}', 5, 0)
+            fleet.spin_until(lambda: ('', 'p') in fleet.decisions and fleet.decisions[('', 'p')].rollouts > i, 10)
+        assert second.wait(timeout=30) == 0
+    finally:
+        second.kill()
+    assert fleet.decisions[('', 'p')].decided_after == 75 and fleet.decisions[('', 'p')].rollouts == 15
+    assert 'continuing from' in (tmp_path / 'gate.log').read_text()
+
+
+def test_the_canary_core_matches_the_replay():
+    gate = CanaryGate({'p': 0.05, 'c': 0.2}, 'trigger', 0.05)
+    for i in range(60):
+        gate.add_rollout('r1' if i % 3 else 'r2', f'e{i}', [('p', 'c', 4, int(i % 7 == 0)), ('q', 'c', 2, 0)])
+    assert not gate.add_rollout('r2', 'e0', [('p', 'c', 4, 4)])            # counted once
+    batches = [(4, int(i % 7 == 0)) for i in range(60)]
+    expected = replay(SequentialTest(0.05, 0.025), batches)
+    s = gate.stream('', 'p')
+    assert (s.decision, s.decided_after) == (expected.decision, expected.after)
+    assert gate.stream('', 'c').observations == 6 * 60
+    again = CanaryGate.from_json(json.loads(json.dumps(gate.to_json())))
+    assert again.to_json() == gate.to_json() and again.outcome() == gate.outcome()
+    assert gate.outcome() in (PASS, FAIL, None)
+
+
+def test_bad_live_options_exit_2(tmp_path):
+    for extra, words in ((['--max-rate', 'p=2'], 'strictly between 0 and 1'), ([], 'at least one --max-rate'),
+                         (['--max-rate', 'p=0.1', '--alpha', '1.5'], '--alpha')):
+        proc = subprocess.run([*BIN, 'gate', '--live', *extra], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
