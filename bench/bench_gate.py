@@ -18,29 +18,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, family  # noqa: E402
+from safemanip_ros.audit.gate import fixed_rule_boundary  # noqa: E402
+from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, exact_stopping, family  # noqa: E402
 from safemanip_ros.audit.stats import clopper_pearson  # noqa: E402
 
 LIMIT, ALPHA = 0.05, 0.05
 
 
-def fixed_rule(n_max: int, rate: float, min_triggers: int = 30) -> tuple[float, list[float]]:
-    """P(the fixed rule passes at some check up to n_max) and its PASS-by-n curve."""
-    pass_k = np.full(n_max, -1)
-    for n in range(min_triggers, n_max + 1):
-        ks = [k for k in range(min(n, 60) + 1) if clopper_pearson(k, n, 1 - ALPHA)[1] < LIMIT]
-        pass_k[n - 1] = max(ks) if ks else -1
-    mass, passed, curve = np.zeros(n_max + 2), 0.0, []
-    mass[0] = 1.0
-    for n in range(1, n_max + 1):
-        moved = mass * (1 - rate)
-        moved[1:] += mass[:-1] * rate
-        mass = moved
-        if pass_k[n - 1] >= 0:
-            passed += float(mass[:pass_k[n - 1] + 1].sum())
-            mass[:pass_k[n - 1] + 1] = 0.0
-        curve.append(passed)
-    return passed, curve
+def fixed_rule(n_max: int, rate: float, min_triggers: int = 30) -> float:
+    """P(the fixed rule passes at some check up to n_max), checked after every trigger."""
+    return exact_stopping(fixed_rule_boundary(n_max, LIMIT, ALPHA, min_triggers), None, rate, n_max).pass_by[-1]
 
 
 def fixed_design_n(rate: float, power: float = 0.95) -> int:
@@ -62,7 +49,7 @@ def main() -> int:
     test = SequentialTest(LIMIT, ALPHA)
     print(f'## Gate at limit {LIMIT:.0%}, alpha {ALPHA:.0%}, checked after every observation up to {n_max} (exact)')
     at = exact_run(test, LIMIT, n_max)
-    fixed_at, _ = fixed_rule(min(n_max, 1000), LIMIT)
+    fixed_at = fixed_rule(min(n_max, 1000), LIMIT)
     print(f'false PASS at the limit:      sequential {at.pass_by[-1]:.4f}   fixed rule re-checked '
           f'{fixed_at:.4f} (to {min(n_max, 1000)})   target <= {ALPHA}')
     print(f'false FAIL at the limit:      sequential {at.fail_by[-1]:.4f}   target <= {ALPHA}')

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, family, replay
-from safemanip_ros.audit.stats import clopper_pearson
+from safemanip_ros.audit.gate import fixed_rule_boundary
+from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, exact_stopping, family, replay
 
 MAX_N = 2000
 
@@ -31,19 +31,7 @@ def test_a_fixed_sample_rule_rechecked_after_every_trigger_does_not():
     triggers at least) looked at after every trigger passes a policy at the
     limit far more often than 5 %: the reason for the sequential test."""
     limit, n_max = 0.05, 1000
-    pass_k = np.full(n_max, -1)
-    for n in range(30, n_max + 1):
-        ks = [k for k in range(n + 1) if clopper_pearson(k, n, 0.95)[1] < limit]
-        pass_k[n - 1] = max(ks) if ks else -1
-    mass, passed = np.zeros(n_max + 2), 0.0
-    mass[0] = 1.0
-    for n in range(1, n_max + 1):
-        moved = mass * (1 - limit)
-        moved[1:] += mass[:-1] * limit
-        mass = moved
-        if pass_k[n - 1] >= 0:
-            passed += mass[:pass_k[n - 1] + 1].sum()
-            mass[:pass_k[n - 1] + 1] = 0.0
+    passed = exact_stopping(fixed_rule_boundary(n_max, limit), None, limit, n_max).pass_by[-1]
     assert passed > 2 * 0.05, passed       # 13 % by 1,000 triggers
     assert exact_run(SequentialTest(limit, 0.05), limit, n_max).pass_by[-1] <= 0.05
 

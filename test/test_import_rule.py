@@ -79,7 +79,7 @@ LAYERS_BELOW = {
     'supervisor': set(),
     'audit': {'bag', 'grounding', 'ltlf', 'monitor', 'spec'},
     'sim': {'audit', 'bag', 'grounding', 'spec'},
-    'nodes': {'bag', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},
+    'nodes': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},   # audit: the live gate
     'cli': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'supervisor', 'msg'},
 }
 # The one exception, by module: building a monitor from files drops the

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import SafemanipError
 from .schema import Report, check_report
-from .stats import gathered_sums, ratio_interval, resample_draws
+from .stats import clopper_pearson, gathered_sums, ratio_interval, resample_draws
 
 __all__ = ['DEFAULT_MIN_TRIGGERS', 'GateRow', 'check_report', 'evaluate_gate', 'upper_bound']
 
@@ -48,6 +48,22 @@ def upper_bound(violations, triggers, confidence: float) -> float | None:
     """The upper bound used for a per-trigger rate (module docstring)."""
     interval = ratio_interval(violations, triggers, confidence)
     return None if interval is None else interval[1]
+
+
+def fixed_rule_boundary(max_n: int, limit: float, alpha: float = 0.05,
+                        min_triggers: int = DEFAULT_MIN_TRIGGERS) -> np.ndarray:
+    """The most violations with which this gate's binomial floor alone (the
+    Clopper–Pearson upper bound at confidence 1 − alpha) passes at n = 1 …
+    max_n triggers (−1: none), for exact error rates of the rule looked at
+    repeatedly (:func:`~.sequential.exact_stopping`)."""
+    out = np.full(max_n, -1, np.int64)
+    k = 0
+    for n in range(min_triggers, max_n + 1):
+        # The bound grows with k: walk k up while it stays below the limit (k never falls as n grows).
+        while k <= n and (clopper_pearson(k, n, 1 - alpha) or (0.0, 1.0))[1] < limit:
+            k += 1
+        out[n - 1] = k - 1
+    return out
 
 
 def _entry(report: dict, name: str) -> tuple[str, dict]:

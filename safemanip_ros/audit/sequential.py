@@ -164,10 +164,18 @@ class ExactRun:
 
 
 def exact_run(test: SequentialTest, rate: float, max_n: int) -> ExactRun:
-    """Dynamic programming over the violation count (no simulation): the
-    probability mass of every undecided (n, k), moved one observation at a
-    time and absorbed at the PASS and FAIL boundaries."""
+    """:func:`exact_stopping` at the test's PASS and FAIL boundaries."""
     pass_k, fail_k = test.boundaries(max_n)
+    return exact_stopping(pass_k, fail_k, rate, max_n)
+
+
+def exact_stopping(pass_k: np.ndarray, fail_k: np.ndarray | None, rate: float, max_n: int) -> ExactRun:
+    """Any rule that decides on counts, checked after every observation of a
+    Bernoulli(``rate``) stream up to ``max_n`` (``pass_k[n-1]``: the most
+    violations that PASS at n, −1 none; ``fail_k[n-1]``: the fewest that FAIL,
+    n + 1 none; None: never fails), by dynamic programming over the violation
+    count (no simulation): the mass of every undecided (n, k), moved one
+    observation at a time and absorbed at the boundaries."""
     mass = np.zeros(max_n + 2)
     mass[0] = 1.0
     pass_by, fail_by = np.zeros(max_n), np.zeros(max_n)
@@ -176,11 +184,11 @@ def exact_run(test: SequentialTest, rate: float, max_n: int) -> ExactRun:
         moved = mass * (1.0 - rate)
         moved[1:] += mass[:-1] * rate
         mass = moved
-        hi = pass_k[n - 1]
+        hi = int(pass_k[n - 1])
         if hi >= 0:
             passed += float(mass[:hi + 1].sum())
             mass[:hi + 1] = 0.0
-        lo = fail_k[n - 1]
+        lo = n + 1 if fail_k is None else int(fail_k[n - 1])
         if lo <= n:
             failed += float(mass[lo:].sum())
             mass[lo:] = 0.0

@@ -17,7 +17,9 @@ as motion) and answers, frame by frame:
   newest while it moves.  Unknown once the newest detection is older than
   ``staleness_s`` (and no grasp vouches for it).
 * **motion**: while grasped, the gripper's own motion (exact, frame to
-  frame); otherwise a least-squares slope of the measurements against their
+  frame) — horizontally no faster than the detections themselves move (a
+  grasped object pressed on a support can stay while the hand moves);
+  otherwise a least-squares slope of the measurements against their
   stamps over the window, with its standard error from the configured
   noise or, when larger, the fit's residuals.  Deciding *stable* and
   *sliding* uses hysteresis: a state is left only on evidence beyond the
@@ -106,6 +108,7 @@ class Estimate:
     position_se_m: float = 0.0
     from_gripper: bool = False       # the gripper's pose and the grip offset, not a detection
     samples: int = 0                 # detections the motion is fitted to (0: the gripper's exact motion)
+    detected_horizontal_m_s: float | None = None   # while grasped: the detections' own horizontal speed
 
 
 def log_rotation(R: np.ndarray) -> np.ndarray:
@@ -280,6 +283,7 @@ class ObjectTrack:
                                position_se_m=self._spread([m.p_g for m in offsets]), from_gripper=True)
                 if gripper_motion is not None:
                     est.speed_m_s, est.horizontal_m_s, est.angular_rad_s = gripper_motion
+                est.detected_horizontal_m_s = self._detected_horizontal(window)
                 self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
                 return est
         if self.held_pose is not None:
@@ -300,6 +304,17 @@ class ObjectTrack:
         if held and est.known:
             self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
         return est
+
+    def _detected_horizontal(self, window: list[Measurement]) -> float | None:
+        """The horizontal speed the newest :data:`MIN_MOTION_SAMPLES`
+        detections of ``window`` fit (few: it vetoes the gripper's motion
+        only when the object itself stays put, and must not lag a real
+        drag); None with fewer than two or one stamp."""
+        window = window[-MIN_MOTION_SAMPLES:]
+        if len(window) < 2 or window[-1].stamp_s <= window[0].stamp_s:
+            return None
+        v, _, _ = slope(np.array([m.stamp_s for m in window]), np.array([m.p_w[:2] for m in window]))
+        return float(math.hypot(v[0], v[1]))
 
     def _spread(self, points: list[np.ndarray]) -> float:
         """Standard error (m) of the mean of ``points``: from their own
@@ -361,8 +376,12 @@ class ObjectTrack:
         slow = est.speed_m_s < linear_m_s + est.speed_floor_m_s / 2 and \
             est.angular_rad_s < angular_rad_s + est.angular_floor_rad_s / 2
         self.stable = slow if self.stable is False else not fast
-        moving = est.horizontal_m_s > sliding_m_s + est.horizontal_floor_m_s
-        still = est.horizontal_m_s < sliding_m_s + est.horizontal_floor_m_s / 2
+        # A grasped object pressed on a support can stay put while the hand moves (the fingers slip):
+        # it slides only if its own detections move too.
+        horizontal = est.horizontal_m_s if est.detected_horizontal_m_s is None else \
+            min(est.horizontal_m_s, est.detected_horizontal_m_s)
+        moving = horizontal > sliding_m_s + est.horizontal_floor_m_s
+        still = horizontal < sliding_m_s + est.horizontal_floor_m_s / 2
         self.sliding = (not still) if self.sliding else moving
         return self.stable, self.sliding
 
