@@ -5,6 +5,7 @@ acknowledgement → resume)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -71,8 +72,11 @@ def test_retract_path_reverses_within_speed():
 
 @pytest.mark.ros
 def test_supervisor_node_over_dds(tmp_path):
+    from test_alerts import Hook
+    hook = Hook('hang')          # a webhook that never answers must not delay a hold
     policy = tmp_path / 'policy.yaml'
-    policy.write_text('property:\n  retract_me: retract\n')
+    policy.write_text(f'property:\n  retract_me: retract\nalerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n'
+                      f'  webhook: {{url: "{hook.url}", timeout_s: 30}}\n  min_interval_s: 0\n')
     proc = subprocess.Popen([str(Path(sys.executable).parent / 'supervisor'), '--ros-args',
                              '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
                              '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
@@ -129,6 +133,12 @@ def test_supervisor_node_over_dds(tmp_path):
         hold = trajs[-1]
         assert hold.joint_names == ['a', 'b'] and len(hold.points) == 1
         assert hold.points[0].positions[1] == pytest.approx(-2 * hold.points[0].positions[0])
+        # The alert went out after the hold: to the JSON-lines file, and to the webhook, which hangs.
+        alerts_file = tmp_path / 'alerts.jsonl'
+        assert spin(lambda: alerts_file.exists() and alerts_file.read_text().strip() != '')
+        alert = json.loads(alerts_file.read_text().splitlines()[0])
+        assert alert['type'] == 'violation' and alert['instance'] == 'p1[x=1]' and alert['response'] == ['pause']
+        assert spin(lambda: len(hook.received) == 1) and hook.received[0]['property'] == 'p1'
         assert call(Trigger, '/supervisor/acknowledge', Trigger.Request()).message == 'not resuming: p1[x=1] not recovered'
         event(ViolationEvent.EVENT_CLOSED, 'p1[x=1]', 'p1')
         assert spin(lambda: any('recovered' in a.reason for a in actions))
@@ -157,11 +167,14 @@ def test_supervisor_node_over_dds(tmp_path):
             pred_pub.publish(predicate_array({'a': True}, time.time_ns(), 'test'))
             ex.spin_once(timeout_sec=0.05)
         assert spin(lambda: any('fail-safe: /predicates/contacts stale' in a.reason for a in actions), joints=False)
+        # The retract (held while the webhook still hangs) was alerted too.
+        assert spin(lambda: len(alerts_file.read_text().splitlines()) >= 2, joints=False)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)
         proc.terminate()
         proc.wait(timeout=10)
+        hook.close()
 
 
 def _header():

@@ -51,6 +51,7 @@ from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
+from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
@@ -143,12 +144,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 raise ValueError(f'expected a mapping of property/category/severity responses, got '
                                  f'{type(data).__name__}')
             policy = ResponsePolicy.from_mapping(data)
+            alerts = AlertConfig.from_mapping(data.get('alerts'))
         except SpecError as err:          # unreadable, not UTF-8, invalid YAML, an alias bomb: names the file
             return transition_failed(self, 'configure', f'policy_file: {err.one_line()}')
         except ValueError as err:
             return transition_failed(self, 'configure', f'policy_file {p("policy_file").value}: '
                                            f'{" ".join(str(err).split())}')
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
+        # Alerts leave the control path through bounded queues on their own threads (supervisor/alerts.py).
+        self._alerts = AlertDispatcher.from_config(alerts)
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)
@@ -204,6 +208,18 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = False
         return super().on_deactivate(state)
 
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        alerts = getattr(self, '_alerts', None)
+        if alerts is not None:
+            alerts.close()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        alerts = getattr(self, '_alerts', None)
+        if alerts is not None:
+            alerts.close()
+        return super().on_shutdown(state)
+
     # ---------------------------------------------------------------- inputs
     def _on_joints(self, msg: JointState) -> None:
         wanted = [j for j in self.get_parameter('joints').value if j] or list(msg.name)
@@ -237,8 +253,16 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._seen_events.pop(next(iter(self._seen_events)))
         self._frame = msg.end_frame if msg.event == ViolationEvent.EVENT_CLOSED else msg.start_frame
         if msg.event == ViolationEvent.EVENT_OPENED:
-            self._act(self.supervisor.on_violation(msg.instance, msg.property, msg.category,
-                                                   SEVERITY_NAME.get(msg.severity, 'error')))
+            severity = SEVERITY_NAME.get(msg.severity, 'error')
+            actions = self.supervisor.on_violation(msg.instance, msg.property, msg.category, severity)
+            self._act(actions)             # the hold first; the alert after it, never before
+            self._alerts.submit({
+                'type': 'violation', 'robot': self.get_namespace(), 'property': msg.property,
+                'instance': msg.instance, 'category': msg.category, 'severity': severity,
+                'episode': msg.episode_id, 'start_frame': int(msg.start_frame),
+                'response': [a.action for a in actions] or ['alert'],
+                'stamp_s': ns_from_time(msg.header.stamp) * 1e-9},
+                key=f'{msg.episode_id}/{msg.instance}/{msg.start_frame}', subject=msg.property)
         elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
             self._act(self.supervisor.on_recovered(msg.instance))
 

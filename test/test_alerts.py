@@ -1,0 +1,142 @@
+"""Alert sinks (safemanip_ros/supervisor/alerts.py) against a real HTTP
+server on 127.0.0.1 that answers, fails, and hangs: submitting never waits
+for a sink, a failing webhook is retried with back-off, alerts are
+deduplicated and rate-limited, and a hanging webhook delays neither the
+JSON-lines sink nor the caller."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from safemanip_ros.supervisor.alerts import AlertConfig, AlertDispatcher, JsonLinesSink, WebhookSink
+
+
+class Hook:
+    """A local webhook: ``mode`` 'ok', 'fail N' (HTTP 500 N times, then 200) or 'hang' (until released)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode, self.received, self.release = mode, [], threading.Event()
+        self.failures_left = int(mode.split()[1]) if mode.startswith('fail') else 0
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+                hook.received.append(body)
+                if hook.mode == 'hang':
+                    hook.release.wait(30)
+                status = 200
+                if hook.failures_left > 0:
+                    hook.failures_left -= 1
+                    status = 500
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = f'http://127.0.0.1:{self.server.server_address[1]}/hook'
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for(cond, timeout_s: float = 20.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def _alert(i: int) -> dict:
+    return {'type': 'violation', 'property': 'no_forbidden_contact', 'instance': f'i{i}', 'severity': 'error'}
+
+
+@pytest.fixture()
+def hook(request):
+    h = Hook(request.param)
+    yield h
+    h.close()
+
+
+@pytest.mark.parametrize('hook', ['fail 2'], indirect=True)
+def test_a_failing_webhook_is_retried_until_it_takes_the_alert(hook):
+    cfg = AlertConfig(webhook_url=hook.url, backoff_s=0.01, min_interval_s=0.0)
+    d = AlertDispatcher.from_config(cfg)
+    try:
+        assert d.submit(_alert(1), 'ep/i1/10', 'no_forbidden_contact')
+        assert not d.submit(_alert(1), 'ep/i1/10', 'no_forbidden_contact')       # the same episode: once
+        assert wait_for(lambda: d.stats()['webhook'].delivered == 1)
+        assert len(hook.received) == 3 and d.stats()['webhook'].retries == 2
+        assert hook.received[-1] == _alert(1)
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize('hook', ['hang'], indirect=True)
+def test_a_hanging_webhook_delays_neither_the_caller_nor_another_sink(hook, tmp_path):
+    cfg = AlertConfig(jsonl=str(tmp_path / 'alerts.jsonl'), webhook_url=hook.url, webhook_timeout_s=30.0,
+                      min_interval_s=0.0, queue=16)
+    d = AlertDispatcher.from_config(cfg)
+    try:
+        for i in range(40):                 # while the webhook holds its first request
+            assert d.submit(_alert(i), f'k{i}', f's{i}')     # returns while the server still holds request 1
+            # The JSON-lines sink keeps taking each alert while the webhook hangs.
+            assert wait_for(lambda: d.stats()['jsonl'].delivered == i + 1), i
+        lines = (tmp_path / 'alerts.jsonl').read_text().splitlines()
+        assert [json.loads(line)['instance'] for line in lines] == [f'i{i}' for i in range(40)]
+        assert wait_for(lambda: len(hook.received) == 1)
+        stats = d.stats()['webhook']
+        assert stats.delivered == 0 and stats.dropped == 40 - 1 - 16       # one in flight, 16 queued
+    finally:
+        hook.release.set()
+        d.close()
+
+
+def test_alerts_are_rate_limited_per_subject_and_say_how_many_were_suppressed(tmp_path):
+    now = [0.0]
+    cfg = AlertConfig(jsonl=str(tmp_path / 'a.jsonl'), min_interval_s=1.0)
+    d = AlertDispatcher(cfg, cfg.sinks(), clock=lambda: now[0])
+    try:
+        assert d.submit(_alert(1), 'k1', 'p')
+        now[0] = 0.5
+        assert not d.submit(_alert(2), 'k2', 'p') and not d.submit(_alert(3), 'k3', 'p')
+        assert d.submit(_alert(4), 'k4', 'q')              # another subject is not limited
+        now[0] = 1.2
+        assert d.submit(_alert(5), 'k5', 'p')
+        assert wait_for(lambda: d.stats()['jsonl'].delivered == 3)
+        docs = [json.loads(line) for line in (tmp_path / 'a.jsonl').read_text().splitlines()]
+        assert [doc['instance'] for doc in docs] == ['i1', 'i4', 'i5'] and docs[2]['suppressed'] == 2
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize('hook', ['ok'], indirect=True)
+def test_sinks_on_their_own(hook, tmp_path):
+    WebhookSink(hook.url).send({'a': 1})
+    assert hook.received == [{'a': 1}]
+    with pytest.raises(OSError):
+        WebhookSink('http://127.0.0.1:9/none', timeout_s=1.0).send({'a': 1})      # refused
+    JsonLinesSink(tmp_path / 'x' / 'y.jsonl').send({'b': 2})
+    assert json.loads((tmp_path / 'x' / 'y.jsonl').read_text()) == {'b': 2}
+
+
+def test_alert_configuration_is_checked():
+    assert AlertConfig.from_mapping(None).sinks() == []
+    cfg = AlertConfig.from_mapping({'jsonl': 'a.jsonl', 'webhook': {'url': 'http://h/x', 'timeout_s': 1}})
+    assert [s.name for s in cfg.sinks()] == ['jsonl', 'webhook']
+    for bad, words in (({'webhok': {}}, 'unknown key'), ({'webhook': {'url': 'ftp://x'}}, 'alerts.webhook'),
+                       ({'queue': 0}, 'queue'), ({'min_interval_s': -1}, 'min_interval_s')):
+        with pytest.raises(ValueError, match=words):
+            AlertConfig.from_mapping(bad)
