@@ -94,7 +94,8 @@ def test_a_clean_fleet_passes_as_early_as_the_evidence_allows(fleet, tmp_path):
 
 
 def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
-    gate = _gate(tmp_path)
+    (tmp_path / 'alerts.yaml').write_text(f'alerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n')
+    gate = _gate(tmp_path, '--alerts', str(tmp_path / 'alerts.yaml'))
     try:
         assert fleet.spin_until(lambda: _matched(fleet))
         for i in range(30):
@@ -110,6 +111,9 @@ def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
     assert 'FAIL' in log and 'p (r2)' in log
     assert fleet.decisions[('r2', 'p')].decision == GateDecision.FAIL
     assert fleet.decisions[('r1', 'p')].decision != GateDecision.FAIL
+    # The decision reached the alert sink.
+    alerts = [json.loads(line) for line in (tmp_path / 'alerts.jsonl').read_text().splitlines()]
+    assert {'type': 'gate', 'name': 'p', 'robot': 'r2', 'decision': FAIL}.items() <= alerts[0].items()
 
 
 def test_a_restarted_gate_continues_from_its_state(fleet, tmp_path):

@@ -21,6 +21,8 @@ Parameters:
     state_file (string, ''): where the state persists ('' : nowhere).
     max_rollouts (int, 0): stop undecided after this many pooled rollouts (0: no budget).
     max_duration_s (double, 0.0): stop undecided after this long (0: no budget).
+    alerts_file (string, ''): a YAML file whose ``alerts:`` section sends each
+        decision to people (JSON lines, webhook: supervisor/alerts.py).
 
 The process exits 0 when every limit passed, 1 when one failed (the
 failing robots and limits are logged), 4 when a budget ran out undecided.
@@ -39,7 +41,9 @@ from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
 from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate
-from ..errors import ParameterError
+from ..errors import ParameterError, SpecError
+from ..spec.yamlio import load_yaml
+from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .params import RosParameters
 from .qos import RELIABLE, latched
 from .runner import run_node
@@ -73,7 +77,8 @@ class GateNode(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('gate')
         for name, default in (('limits', ['']), ('robots', ['']), ('unit', 'trigger'), ('alpha', 0.05),
-                              ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0)):
+                              ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0),
+                              ('alerts_file', '')):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         limits = parse_limits([x for x in p('limits') if x])
@@ -96,6 +101,13 @@ class GateNode(RosParameters, Node):
             self.gate = restored
             self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
         self.max_rollouts, self.max_duration_s = int(p('max_rollouts')), float(p('max_duration_s'))
+        alerts = AlertConfig()
+        if p('alerts_file'):
+            try:
+                alerts = AlertConfig.from_mapping((load_yaml(p('alerts_file')) or {}).get('alerts'))
+            except (SpecError, ValueError, AttributeError) as exc:
+                raise ParameterError(f'alerts_file {p("alerts_file")}: {" ".join(str(exc).split())}') from None
+        self.alerts = AlertDispatcher.from_config(alerts)
         self.started = time.monotonic()
         self.robots = [str(r).strip('/') for r in p('robots')] or ['']
         self.outcome: str | None = None
@@ -113,8 +125,15 @@ class GateNode(RosParameters, Node):
         if not msg.final or self.finished:
             return
         rows = [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]
+        before = {k: s.decision for k, s in self.gate.streams.items()}
         if not self.gate.add_rollout(robot, msg.episode_id, rows):
             return
+        for (who, name), s in self.gate.streams.items():
+            if s.decision is not None and before.get((who, name)) is None:
+                self.alerts.submit({'type': 'gate', 'name': name, 'robot': who or 'fleet', 'decision': s.decision,
+                                    'unit': self.gate.unit, 'limit': self.gate.limits[name],
+                                    'observations': s.observations, 'violations': s.violations,
+                                    'rollouts': s.rollouts}, key=f'{who}/{name}', subject=f'{who}/{name}')
         if self.state_file is not None:
             write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
         self._publish()
@@ -172,6 +191,7 @@ def main(args: list[str] | None = None) -> int:
 
     def on_exit(node: GateNode) -> None:
         node._diagnostics()
+        node.alerts.close(timeout_s=2.0)      # give the decision a moment to leave
         result['rc'] = EXIT[node.outcome] if node.finished else 4
 
     rc = run_node(GateNode, 'gate', args, until=lambda node: node.finished, on_exit=on_exit)
