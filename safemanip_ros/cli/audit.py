@@ -75,9 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='replay the rollouts in report order with an anytime-valid test per limit and say when '
                         'each would have decided (exit 0 pass, 1 fail, 4 undecided); docs/audit.md')
     g.add_argument('--unit', choices=['rollout', 'trigger'], default='trigger',
-                   help='--sequential: what one observation is (default: trigger)')
+                   help='--sequential, --live: what one observation is (default: trigger)')
     g.add_argument('--alpha', type=float, default=0.05,
-                   help='--sequential: family-wise probability of a wrong PASS, and of a wrong FAIL (default 0.05)')
+                   help='--sequential, --live: family-wise probability of a wrong PASS, and of a wrong FAIL (default 0.05)')
     g.add_argument('--live', action='store_true',
                    help='decide as the canary runs: count each rollout from the monitors\' final metrics over DDS '
                         '(no REPORT.json); exit 0 pass, 1 fail, 4 undecided when a budget ends')
