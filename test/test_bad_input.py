@@ -196,6 +196,23 @@ def test_an_unknown_predicate_in_a_bag_is_an_error_naming_bag_and_topic(tmp_path
     assert allowed.returncode == 0 and 'audited 1 rollouts' in allowed.stdout, allowed.stderr
 
 
+def test_a_recording_without_its_metadata_is_named_not_read_as_a_trace(tmp_path):
+    """A bag folder whose metadata.yaml is gone (a recording that never
+    finished) was audited as its writer's hidden split index, a .jsonl
+    "trace" with a baffling error; now it is skipped by its own name, and
+    the other bags in the folder are audited."""
+    import shutil
+    _predicate_bag(tmp_path / 'bags' / 'good', ['reach_in_microwave', 'fixture_fully_open_microwave'])
+    shutil.copytree(tmp_path / 'bags' / 'good', tmp_path / 'bags' / 'torn')
+    (tmp_path / 'bags' / 'torn' / 'metadata.yaml').unlink()
+    proc = run_cli('audit', str(tmp_path / 'bags'), '--scene', str(SCENE), '--only', NAME, '--quiet',
+                   '--out', str(tmp_path / 'o'))
+    assert proc.returncode == 0, proc.stderr
+    assert 'audited 1 rollouts' in proc.stdout
+    assert f'skipped: {tmp_path / "bags" / "torn"}: a recording without metadata.yaml' in proc.stdout
+    assert '.splits.jsonl' not in proc.stdout + proc.stderr
+
+
 def test_a_live_recording_with_grounded_predicates_the_suite_does_not_read_is_audited(tmp_path):
     """The live stack records every predicate it grounds, not only those
     read, and other sources publish their own: kept out, not errors."""

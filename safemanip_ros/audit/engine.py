@@ -162,6 +162,9 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
                         allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads)
     if p.is_file() and p.suffix == '.jsonl':
         return read_jsonl(p, predicates, cfg.allow_unknown_predicates)
+    if p.is_dir() and any(f.suffix in ('.mcap', '.db3') for f in p.iterdir()):
+        raise AuditInputError(f'{path}: a recording without metadata.yaml (did it finish?); its split files cannot '
+                              f'be read without it')
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
 
 

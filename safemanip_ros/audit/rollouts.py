@@ -85,6 +85,10 @@ def discover(paths: list[str | Path]) -> list[Path]:
     return out
 
 
+SPLIT_SUFFIXES = ('.mcap', '.db3')
+"""The files of a rosbag2 recording: a folder holding one is a bag, with or without its metadata."""
+
+
 def _sources_under(folder: Path) -> Iterator[Path]:
     """The bags and .jsonl files under ``folder`` (a folder that is not a
     bag), in no order.  One ``scandir`` per folder: a fleet's folders hold
@@ -94,6 +98,9 @@ def _sources_under(folder: Path) -> Iterator[Path]:
         entries = list(os.scandir(folder))
     except OSError:
         return
+    if any(e.name.endswith(SPLIT_SUFFIXES) and e.is_file() for e in entries):
+        yield folder           # a recording without metadata.yaml: the engine says so, naming it
+        return
     for entry in entries:
         path = folder / entry.name
         if entry.is_dir():
@@ -101,8 +108,8 @@ def _sources_under(folder: Path) -> Iterator[Path]:
                 yield path
             elif not entry.is_symlink():
                 yield from _sources_under(path)
-        elif entry.name.endswith('.jsonl') and entry.is_file():
-            yield path
+        elif entry.name.endswith('.jsonl') and not entry.name.startswith('.') and entry.is_file():
+            yield path         # (hidden files are tools' own: a bag writer's split index, say)
 
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
