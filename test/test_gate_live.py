@@ -163,3 +163,37 @@ def test_bad_live_options_exit_2(tmp_path):
                          (['--max-rate', 'p=0.1', '--alpha', '1.5'], '--alpha')):
         proc = subprocess.run([*BIN, 'gate', '--live', *extra], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
+
+
+def test_a_gate_rebuilt_from_a_recorded_bag_decides_as_the_replay(tmp_path):
+    """The final metrics a recorder kept (two robots' namespaced topics)
+    are counted in stamp order before anything live: the same decision,
+    at the same rollout, as the replay of those rollouts."""
+    from safemanip_ros.audit.sequential import rollouts_from_bags
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    for robot in ('r1', 'r2'):
+        w.add_topic(f'/{robot}/metrics', 'safemanip_ros/msg/MonitorMetrics')
+    for i in range(24):
+        robot = ('r1', 'r2')[i % 2]
+        ns = 10**9 * (i + 1)
+        msg = MM(header=Header(stamp=T(sec=i + 1, nanosec=0), frame_id=''), episode_id=f'ep{i}', frames=100,
+                 final=i % 3 != 2, properties=[PM(property='p', instance='p[x]', category='c', triggers=5,
+                                                  violations=0, unsafe_frames=0, frames=100, pending=0,
+                                                  unknown_frames=0)])
+        w.write(f'/{robot}/metrics', ns, ts.serialize_cdr(msg, 'safemanip_ros/msg/MonitorMetrics'))
+    w.close()
+    recorded = rollouts_from_bags([str(tmp_path / 'bag')])
+    assert len(recorded) == 16 and {r[1] for r in recorded} == {'r1', 'r2'}      # finals only
+    proc = subprocess.run([*BIN, 'gate', '--live', '--robot', 'r1', '--robot', 'r2', '--max-rate', 'p=0.05',
+                           '--rebuild-from', str(tmp_path / 'bag'), '--state', str(tmp_path / 'state.json')],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr           # decided from the recording alone
+    state = CanaryGate.from_json(json.loads((tmp_path / 'state.json').read_text()))
+    expected = replay(SequentialTest(0.05, 0.05), [(5, 0)] * 16)
+    assert expected.decision == PASS and expected.batches == 15
+    assert 'counted 16 recorded rollouts' in proc.stderr + proc.stdout
+    assert state.stream('', 'p').decided_after == expected.after and state.outcome() == PASS

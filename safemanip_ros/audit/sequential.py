@@ -291,3 +291,27 @@ class CanaryGate:
             key = (row.pop('robot'), row.pop('name'))
             gate.streams[key] = _Stream(**row)
         return gate
+
+
+def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tuple[str, str, int, int]]]]:
+    """The finished rollouts recorded in bags (``MonitorMetrics`` with
+    ``final`` on a topic ending in ``metrics``; the robot is the topic's
+    namespace): (stamp s, robot, episode id, (property, category, triggers,
+    violations) per instance), in stamp order — what a live gate would
+    have counted."""
+    from ..bag import open_bag, typestore
+    from ..stamps import stamp_s
+    ts = typestore()
+    out = []
+    for path in paths:
+        with open_bag(path) as bag:
+            conns = [c for c in bag.connections if c.msgtype == 'safemanip_ros/msg/MonitorMetrics'
+                     and c.topic.rstrip('/').endswith('metrics')]
+            for conn, _, raw in bag.messages(conns):
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                if not msg.final:
+                    continue
+                robot = conn.topic.rstrip('/')[:-len('metrics')].strip('/')
+                out.append((stamp_s(msg.header.stamp), robot, msg.episode_id,
+                            [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]))
+    return sorted(out, key=lambda r: r[0])

@@ -84,6 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument('--robot', action='append', default=[], metavar='NS',
                    help='--live: a robot namespace whose <NS>/metrics to count (repeat for a fleet; default: metrics)')
     g.add_argument('--state', metavar='FILE', help='--live: keep the gate\'s state here and continue from it')
+    g.add_argument('--rebuild-from', action='append', default=[], metavar='BAG',
+                   help='--live: count the final metrics recorded in BAG first (repeat for several)')
     g.add_argument('--alerts', metavar='YAML', help='--live: send each decision to the alert sinks of this file\'s '
                                                    'alerts: section (JSON lines, webhook; docs/nodes.md)')
     g.add_argument('--max-rollouts', type=int, default=0, metavar='N', help='--live: stop undecided after N rollouts')
@@ -200,6 +202,8 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
         ros += ['-p', f'state_file:={args.state}']
     if args.alerts:
         ros += ['-p', f'alerts_file:={args.alerts}']
+    if args.rebuild_from:
+        ros += ['-p', f'rebuild_from:={strings(args.rebuild_from)}']
     from ..nodes.gate_node import main as gate_main
     return gate_main(ros)
 

@@ -21,6 +21,8 @@ Parameters:
     state_file (string, ''): where the state persists ('' : nowhere).
     max_rollouts (int, 0): stop undecided after this many pooled rollouts (0: no budget).
     max_duration_s (double, 0.0): stop undecided after this long (0: no budget).
+    rebuild_from (string[], ['']): bags whose recorded final metrics are
+        counted first (a gate whose state was lost, or started late).
     alerts_file (string, ''): a YAML file whose ``alerts:`` section sends each
         decision to people (JSON lines, webhook: supervisor/alerts.py).
 
@@ -40,8 +42,8 @@ from rclpy.node import Node
 from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
-from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate
-from ..errors import ParameterError, SpecError
+from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, rollouts_from_bags
+from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .params import RosParameters
@@ -78,7 +80,7 @@ class GateNode(RosParameters, Node):
         super().__init__('gate')
         for name, default in (('limits', ['']), ('robots', ['']), ('unit', 'trigger'), ('alpha', 0.05),
                               ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0),
-                              ('alerts_file', '')):
+                              ('alerts_file', ''), ('rebuild_from', [''])):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         limits = parse_limits([x for x in p('limits') if x])
@@ -100,6 +102,16 @@ class GateNode(RosParameters, Node):
                                      f'give a new state_file')
             self.gate = restored
             self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
+        bags = [b for b in p('rebuild_from') if b]
+        if bags:
+            try:
+                recorded = rollouts_from_bags(bags)
+            except SafemanipError as exc:
+                raise ParameterError(f'rebuild_from: {exc.one_line()}') from None
+            counted = sum(self.gate.add_rollout(robot, episode, rows) for _, robot, episode, rows in recorded)
+            self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
+            if self.state_file is not None:
+                write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
         self.max_rollouts, self.max_duration_s = int(p('max_rollouts')), float(p('max_duration_s'))
         alerts = AlertConfig()
         if p('alerts_file'):
