@@ -59,8 +59,9 @@ def _named_ontologies(path: str, mtime_ns: int, size: int) -> list[str]:
 def scene_of_robot_config(path: str | Path) -> tuple[Ontology, Scene]:
     """(ontology, scene) from a robot configuration's ``ontology`` and ``entities``."""
     doc = load_yaml(path)
+    others = doc if isinstance(doc, dict) else {}      # an empty or non-mapping file: validate says what it is
     validate(doc, Field('map', keys={'entities': Field('dict', required=True), 'ontology': Field('list')} |
-                        {k: Field('any') for k in doc if k not in ('entities', 'ontology')}), f'{path}:1', '')
+                        {k: Field('any') for k in others if k not in ('entities', 'ontology')}), f'{path}:1', '')
     onto = load_ontology(ontology_files(path))
     ents = doc['entities']
     return onto, scene_from_mapping(ents, onto, str(path))

@@ -94,7 +94,10 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def loads_yaml(text: str, name: str = '<memory>') -> Any:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as err:      # a control character: YAML refuses the text outright
+        raise _not_text(err, text, name) from err
     loader.name = name
     try:
         node = loader.get_single_node()
@@ -109,10 +112,19 @@ def loads_yaml(text: str, name: str = '<memory>') -> Any:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else 0
         raise SpecError(f'{name}:{line}: invalid YAML: {err.problem or err.context}') from err
+    except yaml.reader.ReaderError as err:
+        raise _not_text(err, text, name) from err
     except RecursionError as err:
         raise SpecError(f'{name}: YAML nested too deeply') from err
     finally:
         loader.dispose()
+
+
+def _not_text(err: yaml.reader.ReaderError, text: str, name: str) -> SpecError:
+    """A character YAML does not allow (NUL, most control characters), named with its line."""
+    char = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or '\0')
+    line = text[:max(0, int(err.position))].count('\n') + 1
+    return SpecError(f'{name}:{line}: not YAML text: character #x{char:04x} is not allowed')
 
 
 def _expanded_size(root: yaml.Node) -> int:
