@@ -208,7 +208,9 @@ def test_realistic_perception_agrees_with_the_noise_free_result_away_from_change
     from the changes (twice the window + latency + 3 frames after each: a
     motion state is entered within about a window and left within about
     two), realistic perception gives the noise-free answer for stable,
-    sliding and supported, and never a false 'moving' at rest."""
+    sliding and supported on all but two frames or 2 % of them (a
+    decision is about four standard errors from the noise, not
+    infinitely many)."""
     seg_frames = 40
 
     class Segments:
@@ -228,13 +230,20 @@ def test_realistic_perception_agrees_with_the_noise_free_result_away_from_change
     exact = run(Segments(), LEVELS['truth'], seed)
     noisy = run(Segments(), LEVELS['realistic'], seed)
     settle = 2 * 10 + 2 + 3
+    compared, differ = 0, {name: [] for name in ('object_stable_cube', 'object_sliding_cube', 'object_supported_cube')}
     for k in range(len(exact)):
         if k % seg_frames < settle or k < 20:
             continue
         moving = segments[k // seg_frames][0] > 0
-        for name in ('object_stable_cube', 'object_sliding_cube', 'object_supported_cube'):
-            assert noisy[k][name] == exact[k][name], (k, name, noisy[k][name], exact[k][name])
+        compared += 1
+        for name, frames in differ.items():
+            if noisy[k][name] != exact[k][name]:
+                frames.append((k, noisy[k][name], exact[k][name]))
         assert exact[k]['object_stable_cube'] is (not moving)
+    # Decisions sit about 4 standard errors from the noise, yet one odd detection is held for the two
+    # frames until the next: allow that, and at most 2 % of the frames.
+    for name, frames in differ.items():
+        assert len(frames) <= max(2, compared // 50), (name, compared, frames[:5])
 
 
 def test_the_detector_simulates_what_it_says():
