@@ -50,6 +50,23 @@ def upper_bound(violations, triggers, confidence: float) -> float | None:
     return None if interval is None else interval[1]
 
 
+def parse_limits(items: list[str], what: str = '--max-rate') -> dict[str, float]:
+    """``NAME=X`` items (``what`` names them in errors) as a dict; a
+    malformed or repeated one is a SafemanipError.  Ranges are the caller's."""
+    limits: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition('=')
+        if name in limits:
+            raise SafemanipError(f'{what} {name} given twice ({limits[name]:g} and {value}): give each limit once')
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            sep = ''
+        if not sep or not name:
+            raise SafemanipError(f'{what} {item!r}: expected NAME=X with X a number')
+    return limits
+
+
 def fixed_rule_boundary(max_n: int, limit: float, alpha: float = 0.05,
                         min_triggers: int = DEFAULT_MIN_TRIGGERS) -> np.ndarray:
     """The most violations with which this gate's binomial floor alone (the

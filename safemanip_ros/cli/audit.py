@@ -250,19 +250,8 @@ def _sequential_gate(report: dict, limits: dict[str, float], args: argparse.Name
 
 
 def run_gate_cmd(args: argparse.Namespace) -> int:
-    from ..audit.gate import evaluate_gate
-
-    limits = {}
-    for item in args.max_rate:
-        name, sep, value = item.partition('=')
-        if name in limits:
-            raise SafemanipError(f'--max-rate {name} given twice ({limits[name]:g} and {value}): give each limit once')
-        try:
-            limits[name] = float(value)
-        except ValueError:
-            sep = ''
-        if not sep or not name:
-            raise SafemanipError(f'--max-rate {item!r}: expected NAME=X with X a number')
+    from ..audit.gate import evaluate_gate, parse_limits
+    limits = parse_limits(args.max_rate)
     if not limits and not args.baseline:
         raise SafemanipError('give at least one --max-rate NAME=X or a --baseline')
     from .options import check_number, check_probability

@@ -52,6 +52,7 @@ class Freshness:
 
     staleness_s: float
     clock_jump_s: float = 1.0
+    interleaved: bool = False
     health: InputHealth = field(default_factory=InputHealth)
     last_stamp_s: float | None = None
     reset_needed: bool = False
@@ -63,6 +64,9 @@ class Freshness:
             if last - stamp_s > self.clock_jump_s:
                 self.health.clock_jumps += 1
                 self.reset_needed = True
+            elif self.interleaved:
+                self.health.samples += 1      # taken; the stream's newest stamp stays
+                return True
             else:
                 self.health.out_of_order += 1
                 self._rejected_since = stamp_s

@@ -448,7 +448,7 @@ class TfGrounding:
         self.tree = tree or TransformTree(tolerance_s=tol, link_tolerance_s={
             **{f: max(tol, config.track.support_staleness_s) for f in support_frames},
             **{f: max(tol, config.track.staleness_s) for f in config.objects.values()}})
-        self.freshness = Freshness(config.staleness_s)
+        self.freshness = Freshness(config.staleness_s, interleaved=True)
         self._objects = sorted(config.objects)
         # Every frame a lookup starts from (their chains' links are interpolated together).
         self._frames = sorted({config.world_frame, config.gripper_frame, *config.objects.values(),
@@ -478,12 +478,7 @@ class TfGrounding:
                static: bool = False) -> None:
         """A TFMessage: (parent, child, translation, rotation xyzw) per transform."""
         if not static:
-            last = self.freshness.last_stamp_s
-            if last is not None and last - self.freshness.clock_jump_s <= stamp_s < last:
-                # Publishers interleave on /tf (a detector's poses, stamped at capture, arrive after
-                # the robot's newer links): each link checks its own order (set_transform).
-                pass
-            elif not self.freshness.accept(stamp_s):
+            if not self.freshness.accept(stamp_s):       # interleaved: each link checks its own order
                 return
             if self.freshness.reset_needed:
                 self.tree.clear_dynamic()
@@ -605,15 +600,15 @@ class TfGrounding:
             known_ab = ka & kb
             cols[f'near_{name}'] = (poses.norm3(pa - pb) < dist) & known_ab, known_ab
         for name, (frame, box, lo, hi) in sorted(cfg.inside.items()):
-            cols[f'inside_{name}'] = self._inside(Lookup(np.zeros((n, 3, 3)), *origin_in(box, frame)), lo, hi)
+            cols[f'inside_{name}'] = self._inside(*origin_in(box, frame), lo, hi)
         for fixture, (box, lo, hi) in sorted(cfg.interiors.items()):
-            cols[f'reach_in_{fixture}'] = self._inside(lookup(box, cfg.gripper_frame), lo, hi)
+            gripper_in_box = lookup(box, cfg.gripper_frame)
+            cols[f'reach_in_{fixture}'] = self._inside(gripper_in_box.t, gripper_in_box.ok, lo, hi)
             # Some object held and inside (Kleene: unknown unless some is, or every one is known not to be).
             if objs:
                 at = [origin_in(box, cfg.objects[o]) for o in objs]
                 inside, inside_known = (c.reshape(m, n) for c in self._inside(
-                    Lookup(np.zeros((m * n, 3, 3)), np.concatenate([p for p, _ in at]),
-                           np.concatenate([k for _, k in at])), lo, hi))
+                    np.concatenate([p for p, _ in at]), np.concatenate([k for _, k in at]), lo, hi))
                 both, both_known = kleene_and((held, held_known), (inside, inside_known))
                 reach = both.any(axis=0)
                 cols[f'object_reach_in_{fixture}'] = reach, reach | both_known.all(axis=0)
@@ -777,14 +772,11 @@ class TfGrounding:
                  'position': (position[j], position_known[j])} for j in range(len(objs))]
 
     @staticmethod
-    def _inside(T: Lookup, lo: tuple[float, float, float], hi: tuple[float, float, float]) -> Column:
-        within = np.all(T.t >= np.asarray(lo), axis=1) & np.all(T.t <= np.asarray(hi), axis=1)
-        return within & T.ok, T.ok
-
-
-def _tri(x: np.ndarray) -> Column:
-    """1.0 / 0.0 / NaN → true / false / unknown."""
-    return x == 1.0, ~np.isnan(x)
+    def _inside(t: np.ndarray, ok: np.ndarray, lo: tuple[float, float, float],
+                hi: tuple[float, float, float]) -> Column:
+        """Points ``t[n, 3]`` (known where ``ok``) inside the box ``[lo, hi]``."""
+        within = np.all(t >= np.asarray(lo), axis=1) & np.all(t <= np.asarray(hi), axis=1)
+        return within & ok, ok
 
 
 def _grasp_code(grasped: Mapping[str, bool | None], obj: str) -> int:

@@ -42,6 +42,7 @@ from rclpy.node import Node
 from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
+from ..audit.gate import parse_limits
 from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, rollouts_from_bags
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
@@ -54,22 +55,15 @@ EXIT = {PASS: 0, FAIL: 1, None: 4}
 _CODES = {None: GateDecision.UNDECIDED, PASS: GateDecision.PASS, FAIL: GateDecision.FAIL}
 
 
-def parse_limits(items: list[str]) -> dict[str, float]:
-    """``NAME=X`` items as a dict; a malformed, repeated or out-of-range one is a ParameterError."""
-    limits: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition('=')
-        try:
-            x = float(value)
-        except ValueError:
-            sep = ''
-        if not sep or not name:
-            raise ParameterError(f'limit {item!r}: expected NAME=X with X a number')
-        if name in limits:
-            raise ParameterError(f'limit {name} given twice')
-        if not 0 < x < 1:
-            raise ParameterError(f'limit {name}={value}: a rate strictly between 0 and 1')
-        limits[name] = x
+def checked_limits(items: list[str]) -> dict[str, float]:
+    """The ``limits`` parameter: ``NAME=X`` items with X a rate strictly between 0 and 1."""
+    try:
+        limits = parse_limits(items, 'limit')
+    except SafemanipError as exc:
+        raise ParameterError(exc.one_line()) from None
+    bad = [f'{n}={x:g}' for n, x in limits.items() if not 0 < x < 1]
+    if bad:
+        raise ParameterError(f'limit {", ".join(bad)}: a rate strictly between 0 and 1')
     if not limits:
         raise ParameterError('no limits: give at least one NAME=X')
     return limits
@@ -83,7 +77,7 @@ class GateNode(RosParameters, Node):
                               ('alerts_file', ''), ('rebuild_from', [''])):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
-        limits = parse_limits([x for x in p('limits') if x])
+        limits = checked_limits([x for x in p('limits') if x])
         unit, alpha = str(p('unit')), float(p('alpha'))
         if unit not in ('trigger', 'rollout'):
             raise ParameterError(f'unit {unit!r}: trigger or rollout')
