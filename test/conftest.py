@@ -46,7 +46,7 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
 
 # The longest files first: `make test` runs them in two workers (pytest-xdist,
 # --dist loadfile), and a two-minute file scheduled last would run alone at the end.
-_LONGEST_FIRST = ('test_demo.py', 'test_colcon_build.py', 'test_bench_smoke.py')
+_LONGEST_FIRST = ('test_demo.py', 'test_demo_canary.py', 'test_colcon_build.py', 'test_bench_smoke.py')
 
 
 def pytest_collection_modifyitems(items: list) -> None:

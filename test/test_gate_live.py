@@ -18,7 +18,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from safemanip_ros.audit.sequential import FAIL, PASS, CanaryGate, SequentialTest, replay
 from safemanip_ros.msg import GateDecision, MonitorMetrics, PropertyMetrics
-from safemanip_ros.nodes.qos import RELIABLE, latched
+from safemanip_ros.nodes.qos import FINAL_METRICS, latched
 
 BIN = [sys.executable, '-m', 'safemanip_ros.cli.main']
 
@@ -32,7 +32,8 @@ class Fleet:
         self.node = rclpy.create_node('fleet_stand_in', context=self.ctx)
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
-        self.pubs = {r: self.node.create_publisher(MonitorMetrics, f'/{r}/metrics', RELIABLE) for r in ('r1', 'r2')}
+        self.pubs = {r: self.node.create_publisher(MonitorMetrics, f'/{r}/metrics/final', FINAL_METRICS)
+                     for r in ('r1', 'r2')}
         self.decisions: dict[tuple[str, str], GateDecision] = {}
         self.node.create_subscription(GateDecision, 'gate/decisions',
                                       lambda m: self.decisions.__setitem__((m.robot, m.name), m), latched(256))
@@ -156,6 +157,10 @@ def test_the_canary_core_matches_the_replay():
     again = CanaryGate.from_json(json.loads(json.dumps(gate.to_json())))
     assert again.to_json() == gate.to_json() and again.outcome() == gate.outcome()
     assert gate.outcome() in (PASS, FAIL, None)
+    single = CanaryGate({'p': 0.05}, 'rollout', 0.05)       # one robot on the monitor's own topics (robot '')
+    for i in range(10):
+        single.add_rollout('', f'e{i}', [('p', 'c', 1, 0)])
+    assert single.stream('', 'p').observations == 10 and single.robots() == []
 
 
 def test_bad_live_options_exit_2(tmp_path):

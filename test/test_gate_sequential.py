@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 from safemanip_ros.audit.gate import fixed_rule_boundary
 from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, exact_stopping, family, replay
@@ -101,3 +101,67 @@ def test_gate_sequential_refuses_what_it_cannot_decide(tmp_path):
                          (['--max-rate', 'p=0.1', '--baseline', str(path)], 'no --baseline')):
         proc = run_cli('gate', str(path), '--sequential', *extra)
         assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
+
+
+@pytest.mark.parametrize('rate', [0.0, 0.02, 0.05, 0.3])
+def test_running_bounds_cross_a_limit_when_its_test_decides(rate):
+    """The report's confidence sequence and the gate's test are one thing:
+    the upper bound is at or below a limit on its grid exactly from the
+    batch where that limit's PASS test passes (and the lower bound above it
+    from where its FAIL test fails)."""
+    from safemanip_ros.audit.sequential import running_bounds
+    rng = np.random.default_rng(int(rate * 100))
+    batches = [(int(n), int(rng.binomial(n, rate))) for n in rng.integers(0, 4, 300)]
+    grid = np.array([0.01, 0.03, 0.05, 0.1, 0.2, 0.4])
+    bounds = running_bounds(batches, 0.05, grid)
+    for limit in grid:
+        test = SequentialTest(float(limit), 0.05)
+        n = k = 0
+        passed = failed = False
+        for i, (obs, viol) in enumerate(batches):
+            n, k = n + obs, k + viol
+            passed |= n > 0 and test.decide(n, k) == PASS
+            failed |= n > 0 and float(test.log_evidence(n, k, above=True)) >= test.threshold
+            assert (bounds.upper[i] <= limit) == passed, (limit, i)
+            assert (bounds.lower[i] >= limit) == failed, (limit, i)
+
+
+SCENE = ('--scene', str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml'),
+         '--only', 'reach_in_fixture_only_when_fully_open')
+
+
+def _batch_trace(path, clean: int, violating: int) -> None:
+    """A JSONL batch of rollouts: each reaches into the microwave once, a
+    violating one while its door is not fully open."""
+    ok = '[["fixture_fully_open_microwave"], ["reach_in_microwave", "fixture_fully_open_microwave"], []]'
+    bad = '[[], ["reach_in_microwave"], []]'
+    path.write_text('\n'.join([ok] * clean + [bad] * violating) + '\n')
+
+
+@pytest.mark.parametrize('clean, violating, decision', [(90, 0, 'PASS'), (10, 20, 'FAIL')])
+def test_audit_draws_the_sequential_section_gate_sequential_decides(tmp_path, clean, violating, decision):
+    _batch_trace(tmp_path / 'batch.jsonl', clean, violating)
+    out = tmp_path / 'out'
+    proc = run_cli('audit', str(tmp_path / 'batch.jsonl'), '--out', str(out), '--quiet', *SCENE, '--max-rate', 'enclosure_access=0.05', '--unit', 'rollout')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / 'report.json').read_text())
+    (row,) = report['sequential']['limits']
+    assert row['name'] == 'enclosure_access' and row['decision'] == decision and row['rollouts'] == clean + violating
+    gate = run_cli('gate', str(out / 'report.json'), '--sequential', '--unit', 'rollout',
+                   '--max-rate', 'enclosure_access=0.05')
+    line = next(x for x in gate.stdout.splitlines() if x.startswith('enclosure_access'))
+    assert decision in line and f'{row["after_observations"]} rollouts' in line, gate.stdout
+    assert f'sequential: enclosure_access limit 0.05: {decision} after {row["after_observations"]}' in proc.stdout
+    html = (out / 'report.html').read_text()
+    assert 'Sequential gate: running bound against each limit' in html
+    assert (out / 'sequential.csv').read_text().splitlines()[1].startswith('enclosure_access,rollout,category,0.05')
+
+
+def test_audit_with_an_unknown_limit_writes_the_report_then_names_the_known(tmp_path):
+    _batch_trace(tmp_path / 'batch.jsonl', 3, 0)
+    proc = run_cli('audit', str(tmp_path / 'batch.jsonl'), '--out', str(tmp_path / 'out'), '--quiet', *SCENE,
+                   '--max-rate', 'enclosure_acess=0.05')
+    assert proc.returncode == 2 and 'enclosure_access' in proc.stderr and 'without its sequential' in proc.stderr
+    assert 'sequential' not in json.loads((tmp_path / 'out' / 'report.json').read_text())
+    bad = run_cli('audit', str(tmp_path / 'batch.jsonl'), '--out', str(tmp_path / 'out2'), '--max-rate', 'x=2')
+    assert bad.returncode == 2 and 'strictly between 0 and 1' in bad.stderr and not (tmp_path / 'out2').exists()

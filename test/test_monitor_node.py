@@ -5,6 +5,7 @@ events, metrics and diagnostics out; episode, status and reload services."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -122,7 +123,8 @@ def test_monitor_node_end_to_end(monitor_proc, client):
     assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].violations == 1
     assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].triggers == 1
     answer = _call(node, ex, Trigger, '/monitor/start_episode', Trigger.Request())
-    assert answer.success and answer.message.startswith('monitor-0002')
+    assert answer.success and re.match(r'monitor-\d{8}T\d{6}Z-[0-9a-f]{4}-0002', answer.message), answer.message
+    assert answer.message.split('-')[:3] == final.episode_id.split('-')[:3]      # one run id, the next episode
     answer = _call(node, ex, Trigger, '/monitor/reload', Trigger.Request())
     assert answer.success and answer.message == '3 property instances'
     # A reload from a broken file keeps the running monitor and says why.

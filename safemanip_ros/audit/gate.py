@@ -83,7 +83,8 @@ def fixed_rule_boundary(max_n: int, limit: float, alpha: float = 0.05,
     return out
 
 
-def _entry(report: dict, name: str) -> tuple[str, dict]:
+def report_entry(report: dict, name: str) -> tuple[str, dict]:
+    """(``category`` or ``property``, its entry) of a limited name; an unknown name lists the known ones."""
     if name in report['categories']:
         return 'category', report['categories'][name]
     if name in report['properties']:
@@ -144,7 +145,7 @@ def evaluate_gate(report: Report, limits: dict[str, float], baseline: Report | N
     names = list(limits) or ([] if baseline is None else list(report['categories']))
     rows = []
     for name in names:
-        kind, entry = _entry(report, name)
+        kind, entry = report_entry(report, name)
         v, n = entry['clusters']['violations'], entry['clusters']['triggers']
         upper = upper_bound(v, n, confidence)
         rate = entry['per_trigger_rate']
@@ -163,7 +164,7 @@ def evaluate_gate(report: Report, limits: dict[str, float], baseline: Report | N
         base_rate = diff = None
         if baseline is not None:
             try:
-                _, base_entry = _entry(baseline, name)
+                _, base_entry = report_entry(baseline, name)
             except SafemanipError:
                 base_entry = None
             if base_entry is None:

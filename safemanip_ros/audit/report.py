@@ -299,6 +299,15 @@ def write_csvs(report: dict, out: Path) -> None:
         w.writerow(['instance', 'missing_predicates'])
         for inst, missing in (report.get('unsupported') or {}).items():
             w.writerow([_text(inst), _text(' '.join(missing))])
+    sequential = report.get('sequential')
+    if sequential:
+        with open(out / 'sequential.csv', 'w', newline='', encoding='utf-8') as fh:
+            w = csv.writer(fh)
+            cols = ['kind', 'limit', 'test_alpha', 'decision', 'after_observations', 'after_rollouts', 'observations',
+                    'violations', 'rollouts']
+            w.writerow(['name', 'unit'] + cols)
+            for row in sequential['limits']:
+                w.writerow([_text(row['name']), sequential['unit']] + [_cell(row[c]) for c in cols])
     with open(out / 'episodes.csv', 'w', newline='', encoding='utf-8') as fh:
         w = csv.writer(fh)
         w.writerow(['policy', 'source', 'episode', 'frames', 'success', 'safe_success', 'violations', 'coverage'])
@@ -401,6 +410,10 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         ax.set_xlim(-0.05, 1.05)
         ax.set_ylim(-0.05, 1.05)
         figs.append(('Capability vs safety (one point per policy)', _png(fig)))
+    sequential = report.get('sequential')
+    if sequential and sequential.get('limits'):
+        figs.append((f'Sequential gate: running bound against each limit (unit: {sequential["unit"]}, '
+                     f'family-wise alpha {sequential["alpha"]:g})', sequential_png(report, sequential)))
     chosen = [e for e in report['episodes'] if timelines == 'all' or (timelines == 'violations' and e['timeline'])]
     ready = predrawn or {}
     drawn: list[tuple[str, str]] = []
@@ -477,6 +490,46 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         '</body></html>',
     ]
     (out / 'report.html').write_text('\n'.join(body))
+
+
+def sequential_png(report: dict, sequential: dict) -> str:
+    """One panel per limit: over the rollouts in report order, the
+    anytime-valid confidence sequence of the rate (the band between the
+    smallest limit that would have PASSED and the largest that would have
+    FAILED by then), the observed rate, the limit, and where its test
+    decided."""
+    from matplotlib.figure import Figure
+
+    from .gate import report_entry
+    from .sequential import entry_batches, running_bounds
+    rows = sequential['limits']
+    fig = Figure(figsize=(8, 2.3 * len(rows) + 0.6))
+    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    for ax, row in zip(axes, rows):
+        batches = entry_batches(report_entry(report, row['name'])[1], sequential['unit'])
+        if not batches:
+            ax.set_title(_plain(f'{row["name"]}: no rollouts'), fontsize=9)
+            continue
+        b = running_bounds(batches, row['test_alpha'])
+        x = np.arange(1, len(batches) + 1)
+        observed = np.divide(b.violations, b.observations, out=np.full(len(x), np.nan), where=b.observations > 0)
+        ax.fill_between(x, b.lower, b.upper, step='post', color='#9ecae1', alpha=0.6,
+                        label=f'{1 - row["test_alpha"]:.1%} confidence sequence')
+        ax.step(x, observed, where='post', color='#08519c', lw=1, label='observed rate')
+        ax.axhline(row['limit'], color='#c0504d', ls='--', lw=1.2, label=f'limit {row["limit"]:g}')
+        decided = row['decision'] or 'undecided'
+        if row['after_rollouts']:
+            ax.axvline(row['after_rollouts'], color='#2e7d32' if row['decision'] == 'PASS' else '#c0504d', lw=1)
+            decided += f' after {row["after_observations"]} {sequential["unit"]}s ({row["after_rollouts"]} rollouts)'
+        top = max(4 * row['limit'], float(np.nanmax(observed)) * 1.2 if np.isfinite(observed).any() else 0.0)
+        ax.set_ylim(0, min(1.0, top))
+        ax.set_xlim(1, max(2, len(x)))
+        ax.set_title(_plain(f'{row["name"]}: {decided}'), fontsize=9)
+        ax.set_ylabel('violation rate', fontsize=8)
+        ax.legend(fontsize=7, loc='upper right')
+    axes[-1].set_xlabel('rollouts (report order)')
+    fig.tight_layout()
+    return _png(fig)
 
 
 _VERDICT_COLOUR = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}

@@ -148,6 +148,88 @@ def replay(test: SequentialTest, batches: list[tuple[int, int]]) -> Replay:
                   float(test.log_evidence(n, k, above=True)) if n else 0.0)
 
 
+def entry_batches(entry: dict[str, Any], unit: str) -> list[tuple[int, int]]:
+    """A report entry's (property's or category's) rollouts as replay batches,
+    in report order: ``(1, violated)`` per rollout, or ``(triggers,
+    violations)`` per rollout for the trigger unit."""
+    v, n = entry['clusters']['violations'], entry['clusters']['triggers']
+    if unit == 'rollout':
+        return [(1, int(vi > 0)) for vi in v]
+    return [(int(ni), min(int(vi), int(ni))) for vi, ni in zip(v, n)]
+
+
+@dataclass
+class RunningBounds:
+    """The anytime-valid confidence sequence of a rate, after each batch:
+    ``upper`` is the smallest limit whose PASS test would have passed by then
+    (1.0: none yet), ``lower`` the largest whose FAIL test would have failed
+    (0.0: none), both on ``grid`` and carried forward (a bound once shown
+    stays shown).  A limit's test decides PASS when ``upper`` falls to it and
+    FAIL when ``lower`` rises above it (to the grid's resolution)."""
+
+    observations: np.ndarray        # cumulative, per batch
+    violations: np.ndarray
+    upper: np.ndarray
+    lower: np.ndarray
+
+
+def running_bounds(batches: list[tuple[int, int]], alpha: float, grid: np.ndarray | None = None,
+                   prior_below: tuple[float, float] = PRIOR_BELOW,
+                   prior_above: tuple[float, float] = PRIOR_ABOVE) -> RunningBounds:
+    """:class:`RunningBounds` of ``(observations, violations)`` batches at
+    level ``alpha`` (one test's share, as in :func:`family`); ``grid``: the
+    candidate limits (default 400 log-spaced rates from 1e-4 to 0.9999)."""
+    limits = np.geomspace(1e-4, 0.9999, 400) if grid is None else np.asarray(grid, float)
+    n = np.cumsum([b for b, _ in batches], dtype=np.int64)
+    k = np.cumsum([v for _, v in batches], dtype=np.int64)
+    upper, lower = np.ones(len(n)), np.zeros(len(n))
+    seen = n > 0
+    for L in limits:
+        test = SequentialTest(float(L), alpha, prior_below, prior_above)
+        below = np.zeros(len(n), bool)
+        above = np.zeros(len(n), bool)
+        below[seen] = test.log_evidence(n[seen], k[seen], above=False) >= test.threshold
+        above[seen] = test.log_evidence(n[seen], k[seen], above=True) >= test.threshold
+        upper = np.where(below, np.minimum(upper, L), upper)
+        lower = np.where(above, np.maximum(lower, L), lower)
+    return RunningBounds(n, k, np.minimum.accumulate(upper), np.maximum.accumulate(lower))
+
+
+@dataclass
+class LimitReplay:
+    """One limit's sequential test replayed over a report (:func:`sequential_decisions`)."""
+
+    name: str
+    kind: str                       # 'property' or 'category'
+    test: SequentialTest
+    batches: list[tuple[int, int]]  # per rollout, in report order
+    result: Replay
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {'name': self.name, 'kind': self.kind, 'limit': self.test.limit, 'test_alpha': self.test.alpha,
+                'decision': r.decision, 'after_observations': r.after, 'after_rollouts': r.batches,
+                'observations': r.observations, 'violations': r.violations, 'rollouts': len(self.batches),
+                'log_evidence_below': r.log_pass, 'log_evidence_above': r.log_fail}
+
+
+def sequential_decisions(report: dict[str, Any], limits: dict[str, float], alpha: float = 0.05,
+                         unit: str = 'trigger') -> list[LimitReplay]:
+    """Every limit's test (:func:`family`: α shared) replayed over the
+    report's rollouts in report order — what ``gate --sequential`` prints and
+    report.html's sequential section draws.  An unknown name is a
+    SafemanipError listing the known ones."""
+    from .gate import report_entry
+    if unit not in ('rollout', 'trigger'):
+        raise ValueError(f'unit {unit!r}: rollout or trigger')
+    out = []
+    for name, test in family(limits, alpha).items():
+        kind, entry = report_entry(report, name)
+        batches = entry_batches(entry, unit)
+        out.append(LimitReplay(name, kind, test, batches, replay(test, batches)))
+    return out
+
+
 @dataclass
 class ExactRun:
     """The exact behaviour of a test checked after every observation of a
@@ -249,7 +331,8 @@ class CanaryGate:
                 continue          # this rollout never ran the limited property
             trig, viol = sum(t for t, _ in rows), sum(min(v, t) for t, v in rows)
             obs, bad = (1, int(viol > 0)) if self.unit == 'rollout' else (trig, viol)
-            for key in ((robot, name), (POOLED, name)):
+            # A gate of one robot on the monitor's own topics has robot '' (= POOLED): counted once.
+            for key in dict.fromkeys(((robot, name), (POOLED, name))):
                 s = self.streams.setdefault(key, _Stream())
                 s.observations, s.violations, s.rollouts = s.observations + obs, s.violations + bad, s.rollouts + 1
                 if s.decision is None:

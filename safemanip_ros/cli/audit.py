@@ -59,6 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--timelines', choices=('violations', 'all', 'none'), default='violations',
                    help='timelines in report.html: episodes with violations (default), all, or none')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.add_argument('--max-rate', action='append', default=[], metavar='NAME=X',
+                   help='draw, in report.html, the running anytime-valid bound of category or property NAME '
+                        'against limit X over the rollouts (the test of gate --sequential); repeatable')
+    p.add_argument('--alpha', type=float, default=0.05,
+                   help='--max-rate: family-wise level of a wrong PASS and of a wrong FAIL (default 0.05)')
+    p.add_argument('--unit', choices=['rollout', 'trigger'], default='trigger',
+                   help='--max-rate: what one observation is (default: trigger)')
     p.set_defaults(func=run_audit_cmd)
 
     g = sub.add_parser('gate', help='pass/fail a checkpoint on an audit report (exit 0 = pass)',
@@ -111,6 +118,9 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     check_probability('--unknown-flag', args.unknown_flag)
     if args.workers < 1:
         raise SafemanipError(f'--workers {args.workers}: expected at least 1')
+    from ..audit.gate import parse_limits
+    limits = parse_limits(args.max_rate)
+    check_sequential_limits(limits, args.alpha, '--max-rate')
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise SafemanipError(f'--out {args.out}: exists and is not a folder')
     if args.scene and args.config:
@@ -148,6 +158,16 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         drawn = predrawn_timelines(results)
         report = build_report(results, skipped, asdict(cfg), args.confidence, unknown_flag=args.unknown_flag,
                               unsupported=unsupported)
+        limit_error = None
+        if limits:
+            from ..audit.sequential import sequential_decisions
+            # Known only now: the report names the properties and categories a limit may name.  A
+            # wrong name still gets the report written (nothing lost), then the error.
+            try:
+                report['sequential'] = {'unit': args.unit, 'alpha': args.alpha, 'limits': [
+                    lr.as_dict() for lr in sequential_decisions(report, limits, args.alpha, args.unit)]}
+            except SafemanipError as exc:
+                limit_error = exc
         write_report_json(report, out / 'report.json')
         write_csvs(report, out)
         if not args.quiet and args.timelines != 'none':
@@ -170,6 +190,13 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     if report['rollouts'] == 0:
         print(f'safemanip: nothing could be audited ({len(skipped)} inputs skipped)', file=sys.stderr)
         return NOTHING_AUDITED
+    if limit_error is not None:
+        raise SafemanipError(f'--max-rate: {limit_error.one_line()} (the report was written without its '
+                             f'sequential section)')
+    for row in report.get('sequential', {}).get('limits', []):
+        after = '' if row['decision'] is None else \
+            f' after {row["after_observations"]} {args.unit}s ({row["after_rollouts"]} rollouts)'
+        print(f'sequential: {row["name"]} limit {row["limit"]:g}: {row["decision"] or "undecided"}{after}')
     return 0
 
 
@@ -208,42 +235,40 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
     return gate_main(ros)
 
 
+def check_sequential_limits(limits: dict[str, float], alpha: float, flag: str = '--sequential') -> None:
+    """Limits a sequential test can take (strictly between 0 and 1) and a valid ``--alpha``."""
+    from .options import check_probability
+    check_probability('--alpha', alpha)
+    bad = [f'{n}={x:g}' for n, x in limits.items() if not 0 < x < 1]
+    if bad:
+        raise SafemanipError(f'{flag} needs limits strictly between 0 and 1: {", ".join(bad)}')
+
+
 def _sequential_gate(report: dict, limits: dict[str, float], args: argparse.Namespace) -> int:
     """``gate --sequential``: each limit's anytime-valid test replayed over
     the report's rollouts in order (audit/sequential.py)."""
-    from ..audit.gate import _entry
-    from ..audit.sequential import FAIL, PASS, family, replay
-    from .options import check_probability
+    from ..audit.sequential import FAIL, PASS, sequential_decisions
     if args.baseline:
         raise SafemanipError('--sequential decides against --max-rate limits; it takes no --baseline')
     if not limits:
         raise SafemanipError('--sequential needs at least one --max-rate NAME=X')
-    check_probability('--alpha', args.alpha)
-    bad = [f'{n}={x:g}' for n, x in limits.items() if not 0 < x < 1]
-    if bad:
-        raise SafemanipError(f'--sequential needs limits strictly between 0 and 1: {", ".join(bad)}')
-    tests = family(limits, args.alpha)
+    check_sequential_limits(limits, args.alpha)
+    replays = sequential_decisions(report, limits, args.alpha, args.unit)
     print(f'sequential gate: {len(limits)} limit(s), family-wise alpha {args.alpha:g} for a wrong PASS and for a '
           f'wrong FAIL (each test {args.alpha / len(limits):.4g}), unit: {args.unit}, '
           f'{len(report.get("episodes") or []) or report.get("rollouts", 0)} rollouts in report order')
     print(f'{"name":40s} {"limit":>7s} {"result":9s} {"after":>14s} {"of":>14s}  evidence (log, need '
-          f'{tests[next(iter(tests))].threshold:.2f})')
-    outcomes = []
-    for name, test in tests.items():
-        _, entry = _entry(report, name)
-        v, n = entry['clusters']['violations'], entry['clusters']['triggers']
-        if args.unit == 'rollout':
-            batches = [(1, int(vi > 0)) for vi in v]
-        else:
-            batches = [(int(ni), min(int(vi), int(ni))) for vi, ni in zip(v, n)]
-        r = replay(test, batches)
-        outcomes.append(r.decision)
-        unit = args.unit + 's'
+          f'{replays[0].test.threshold:.2f})')
+    unit = args.unit + 's'
+    for lr in replays:
+        r = lr.result
         after = '-' if r.after is None else f'{r.after} {unit}' if args.unit == 'rollout' else \
             f'{r.after} ({r.batches} r.)'
-        total = f'{r.observations} {unit}' if args.unit == 'rollout' else f'{r.observations} ({len(batches)} r.)'
-        print(f'{name[:40]:40s} {test.limit:>7.4f} {r.decision or "UNDECIDED":9s} {after:>14s} {total:>14s}  '
+        total = f'{r.observations} {unit}' if args.unit == 'rollout' else \
+            f'{r.observations} ({len(lr.batches)} r.)'
+        print(f'{lr.name[:40]:40s} {lr.test.limit:>7.4f} {r.decision or "UNDECIDED":9s} {after:>14s} {total:>14s}  '
               f'below {r.log_pass:.2f}, above {r.log_fail:.2f}')
+    outcomes = [lr.result.decision for lr in replays]
     if FAIL in outcomes:
         return 1
     return 0 if all(o == PASS for o in outcomes) else UNDECIDED_EXIT

@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     if args.scripted:
         return run(args)
+    if args.canary:
+        from . import demo_canary
+        return demo_canary.run(args)
     from . import demo_physics
     return demo_physics.run(args)
 

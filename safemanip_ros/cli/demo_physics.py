@@ -48,6 +48,10 @@ def register_options(p: argparse.ArgumentParser) -> None:
                    help="object poses as the simulator knows them (truth) or as a camera tracker "
                         "publishes them: noisy, 10 Hz, late, some missed (realistic; double: twice the "
                         "noise and misses)")
+    p.add_argument('--canary', action='store_true',
+                   help='two canaries instead: a good policy and one that drops the cube, each gated live by '
+                        '`gate --live` (PASS / FAIL as early as the evidence allows), then checked against '
+                        '`gate --sequential` on their recorded bags')
 
 
 def _say(text: str) -> None:
@@ -65,7 +69,7 @@ def _exe(name: str) -> list[str]:
 
 
 def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict,
-                 perception: str = 'truth') -> dict:
+                 perception: str = 'truth', bridge_params: tuple[str, ...] = ()) -> dict:
     robot = config_path('robots', ROBOT_CONFIGS[task])
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
@@ -76,7 +80,8 @@ def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, tim
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'task:={task}', '-p', f'fault:={fault}',
                                                     '-p', f'seed:={seed}', '-p', f'perception:={perception}',
-                                                    '-p', f'truth_file:={truth_file}', '-p', 'wait_for_subscribers:=2'],
+                                                    '-p', f'truth_file:={truth_file}', '-p', 'wait_for_subscribers:=2',
+                                                    *[a for kv in bridge_params for a in ('-p', kv)]],
                               stdout=bridge_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     t0 = time.monotonic()
     try:

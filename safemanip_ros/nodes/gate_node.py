@@ -2,9 +2,11 @@
 
 A thin adapter around :class:`~safemanip_ros.audit.sequential.CanaryGate`
 (the same anytime-valid tests as ``safemanip gate --sequential``): it
-subscribes to the monitor's ``metrics`` of each robot (``<robot>/metrics``,
-safemanip_ros/MonitorMetrics) and counts every rollout once, when its final
-metrics arrive; each limit is decided per robot and pooled over the fleet.
+subscribes to the monitor's final metrics of each robot
+(``<robot>/metrics/final``, safemanip_ros/MonitorMetrics, latched: a gate that
+comes up late still gets the monitor's last 100 episodes) and counts every
+rollout once, by its episode id; each limit is decided per robot and pooled
+over the fleet.
 
 Publishes ``gate/decisions`` (safemanip_ros/GateDecision, one per limit and
 robot plus the pooled one; latched) after every counted rollout, and
@@ -48,7 +50,7 @@ from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .params import RosParameters
-from .qos import RELIABLE, latched
+from .qos import FINAL_METRICS, RELIABLE, latched
 from .runner import run_node
 
 EXIT = {PASS: 0, FAIL: 1, None: 4}
@@ -121,9 +123,13 @@ class GateNode(RosParameters, Node):
         self._pub = self.create_publisher(GateDecision, 'gate/decisions', latched(256))
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         for robot in self.robots:
-            topic = f'/{robot}/metrics' if robot else 'metrics'
-            self.create_subscription(MonitorMetrics, topic, lambda msg, r=robot: self._on_metrics(r, msg), RELIABLE)
+            topic = f'/{robot}/metrics/final' if robot else 'metrics/final'
+            self.create_subscription(MonitorMetrics, topic, lambda msg, r=robot: self._on_metrics(r, msg),
+                                     FINAL_METRICS)
         self.create_timer(1.0, self._diagnostics)
+        self.get_logger().info(
+            f'gate: watching {", ".join(f"/{r}/metrics/final" if r else "metrics/final" for r in self.robots)} for '
+            f'{", ".join(f"{n} <= {x:g}" for n, x in limits.items())} (unit {unit}, family-wise alpha {alpha:g})')
         self._publish()
         self._check_done()
 

@@ -10,7 +10,8 @@
   :class:`~safemanip_ros.monitor.core.Monitor`, and publishes
   ``verdicts`` (VerdictArray), ``violations`` (ViolationEvent, on open and
   close), ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
-  at episode end), ``status`` (MonitorStatus) and ``/diagnostics``
+  at episode end; the final ones also on ``metrics/final``, latched),
+  ``status`` (MonitorStatus) and ``/diagnostics``
   (OK/WARN/ERROR per category);
 * a tick that starts late (timer jitter beyond half a period) or takes longer
   than the period is counted as an overrun and reported, never dropped;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import json
+import secrets
 import time
 
 import numpy as np
@@ -52,7 +54,7 @@ from ..resources import default_suites
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
-from .qos import EVENTS, RELIABLE
+from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
@@ -94,6 +96,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._hold: SampleHold | None = None
         self._episode = ''
         self._episode_count = 0
+        # Episode ids are unique across restarts (a gate counts each rollout once by its id, and a
+        # restarted stack counts from 1 again): node name, start time (UTC) and a random tag.
+        self._run_id = f'{time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())}-{secrets.token_hex(2)}'
         self._frames_total = 0
         self._overruns = 0
         self._max_frame_s = 0.0
@@ -131,6 +136,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_verdicts = self.create_lifecycle_publisher(VerdictArray, 'verdicts', RELIABLE)
         self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', EVENTS)
         self._pub_metrics = self.create_lifecycle_publisher(MonitorMetrics, 'metrics', RELIABLE)
+        # Each episode's final metrics again, latched: a deployment gate must not miss a rollout
+        # because it matched the monitor a moment after the episode ended.
+        self._pub_final = self.create_lifecycle_publisher(MonitorMetrics, 'metrics/final', FINAL_METRICS)
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         for topic in self.get_parameter('predicate_topics').value:
@@ -167,7 +175,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         for s in self._srvs:
             self.destroy_service(s)
         self._subs, self._srvs, self._sub_topics = [], [], []
-        for pub in (self._pub_verdicts, self._pub_events, self._pub_metrics, self._pub_status, self._pub_diag):
+        for pub in (self._pub_verdicts, self._pub_events, self._pub_metrics, self._pub_final, self._pub_status,
+                    self._pub_diag):
             self.destroy_publisher(pub)
         self.monitor = None
         return TransitionCallbackReturn.SUCCESS
@@ -426,6 +435,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                               unknown_frames=snap.unknown_frames[d])
                               for d, i in enumerate(mon.instances)]
         self._pub_metrics.publish(msg)
+        if final is not None:
+            self._pub_final.publish(msg)
 
     def _publish_status(self, stamp_ns: int) -> None:
         mon = self.monitor
@@ -483,7 +494,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     # ------------------------------------------------------------ episodes
     def _start_episode(self) -> str:
         self._episode_count += 1
-        self._episode = f'{self.get_name()}-{self._episode_count:04d}'
+        self._episode = f'{self.get_name()}-{self._run_id}-{self._episode_count:04d}'
         self.monitor.reset()
         return self._episode
 

@@ -30,6 +30,8 @@ def latched(depth: int) -> QoSProfile:
 
 RELIABLE = reliable(50)
 EVENTS = latched(100)
+FINAL_METRICS = latched(100)
+"""An episode's final metrics (``metrics/final``): a gate that comes up late still counts the last 100."""
 STATIC_TF = latched(100)
 RECORDING = reliable(100)
 SENSORS = qos_profile_sensor_data

@@ -29,13 +29,16 @@ the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none), ``perception``
 (``truth``: every body's pose exact on ``/tf``; ``realistic`` or ``double``:
 the objects' poses as a camera tracker publishes them instead —
 :mod:`safemanip_ros.sim.perception` — noisy, at 10 Hz, stamped at capture
-and published late, some missed).
+and published late, some missed), ``end_episode_service`` (e.g.
+``/monitor/end_episode``: called when the episode is over, so the monitor
+publishes its final metrics; empty: none).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +89,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                               ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
                               ('camera', ''), ('camera_every_frames', 5), ('camera_size_px', 128),
                               ('controller_topic', 'joint_trajectory_controller/joint_trajectory'),
-                              ('perception', 'truth')):
+                              ('perception', 'truth'), ('end_episode_service', '')):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         self.types = RCLPY_TYPES
@@ -100,6 +103,11 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self._tracking: list[tuple[float, np.ndarray]] | None = None    # (sim time, arm joint positions)
         self._held_since_s: float | None = None
         self.finished = False
+        # A rollout harness tells the monitor that the episode ended (its final metrics are what a
+        # deployment gate counts): the monitor's ~/end_episode, called once the episode is over.
+        service = str(p('end_episode_service'))
+        self._end_client = self.create_client(Trigger, service) if service else None
+        self._ending: tuple[float, object | None] | None = None     # (wall deadline, the call's future)
         self._arm = [j for j in self.sample.joint_names if j.startswith('robot0_joint')]
         static = self.world.static_bodies()
         self._dynamic = [b for b in self.sample.poses if b not in set(static)]
@@ -195,6 +203,9 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         return a
 
     def _tick(self) -> None:
+        if self._ending is not None:
+            self._end_episode_call()
+            return
         if self.finished:
             return
         if not self._started:
@@ -246,10 +257,30 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             header=Header(stamp=header.stamp, frame_id=ros_messages.WORLD_FRAME), child_frame_id=frame,
             transform=Transform(translation=Vector3(x=x, y=y, z=z), rotation=Quaternion(x=qx, y=qy, z=qz, w=qw)))]))
 
+    def _end_episode_call(self) -> None:
+        """Call ``end_episode_service`` (once it is there) and finish when it
+        answers; give up with an error after 10 s."""
+        assert self._ending is not None and self._end_client is not None
+        deadline_s, future = self._ending
+        if future is None and self._end_client.service_is_ready():
+            self._ending = (deadline_s, self._end_client.call_async(Trigger.Request()))
+        elif future is not None and future.done():          # type: ignore[attr-defined]
+            reply = future.result()                         # type: ignore[attr-defined]
+            self.get_logger().info(f'{self._end_client.srv_name}: {reply.message}')
+            self._ending, self.finished = None, True
+            return
+        if time.monotonic() > deadline_s:
+            self.get_logger().error(f'{self._end_client.srv_name} did not answer in 10 s: the monitor did not '
+                                    f'close the episode')
+            self._ending, self.finished = None, True
+
     def _finish(self) -> None:
         if self.labeller is not None:
             self.labeller.close(self.sample.step)
-        self.finished = True
+        if self._end_client is not None:
+            self._ending = (time.monotonic() + 10.0, None)
+        else:
+            self.finished = True
         out = dict(self.truth.to_dict(), supervisor_holds=self.holds)
         path = self.get_parameter('truth_file').value
         if path:
