@@ -16,6 +16,13 @@ false fail-safe holds; RSS growth < 10 MB over 10 minutes.
 
     python bench/bench_live.py                 # 10 minutes
     python bench/bench_live.py --minutes 1     # shorter
+    python bench/bench_live.py --compare-realtime --busy 2 --minutes 2
+        # deadlines under load: two busy loops on the machine, the same run
+        # without and with `safemanip run --realtime`, printed side by side
+
+Under ``--busy N`` this script (the robot) runs under SCHED_FIFO itself, as a
+real robot driver does (ros2_control), so what is measured is the stack's
+share of the delay.
 """
 
 from __future__ import annotations
@@ -62,9 +69,51 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--minutes', type=float, default=10.0)
     ap.add_argument('--quick', action='store_true', help='30 s (smoke test)')
+    ap.add_argument('--busy', type=int, default=0, metavar='N', help='N busy loops on the machine during the run')
+    ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
+    ap.add_argument('--robot-priority', type=int, default=30, metavar='P',
+                    help='with --busy: SCHED_FIFO priority of this script, the robot (0: normal scheduling)')
+    ap.add_argument('--compare-realtime', action='store_true',
+                    help='run twice, without and with --realtime, and print the two side by side')
     args = ap.parse_args()
     minutes = 0.5 if args.quick else args.minutes
+    if args.compare_realtime:
+        return _compare(minutes, args.busy, args.robot_priority)
+    busy = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(args.busy)]
+    try:
+        if args.busy and args.robot_priority:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.robot_priority))
+            except OSError as exc:
+                print(f'(the robot stays at normal priority: {exc.strerror})')
+        return _run(minutes, ['--realtime'] if args.realtime else [])
+    finally:
+        for p in busy:
+            p.kill()
 
+
+def _compare(minutes: float, busy: int, robot_priority: int) -> int:
+    """The same run without and with --realtime (each in its own process, one after the other); the key figures side by side."""
+    keys = ('hold delay beyond', 'false fail-safe', 'monitor verdict period', 'touches:')
+    out = {}
+    for label, extra in (('without --realtime', []), ('with --realtime', ['--realtime'])):
+        proc = subprocess.run([sys.executable, __file__, '--minutes', str(minutes), '--busy', str(busy),
+                               '--robot-priority', str(robot_priority), *extra],
+                              capture_output=True, text=True)
+        out[label] = [line for line in proc.stdout.splitlines() if line.startswith(keys)]
+        if proc.returncode != 0:
+            print(f'{label}: exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}')
+            return 1
+    print(f'== bench_live --compare-realtime: {minutes:g} min each, {busy} busy loop(s) on {os.cpu_count()} cores, '
+          f'the robot ' + (f'under SCHED_FIFO {robot_priority}' if robot_priority else 'at normal priority'))
+    for label, lines in out.items():
+        print(f'-- {label}')
+        for line in lines:
+            print('   ' + line)
+    return 0
+
+
+def _run(minutes: float, stack_extra: list[str]) -> int:
     import rclpy
     from geometry_msgs.msg import TransformStamped
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -82,7 +131,8 @@ def main() -> int:
     log = open(work / 'stack.log', 'w')
     stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--only', 'no_forbidden_contact',
-                              '--bag', str(work / 'bag'), '--no-camera'], stdout=log, stderr=subprocess.STDOUT)
+                              '--bag', str(work / 'bag'), '--no-camera', *stack_extra], stdout=log,
+                             stderr=subprocess.STDOUT)
     rclpy.init()
     node = rclpy.create_node('bench_robot')
     trajs: list[float] = []
@@ -153,7 +203,7 @@ def main() -> int:
     reactions: list[float] = []       # hold received − the violating frame's time (the monitor's part: after the window)
     first_contact_wall: list[int] = []
     try:
-        print(f'== bench_live: {minutes:g} min, stack pid {stack.pid}, logs in {work}', flush=True)
+        print(f'== bench_live: {minutes:g} min, stack pid {stack.pid} {" ".join(stack_extra)}, logs in {work}', flush=True)
         if not run_for(60, lambda: js.get_subscription_count() >= 2 and contacts.get_subscription_count() >= 1
                        and ack.service_is_ready()):
             print('the stack did not come up; log:\n' + (work / 'stack.log').read_text()[-3000:])

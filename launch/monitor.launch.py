@@ -3,6 +3,10 @@ supervisor (both lifecycle nodes, started with autostart).
 
     ros2 launch safemanip_ros monitor.launch.py robot_config:=/path/robot.yaml \
         controller_topic:=/arm_controller/joint_trajectory
+
+``realtime_priority:=50`` runs every node (grounding, monitor, supervisor)
+under SCHED_FIFO at that priority with memory locked, where permitted (0, the
+default: normal scheduling; safemanip_ros/realtime.py).
 """
 
 import os
@@ -14,25 +18,35 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 
+GROUNDING_OUTPUTS = [f'predicates/{source}:safemanip_ros/msg/PredicateArray:0.5'
+                     for source in ('joint_states', 'contacts', 'tf', 'camera')]
+
 
 def generate_launch_description():
     share = get_package_share_directory('safemanip_ros')
     robot = LaunchConfiguration('robot_config')
     properties = LaunchConfiguration('properties')
     policy = os.path.join(get_package_share_directory('safemanip_ros'), 'config', 'params', 'supervisor_policy.yaml')
+    realtime = {'SAFEMANIP_REALTIME_PRIORITY': LaunchConfiguration('realtime_priority')}
     return LaunchDescription([
+        DeclareLaunchArgument('realtime_priority', default_value='0',
+                              description='SCHED_FIFO priority of every node (0: normal scheduling)'),
         DeclareLaunchArgument('robot_config', default_value=os.path.join(share, 'config', 'robots', 'panda_demo.yaml')),
         DeclareLaunchArgument('properties', default_value=os.path.join(share, 'config', 'properties', 'safemanip.yaml')),
         DeclareLaunchArgument('physical_properties',
                               default_value=os.path.join(share, 'config', 'properties', 'physical.yaml')),
         DeclareLaunchArgument('controller_topic', default_value='joint_trajectory_controller/joint_trajectory'),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'grounding.launch.py')),
-                                 launch_arguments={'robot_config': robot}.items()),
+                                 launch_arguments={'robot_config': robot,
+                                                   'realtime_priority': LaunchConfiguration('realtime_priority')}.items()),
         LifecycleNode(package='safemanip_ros', executable='monitor', name='monitor', namespace='',
                       parameters=[{'properties': [properties, LaunchConfiguration('physical_properties')], 'robot_config': robot, 'rate_hz': 20.0,
-                                   'autostart': True}], output='screen'),
+                                   'autostart': True}], output='screen', additional_env=realtime),
         LifecycleNode(package='safemanip_ros', executable='supervisor', name='supervisor', namespace='',
                       parameters=[{'policy_file': policy,
                                            'controller_topic': LaunchConfiguration('controller_topic'),
-                                           'autostart': True}], output='screen'),
+                                           # A grounding process that dies silences its predicates: a fail-safe
+                                           # hold, as for a silent sensor (a live one publishes unknowns instead).
+                                           'failsafe_topics': GROUNDING_OUTPUTS,
+                                           'autostart': True}], output='screen', additional_env=realtime),
     ])

@@ -89,6 +89,18 @@ def test_an_autostarted_node_with_a_bad_parameter_exits_2():
         in proc.stderr
 
 
+@pytest.mark.parametrize('exe', ['monitor', 'safemanip'])
+def test_ros_arguments_rcl_cannot_parse_are_one_line_exit_2(exe):
+    """``-p failsafe_topics:=[a:b]`` is not YAML (the colons): rcl refuses it
+    at init; that was a traceback, it is now the user error it is."""
+    args = ['run', '--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml')] if exe == 'safemanip' else []
+    proc = subprocess.run([str(BIN / exe), *args, '--ros-args', '-p', 'failsafe_topics:=[a:b:0.5, c:d:0.5]'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if 'error:' in line and '[rcl]' not in line]
+    assert len(ours) == 1 and 'the ROS arguments do not parse' in ours[0] and 'a:b:0.5' in ours[0], proc.stderr
+
+
 class _Probe(RosParameters, Node):
     pass
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..realtime import background_thread
 from .writer import SplitBagWriter
 
 
@@ -99,6 +100,7 @@ class ThreadedRecorder:
                 self.stats.written += 1
 
     def _run(self) -> None:
+        background_thread()         # never competes with a real-time control path
         last_rotate = time.monotonic()
         while True:
             try:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
+from ..errors import SafemanipError
+from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE
 from ..resources import config_dir, default_suites
 
 CONFIG = config_dir()
@@ -35,11 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--reliable-inputs', action='store_true',
                    help='subscribe joint states, TF and contacts reliably (publishers that are reliable, e.g. '
                         'ros2_control or a simulator: nothing is lost on a busy machine); default best effort')
+    p.add_argument('--realtime', nargs='?', type=int, const=DEFAULT_PRIORITY, metavar='PRIORITY',
+                   help=f'run the control path (DDS, grounding, monitor, supervisor) under SCHED_FIFO at this '
+                        f'priority ({PRIORITY_RANGE[0]}-{PRIORITY_RANGE[1]}, default {DEFAULT_PRIORITY}) with memory '
+                        f'locked, where permitted (else one warning); the bag writer stays at normal priority')
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    if args.realtime is not None:
+        _realtime(args.realtime)       # before any ROS thread exists: they inherit the policy
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -120,6 +129,19 @@ def run(args: argparse.Namespace) -> int:
                 past_shutdown(node.destroy_node)
             past_shutdown(rclpy.try_shutdown)
     return 0
+
+
+def _realtime(priority: int) -> None:
+    from ..realtime import enable_realtime
+    try:
+        state = enable_realtime(priority)
+    except ValueError as exc:
+        raise SafemanipError(f'--realtime: {exc}') from None
+    for warning in state.warnings:
+        print(f'safemanip run: warning: --realtime: {warning}', file=sys.stderr, flush=True)
+    if state.scheduled:
+        print(f'safemanip run: real-time: SCHED_FIFO priority {priority}'
+              f'{", memory locked" if state.memory_locked else ""}', flush=True)
 
 
 def _param(key: str, value) -> str:

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import JumpThreshold, TimeJump
+from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from std_srvs.srv import Trigger
 
@@ -59,6 +61,9 @@ from .runner import autostarted, run_node, take_delivered, transition_failed
 
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
+CLOCK_JUMP_NS = 1_000_000_000
+"""A forward step of the clock between two consecutive ``/clock`` messages at
+least this long (or any backward step) is a jump, not time passing."""
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates']
 
@@ -85,6 +90,14 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
+        self._clock_jumps = 0
+        # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
+        # catching up on its periods would monitor frames of nothing (unknowns held into violations).
+        # The schedule restarts at the new time instead (a stalled tick, where time passed with samples
+        # in it, still catches up: that is many /clock steps, not one jump).
+        self._jump_handle = self.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=Duration(nanoseconds=CLOCK_JUMP_NS), min_backward=Duration(nanoseconds=-1),
+                          on_clock_change=False), post_callback=self._on_clock_jump)
         self._zero_stamp_warned = False
         self._pending: collections.deque = collections.deque()
         self._drain_warned = False
@@ -490,6 +503,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             message=f'{sum(errors.values())} callback error(s) caught' if errors else 'no callback error',
             hardware_id=self.get_name(), values=[KeyValue(key=k, value=str(n)) for k, n in errors.items()]))
         self._pub_diag.publish(arr)
+
+    def _on_clock_jump(self, jump: TimeJump) -> None:
+        self._clock_jumps += 1
+        self._frame_clock.restart()
+        self.get_logger().warning(f'the clock jumped {jump.delta.nanoseconds * 1e-9:+.3f} s (/clock): the frame '
+                                  f'schedule restarts at the new time; the periods of the jump are not monitored')
 
     # ------------------------------------------------------------ episodes
     def _start_episode(self) -> str:

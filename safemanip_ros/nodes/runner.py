@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -43,7 +44,21 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
     ``until(node)``; then ``on_exit(node)`` runs while the context is still
     up (:func:`initialised`).
 
-    A configuration error at start-up is printed as one line and exits 2."""
+    A configuration error at start-up is printed as one line and exits 2.
+    With ``SAFEMANIP_REALTIME_PRIORITY`` set (the launch files' ``realtime_priority``)
+    the node runs under SCHED_FIFO at that priority where permitted
+    (:mod:`safemanip_ros.realtime`)."""
+    if not realtime_from_environment(name):
+        return 2
+    try:
+        return _run_node(factory, name, args, until, on_exit)
+    except RosArgumentsError as err:
+        print(f'{name}: error: {err.one_line()}', file=sys.stderr)
+        return 2
+
+
+def _run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
+              until: Callable[[Node], bool] | None, on_exit: Callable[[Node], None] | None) -> int:
     with initialised(args) as stop:
         try:
             node = factory()
@@ -66,6 +81,27 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
     return 0
 
 
+def realtime_from_environment(name: str) -> bool:
+    """Apply ``SAFEMANIP_REALTIME_PRIORITY`` (unset, empty or 0: nothing) before
+    ROS starts; False (after one line) when its value is not a priority."""
+    from ..realtime import enable_realtime
+    value = os.environ.get('SAFEMANIP_REALTIME_PRIORITY', '').strip()
+    if value in ('', '0'):
+        return True
+    try:
+        state = enable_realtime(int(value))
+    except ValueError as exc:
+        print(f'{name}: error: SAFEMANIP_REALTIME_PRIORITY={value!r}: {exc}', file=sys.stderr)
+        return False
+    for warning in state.warnings:
+        print(f'{name}: warning: real-time: {warning}', file=sys.stderr, flush=True)
+    return True
+
+
+class RosArgumentsError(SafemanipError):
+    """ROS arguments (``--ros-args ...``) that rcl cannot parse."""
+
+
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -82,7 +118,7 @@ def initialised(args: list[str] | None) -> Iterator[threading.Event]:
     handlers."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        rclpy.init(args=args)
+        _init(args)
         yield stop
         return
 
@@ -92,11 +128,23 @@ def initialised(args: list[str] | None) -> Iterator[threading.Event]:
         stop.set()
     before = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
     try:
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        _init(args, signal_handler_options=SignalHandlerOptions.NO)
         yield stop
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+
+
+def _init(args: list[str] | None, **options: object) -> None:
+    """``rclpy.init``; ROS arguments that rcl cannot parse (``-p name:=[a:b]``
+    is not YAML) are a user error naming the problem, not a traceback."""
+    try:
+        rclpy.init(args=args, **options)   # type: ignore[arg-type]
+    except RuntimeError as exc:            # rclpy's RCLError
+        text = ' '.join(str(exc).split())
+        if 'failed to initialize rcl' not in text:
+            raise
+        raise RosArgumentsError(f'the ROS arguments do not parse: {text.split(", at ")[0]}') from None
 
 
 def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:

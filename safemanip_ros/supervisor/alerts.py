@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
+from ..realtime import background_thread
+
 Alert = dict[str, Any]
 
 
@@ -156,6 +158,7 @@ class _Worker:
             self.cond.notify()
 
     def _run(self) -> None:
+        background_thread()         # never competes with a real-time control path
         while True:
             with self.cond:
                 while not self.queue and not self.closed:

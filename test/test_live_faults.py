@@ -1,0 +1,246 @@
+"""Faults on the live stack, over real DDS, with the processes that
+``launch/monitor.launch.py`` starts (each grounding node, the monitor and the
+supervisor in a process of its own, with the launch file's parameters) and
+this test as the robot (joint states, TF, contacts at 20 Hz):
+
+* input faults — duplicate and out-of-order stamps, a burst, the robot's
+  publishers restarted mid-episode — raise no violation and no hold, and a
+  real touch is still held afterwards;
+* a grounding process killed (SIGKILL) silences its predicates: the
+  supervisor holds the arm, naming the topic;
+* the monitor killed: the supervisor holds, naming the monitor;
+* under ``use_sim_time``, ``/clock`` jumping backwards and forwards raises
+  no violation and no hold, and a touch is still held.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from conftest import REPO
+from geometry_msgs.msg import TransformStamped
+from rclpy.executors import SingleThreadedExecutor
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
+from tf2_msgs.msg import TFMessage
+from trajectory_msgs.msg import JointTrajectory
+
+from safemanip_ros.msg import Contact, ContactArray, MonitorStatus, SupervisorAction, ViolationEvent
+from safemanip_ros.nodes.conversions import time_from_ns
+from safemanip_ros.nodes.qos import EVENTS, RELIABLE
+
+pytestmark = pytest.mark.ros
+BIN = Path(sys.executable).parent
+CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
+ARM = [f'robot0_joint{i}' for i in range(1, 8)]
+POSE = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
+PERIOD_S = 0.05
+GROUNDING_OUTPUTS = [f'predicates/{s}:safemanip_ros/msg/PredicateArray:0.5' for s in ('joint_states', 'contacts', 'tf')]
+
+
+def _processes(tmp_path: Path, sim_time: bool = False) -> dict[str, subprocess.Popen]:
+    """The launch file's processes (camera grounding left out: this robot has no camera)."""
+    common = ['-p', f'use_sim_time:={str(sim_time).lower()}']
+    specs = {
+        'joint_state_grounding': ['-p', f'config:={CONFIG}'],
+        'contact_grounding': ['-p', f'config:={CONFIG}', '-p', "wrench_topic:=''"],
+        'tf_grounding': ['-p', f'config:={CONFIG}', '-p', 'grasp_topic:=predicates/contacts'],
+        'monitor': ['-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}, '
+                          f'{REPO / "config" / "properties" / "physical.yaml"}]',
+                    '-p', f'robot_config:={CONFIG}', '-p', 'rate_hz:=20.0', '-p', 'autostart:=true',
+                    '-p', 'only:=[no_forbidden_contact]'],
+        'supervisor': ['-p', f'policy_file:={REPO / "config" / "params" / "supervisor_policy.yaml"}',
+                       '-p', 'controller_topic:=arm/joint_trajectory', '-p', 'autostart:=true',
+                       '-p', f'failsafe_topics:=[{", ".join(repr(t) for t in GROUNDING_OUTPUTS)}]',
+                       '-p', f'joints:=[{", ".join(ARM)}]'],
+    }
+    return {name: subprocess.Popen([str(BIN / name), '--ros-args', *common, *args],
+                                   stdout=open(tmp_path / f'{name}.log', 'w'), stderr=subprocess.STDOUT)
+            for name, args in specs.items()}
+
+
+class Robot:
+    """The scripted robot and an observer of the stack, in this process."""
+
+    def __init__(self, sim_time: bool = False) -> None:
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.observer = rclpy.create_node('fault_observer', context=self.ctx)
+        self.ex.add_node(self.observer)
+        self.actions: list[SupervisorAction] = []
+        self.events: list[ViolationEvent] = []
+        self.status: list[MonitorStatus] = []
+        self.trajs: list[JointTrajectory] = []
+        self.observer.create_subscription(SupervisorAction, 'supervisor_actions', self.actions.append, RELIABLE)
+        self.observer.create_subscription(ViolationEvent, 'violations', self.events.append, EVENTS)
+        self.observer.create_subscription(MonitorStatus, 'status', self.status.append, RELIABLE)
+        self.observer.create_subscription(JointTrajectory, 'arm/joint_trajectory', self.trajs.append, RELIABLE)
+        self.sim_time = sim_time
+        self.clock_ns = 1_000_000_000_000 if sim_time else 0
+        self.clock = self.observer.create_publisher(Clock, '/clock', 10) if sim_time else None
+        self.touching = False
+        self.duplicate = False
+        self.backwards_every = 0
+        self.paused = False
+        self.ticks = 0
+        self._make_publishers()
+        self.next_tick = time.monotonic()
+
+    def _make_publishers(self) -> None:
+        self.node = rclpy.create_node('robot_driver', context=self.ctx)
+        self.js = self.node.create_publisher(JointState, 'joint_states', RELIABLE)
+        self.tf = self.node.create_publisher(TFMessage, '/tf', RELIABLE)
+        self.contacts = self.node.create_publisher(ContactArray, 'contacts', RELIABLE)
+
+    def restart_publishers(self) -> None:
+        """The robot driver restarts: its node and publishers go away and come back as new ones."""
+        self.node.destroy_node()
+        self._make_publishers()
+
+    def now_ns(self) -> int:
+        return self.clock_ns if self.sim_time else time.time_ns()
+
+    def publish(self, stamp_ns: int) -> None:
+        stamp = time_from_ns(stamp_ns)
+        self.js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1',
+                                                                           'gripper0_finger_joint2'],
+                                   position=POSE + [0.04, 0.04], velocity=[0.0] * 9))
+        t = TransformStamped()
+        t.header = Header(stamp=stamp, frame_id='world')
+        t.child_frame_id = 'gripper0_eef'
+        t.transform.rotation.w = 1.0
+        self.tf.publish(TFMessage(transforms=[t]))
+        msg = ContactArray(header=Header(stamp=stamp))
+        if self.touching:
+            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
+        self.contacts.publish(msg)
+
+    def tick(self) -> None:
+        if self.sim_time:
+            self.clock_ns += int(PERIOD_S * 1e9)
+            self.clock.publish(Clock(clock=time_from_ns(self.clock_ns)))
+        self.ticks += 1
+        stamp = self.now_ns()
+        if self.backwards_every and self.ticks % self.backwards_every == 0:
+            stamp -= int(0.1e9)              # a message stamped 100 ms before the one before it
+        self.publish(stamp)
+        if self.duplicate:
+            self.publish(stamp)              # the same stamp twice
+
+    def spin(self, cond, timeout_s: float = 60.0) -> bool:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= self.next_tick:
+                if not self.paused:
+                    self.tick()
+                self.next_tick = max(self.next_tick + PERIOD_S, now)
+            self.ex.spin_once(timeout_sec=max(0.0, min(0.01, self.next_tick - time.monotonic())))
+            if cond():
+                return True
+        return cond()
+
+    def run_for(self, seconds: float) -> None:
+        self.spin(lambda: False, seconds)
+
+    def holds(self) -> list[SupervisorAction]:
+        return [a for a in self.actions if a.action == SupervisorAction.ACTION_PAUSE]
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        self.observer.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+
+
+@pytest.fixture()
+def stack(tmp_path, request):
+    sim_time = getattr(request, 'param', False)
+    procs = _processes(tmp_path, sim_time)
+    robot = None
+    logs = lambda: '\n'.join(f'--- {n}\n' + (tmp_path / f'{n}.log').read_text()[-1500:] for n in procs)  # noqa: E731
+    try:
+        robot = Robot(sim_time)
+        assert robot.spin(lambda: bool(robot.status) and robot.status[-1].state == 'active' and
+                          robot.observer.count_subscribers('arm/joint_trajectory') >= 1 and
+                          robot.observer.count_publishers('supervisor_actions') >= 1, 120), logs()
+        robot.run_for(2.0)                   # every watched topic heard, the supervisor steady
+        assert not robot.actions and not robot.events, ([a.reason for a in robot.actions], logs())
+        yield robot, procs, logs
+    finally:
+        if robot is not None:
+            robot.close()
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _touch_is_held(robot: Robot, logs) -> None:
+    robot.touching = True
+    assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact') for a in robot.holds())
+                      and robot.trajs, 30), ([a.reason for a in robot.actions], logs())
+    assert list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
+    robot.touching = False
+
+
+def test_input_faults_raise_nothing_and_a_touch_is_still_held(stack):
+    robot, procs, logs = stack
+    robot.duplicate = True                   # every message twice, with the same stamp
+    robot.run_for(2.0)
+    robot.duplicate, robot.backwards_every = False, 3     # every third stamp 100 ms behind the one before
+    robot.run_for(2.0)
+    robot.backwards_every = 0
+    for _ in range(200):                     # a burst: 200 of each at once, then the normal rate
+        robot.publish(robot.now_ns())
+    robot.run_for(1.0)
+    robot.paused = True                      # the driver restarts: 0.2 s without a message, new publishers
+    robot.run_for(0.2)
+    robot.restart_publishers()
+    robot.paused = False
+    robot.run_for(2.0)
+    assert not robot.events and not robot.actions, ([a.reason for a in robot.actions], logs())
+    assert all(p.poll() is None for p in procs.values()), logs()
+    assert robot.status[-1].state == 'active' and not robot.status[-1].unknown_predicates, robot.status[-1]
+    _touch_is_held(robot, logs)
+
+
+def test_a_killed_grounding_process_holds_the_arm(stack):
+    robot, procs, logs = stack
+    procs['contact_grounding'].send_signal(signal.SIGKILL)
+    # The hold command and the action report travel on two topics: wait for both.
+    assert robot.spin(lambda: any('predicates/contacts' in a.reason for a in robot.holds()) and robot.trajs, 30), \
+        ([a.reason for a in robot.actions], logs())
+    hold = next(a for a in robot.holds() if 'predicates/contacts' in a.reason)
+    assert hold.success and 'stale' in hold.reason and robot.trajs, hold.reason
+
+
+def test_a_killed_monitor_holds_the_arm(stack):
+    robot, procs, logs = stack
+    procs['monitor'].send_signal(signal.SIGKILL)
+    assert robot.spin(lambda: any('the monitor' in a.reason for a in robot.holds()) and robot.trajs, 30), \
+        ([a.reason for a in robot.actions], logs())
+    assert robot.trajs and list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
+
+
+@pytest.mark.parametrize('stack', [True], indirect=True, ids=['sim_time'])
+def test_clock_jumps_raise_nothing_and_a_touch_is_still_held(stack):
+    robot, procs, logs = stack
+    robot.clock_ns -= int(5e9)               # the simulation is reset: /clock 5 s back
+    robot.run_for(2.0)
+    robot.clock_ns += int(10e9)              # and 10 s forward at once (a paused simulator resumed)
+    robot.run_for(2.0)
+    assert not robot.events and not robot.actions, ([a.reason for a in robot.actions], logs())
+    assert all(p.poll() is None for p in procs.values()), logs()
+    _touch_is_held(robot, logs)
