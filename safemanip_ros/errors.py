@@ -61,9 +61,11 @@ class StateBudgetError(SafemanipError):
     """More automaton states than the budget allows (raised as soon as
     exploration passes it, before memory runs out)."""
 
-    def __init__(self, reached: int, steps: int, budget: int) -> None:
-        self.reached, self.steps, self.budget = reached, steps, budget
-        super().__init__(f'the automaton needs more than {budget:,} states ({reached:,} reached after {steps:,} '
-                         f'steps of exploration): a window needs a state per frame of its length, and one that '
+    def __init__(self, reached: int, steps: int, budget: int, projected: float | None = None) -> None:
+        self.reached, self.steps, self.budget, self.projected = reached, steps, budget, projected
+        found = (f'{reached:,} reached after {steps:,} steps of exploration' if projected is None else
+                 f'{reached:,} reached after {steps:,} steps, growing to about {projected:.1e} by the end of its '
+                 f'longest delay')
+        super().__init__(f'the automaton needs more than {budget:,} states ({found}): a window needs a state per frame of its length, and one that '
                          f'starts after frame 0 (F[l,h], G[l,h] with l > 0) one per combination of triggers in its '
                          f'delay; shorten it or raise --max-states')

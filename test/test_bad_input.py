@@ -316,6 +316,11 @@ def test_windows_past_the_state_budget_are_refused_not_a_hang(tmp_path):
     _one_line_error(huge, 'the automaton needs more than 500,000 states (1,000,000,000 reached after 0 steps')
     late = run_cli('compile', 'G(a -> F[40,60] b)', '--max-states', '20000', timeout=120)
     _one_line_error(late, 'more than 20,000 states', 'starts after frame 0', '--max-states')
+    # Refused as soon as its growth shows it, not after filling memory up to the budget (was 7.8 s, 900 MB).
+    early = run_cli('compile', 'G(a -> F[40,60] b)', timeout=120)
+    _one_line_error(early, 'more than 500,000 states', 'growing to about', 'by the end of its longest delay')
+    steps = int(early.stderr.split(' reached after ')[1].split()[0])
+    assert steps <= 12, early.stderr
     fine = run_cli('compile', 'G(a -> F[40,60] b)', '--max-states', '0')
     _one_line_error(fine, '--max-states 0: expected at least 1')
     suite = tmp_path / 'late.yaml'

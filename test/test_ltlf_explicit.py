@@ -270,3 +270,18 @@ def test_auto_falls_back_to_symbolic_where_keys_would_overflow():
     assert used == 'symbolic'
     _same(dfa, compile_formula(text, 'symbolic'))
     assert compile_reporting('G(a -> F[0,3] (b & F[0,3] c))')[1] == 'explicit'
+
+
+def test_steady_doubling_toward_a_long_delay_is_refused_early_and_short_ones_are_not():
+    """The projection refuses only growth that, kept up to the end of the
+    longest delay, passes the budget a hundred times over; a window whose
+    delay ends first is explored (and compiled) in full."""
+    from safemanip_ros.errors import StateBudgetError
+    from safemanip_ros.ltlf import explicit
+    tables = explicit.tabulate(parse('G(a -> F[40,60] b)'))
+    with pytest.raises(StateBudgetError) as info:
+        explicit.explore(tables, 500_000, delay_frames=40)
+    assert info.value.projected is not None and info.value.projected > 5e7 and info.value.reached < 5000
+    assert explicit._projected([1, 2, 4, 8, 16, 32], 63, delay_frames=5) == 0.0          # the delay is over
+    assert explicit._projected([1, 2, 4, 8, 9, 10], 34, delay_frames=40) == 0.0          # growth levels off
+    assert compile_formula('G(a -> F[12,20] b)', max_states=30_000).num_states > 2 ** 12

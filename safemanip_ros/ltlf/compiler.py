@@ -515,7 +515,8 @@ def _compile_explicit(f: Formula, required: bool, max_states: int | None = None)
 
     try:
         tables = explicit.tabulate(f)
-        explored = explicit.explore(tables, max_states)
+        delay = max((g.bounds[0] for g in f.subformulas() if g.bounds is not None), default=0)
+        explored = explicit.explore(tables, max_states, delay)
     except explicit.NotTabulable as err:
         if required:
             raise ValueError(f'the explicit construction cannot compile {f}: {err}') from err

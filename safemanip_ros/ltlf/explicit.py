@@ -291,7 +291,14 @@ class Explored:
     accepting: np.ndarray
 
 
-def explore(t: Tables, max_states: int | None = None) -> Explored:
+GROWTH_LAYERS = 4
+"""Layers over which exploration's growth is judged for an early refusal."""
+GROWTH_RATIO = 1.5
+PROJECTION_MARGIN = 100
+"""An early refusal needs the projection to pass the budget this many times over."""
+
+
+def explore(t: Tables, max_states: int | None = None, delay_frames: int = 0) -> Explored:
     """Every state reachable from ``t.initial``, breadth first, one layer per pass.
 
     A state is an antichain of disjuncts, and its successor under a letter is
@@ -299,7 +306,16 @@ def explore(t: Tables, max_states: int | None = None) -> Explored:
     Far fewer distinct disjuncts than states occur (5,152 against 176,853
     for the nested window at k = 100), so each disjunct's successors are
     computed once; a layer then costs a few table look-ups per state and
-    letter, and one join per distinct pair of antichains it meets."""
+    letter, and one join per distinct pair of antichains it meets.
+
+    ``delay_frames``: the longest delay of a window (``l`` of ``F[l,h]``).
+    A window that starts later remembers the triggers of each frame of its
+    delay, so the states can double with every layer until then; when the
+    last :data:`GROWTH_LAYERS` layers each grew at least
+    :data:`GROWTH_RATIO`-fold and that growth, kept up to the delay's end,
+    passes ``max_states`` :data:`PROJECTION_MARGIN` times over, exploration
+    stops at once (StateBudgetError with the projection) instead of filling
+    memory up to the budget."""
     n_letters = t.exp_start.shape[0]
     store = Antichains(t.lengths, t.key_space)
     disjuncts = _Disjuncts(t, store)
@@ -332,6 +348,7 @@ def explore(t: Tables, max_states: int | None = None) -> Explored:
     frontier = discover(np.array([first]))
     delta_layers: list[np.ndarray] = []
     accepting_layers: list[np.ndarray] = []
+    layer_sizes: list[int] = [len(frontier)]
     while len(frontier):
         members, owner = disjuncts.of(frontier)        # disjunct indices, frontier position
         accepting = np.zeros(len(frontier), dtype=bool)
@@ -352,8 +369,27 @@ def explore(t: Tables, max_states: int | None = None) -> Explored:
         delta_layers.append(cur.reshape(-1))
         if max_states is not None and n_states > max_states:
             raise StateBudgetError(n_states, len(delta_layers), max_states)
+        layer_sizes.append(len(frontier))
+        if max_states is not None:
+            projected = _projected(layer_sizes, n_states, delay_frames)
+            if projected > PROJECTION_MARGIN * max_states:
+                raise StateBudgetError(n_states, len(delta_layers), max_states, projected)
     delta = state_of[np.concatenate(delta_layers)].reshape(-1, n_letters)
     return Explored(delta, np.concatenate(accepting_layers))
+
+
+def _projected(layer_sizes: list[int], n_states: int, delay_frames: int) -> float:
+    """States by the end of the longest delay if the layers keep growing as
+    slowly as the slowest of the last :data:`GROWTH_LAYERS` (0.0: they do
+    not grow steadily, or the delay is over)."""
+    remaining = delay_frames - (len(layer_sizes) - 1)
+    if remaining <= 0 or len(layer_sizes) <= GROWTH_LAYERS:
+        return 0.0
+    last = layer_sizes[-GROWTH_LAYERS - 1:]
+    ratio = min(b / a for a, b in zip(last, last[1:]) if a) if all(last[:-1]) else 0.0
+    if ratio < GROWTH_RATIO:
+        return 0.0
+    return float(n_states + last[-1] * ratio ** min(remaining, 1000))
 
 
 def _join(store: 'Antichains', x: np.ndarray, y: np.ndarray, false_id: int) -> np.ndarray:
