@@ -31,11 +31,14 @@ def _run(*ros_args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize('param, node, words', [
-    ('metrics_period_s:=0.0', 'monitor', 'parameter metrics_period_s = 0 is outside (0, 3600]'),
+    ('metrics_period_s:=0.0', 'monitor', 'parameter metrics_period_s = 0 is outside [0.001, 3600]'),
     ('arming_timeout_s:=-1.0', 'monitor', 'parameter arming_timeout_s = -1 is outside [0, 3600]'),
     ('failsafe_staleness_s:=nan', 'supervisor', 'parameter failsafe_staleness_s = nan is outside (0, 60]'),
     ('split_s:=-1.0', 'recorder', 'split_s -1.0: expected a number of seconds in (0, 3600)'),
-    ('rate_hz:=-5.0', 'joint_state_grounding', 'parameter rate_hz = -5 is outside [0, 1000]'),
+    ('rate_hz:=-5.0', 'joint_state_grounding', 'parameter rate_hz = -5 is outside [0.01, 1000]'),
+    ('rate_hz:=1e-300', 'joint_state_grounding', 'parameter rate_hz = 1e-300 is outside [0.01, 1000]'),
+    ('config:=-5.0', 'joint_state_grounding', 'parameter config = -5.0 is of type double; expected string'),
+    ("controller_topic:='a b'", 'supervisor', "Invalid topic name: topic name must not contain characters"),
 ])
 def test_a_node_that_cannot_come_up_stops_the_run(param, node, words):
     """Nothing keeps running with a node down: `safemanip run` exits 2 and
@@ -85,7 +88,7 @@ def test_an_autostarted_node_with_a_bad_parameter_exits_2():
                            '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}'],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert 'monitor: error: monitor: configure failed: monitor: parameter rate_hz = 0 is outside (0, 1000]' \
+    assert 'monitor: error: monitor: configure failed: monitor: parameter rate_hz = 0 is outside [0.01, 1000]' \
         in proc.stderr
 
 

@@ -23,7 +23,7 @@ from rclpy.node import Node
 from ..bag import open_bag
 from ..errors import SafemanipError
 from .conversions import message_class
-from .params import RosParameters
+from .params import RosParameters, check_range
 from .qos import RECORDING, STATIC_TF
 from .runner import run_node
 
@@ -38,6 +38,7 @@ class BagPlayer(RosParameters, Node):
         path = self.get_parameter('bag').value
         if not path:
             raise SafemanipError('bag_player: parameter bag is required')
+        check_range(self, 'rate', 1e-3, 1e3)      # bag time per wall time
         wanted = {t for t in self.get_parameter('topics').value if t}
         # Open for the node's life (closed once played); BagReadError names the bag.
         self._open = contextlib.ExitStack()

@@ -87,6 +87,8 @@ class GateNode(RosParameters, Node):
             raise ParameterError(f'alpha {alpha}: strictly between 0 and 1')
         self.state_file = Path(p('state_file')) if p('state_file') else None
         self.gate = CanaryGate(limits, unit, alpha)
+        if self.state_file is not None and self.state_file.is_dir():
+            raise ParameterError(f'state_file {self.state_file}: is a folder; give a file path')
         if self.state_file is not None and self.state_file.exists():
             try:
                 doc = json.loads(self.state_file.read_text())
@@ -108,6 +110,11 @@ class GateNode(RosParameters, Node):
             self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
             if self.state_file is not None:
                 write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
+        if self.state_file is not None:
+            try:        # written now, so a state that cannot be kept stops the gate before any rollout
+                write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
+            except OSError as exc:
+                raise ParameterError(f'state_file {self.state_file}: cannot be written ({exc.strerror})') from None
         self.max_rollouts, self.max_duration_s = int(p('max_rollouts')), float(p('max_duration_s'))
         alerts = AlertConfig()
         if p('alerts_file'):

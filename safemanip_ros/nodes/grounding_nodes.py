@@ -45,7 +45,7 @@ from ..grounding.messages import (
 from ..grounding.tf import TfGrounding
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
-from .params import RosParameters, check_range
+from .params import MIN_RATE_HZ, RosParameters, check_range
 from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
@@ -96,7 +96,8 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         # Sensor inputs: best effort (matches every publisher) unless the robot's publishers are reliable
         # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
         self.input_qos = SENSORS if reliability == 'best_effort' else RELIABLE_INPUTS
-        rate = check_range(self, 'rate_hz', 0.0, 1000.0) or self.robot.rate_hz     # 0: the robot's rate
+        rate = (check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0) if self.get_parameter('rate_hz').value != 0
+                else self.robot.rate_hz)    # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._seq = 0
         # In safemanip run the monitor samples this source on its own frame

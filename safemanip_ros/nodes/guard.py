@@ -25,13 +25,28 @@ import traceback
 from collections import Counter
 from typing import Any, Callable
 
+from rclpy.exceptions import NameValidationException
+
 _TRANSITIONS = ('on_configure', 'on_activate', 'on_deactivate', 'on_cleanup', 'on_shutdown')
+
+
+def name_problem(err: NameValidationException) -> str:
+    """rclpy's three-line message about an invalid topic, service or node
+    name as one line: what is wrong, the name, and where."""
+    lines = str(err).splitlines()
+    if len(lines) < 3:
+        return ' '.join(str(err).split())
+    return f'{lines[0].rstrip(":")}: {lines[1].strip()} (at character {max(0, lines[2].find("^") - 3)})'
 
 
 def _remembering(transition: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, state: Any) -> Any:
         try:
             return transition(self, state)
+        except NameValidationException as err:
+            # A topic or service name from a parameter that ROS refuses: the user's error, one line.
+            from .runner import transition_failed
+            return transition_failed(self, transition.__name__.removeprefix('on_'), name_problem(err))
         except Exception as err:     # rclpy would swallow it into ERROR: keep and log it first
             self.transition_exception = err
             self.get_logger().error(f'{transition.__name__}: {type(err).__name__}: {err}\n'

@@ -55,7 +55,7 @@ from ..monitor.phase import PhaseLock
 from ..resources import default_suites
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
-from .params import RosParameters, check_range
+from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
 from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
@@ -138,9 +138,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            check_range(self, 'rate_hz', 0.0, 1000.0, low_open=True)
+            check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0)
             check_range(self, 'staleness_s', 0.0, 3600.0)
-            check_range(self, 'metrics_period_s', 0.0, 3600.0, low_open=True)
+            check_range(self, 'metrics_period_s', MIN_PERIOD_S, 3600.0)
             self._arming = Arming(check_range(self, 'arming_timeout_s', 0.0, 3600.0))
             self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
             self._set_monitor(self._build())

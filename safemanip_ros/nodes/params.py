@@ -3,7 +3,10 @@
 * :class:`RosParameters` (a mixin for our nodes, listed before ``Node``):
   an integer given for a float parameter (``-p rate_hz:=10``) is taken as
   that float, as ``ros2 param set`` users expect; rclpy alone refuses it
-  with ``InvalidParameterTypeException`` at ``declare_parameter``.
+  with ``InvalidParameterTypeException`` at ``declare_parameter``.  Any other
+  type mismatch (a number for a path, a list for a rate) is a
+  :class:`~safemanip_ros.errors.ParameterError` naming the parameter, the value
+  and the type expected.
 * :func:`check_range`: a parameter's value within its range, or a
   :class:`~safemanip_ros.errors.ParameterError` naming the node, the parameter
   and the range — for the node's configure step to fail on (fail closed).
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.parameter import Parameter
 
 from ..errors import ParameterError
@@ -32,7 +36,22 @@ class RosParameters:
             elif (isinstance(value, list) and value and all(isinstance(v, float) for v in value)
                   and given.type_ == Parameter.Type.INTEGER_ARRAY):
                 overrides[name] = Parameter(name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in given.value])
-        return super().declare_parameter(name, value, descriptor, ignore_override)  # type: ignore[misc]
+        try:
+            return super().declare_parameter(name, value, descriptor, ignore_override)  # type: ignore[misc]
+        except InvalidParameterTypeException:
+            # A value of another type (config:=-5.0, rate_hz:=abc, topics:=[1, 2]): a user error naming
+            # the parameter, not rclpy's traceback.
+            assert given is not None
+            expected = Parameter.Type.from_parameter_value(value).name.lower().replace('_', ' ')
+            raise ParameterError(f'{self.get_name()}: parameter {name} = {given.value!r} is of type '  # type: ignore[attr-defined]
+                                 f'{given.type_.name.lower().replace("_", " ")}; expected {expected}') from None
+
+
+MIN_RATE_HZ = 0.01
+"""The slowest rate a rate parameter takes (a tick per 100 s); below it a
+period overflows the timer (``rate_hz:=1e-300``)."""
+MIN_PERIOD_S = 0.001
+"""The shortest period a period parameter takes: a timer at 0 s spins the CPU."""
 
 
 def check_range(node: Any, name: str, low: float, high: float = math.inf, *, low_open: bool = False) -> float:

@@ -26,7 +26,7 @@ from safemanip_ros.msg import PredicateArray
 from ..errors import SafemanipError
 from ..ltlf.trace import read_traces
 from .conversions import predicate_array
-from .params import RosParameters
+from .params import MIN_RATE_HZ, RosParameters, check_range
 from .qos import RECORDING
 from .runner import run_node
 
@@ -41,11 +41,9 @@ class TracePlayer(RosParameters, Node):
         self.declare_parameter('loop', False)
         self.declare_parameter('wait_for_subscribers', 0)
         path = self.get_parameter('trace_file').value
-        rate_hz = float(self.get_parameter('rate_hz').value)
         if not path:
             raise SafemanipError('trace_player: parameter trace_file is required')
-        if rate_hz <= 0:
-            raise SafemanipError(f'trace_player: rate_hz must be > 0, got {rate_hz}')
+        rate_hz = check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0)
         traces = read_traces(path)      # the one trace reader: null (and an unmentioned name) is unknown
         if len(traces) != 1:
             raise SafemanipError(f'trace_player: {path} is a batch of {len(traces)} traces; give one trace')

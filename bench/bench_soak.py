@@ -1,0 +1,190 @@
+"""Soak: the whole stack for a long run at 100 Hz with 1,000 property
+instances and recording on, beside a scripted robot over DDS.
+
+``safemanip run --config panda_demo.yaml --properties <generated suite>
+--ros-args -p rate_hz:=100.0`` in one process (grounding, monitor,
+supervisor off, recorder); this script publishes joint states, TF and
+contacts at 100 Hz, touching the shelf, the table and the mug in turn so the
+properties trigger, violate and recover all the time.
+
+Prints every ``--report-s``: the stack's RSS, its CPU share, the monitor's
+frames and overruns (from its ``status``), and the bag's split files and
+size; at the end the RSS slope (least squares over the second half of the
+run, MiB per hour), the overruns, and the bag's growth per hour.  Targets
+(issue: fail closed, soak): RSS flat, no frame overruns, bag rotation
+bounded (split files and bytes grow linearly with time, none left open).
+
+    python bench/bench_soak.py                      # 60 minutes
+    python bench/bench_soak.py --minutes 3          # a short look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+
+ARM = [f'robot0_joint{i}' for i in range(1, 8)]
+RATE_HZ = 100.0
+TOUCHED = ('shelf', 'table', 'mug', 'microwave')
+
+
+def generated_suite(path: Path, instances: int) -> None:
+    """``instances`` response properties over the contact predicates, windows of 5 to 50 frames."""
+    lines = ['suite: soak', f'rate_hz: {RATE_HZ:g}', 'predicates:']
+    lines += [f'  robot_contact_{b}: {{description: the robot touches {b}}}' for b in TOUCHED]
+    lines.append('properties:')
+    for i in range(instances):
+        body = TOUCHED[i % len(TOUCHED)]
+        k = 5 + i % 46
+        lines += [f'  - name: soak_{i:04d}', f'    description: contact with {body} ends within {k} frames',
+                  '    category: collision_contact',
+                  f'    formula: "G(robot_contact_{body} -> F[0,{k}] !robot_contact_{body})"',
+                  f'    trigger: robot_contact_{body}', f'    recovery: "F !robot_contact_{body}"',
+                  '    severity: warning']
+    path.write_text('\n'.join(lines) + '\n')
+
+
+def _proc_stats(pid: int) -> tuple[float, float]:
+    """(CPU seconds used, RSS MiB) of a process, from /proc."""
+    with open(f'/proc/{pid}/stat') as fh:
+        fields = fh.read().rsplit(')', 1)[1].split()
+    cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    with open(f'/proc/{pid}/status') as fh:
+        rss = next(int(line.split()[1]) for line in fh if line.startswith('VmRSS:'))
+    return cpu_s, rss / 1024
+
+
+def _bag(path: Path) -> tuple[int, float]:
+    files = [f for f in path.glob('*') if f.is_file()] if path.exists() else []
+    return len(files), sum(f.stat().st_size for f in files) / 2 ** 20
+
+
+def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
+    import numpy as np
+    half = len(ts) // 2
+    t, y = np.array(ts[half:]), np.array(ys[half:])
+    if len(t) < 2:
+        return float('nan')
+    return float(np.polyfit(t / 3600.0, y, 1)[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--minutes', type=float, default=60.0)
+    ap.add_argument('--instances', type=int, default=1000)
+    ap.add_argument('--report-s', type=float, default=30.0)
+    args = ap.parse_args()
+
+    import rclpy
+    from geometry_msgs.msg import TransformStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Header
+    from tf2_msgs.msg import TFMessage
+
+    from safemanip_ros.msg import Contact, ContactArray, MonitorStatus
+    from safemanip_ros.nodes.conversions import time_from_ns
+    from safemanip_ros.nodes.qos import RELIABLE
+
+    work = Path(tempfile.mkdtemp(prefix='bench_soak-'))
+    suite = work / 'soak.yaml'
+    generated_suite(suite, args.instances)
+    bag = work / 'bag'
+    log = open(work / 'stack.log', 'w')
+    stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
+                              str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--properties', str(suite),
+                              '--no-camera', '--no-supervisor', '--bag', str(bag), '--reliable-inputs',
+                              '--ros-args', '-p', f'rate_hz:={RATE_HZ}'],
+                             stdout=log, stderr=subprocess.STDOUT)
+    rclpy.init()
+    node = rclpy.create_node('soak_robot')
+    status: list[MonitorStatus] = []
+    node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
+    contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
+    pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
+    period = 1.0 / RATE_HZ
+    ticks = [0]
+
+    def tick() -> None:
+        stamp = time_from_ns(time.time_ns())
+        js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1',
+                                                                      'gripper0_finger_joint2'],
+                              position=pose + [0.04, 0.04], velocity=[0.0] * 9))
+        t = TransformStamped()
+        t.header = Header(stamp=stamp, frame_id='world')
+        t.child_frame_id = 'gripper0_eef'
+        t.transform.rotation.w = 1.0
+        tf.publish(TFMessage(transforms=[t]))
+        # 0.4 s touching one body, 0.3 s free, the next body: windows of 5-50 frames both hold and fail.
+        phase = ticks[0] % 70
+        msg = ContactArray(header=Header(stamp=stamp))
+        if phase < 40:
+            body = TOUCHED[(ticks[0] // 70) % len(TOUCHED)]
+            msg.contacts = [Contact(body1='robot0_link4', body2=f'{body}_top' if body == 'shelf' else body,
+                                    normal_force_n=5.0)]
+        contacts.publish(msg)
+        ticks[0] += 1
+
+    samples: list[tuple[float, float, float]] = []      # (t_s, rss MiB, cpu s)
+    try:
+        deadline = time.monotonic() + 120
+        while not (status and status[-1].state == 'active'):
+            rclpy.spin_once(node, timeout_sec=0.05)
+            tick()
+            if time.monotonic() > deadline or stack.poll() is not None:
+                print('the stack did not come up; log:\n' + (work / 'stack.log').read_text()[-3000:])
+                return 1
+        t0 = time.monotonic()
+        next_tick, next_report = t0, t0
+        print(f'== bench_soak: {args.minutes:g} min at {RATE_HZ:g} Hz, {status[-1].instances} property instances, '
+              f'recording to {bag}', flush=True)
+        end = t0 + args.minutes * 60
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now >= next_tick:
+                tick()
+                next_tick = max(next_tick + period, now)
+            if now >= next_report:
+                cpu_s, rss = _proc_stats(stack.pid)
+                samples.append((now - t0, rss, cpu_s))
+                files, mib = _bag(bag)
+                s = status[-1]
+                cpu_share = ((cpu_s - samples[0][2]) / (now - t0) * 100) if now > t0 else 0.0
+                print(f'  {(now - t0) / 60:5.1f} min  RSS {rss:6.1f} MiB  CPU {cpu_share:4.0f} %  frames {s.frames}  '
+                      f'overruns {s.overruns}  max frame {s.max_frame_time_s * 1e3:.1f} ms  violated {s.violated}  '
+                      f'bag {files} files {mib:.1f} MiB', flush=True)
+                next_report += args.report_s
+            rclpy.spin_once(node, timeout_sec=max(0.0, min(0.002, next_tick - time.monotonic())))
+        elapsed_s = time.monotonic() - t0
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+        stack.send_signal(signal.SIGINT)
+        try:
+            stack.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            stack.kill()
+    s = status[-1]
+    files, mib = _bag(bag)
+    print(f'RSS slope over the second half: {_slope_per_hour([t for t, _, _ in samples], [r for _, r, _ in samples]):+.1f} '
+          f'MiB/h (target: flat); RSS {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MiB')
+    print(f'frames {s.frames} ({s.frames / elapsed_s:.1f}/s), overruns {s.overruns} (target 0), longest frame '
+          f'{s.max_frame_time_s * 1e3:.1f} ms of {1e3 / RATE_HZ:.0f}')
+    print(f'bag: {files} files, {mib:.0f} MiB ({mib / elapsed_s * 3600:.0f} MiB/h, {files / elapsed_s * 3600:.0f} '
+          f'files/h); stack exit code {stack.returncode} (0: every split listed)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

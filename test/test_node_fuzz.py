@@ -1,0 +1,91 @@
+"""Every node executable, started as ``ros2 run`` would start it, with one
+hostile parameter (hypothesis): a wrong type, NaN, an infinity, a negative
+or absurd number, a list where a scalar belongs, a path that does not
+exist.  Each either comes up (the value was fine) or exits 2 with one line
+naming the node and the problem; never an internal error (exit 70) or a
+traceback.  (The offline commands have test_cli_fuzz.py.)"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.ros
+BIN = Path(sys.executable).parent
+UP_S = 6.0
+"""Still running after this long: the node took the value (and is stopped)."""
+
+
+def _declared(module: str) -> list[str]:
+    path = REPO / (module.replace('.', '/') + '.py')
+    return sorted(set(re.findall(r"declare_parameter\(\s*'([^']+)'", path.read_text())) - {'use_sim_time'})
+
+
+@pytest.fixture(scope='module')
+def nodes(tmp_path_factory) -> dict[str, tuple[list[str], list[str]]]:
+    """Executable → (the parameters that make it come up, the parameters it declares)."""
+    d = tmp_path_factory.mktemp('node_fuzz')
+    (d / 'trace.jsonl').write_text('{"a": true}\n' * 5)
+    robot = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
+    grounding = _declared('safemanip_ros.nodes.grounding_nodes')
+    return {
+        'monitor': (['autostart:=true', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                     f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}'],
+                    _declared('safemanip_ros.nodes.monitor_node')),
+        'supervisor': (['autostart:=true'], _declared('safemanip_ros.nodes.supervisor_node')),
+        'joint_state_grounding': ([f'config:={robot}'], grounding),
+        'contact_grounding': ([f'config:={robot}'], grounding),
+        'tf_grounding': ([f'config:={robot}'], grounding),
+        'recorder': (['autostart:=true', f'bag_path:={d / "bag"}'], _declared('safemanip_ros.nodes.recorder_node')),
+        'gate': (["limits:=['p=0.1']"], ['limits', 'robots', 'unit', 'alpha', 'state_file', 'max_rollouts',
+                                          'max_duration_s', 'alerts_file', 'rebuild_from']),   # declared in a loop
+        'trace_player': ([f'trace_file:={d / "trace.jsonl"}', 'loop:=true'],
+                         _declared('safemanip_ros.nodes.trace_player')),
+    }
+
+
+VALUES = st.sampled_from(['-5.0', '.nan', '.inf', '-.inf', '1e308', '0', '-1', '0.0', "''", 'abc', '[1, 2]',
+                          '[a, b]', 'true', '10', '1e-300', "'/proc/version/x.yaml'", '99999999999', "['']"])
+
+
+def _our_error_lines(text: str) -> list[str]:
+    """Lines of ours that say error (rcl's and rclpy's own log lines left out)."""
+    return [line for line in text.splitlines() if 'error' in line.lower() and not line.startswith('[')]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=st.data())
+def test_no_node_ends_in_an_internal_error(nodes, data, tmp_path):
+    exe = data.draw(st.sampled_from(sorted(nodes)), label='executable')
+    base, declared = nodes[exe]
+    name = data.draw(st.sampled_from(declared), label='parameter')
+    value = data.draw(VALUES, label='value')
+    params = [p for p in base if not p.startswith(f'{name}:=')] + [f'{name}:={value}']
+    args = [str(BIN / exe), '--ros-args', *[a for p in params for a in ('-p', p)]]
+    log = tmp_path / f'{exe}.log'
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            rc: int | None = proc.wait(timeout=UP_S)
+        except subprocess.TimeoutExpired:
+            rc = None                      # up: the value was taken
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    text = log.read_text()
+    assert 'Traceback' not in text, (args, text[-3000:])
+    if rc is not None:
+        assert rc in (0, 1, 2, 4), (args, rc, text[-3000:])
+        if rc == 2:
+            errors = _our_error_lines(text)
+            assert len(errors) == 1 and errors[0].startswith(f'{exe}: error:'), (args, text[-3000:])
