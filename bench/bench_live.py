@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,25 +38,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+
+from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
 
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 TOLERANCE_S = 1.0        # no_forbidden_contact: held(forbidden_contact, 21) at 20 Hz: 20 periods
 FAILSAFE_S = 0.5         # the supervisor's failsafe_staleness_s (its default)
-
-
-def _proc_stats(pid: int) -> tuple[float, float]:
-    """(CPU seconds used, RSS MiB) of a process, from /proc."""
-    with open(f'/proc/{pid}/stat') as fh:
-        fields = fh.read().rsplit(')', 1)[1].split()
-    ticks = os.sysconf('SC_CLK_TCK')
-    cpu_s = (int(fields[11]) + int(fields[12])) / ticks
-    rss_mib = 0.0
-    with open(f'/proc/{pid}/status') as fh:
-        for line in fh:
-            if line.startswith('VmRSS:'):
-                rss_mib = int(line.split()[1]) / 1024
-    return cpu_s, rss_mib
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -209,7 +197,7 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
             print('the stack did not come up; log:\n' + (work / 'stack.log').read_text()[-3000:])
             return 1
         run_for(3.0)                                    # armed, steady
-        cpu0, rss0 = _proc_stats(stack.pid)
+        cpu0, rss0 = proc_stats(stack.pid)
         wall0 = time.monotonic()
         end = wall0 + minutes * 60
         while time.monotonic() < end:
@@ -236,7 +224,7 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
             run_for(0.5)
             if len(delays) % 10 == 0:
                 print(f'  {len(delays)} touches, last delay beyond tolerance {delays[-1] * 1e3:.0f} ms', flush=True)
-        cpu1, rss1 = _proc_stats(stack.pid)
+        cpu1, rss1 = proc_stats(stack.pid)
         wall1 = time.monotonic()
         # Fail-safe: the joint states stop (TF and contacts go on); the supervisor must hold within its
         # staleness limit plus one frame of the last sample.
@@ -249,13 +237,7 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
         joints_on[0] = True
         run_for(0.5)
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-        stack.send_signal(signal.SIGINT)
-        try:
-            stack.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            stack.kill()
+        stop_stack(node, stack)
     periods = [(b - a) * 1e-6 for a, b in zip(verdict_stamps, verdict_stamps[1:])]
     false_failsafe = [a for a in actions[:n_actions[0] or len(actions)]
                       if a.action == SupervisorAction.ACTION_PAUSE and 'stale' in a.reason]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+
+from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
 
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 RATE_HZ = 100.0
@@ -54,16 +56,6 @@ def generated_suite(path: Path, instances: int) -> None:
     path.write_text('\n'.join(lines) + '\n')
 
 
-def _proc_stats(pid: int) -> tuple[float, float]:
-    """(CPU seconds used, RSS MiB) of a process, from /proc."""
-    with open(f'/proc/{pid}/stat') as fh:
-        fields = fh.read().rsplit(')', 1)[1].split()
-    cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-    with open(f'/proc/{pid}/status') as fh:
-        rss = next(int(line.split()[1]) for line in fh if line.startswith('VmRSS:'))
-    return cpu_s, rss / 1024
-
-
 def _bag(path: Path) -> tuple[int, float]:
     files = [f for f in path.glob('*') if f.is_file()] if path.exists() else []
     return len(files), sum(f.stat().st_size for f in files) / 2 ** 20
@@ -83,7 +75,10 @@ def main() -> int:
     ap.add_argument('--minutes', type=float, default=60.0)
     ap.add_argument('--instances', type=int, default=1000)
     ap.add_argument('--report-s', type=float, default=30.0)
+    ap.add_argument('--quick', action='store_true', help='1 minute, 200 instances (smoke test)')
     args = ap.parse_args()
+    if args.quick:
+        args.minutes, args.instances, args.report_s = 1.0, 200, 20.0
 
     import rclpy
     from geometry_msgs.msg import TransformStamped
@@ -156,7 +151,7 @@ def main() -> int:
                 tick()
                 next_tick = max(next_tick + period, now)
             if now >= next_report:
-                cpu_s, rss = _proc_stats(stack.pid)
+                cpu_s, rss = proc_stats(stack.pid)
                 samples.append((now - t0, rss, cpu_s))
                 files, mib = _bag(bag)
                 s = status[-1]
@@ -168,13 +163,7 @@ def main() -> int:
             rclpy.spin_once(node, timeout_sec=max(0.0, min(0.002, next_tick - time.monotonic())))
         elapsed_s = time.monotonic() - t0
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-        stack.send_signal(signal.SIGINT)
-        try:
-            stack.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            stack.kill()
+        stop_stack(node, stack, timeout_s=60)
     s = status[-1]
     files, mib = _bag(bag)
     print(f'RSS slope over the second half: {_slope_per_hour([t for t, _, _ in samples], [r for _, r, _ in samples]):+.1f} '
