@@ -90,6 +90,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
+        self._verdict_msgs: list[Verdict] | None = None
         self._clock_jumps = 0
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
         # catching up on its periods would monitor frames of nothing (unknowns held into violations).
@@ -134,6 +135,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
+        self._verdict_msgs = None       # made for these instances at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -330,11 +332,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         out = VerdictArray(frame=frame, episode_id=self._episode)
         out.header.stamp = time_from_ns(stamp_ns)
         labels, violated, rec = res.verdicts[0].tolist(), res.violated[0].tolist(), res.recovery_verdicts[0].tolist()
-        out.verdicts = [Verdict(property=i.property, instance=i.instance, frame=frame, verdict=labels[d],
-                                mode=Verdict.MODE_VIOLATED if violated[d] else Verdict.MODE_WATCHING,
-                                recovery_verdict=rec[d] if violated[d] else Verdict.VERDICT_PRESUMABLY_FALSE)
-                        for d, i in enumerate(mon.instances)]
-        self._pub_verdicts.publish(out)
+        out.verdicts = self._verdicts(frame, labels, violated, rec)
+        self._pub_verdicts.publish(out)       # serialized here: the messages may change after
         if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
             self._last_metrics = t0
             self._publish_metrics(None, stamp_ns)
@@ -344,6 +343,21 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             self._overruns += 1
+
+    def _verdicts(self, frame: int, labels: list[int], violated: list[bool], rec: list[int]) -> list[Verdict]:
+        """This frame's Verdict messages.  Made once per instance set and
+        updated in place: building a thousand messages (two strings each) a
+        frame cost 2.9 ms of a 10 ms period at 100 Hz."""
+        assert self.monitor is not None
+        if self._verdict_msgs is None:
+            self._verdict_msgs = [Verdict(property=i.property, instance=i.instance)
+                                  for i in self.monitor.instances]
+        for msg, label, bad, r in zip(self._verdict_msgs, labels, violated, rec):
+            msg.frame = frame
+            msg.verdict = label
+            msg.mode = Verdict.MODE_VIOLATED if bad else Verdict.MODE_WATCHING
+            msg.recovery_verdict = r if bad else Verdict.VERDICT_PRESUMABLY_FALSE
+        return self._verdict_msgs
 
     def _lock_phase(self, period_s: float, lag_s: float | None) -> None:
         """Feed this frame's input lag (seconds from the newest robot input's
