@@ -43,7 +43,6 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
 
-ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 TOLERANCE_S = 1.0        # no_forbidden_contact: held(forbidden_contact, 21) at 20 Hz: 20 periods
 FAILSAFE_S = 0.5         # the supervisor's failsafe_staleness_s (its default)
 
@@ -103,16 +102,13 @@ def _compare(minutes: float, busy: int, robot_priority: int) -> int:
 
 def _run(minutes: float, stack_extra: list[str]) -> int:
     import rclpy
-    from geometry_msgs.msg import TransformStamped
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Header
     from std_srvs.srv import Trigger
-    from tf2_msgs.msg import TFMessage
     from trajectory_msgs.msg import JointTrajectory
 
-    from safemanip_ros.msg import Contact, ContactArray, SupervisorAction, VerdictArray
-    from safemanip_ros.nodes.conversions import ns_from_time, time_from_ns
+    from safemanip_ros.msg import SupervisorAction, VerdictArray
+    from safemanip_ros.nodes.conversions import ns_from_time
+    from safemanip_ros.nodes.robot_standin import TOUCH, RobotStandIn
 
     reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
     work = Path(tempfile.mkdtemp(prefix='bench_live-'))
@@ -140,12 +136,10 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, reliable)
     node.create_subscription(VerdictArray, 'verdicts', lambda m: verdict_stamps.append(ns_from_time(m.header.stamp)),
                              reliable)
-    js = node.create_publisher(JointState, 'joint_states', reliable)
-    tf = node.create_publisher(TFMessage, '/tf', reliable)
-    contacts = node.create_publisher(ContactArray, 'contacts', reliable)
+    robot = RobotStandIn(node, qos=reliable)
+    js, contacts = robot.js, robot.contacts
     ack = node.create_client(Trigger, '/supervisor/acknowledge')
     touching = [False]
-    pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
     next_tick = [time.monotonic()]
     first_contact: list[float] = []
 
@@ -153,23 +147,14 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
     last_js = [0.0]
 
     def tick() -> None:
-        stamp = time_from_ns(time.time_ns())
         if joints_on[0]:
             last_js[0] = time.monotonic()
-            js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
-                              position=pose + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = Header(stamp=stamp, frame_id='world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        tf.publish(TFMessage(transforms=[t]))
-        msg = ContactArray(header=Header(stamp=stamp))
-        if touching[0]:
-            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
-            if not first_contact:
-                first_contact.append(time.monotonic())
-                first_contact_wall.append(time.time_ns())
-        contacts.publish(msg)
+        robot.joints_on = joints_on[0]
+        robot.touch(TOUCH if touching[0] else None)
+        if touching[0] and not first_contact:
+            first_contact.append(time.monotonic())
+            first_contact_wall.append(time.time_ns())
+        robot.publish()
 
     def run_for(seconds: float, until=None) -> bool:
         end = time.monotonic() + seconds

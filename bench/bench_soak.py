@@ -35,7 +35,6 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
 
-ARM = [f'robot0_joint{i}' for i in range(1, 8)]
 RATE_HZ = 100.0
 TOUCHED = ('shelf', 'table', 'mug', 'microwave')
 
@@ -81,14 +80,10 @@ def main() -> int:
         args.minutes, args.instances, args.report_s = 1.0, 200, 20.0
 
     import rclpy
-    from geometry_msgs.msg import TransformStamped
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Header
-    from tf2_msgs.msg import TFMessage
 
-    from safemanip_ros.msg import Contact, ContactArray, MonitorStatus
-    from safemanip_ros.nodes.conversions import time_from_ns
+    from safemanip_ros.msg import MonitorStatus
     from safemanip_ros.nodes.qos import RELIABLE
+    from safemanip_ros.nodes.robot_standin import RobotStandIn
 
     work = Path(tempfile.mkdtemp(prefix='bench_soak-'))
     suite = work / 'soak.yaml'
@@ -104,31 +99,15 @@ def main() -> int:
     node = rclpy.create_node('soak_robot')
     status: list[MonitorStatus] = []
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
-    contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
-    pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
+    robot = RobotStandIn(node)
     period = 1.0 / RATE_HZ
     ticks = [0]
 
     def tick() -> None:
-        stamp = time_from_ns(time.time_ns())
-        js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1',
-                                                                      'gripper0_finger_joint2'],
-                              position=pose + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = Header(stamp=stamp, frame_id='world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        tf.publish(TFMessage(transforms=[t]))
         # 0.4 s touching one body, 0.3 s free, the next body: windows of 5-50 frames both hold and fail.
-        phase = ticks[0] % 70
-        msg = ContactArray(header=Header(stamp=stamp))
-        if phase < 40:
-            body = TOUCHED[(ticks[0] // 70) % len(TOUCHED)]
-            msg.contacts = [Contact(body1='robot0_link4', body2=f'{body}_top' if body == 'shelf' else body,
-                                    normal_force_n=5.0)]
-        contacts.publish(msg)
+        body = TOUCHED[(ticks[0] // 70) % len(TOUCHED)]
+        robot.touch(('robot0_link4', f'{body}_top' if body == 'shelf' else body) if ticks[0] % 70 < 40 else None)
+        robot.publish()
         ticks[0] += 1
 
     samples: list[tuple[float, float, float]] = []      # (t_s, rss MiB, cpu s)

@@ -24,23 +24,18 @@ from pathlib import Path
 import pytest
 import rclpy
 from conftest import REPO
-from geometry_msgs.msg import TransformStamped
 from rclpy.executors import SingleThreadedExecutor
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Header
-from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory
 
-from safemanip_ros.msg import Contact, ContactArray, MonitorStatus, SupervisorAction, ViolationEvent
+from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import time_from_ns
 from safemanip_ros.nodes.qos import EVENTS, RELIABLE
+from safemanip_ros.nodes.robot_standin import ARM, POSE, TOUCH, RobotStandIn
 
 pytestmark = pytest.mark.ros
 BIN = Path(sys.executable).parent
 CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
-ARM = [f'robot0_joint{i}' for i in range(1, 8)]
-POSE = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
 PERIOD_S = 0.05
 GROUNDING_OUTPUTS = [f'predicates/{s}:safemanip_ros/msg/PredicateArray:0.5' for s in ('joint_states', 'contacts', 'tf')]
 
@@ -96,9 +91,7 @@ class Robot:
 
     def _make_publishers(self) -> None:
         self.node = rclpy.create_node('robot_driver', context=self.ctx)
-        self.js = self.node.create_publisher(JointState, 'joint_states', RELIABLE)
-        self.tf = self.node.create_publisher(TFMessage, '/tf', RELIABLE)
-        self.contacts = self.node.create_publisher(ContactArray, 'contacts', RELIABLE)
+        self.driver = RobotStandIn(self.node)
 
     def restart_publishers(self) -> None:
         """The robot driver restarts: its node and publishers go away and come back as new ones."""
@@ -109,19 +102,8 @@ class Robot:
         return self.clock_ns if self.sim_time else time.time_ns()
 
     def publish(self, stamp_ns: int) -> None:
-        stamp = time_from_ns(stamp_ns)
-        self.js.publish(JointState(header=Header(stamp=stamp), name=ARM + ['gripper0_finger_joint1',
-                                                                           'gripper0_finger_joint2'],
-                                   position=POSE + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = Header(stamp=stamp, frame_id='world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        self.tf.publish(TFMessage(transforms=[t]))
-        msg = ContactArray(header=Header(stamp=stamp))
-        if self.touching:
-            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
-        self.contacts.publish(msg)
+        self.driver.touching = TOUCH if self.touching else None
+        self.driver.publish(stamp_ns)
 
     def tick(self) -> None:
         if self.sim_time:

@@ -16,15 +16,12 @@ from pathlib import Path
 import pytest
 import rclpy
 from conftest import REPO
-from geometry_msgs.msg import TransformStamped
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
-from sensor_msgs.msg import JointState
-from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory
 
-from safemanip_ros.msg import Contact, ContactArray, SupervisorAction, ViolationEvent
-from safemanip_ros.nodes.conversions import time_from_ns
+from safemanip_ros.msg import SupervisorAction, ViolationEvent
+from safemanip_ros.nodes.robot_standin import RobotStandIn
 
 RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 ARM = [f'robot0_joint{i}' for i in range(1, 8)]
@@ -47,8 +44,8 @@ def test_contact_violation_pauses_the_arm(tmp_path):
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
     pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
-    robot = _Robot(node, pose)
-    js, contacts, touching, tick = robot.js, robot.contacts, robot.touching, robot.tick
+    robot = RobotStandIn(node, pose)
+    js, contacts, tick = robot.js, robot.contacts, robot.publish
 
     def spin(cond, timeout_s=60.0):
         deadline = time.monotonic() + timeout_s
@@ -65,7 +62,7 @@ def test_contact_violation_pauses_the_arm(tmp_path):
             (tmp_path / 'log').read_text()[-3000:]
         spin(lambda: False, timeout_s=1.5)     # the robot runs normally for a while
         assert not actions, [a.reason for a in actions]
-        touching[0] = True
+        robot.touch()
         t_touch = time.monotonic()
         assert spin(lambda: any(a.action == SupervisorAction.ACTION_PAUSE for a in actions) and events), \
             (tmp_path / 'log').read_text()[-3000:]
@@ -85,33 +82,6 @@ def test_contact_violation_pauses_the_arm(tmp_path):
     assert {'/violations', '/supervisor_actions', '/predicates/contacts'} <= topics
 
 
-class _Robot:
-    """The scripted robot: joint states, the end-effector on /tf and contacts,
-    one of each per ``tick()``; ``touching[0]`` makes the arm touch the shelf."""
-
-    def __init__(self, node, pose: list[float]) -> None:
-        self.pose = pose
-        self.touching = [False]
-        self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        self.tf = node.create_publisher(TFMessage, '/tf', RELIABLE)
-        self.contacts = node.create_publisher(ContactArray, 'contacts', RELIABLE)
-
-    def tick(self) -> None:
-        stamp = time_from_ns(time.time_ns())
-        self.js.publish(JointState(header=_hdr(stamp),
-                                   name=ARM + ['gripper0_finger_joint1', 'gripper0_finger_joint2'],
-                                   position=self.pose + [0.04, 0.04], velocity=[0.0] * 9))
-        t = TransformStamped()
-        t.header = _hdr(stamp, 'world')
-        t.child_frame_id = 'gripper0_eef'
-        t.transform.rotation.w = 1.0
-        self.tf.publish(TFMessage(transforms=[t]))
-        msg = ContactArray(header=_hdr(stamp))
-        if self.touching[0]:
-            msg.contacts = [Contact(body1='robot0_link4', body2='shelf_top', normal_force_n=5.0)]
-        self.contacts.publish(msg)
-
-
 def _stop(node, ctx, proc) -> None:
     """Take the test's node down, then stop the stack as Ctrl-C would (it closes its bag)."""
     node.destroy_node()
@@ -121,11 +91,6 @@ def _stop(node, ctx, proc) -> None:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-
-
-def _hdr(stamp, frame=''):
-    from std_msgs.msg import Header
-    return Header(stamp=stamp, frame_id=frame)
 
 
 def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
@@ -150,8 +115,8 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
     node.create_subscription(VerdictArray, 'verdicts',
                              lambda m: live_verdicts.__setitem__(int(m.frame), int(m.verdicts[0].verdict)), RELIABLE)
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
-    robot = _Robot(node, [0.0] * 7)
-    touching, tick = robot.touching, robot.tick
+    robot = RobotStandIn(node, [0.0] * 7)
+    tick = robot.publish
 
     def run_for(seconds):
         end = time.monotonic() + seconds
@@ -169,9 +134,9 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
         assert live_verdicts, (tmp_path / 'log').read_text()[-3000:]
         run_for(1.0)
         for _ in range(2):                      # two touches of 1.5 s: two violations, recovered
-            touching[0] = True
+            robot.touch()
             run_for(1.5)
-            touching[0] = False
+            robot.touch(None)
             run_for(1.0)
     finally:
         _stop(node, ctx, proc)
