@@ -89,3 +89,44 @@ def test_no_node_ends_in_an_internal_error(nodes, data, tmp_path):
         if rc == 2:
             errors = _our_error_lines(text)
             assert len(errors) == 1 and errors[0].startswith(f'{exe}: error:'), (args, text[-3000:])
+
+
+RUN_FLAGS = st.sampled_from(['--config', '--properties', '--only', '--policy', '--controller-topic', '--bag',
+                             '--realtime'])
+RUN_VALUES = st.sampled_from(['', 'nope', '0', '-3', '99', 'a b', '/', '/proc/version/x', '~x', 'config', '.',
+                              'no_forbidden_contact', '[a:b]', 'garbage.yaml', 'empty.yaml', 'folder'])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=st.data())
+def test_safemanip_run_with_a_hostile_flag_never_ends_in_an_internal_error(data, tmp_path):
+    """``safemanip run`` with one of its own flags hostile (a path missing,
+    a folder, garbage YAML, a topic name ROS refuses, a priority out of
+    range): it comes up or exits 2 with one line, never exit 70 or a traceback."""
+    flag, value = data.draw(RUN_FLAGS, label='flag'), data.draw(RUN_VALUES, label='value')
+    (tmp_path / 'garbage.yaml').write_text(': : [\n\x00')
+    (tmp_path / 'empty.yaml').write_text('')
+    (tmp_path / 'folder').mkdir(exist_ok=True)
+    value = str(tmp_path / value) if value in ('garbage.yaml', 'empty.yaml', 'folder') else value
+    args = {'--config': str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--bag': str(tmp_path / 'bag'),
+            flag: value}
+    cmd = [str(BIN / 'safemanip'), 'run', '--no-camera', *[a for k, v in args.items() for a in (k, v)]]
+    log = tmp_path / 'run.log'
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+        try:
+            rc: int | None = proc.wait(timeout=UP_S * 2)
+        except subprocess.TimeoutExpired:
+            rc = None
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    text = log.read_text()
+    assert 'Traceback' not in text and rc != 70, (cmd, text[-3000:])
+    if rc is not None and rc != 0:
+        assert rc == 2, (cmd, rc, text[-3000:])
+        errors = [line for line in _our_error_lines(text) if line.startswith('safemanip')]
+        assert len(errors) == 1, (cmd, text[-3000:])
