@@ -197,3 +197,20 @@ def test_check_refuses_an_atom_the_trace_never_gives(tmp_path):
     batch.write_text('[{"b": true}]\n[{"b": false}, {"b": true}]\n')
     proc = run_cli('check', 'F a', '--batch', str(batch))
     assert proc.returncode == 2 and "reads 'a'" in proc.stderr
+
+
+def test_every_option_of_every_subcommand_says_what_it_does():
+    """``--help`` is complete: no option or argument without a line of help."""
+    import argparse
+
+    from safemanip_ros.cli.main import build_parser
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, [*path, name])
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                yield ' '.join(path), action.option_strings or action.dest
+
+    assert list(walk(build_parser(), [])) == []

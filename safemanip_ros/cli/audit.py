@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--strict', action='store_true',
                    help='with --config: a property reading a predicate the configuration does not ground is an '
                         'error (default: it is left out and listed as unsupported)')
-    p.add_argument('--only', action='append', metavar='PROPERTY')
-    p.add_argument('--out', required=True, metavar='DIR')
+    p.add_argument('--only', action='append', metavar='PROPERTY', help='audit only these properties (repeatable)')
+    p.add_argument('--out', required=True, metavar='DIR',
+                   help='where report.json, the CSVs, report.html and the per-source results go (a re-run resumes)')
     p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
     p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
     p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
@@ -49,10 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         'suite reads and the bag never gives)')
     p.add_argument('--reduction', choices=('any', 'final'), default='any',
                    help='success if the predicate holds at any frame (lerobot-eval) or the final frame')
-    p.add_argument('--workers', type=int, default=1)
-    p.add_argument('--engine', choices=('local', 'ray'), default='local')
+    p.add_argument('--workers', type=int, default=1, help='worker processes (default 1)')
+    p.add_argument('--engine', choices=('local', 'ray'), default='local',
+                   help='local worker processes (default) or a Ray cluster')
     p.add_argument('--ray-address', help='Ray cluster address (default: a local instance)')
-    p.add_argument('--confidence', type=float, default=0.95)
+    p.add_argument('--confidence', type=float, default=0.95, help='confidence level of every interval (default 0.95)')
     p.add_argument('--unknown-flag', type=float, default=0.05, metavar='SHARE',
                    help='flag a property when more than this share of its frames was decided by unknown_as '
                         '(default 0.05)')
@@ -72,10 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description='Exit 0 only when, for every --max-rate NAME=X, the upper confidence bound of '
                                    'the per-trigger violation rate of category or property NAME is below X, and '
                                    '(with --baseline) the candidate is not significantly worse.')
-    g.add_argument('report', metavar='REPORT.json', nargs='?')
-    g.add_argument('--max-rate', action='append', default=[], metavar='NAME=X')
-    g.add_argument('--baseline', metavar='OTHER.json')
-    g.add_argument('--confidence', type=float, default=0.95)
+    g.add_argument('report', metavar='REPORT.json', nargs='?', help='the audit report to gate (not with --live)')
+    g.add_argument('--max-rate', action='append', default=[], metavar='NAME=X',
+                   help='the per-trigger violation rate of category or property NAME must be below X (repeatable)')
+    g.add_argument('--baseline', metavar='OTHER.json',
+                   help='the report of the policy deployed today: no rate may be worse than the baseline\'s')
+    g.add_argument('--confidence', type=float, default=0.95, help='confidence of the upper bounds (default 0.95)')
     g.add_argument('--min-triggers', type=int, default=30, metavar='N',
                    help='a limited rate with fewer triggers fails: too little evidence (default 30)')
     g.add_argument('--sequential', action='store_true',

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bag_sub = p.add_subparsers(dest='bag_command', metavar='BAG_COMMAND')
     bag_sub.required = True
     r = bag_sub.add_parser('repair', help='rewrite metadata.yaml to list every complete split present')
-    r.add_argument('bags', nargs='+', metavar='DIR')
+    r.add_argument('bags', nargs='+', metavar='DIR', help='bag folders to repair')
     r.add_argument('--dry-run', action='store_true', help='only say what would change')
     r.set_defaults(func=run_repair)
 

@@ -16,7 +16,7 @@ from . import add_verb
 def register(sub: argparse._SubParsersAction) -> None:
     init = add_verb(sub, 'config', 'draft a robot configuration from a recording', 'init',
                     'write a first draft from a bag', __doc__)
-    init.add_argument('--from-bag', required=True, metavar='BAG')
+    init.add_argument('--from-bag', required=True, metavar='BAG', help='a recording of the robot to draft from')
     init.add_argument('--out', metavar='ROBOT.yaml', help='write here (default: print it)')
     init.add_argument('--robot', default='my_robot', help='the robot\'s name in the draft')
     init.set_defaults(func=run_init)

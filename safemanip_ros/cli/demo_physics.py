@@ -43,7 +43,8 @@ def register_options(p: argparse.ArgumentParser) -> None:
     p.add_argument('--out', metavar='DIR', help='bags, logs and the audit report (default: demo_output/<time>)')
     p.add_argument('--episodes', type=int, default=len(DEMO_EPISODES),
                    help=f'how many of the demo episodes to run (default {len(DEMO_EPISODES)})')
-    p.add_argument('--episode-timeout-s', type=float, default=120.0)
+    p.add_argument('--episode-timeout-s', type=float, default=120.0,
+                   help='give up on an episode that has not finished after this long (default 120 s)')
     p.add_argument('--perception', default='truth', choices=['truth', 'realistic', 'double'],
                    help="object poses as the simulator knows them (truth) or as a camera tracker "
                         "publishes them: noisy, 10 Hz, late, some missed (realistic; double: twice the "

@@ -18,7 +18,7 @@ from ..resources import default_suites
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser('doctor', help='check a robot configuration\'s names against a bag or the live graph',
                        description=__doc__.split('\n\n')[0].split(': ', 1)[1] if __doc__ else None)
-    p.add_argument('--config', required=True, metavar='ROBOT.yaml')
+    p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='the robot configuration to check')
     p.add_argument('bag', nargs='?', metavar='BAG', help='a rosbag2 bag holding the raw inputs')
     p.add_argument('--live', action='store_true', help='listen to the live graph instead of reading a bag')
     p.add_argument('--listen-s', type=float, default=3.0, help='--live: how long to listen (seconds)')

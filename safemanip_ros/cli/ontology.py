@@ -16,7 +16,7 @@ from . import add_verb
 def register(sub: argparse._SubParsersAction) -> None:
     show = add_verb(sub, 'ontology', 'show what an ontology type or a scene entity ends up with', 'show',
                     'a type\'s values along kind, hazard, affordance and role', __doc__)
-    show.add_argument('name', metavar='TYPE_OR_ENTITY')
+    show.add_argument('name', metavar='TYPE_OR_ENTITY', help='an ontology type or a scene entity')
     show.add_argument('--config', metavar='ROBOT.yaml', help='use this configuration\'s ontology layers and '
                       'entities (NAME may then be an entity id)')
     show.add_argument('--ontology', action='append', metavar='FILE.yaml', help='user ontology layered on top')

@@ -13,8 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser('predicates', help='list the grounded predicates of a robot configuration',
                        description='Load a robot/scene configuration (config/robots/*.yaml) and list every '
                                    'predicate its grounding sources publish, with its meaning.')
-    p.add_argument('--config', required=True, metavar='ROBOT.yaml')
-    p.add_argument('--json', action='store_true')
+    p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='the robot configuration')
+    p.add_argument('--json', action='store_true', help='print JSON (default: a readable table)')
     p.set_defaults(func=run)
 
 

@@ -29,8 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--strict', action='store_true',
                    help='a property reading a predicate the configuration does not ground is an error (default: '
                         'it is not run and is listed as unsupported)')
-    p.add_argument('--policy', default=str(CONFIG / 'params' / 'supervisor_policy.yaml'), metavar='POLICY.yaml')
-    p.add_argument('--controller-topic', default='joint_trajectory_controller/joint_trajectory')
+    p.add_argument('--policy', default=str(CONFIG / 'params' / 'supervisor_policy.yaml'), metavar='POLICY.yaml',
+                   help='the supervisor\'s responses per property and category (default: config/params)')
+    p.add_argument('--controller-topic', default='joint_trajectory_controller/joint_trajectory',
+                   help='where the supervisor sends its holds (trajectory_msgs/JointTrajectory)')
     p.add_argument('--bag', metavar='DIR', help='record to this bag (default: bags/safemanip_<time>)')
     p.add_argument('--no-record', action='store_true', help='do not record a bag')
     p.add_argument('--no-supervisor', action='store_true', help='monitor only: no pause/retract commands')
