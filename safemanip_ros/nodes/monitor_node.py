@@ -425,15 +425,17 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
         inst = self.monitor.instances[d]
-        snap = self.monitor.snapshot(0)
+        # Two counts of rollout 0, read directly: a whole snapshot per event (every instance's counts as
+        # tuples) took a quarter of the frame time with a thousand instances.
+        violations, frames = int(self.monitor.violations[d, 0]), int(self.monitor.frames[0])
         period_ns = self._frame_clock.period_ns
         msg = ViolationEvent(event=kind, property=inst.property, instance=inst.instance, category=inst.category,
                              severity=SEVERITY[inst.severity], episode_id=self._episode, start_frame=start,
                              end_frame=end, recovered=recovered,
-                             count=snap.violations[d])
+                             count=violations)
         msg.binding = [KeyValue(key=k, value=v) for k, v in inst.binding]
         msg.header.stamp = time_from_ns(stamp_ns)
-        frame_now = snap.frames - 1
+        frame_now = frames - 1
         msg.start_stamp = time_from_ns(stamp_ns - (frame_now - start) * period_ns)
         msg.end_stamp = time_from_ns(stamp_ns - (frame_now - end) * period_ns)
         self._pub_events.publish(msg)
