@@ -55,6 +55,22 @@ VALUES = st.sampled_from(['-5.0', '.nan', '.inf', '-.inf', '1e308', '0', '-1', '
                           '[a, b]', 'true', '10', '1e-300', "'/proc/version/x.yaml'", '99999999999', "['']"])
 
 
+def _exit_or_up(cmd: list[str], log: Path, up_s: float, cwd: Path) -> int | None:
+    """Run ``cmd`` (output to ``log``): its exit code, or None when it is
+    still running after ``up_s`` (it came up; it is then stopped)."""
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+        try:
+            return proc.wait(timeout=up_s)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            return None
+
+
 def _our_error_lines(text: str) -> list[str]:
     """Lines of ours that say error (rcl's and rclpy's own log lines left out)."""
     return [line for line in text.splitlines() if 'error' in line.lower() and not line.startswith('[')]
@@ -71,17 +87,7 @@ def test_no_node_ends_in_an_internal_error(nodes, data, tmp_path):
     params = [p for p in base if not p.startswith(f'{name}:=')] + [f'{name}:={value}']
     args = [str(BIN / exe), '--ros-args', *[a for p in params for a in ('-p', p)]]
     log = tmp_path / f'{exe}.log'
-    with open(log, 'w') as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, text=True)
-        try:
-            rc: int | None = proc.wait(timeout=UP_S)
-        except subprocess.TimeoutExpired:
-            rc = None                      # up: the value was taken
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    rc = _exit_or_up(args, log, UP_S, tmp_path)
     text = log.read_text()
     assert 'Traceback' not in text, (args, text[-3000:])
     if rc is not None:
@@ -113,17 +119,7 @@ def test_safemanip_run_with_a_hostile_flag_never_ends_in_an_internal_error(data,
             flag: value}
     cmd = [str(BIN / 'safemanip'), 'run', '--no-camera', *[a for k, v in args.items() for a in (k, v)]]
     log = tmp_path / 'run.log'
-    with open(log, 'w') as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-        try:
-            rc: int | None = proc.wait(timeout=UP_S * 2)
-        except subprocess.TimeoutExpired:
-            rc = None
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    rc = _exit_or_up(cmd, log, UP_S * 2, tmp_path)
     text = log.read_text()
     assert 'Traceback' not in text and rc != 70, (cmd, text[-3000:])
     if rc is not None and rc != 0:
