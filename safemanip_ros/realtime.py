@@ -92,11 +92,6 @@ def _remember(state: RealtimeState) -> RealtimeState:
     return state
 
 
-def realtime_state() -> RealtimeState:
-    """What the last :func:`enable_realtime` of this process achieved (nothing: not asked)."""
-    return _STATE
-
-
 def background_thread() -> None:
     """Called first in a thread that does background work (writing a bag,
     sending alerts): back to normal scheduling, so it never competes with

@@ -45,7 +45,7 @@ from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
 from .report import timeline_fields, timeline_svg
-from .rollouts import AuditInputError, Rollout, discover, is_bag, read_bag, read_jsonl
+from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, is_bag, read_bag, read_jsonl
 from .schema import SourceResult
 from .stored import detached
 
@@ -162,7 +162,7 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
                         allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads)
     if p.is_file() and p.suffix == '.jsonl':
         return read_jsonl(p, predicates, cfg.allow_unknown_predicates)
-    if p.is_dir() and any(f.suffix in ('.mcap', '.db3') for f in p.iterdir()):
+    if p.is_dir() and any(f.suffix in SPLIT_SUFFIXES for f in p.iterdir()):
         raise AuditInputError(f'{path}: a recording without metadata.yaml (did it finish?); its split files cannot '
                               f'be read without it')
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')

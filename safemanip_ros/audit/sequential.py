@@ -148,14 +148,21 @@ def replay(test: SequentialTest, batches: list[tuple[int, int]]) -> Replay:
                   float(test.log_evidence(n, k, above=True)) if n else 0.0)
 
 
-def entry_batches(entry: dict[str, Any], unit: str) -> list[tuple[int, int]]:
-    """A report entry's (property's or category's) rollouts as replay batches,
-    in report order: ``(1, violated)`` per rollout, or ``(triggers,
-    violations)`` per rollout for the trigger unit."""
-    v, n = entry['clusters']['violations'], entry['clusters']['triggers']
+def observed(triggers: int, violations: int, unit: str) -> tuple[int, int]:
+    """One rollout's (observations, violations) in ``unit``: ``(1,
+    violated)`` for the rollout unit, ``(triggers, violations)`` (at most one
+    violation per trigger) for the trigger unit — the same rule for a
+    report replayed and for a live gate."""
     if unit == 'rollout':
-        return [(1, int(vi > 0)) for vi in v]
-    return [(int(ni), min(int(vi), int(ni))) for vi, ni in zip(v, n)]
+        return 1, int(violations > 0)
+    return int(triggers), min(int(violations), int(triggers))
+
+
+def entry_batches(entry: dict[str, Any], unit: str) -> list[tuple[int, int]]:
+    """A report entry's (property's or category's) rollouts as replay
+    batches (:func:`observed`), in report order."""
+    v, n = entry['clusters']['violations'], entry['clusters']['triggers']
+    return [observed(ni, vi, unit) for vi, ni in zip(v, n)]
 
 
 @dataclass
@@ -330,7 +337,7 @@ class CanaryGate:
             if not rows:
                 continue          # this rollout never ran the limited property
             trig, viol = sum(t for t, _ in rows), sum(min(v, t) for t, v in rows)
-            obs, bad = (1, int(viol > 0)) if self.unit == 'rollout' else (trig, viol)
+            obs, bad = observed(trig, viol, self.unit)
             # A gate of one robot on the monitor's own topics has robot '' (= POOLED): counted once.
             for key in dict.fromkeys(((robot, name), (POOLED, name))):
                 s = self.streams.setdefault(key, _Stream())

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..audit.sequential import POOLED, CanaryGate
 from ..errors import SafemanipError
 from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
@@ -64,20 +65,16 @@ class Canary:
     def state_file(self) -> Path:
         return self.folder / 'gate_state.json'
 
-    def counted(self) -> int:
-        """Rollouts the live gate has counted (its persisted state)."""
+    def state(self) -> CanaryGate:
+        """The live gate's persisted state (empty before the gate wrote it)."""
         try:
-            return len(json.loads(self.state_file.read_text())['seen'])
+            return CanaryGate.from_json(json.loads(self.state_file.read_text()))
         except (OSError, ValueError, KeyError):
-            return 0
+            return CanaryGate({LIMIT[0]: LIMIT[1]}, UNIT, ALPHA)
 
-    def pooled(self) -> dict:
-        """The live gate's pooled stream of the limit (empty before the first rollout)."""
-        try:
-            streams = json.loads(self.state_file.read_text())['streams']
-        except (OSError, ValueError, KeyError):
-            return {}
-        return next((s for s in streams if s['robot'] == '' and s['name'] == LIMIT[0]), {})
+    def counted(self) -> int:
+        """Rollouts the live gate has counted."""
+        return len(self.state().seen)
 
 
 def _start_gate(canary: Canary) -> None:
@@ -166,10 +163,10 @@ def run(args: argparse.Namespace) -> int:
                 hit = sorted({v['property'] for v in violations})
                 canary.violated += bool(hit)
                 _wait_counted(canary)
-                s = canary.pooled()
+                s = canary.state().stream(POOLED, LIMIT[0])
                 _say(f'[{canary.name} {canary.rollouts}] {truth["frames"]} frames, labelled '
                      f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
-                     f'{s.get("decision") or "undecided"} ({s.get("violations", 0)} of {s.get("observations", 0)} '
+                     f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
                      f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
         for canary in canaries:
             assert canary.gate is not None
@@ -187,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     for canary, want in zip(canaries, ('PASS', 'FAIL')):
         assert canary.gate is not None
         live = GATE_EXIT.get(canary.gate.returncode, f'exit {canary.gate.returncode}')
-        after = canary.pooled().get('decided_after')
+        after = canary.state().stream(POOLED, LIMIT[0]).decided_after
         offline, offline_after, problem = _offline(canary)
         agree = (offline, offline_after) == (live, after)
         ok &= live == want and agree

@@ -386,7 +386,9 @@ def _projected(layer_sizes: list[int], n_states: int, delay_frames: int) -> floa
     if remaining <= 0 or len(layer_sizes) <= GROWTH_LAYERS:
         return 0.0
     last = layer_sizes[-GROWTH_LAYERS - 1:]
-    ratio = min(b / a for a, b in zip(last, last[1:]) if a) if all(last[:-1]) else 0.0
+    if not all(last[:-1]):
+        return 0.0
+    ratio = min(b / a for a, b in zip(last, last[1:]))
     if ratio < GROWTH_RATIO:
         return 0.0
     return float(n_states + last[-1] * ratio ** min(remaining, 1000))

@@ -108,10 +108,8 @@ class GateNode(RosParameters, Node):
                 raise ParameterError(f'rebuild_from: {exc.one_line()}') from None
             counted = sum(self.gate.add_rollout(robot, episode, rows) for _, robot, episode, rows in recorded)
             self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
-            if self.state_file is not None:
-                write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
         if self.state_file is not None:
-            try:        # written now, so a state that cannot be kept stops the gate before any rollout
+            try:        # written now (with what was rebuilt), so a state that cannot be kept stops the gate at start
                 write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
             except OSError as exc:
                 raise ParameterError(f'state_file {self.state_file}: cannot be written ({exc.strerror})') from None

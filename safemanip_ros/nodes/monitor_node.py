@@ -91,7 +91,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
         self._verdict_msgs: list[Verdict] | None = None
-        self._clock_jumps = 0
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
         # catching up on its periods would monitor frames of nothing (unknowns held into violations).
         # The schedule restarts at the new time instead (a stalled tick, where time passed with samples
@@ -521,7 +520,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_diag.publish(arr)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
-        self._clock_jumps += 1
         self._frame_clock.restart()
         self.get_logger().warning(f'the clock jumped {jump.delta.nanoseconds * 1e-9:+.3f} s (/clock): the frame '
                                   f'schedule restarts at the new time; the periods of the jump are not monitored')
