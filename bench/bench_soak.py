@@ -16,6 +16,7 @@ bounded (split files and bytes grow linearly with time, none left open).
 
     python bench/bench_soak.py                      # 60 minutes
     python bench/bench_soak.py --minutes 3          # a short look
+    python bench/bench_soak.py --realtime           # the stack under SCHED_FIFO
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main() -> int:
     ap.add_argument('--instances', type=int, default=1000)
     ap.add_argument('--report-s', type=float, default=30.0)
     ap.add_argument('--quick', action='store_true', help='1 minute, 200 instances (smoke test)')
+    ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
+    ap.add_argument('--profile', metavar='FILE', help='run the stack under cProfile, its statistics to FILE')
     args = ap.parse_args()
     if args.quick:
         args.minutes, args.instances, args.report_s = 1.0, 200, 20.0
@@ -90,10 +93,11 @@ def main() -> int:
     generated_suite(suite, args.instances)
     bag = work / 'bag'
     log = open(work / 'stack.log', 'w')
-    stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
+    under = [sys.executable, '-m', 'cProfile', '-o', args.profile] if args.profile else []
+    stack = subprocess.Popen([*under, str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--properties', str(suite),
                               '--no-camera', '--no-supervisor', '--bag', str(bag), '--reliable-inputs',
-                              '--ros-args', '-p', f'rate_hz:={RATE_HZ}'],
+                              *(['--realtime'] if args.realtime else []), '--ros-args', '-p', f'rate_hz:={RATE_HZ}'],
                              stdout=log, stderr=subprocess.STDOUT)
     rclpy.init()
     node = rclpy.create_node('soak_robot')
@@ -122,7 +126,7 @@ def main() -> int:
         t0 = time.monotonic()
         next_tick, next_report = t0, t0
         print(f'== bench_soak: {args.minutes:g} min at {RATE_HZ:g} Hz, {status[-1].instances} property instances, '
-              f'recording to {bag}', flush=True)
+              f'recording to {bag}{", --realtime" if args.realtime else ""}', flush=True)
         end = t0 + args.minutes * 60
         while time.monotonic() < end:
             now = time.monotonic()

@@ -4,7 +4,7 @@ hand-computed traces: every branch, live and batch."""
 from __future__ import annotations
 
 import pytest
-from monitor_helpers import prop, run_live, run_signals, simple_suite
+from monitor_helpers import frames_from_strings, prop, run_live, run_signals, simple_suite
 
 
 def result_of(tmp_path, signals, **kw):
@@ -207,3 +207,21 @@ def test_episodes_read_like_the_list_of_named_tuples(tmp_path):
         hash(eps)
     none = result_of(tmp_path, {'a': '0000', 'b': '0000'}).episodes
     assert len(none) == 0 and not none and none == [] and none.as_dicts() == [] and list(none) == []
+
+
+def test_an_hour_of_violations_keeps_compact_records(tmp_path):
+    """A live episode that runs for hours closes a few violation episodes most
+    frames: they are merged into one record set as they accumulate (memory
+    a few bytes per episode, not a small array each), with the same result."""
+    from safemanip_ros.monitor import core
+    n = 3 * core._COMPACT_CHUNKS + 7                  # closed episodes, one per two frames
+    signals = {'a': '10' * n, 'b': '01' * n}
+    r = result_of(tmp_path, signals)                  # batch and live (step by step) agree
+    assert episodes(r) == [(2 * k, 2 * k + 1, True) for k in range(n)]
+    iset = simple_suite(tmp_path, prop())
+    mon = core.Monitor(iset)
+    values, unknown = frames_from_strings(mon.predicates, signals)
+    for k in range(2 * n):
+        mon.step(values[k], unknown[k])
+        assert len(mon._episode_chunks) < core._COMPACT_CHUNKS
+    assert sum(ch[0].size for ch in mon._episode_chunks) == n

@@ -20,6 +20,7 @@ from lifecycle_msgs.srv import ChangeState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
+from safemanip_ros.cli.watch import VerdictBoard
 from safemanip_ros.msg import MonitorMetrics, MonitorStatus, VerdictArray, ViolationEvent
 from safemanip_ros.nodes.conversions import predicate_array
 
@@ -98,13 +99,25 @@ def test_monitor_node_end_to_end(monitor_proc, client):
         return False
 
     assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
-    assert not events and all(v.verdict != 0 for v in verdicts[-1].verdicts)
+    board = VerdictBoard()
+    for m in verdicts:
+        board.update(m)
+    assert not events and len(board) == 3 and all(v.verdict != 0 for v in board.by_instance.values())
+    # An episode's first frame lists every instance; a frame in which nothing changed lists none.
+    assert verdicts[0].frame == 0 and len(verdicts[0].verdicts) == 3
+    assert any(not m.verdicts for m in verdicts[1:])
     assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access',
                                                    'safemanip/callbacks', 'safemanip/timing',
                                                    'safemanip/unsupported'}
     frames['reach_in_microwave'] = True        # gripper enters a closed microwave
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
     opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
+    # The frame that opened it lists the instance whose mode changed (and, unless a full set was due, only it);
+    # a frame caught up late is not published, its changes go out with the next one.
+    assert spin_publish(lambda: any(m.frame >= opened.start_frame for m in verdicts))
+    at_open = next(m for m in verdicts if m.frame >= opened.start_frame)
+    assert 'reach_in_fixture_only_when_fully_open[fixture=microwave]' in {v.instance for v in at_open.verdicts}
+    assert len(at_open.verdicts) in (1, 3)
     assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
     assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
     assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]

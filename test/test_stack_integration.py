@@ -111,9 +111,17 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
     ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     live_verdicts: dict[int, int] = {}
+    current: list[int] = []
     events = []
-    node.create_subscription(VerdictArray, 'verdicts',
-                             lambda m: live_verdicts.__setitem__(int(m.frame), int(m.verdicts[0].verdict)), RELIABLE)
+
+    def on_verdicts(m: VerdictArray) -> None:
+        # The monitor lists the instance when it changes (and every second): known from its first listing on.
+        if m.verdicts:
+            current[:] = [int(m.verdicts[0].verdict)]
+        if current:
+            live_verdicts[int(m.frame)] = current[0]
+
+    node.create_subscription(VerdictArray, 'verdicts', on_verdicts, RELIABLE)
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
     robot = RobotStandIn(node, [0.0] * 7)
     tick = robot.publish

@@ -56,3 +56,17 @@ def test_watch_once_times_out_clearly():
     proc = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '1'],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and 'no verdicts on /verdicts within 1.0 s' in proc.stderr
+
+
+def test_the_board_merges_changed_verdicts_into_the_full_set():
+    """The monitor lists every instance now and then, the changed ones between:
+    the table is their merge, and a new episode starts it afresh."""
+    from safemanip_ros.cli.watch import VerdictBoard
+    board = VerdictBoard()
+    board.update(VerdictArray(episode_id='e1', frame=0, verdicts=[Verdict(instance='a', verdict=3),
+                                                                  Verdict(instance='b', verdict=3)]))
+    board.update(VerdictArray(episode_id='e1', frame=1, verdicts=[Verdict(instance='b', verdict=0, mode=1)]))
+    board.update(VerdictArray(episode_id='e1', frame=2, verdicts=[]))
+    assert len(board) == 2 and board.by_instance['a'].verdict == 3 and board.by_instance['b'].mode == 1
+    board.update(VerdictArray(episode_id='e2', frame=0, verdicts=[Verdict(instance='a', verdict=1)]))
+    assert list(board.by_instance) == ['a'] and board.by_instance['a'].verdict == 1

@@ -4,7 +4,11 @@ Subscribes to the monitor's ``verdicts``, ``violations`` and ``status`` and
 the supervisor's ``supervisor_actions`` and redraws a compact table twice a
 second: every property instance with its verdict and mode, then the most
 recent violation events and supervisor actions.  ``--once`` prints one
-snapshot as soon as verdicts arrive and exits (for scripts and logs).
+snapshot as soon as every instance's verdict has arrived and exits (for
+scripts and logs).
+
+The monitor publishes every instance's verdict now and then and, between,
+only those that changed: the table is their merge within the episode.
 """
 
 from __future__ import annotations
@@ -14,9 +18,36 @@ import os
 import sys
 import time
 from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
 
 VERDICTS = {0: 'FALSE', 1: 'true', 2: 'presumably false', 3: 'presumably true'}
 ACTIONS = {0: 'log', 1: 'alert', 2: 'PAUSE', 3: 'RETRACT', 4: 'STOP', 5: 'resume'}
+
+
+FULL_SET_WAIT_S = 1.5
+"""``--once``: how long to wait past the first verdicts for the rest of the
+instances (the monitor lists them all at least every second by default)."""
+
+
+@dataclass
+class VerdictBoard:
+    """Every instance's newest Verdict within the current episode, merged
+    from the monitor's VerdictArray messages (each lists all instances or
+    only those that changed); a new episode id starts a new board."""
+
+    episode_id: str | None = None
+    by_instance: dict[str, Any] = field(default_factory=dict)
+
+    def update(self, msg: Any) -> None:
+        if msg.episode_id != self.episode_id:
+            self.episode_id = msg.episode_id
+            self.by_instance = {}
+        for v in msg.verdicts:
+            self.by_instance[v.instance] = v
+
+    def __len__(self) -> int:
+        return len(self.by_instance)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,16 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def render(verdicts, status, events, actions, width: int = 100) -> str:
+def render(board: VerdictBoard | None, status, events, actions, width: int = 100) -> str:
     lines = []
     if status is not None:
         lines.append(f'episode {status.episode_id or "-"}  frames {status.frames}  overruns {status.overruns}  '
                      f'violated {status.violated}/{status.instances}  unknown predicates: '
                      f'{", ".join(status.unknown_predicates[:6]) or "none"}'
                      f'{" ..." if len(status.unknown_predicates) > 6 else ""}')
-    if verdicts is not None:
+    if board is not None:
         lines.append(f'{"property instance":60s} {"verdict":17s} mode')
-        for v in sorted(verdicts.verdicts, key=lambda v: (v.mode == 0, v.instance)):
+        for v in sorted(board.by_instance.values(), key=lambda v: (v.mode == 0, v.instance)):
             mark = '!!' if v.mode == 1 else '  '
             lines.append(f'{mark}{v.instance[:58]:58s} {VERDICTS.get(v.verdict, "?"):17s} '
                          f'{"VIOLATED" if v.mode == 1 else "watching"}')
@@ -59,12 +90,17 @@ def run(args: argparse.Namespace) -> int:
     from safemanip_ros.msg import MonitorStatus, SupervisorAction, VerdictArray, ViolationEvent
 
     from ..nodes.qos import RELIABLE as qos
-    state = {'verdicts': None, 'status': None}
+    state: dict[str, Any] = {'verdicts': None, 'status': None}
+    board = VerdictBoard()
+
+    def on_verdicts(msg: Any) -> None:
+        board.update(msg)
+        state['verdicts'] = board
     events: deque = deque(maxlen=args.recent)
     actions: deque = deque(maxlen=args.recent)
     rclpy.init()
     node = rclpy.create_node('safemanip_watch')
-    node.create_subscription(VerdictArray, 'verdicts', lambda m: state.__setitem__('verdicts', m), qos)
+    node.create_subscription(VerdictArray, 'verdicts', on_verdicts, qos)
     node.create_subscription(MonitorStatus, 'status', lambda m: state.__setitem__('status', m), qos)
     node.create_subscription(ViolationEvent, 'violations', lambda m: events.append(m), qos)
     node.create_subscription(SupervisorAction, 'supervisor_actions', lambda m: actions.append(m), qos)
@@ -73,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
             deadline = time.monotonic() + args.timeout_s
             while state['verdicts'] is None and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.05)
+            rest_deadline = time.monotonic() + FULL_SET_WAIT_S
+            while state['verdicts'] is not None and time.monotonic() < rest_deadline and not (
+                    state['status'] is not None and len(board) >= state['status'].instances):
+                rclpy.spin_once(node, timeout_sec=0.02)
             for _ in range(10):   # let events of the same moment arrive
                 rclpy.spin_once(node, timeout_sec=0.02)
             if state['verdicts'] is None:

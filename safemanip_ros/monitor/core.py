@@ -262,6 +262,12 @@ def _compiled(inst: Instance, cache_dir: str | Path | None) -> tuple[DFA, DFA]:
         raise SpecError(f'{inst.instance}: {err}') from err
 
 
+_COMPACT_CHUNKS = 256
+"""Closed-episode chunks kept before they are merged into one
+(:meth:`Monitor._compact_chunks`): merging costs one copy of every episode
+kept, so it runs once per this many chunks."""
+
+
 class Monitor:
     """Runs the instances of an :class:`InstanceSet` over ``batch`` rollouts."""
 
@@ -431,6 +437,8 @@ class Monitor:
                 starts = self.open_start[ds, bs]
                 self.unsafe[ds, bs] += t[bs] - starts + 1
                 self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
+                if len(self._episode_chunks) >= _COMPACT_CHUNKS:
+                    self._compact_chunks()
                 closed_at = (bs, ds, starts)
                 self.open_start = np.where(closed, -1, self.open_start)
         self.frames += act
@@ -510,6 +518,14 @@ class Monitor:
             out.extend(dict(zip(names, map(counts.__getitem__, cols)))
                        for names, cols in zip(self._needs_names, self._needs_lists))
         return out
+
+    def _compact_chunks(self) -> None:
+        """Merge the closed-episode chunks into one (33 bytes an episode).  A
+        live episode that runs for hours closes a chunk of a few violation
+        episodes most frames; kept as tiny arrays each, they cost ~700 bytes
+        an episode and the monitor's memory grows by tens of MiB an hour."""
+        chunks = self._episode_chunks
+        self._episode_chunks = [tuple(np.concatenate([ch[i] for ch in chunks]) for i in range(5))]
 
     def _collect_episodes(self, which: np.ndarray, rollouts: np.ndarray) -> list[Episodes]:
         """Closed episodes of the rollouts in ``which`` (removed from the

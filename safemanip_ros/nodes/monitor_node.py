@@ -8,8 +8,10 @@
   on the ``predicate_topics`` (sample-and-hold within ``staleness_s``,
   *unknown* beyond it or when published as unknown — SEMANTICS.md §1), runs
   :class:`~safemanip_ros.monitor.core.Monitor`, and publishes
-  ``verdicts`` (VerdictArray), ``violations`` (ViolationEvent, on open and
-  close), ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
+  ``verdicts`` (VerdictArray: every instance on an episode's first frame
+  and at least every ``verdicts_full_period_s``, between them the instances
+  whose verdict, mode or recovery verdict changed; 0: every instance on
+  every frame), ``violations`` (ViolationEvent, on open and close), ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
   at episode end; the final ones also on ``metrics/final``, latched),
   ``status`` (MonitorStatus) and ``/diagnostics``
   (OK/WARN/ERROR per category);
@@ -64,6 +66,8 @@ SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVE
 CLOCK_JUMP_NS = 1_000_000_000
 """A forward step of the clock between two consecutive ``/clock`` messages at
 least this long (or any backward step) is a jump, not time passing."""
+LOGGED_EVENTS = 8
+"""Events of one kind named in a frame's log line; the rest are counted."""
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates']
 
@@ -80,6 +84,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.declare_parameter('predicate_topics', DEFAULT_TOPICS)
         self.declare_parameter('staleness_s', 0.25)
         self.declare_parameter('metrics_period_s', 1.0)
+        # A thousand instances' full verdicts every frame cost more than a 100 Hz period to publish (and
+        # 14 GB an hour of bag); what changed is what a subscriber needs, the whole set now and then.
+        self.declare_parameter('verdicts_full_period_s', 1.0)
         self.declare_parameter('autostart', False)
         self.declare_parameter('arming_timeout_s', 10.0)
         # Sampling in-process grounding (safemanip run) on the system clock, the
@@ -91,6 +98,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
         self._verdict_msgs: list[Verdict] | None = None
+        self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
+        self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
         # catching up on its periods would monitor frames of nothing (unknowns held into violations).
         # The schedule restarts at the new time instead (a stalled tick, where time passed with samples
@@ -135,6 +144,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
         self._verdict_msgs = None       # made for these instances at the next frame
+        self._verdict_codes = None      # and all of them published then
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -142,6 +152,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0)
             check_range(self, 'staleness_s', 0.0, 3600.0)
             check_range(self, 'metrics_period_s', MIN_PERIOD_S, 3600.0)
+            check_range(self, 'verdicts_full_period_s', 0.0, 3600.0)
             self._arming = Arming(check_range(self, 'arming_timeout_s', 0.0, 3600.0))
             self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
             self._set_monitor(self._build())
@@ -330,33 +341,51 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         frame = int(res.frame[0])
         out = VerdictArray(frame=frame, episode_id=self._episode)
         out.header.stamp = time_from_ns(stamp_ns)
-        labels, violated, rec = res.verdicts[0].tolist(), res.violated[0].tolist(), res.recovery_verdicts[0].tolist()
-        out.verdicts = self._verdicts(frame, labels, violated, rec)
+        out.verdicts = self._verdicts(frame, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], now_ns)
         self._pub_verdicts.publish(out)       # serialized here: the messages may change after
         if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
             self._last_metrics = t0
             self._publish_metrics(None, stamp_ns)
             self._publish_status(stamp_ns)
-            self._publish_diagnostics(violated, stamp_ns)
+            self._publish_diagnostics(res.violated[0].tolist(), stamp_ns)
         elapsed = time.monotonic() - t0
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             self._overruns += 1
 
-    def _verdicts(self, frame: int, labels: list[int], violated: list[bool], rec: list[int]) -> list[Verdict]:
-        """This frame's Verdict messages.  Made once per instance set and
-        updated in place: building a thousand messages (two strings each) a
-        frame cost 2.9 ms of a 10 ms period at 100 Hz."""
+    def _verdicts(self, frame: int, labels: np.ndarray, violated: np.ndarray, rec: np.ndarray,
+                  now_ns: int) -> list[Verdict]:
+        """This frame's Verdict messages: every instance when a full set is
+        due (an episode's first frame, new instances, ``verdicts_full_period_s``
+        passed, or that period 0), else those whose verdict, mode or recovery
+        verdict changed since they were last published.  The messages are made
+        once per instance set and updated in place: building a thousand (two
+        strings each) a frame cost 2.9 ms of a 10 ms period at 100 Hz."""
         assert self.monitor is not None
         if self._verdict_msgs is None:
             self._verdict_msgs = [Verdict(property=i.property, instance=i.instance)
                                   for i in self.monitor.instances]
-        for msg, label, bad, r in zip(self._verdict_msgs, labels, violated, rec):
+        rec = np.where(violated, rec, Verdict.VERDICT_PRESUMABLY_FALSE)
+        codes = labels.astype(np.int16) | (violated.astype(np.int16) << 2) | (rec.astype(np.int16) << 3)
+        full_period_ns = int(float(self.get_parameter('verdicts_full_period_s').value) * 1e9)
+        full = (self._verdict_codes is None or self._verdicts_full_ns is None or full_period_ns == 0
+                or not 0 <= now_ns - self._verdicts_full_ns < full_period_ns)
+        if full:
+            self._verdicts_full_ns = now_ns
+            which = range(len(self._verdict_msgs))
+        else:
+            which = np.flatnonzero(codes != self._verdict_codes).tolist()
+        self._verdict_codes = codes
+        labels_l, violated_l, rec_l = labels.tolist(), violated.tolist(), rec.tolist()
+        out = []
+        for d in which:
+            msg = self._verdict_msgs[d]
             msg.frame = frame
-            msg.verdict = label
-            msg.mode = Verdict.MODE_VIOLATED if bad else Verdict.MODE_WATCHING
-            msg.recovery_verdict = r if bad else Verdict.VERDICT_PRESUMABLY_FALSE
-        return self._verdict_msgs
+            msg.verdict = labels_l[d]
+            msg.mode = Verdict.MODE_VIOLATED if violated_l[d] else Verdict.MODE_WATCHING
+            msg.recovery_verdict = rec_l[d]
+            out.append(msg)
+        return out
 
     def _lock_phase(self, period_s: float, lag_s: float | None) -> None:
         """Feed this frame's input lag (seconds from the newest robot input's
@@ -415,12 +444,26 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         """Monitor the frame at ``frame_ns`` and publish its episode events."""
         values, unknown = self._frame(frame_ns)
         res = self.monitor.step(values, unknown)
-        for e in res.opened:
-            self._publish_event(ViolationEvent.EVENT_OPENED, e.instance, e.start, e.start, False, frame_ns)
-        for e in res.closed:
-            self._publish_event(ViolationEvent.EVENT_CLOSED, e.instance, e.start, e.end, True, frame_ns)
+        for verb, kind, events in (('opened', ViolationEvent.EVENT_OPENED, res.opened),
+                                   ('closed (recovered)', ViolationEvent.EVENT_CLOSED, res.closed)):
+            if not events:
+                continue
+            for e in events:
+                self._publish_event(kind, e.instance, e.start, e.start if e.end is None else e.end, e.recovered,
+                                    frame_ns)
+            self._log_events(verb, events)
         self._frames_total += 1
         return res
+
+    def _log_events(self, verb: str, events: list) -> None:
+        """One log line for a frame's events of one kind: a line per event
+        (half a millisecond each, rclpy's logger looks up its caller) made a
+        frame in which hundreds of instances violate at once overrun."""
+        assert self.monitor is not None
+        shown = [f'{self.monitor.instances[e.instance].instance} [{e.start}, {e.start if e.end is None else e.end}]'
+                 for e in events[:LOGGED_EVENTS]]
+        more = f' and {len(events) - LOGGED_EVENTS} more' if len(events) > LOGGED_EVENTS else ''
+        self.get_logger().warning(f'violation {verb}: {"; ".join(shown)}{more}')
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
         inst = self.monitor.instances[d]
@@ -440,8 +483,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_events.publish(msg)
         for listener in self._listeners:      # a supervisor in this process acts on the event now
             listener.deliver_violation(msg)
-        verb = 'opened' if kind == ViolationEvent.EVENT_OPENED else 'closed (recovered)'
-        self.get_logger().warning(f'violation {verb}: {inst.instance} [{start}, {end}]')
 
     def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:
         mon = self.monitor
@@ -529,6 +570,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._episode_count += 1
         self._episode = f'{self.get_name()}-{self._run_id}-{self._episode_count:04d}'
         self.monitor.reset()
+        self._verdict_codes = None      # an episode's first frame lists every instance
         return self._episode
 
     def _end_episode(self) -> RolloutResult | None:
