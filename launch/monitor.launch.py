@@ -36,6 +36,12 @@ def generate_launch_description():
         DeclareLaunchArgument('physical_properties',
                               default_value=os.path.join(share, 'config', 'properties', 'physical.yaml')),
         DeclareLaunchArgument('controller_topic', default_value='joint_trajectory_controller/joint_trajectory'),
+        DeclareLaunchArgument('trajectory_action', default_value="''",
+                              description='a hold also cancels every goal of this action server '
+                                          '(e.g. /joint_trajectory_controller/follow_joint_trajectory)'),
+        DeclareLaunchArgument('servo_pause_service', default_value="''",
+                              description="a hold also pauses MoveIt Servo (std_srvs/SetBool, e.g. "
+                                          "/servo_node/pause_servo)"),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'grounding.launch.py')),
                                  launch_arguments={'robot_config': robot,
                                                    'realtime_priority': LaunchConfiguration('realtime_priority')}.items()),
@@ -45,6 +51,8 @@ def generate_launch_description():
         LifecycleNode(package='safemanip_ros', executable='supervisor', name='supervisor', namespace='',
                       parameters=[{'policy_file': policy,
                                            'controller_topic': LaunchConfiguration('controller_topic'),
+                                           'trajectory_action': LaunchConfiguration('trajectory_action'),
+                                           'servo_pause_service': LaunchConfiguration('servo_pause_service'),
                                            # A grounding process that dies silences its predicates: a fail-safe
                                            # hold, as for a silent sensor (a live one publishes unknowns instead).
                                            'failsafe_topics': GROUNDING_OUTPUTS,

@@ -5,7 +5,8 @@
 #   2. creates .venv and installs the ROS 2 Kilted wheels + Python deps
 #      (skipped when requirements/*.txt are unchanged: no network work);
 #   3. repairs the wheels' CMake include paths (tools/fix_ros_wheels.py);
-#   4. builds tf2_msgs/TFMessage from its upstream definition if absent;
+#   4. builds tf2_msgs/TFMessage and control_msgs' FollowJointTrajectory
+#      from their upstream definitions if absent;
 #   5. generates msg/ with rosidl against the wheels (when msg/ changed);
 #   6. installs this package editable;
 #   7. installs the Debian package `mona` (reference LTLf tool for tests)
@@ -106,6 +107,14 @@ cmake_build() {  # cmake_build SOURCE_DIR BUILD_DIR [extra cmake args...]
 if ! "$PY" -c 'import tf2_msgs.msg' >/dev/null 2>&1; then
   say "building tf2_msgs/TFMessage from its upstream definition (not on PyPI)"
   cmake_build "$ROOT/vendor/tf2_msgs" "$BUILD/tf2_msgs"
+fi
+
+# ----------------------------------------------------------- 4b. control_msgs
+# FollowJointTrajectory, served by the supervisor tests' controller and the
+# simulation bridge (the supervisor itself cancels through action_msgs).
+if ! "$PY" -c 'import control_msgs.action' >/dev/null 2>&1; then
+  say "building control_msgs/action/FollowJointTrajectory from its upstream definition (not on PyPI)"
+  cmake_build "$ROOT/vendor/control_msgs" "$BUILD/control_msgs"
 fi
 
 # ------------------------------------------------------------ 5. msg/ build

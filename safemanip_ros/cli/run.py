@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='the supervisor\'s responses per property and category (default: config/params)')
     p.add_argument('--controller-topic', default='joint_trajectory_controller/joint_trajectory',
                    help='where the supervisor sends its holds (trajectory_msgs/JointTrajectory)')
+    p.add_argument('--trajectory-action', default='', metavar='ACTION',
+                   help='a hold also cancels every goal of this FollowJointTrajectory (or any) action server, e.g. '
+                        '/joint_trajectory_controller/follow_joint_trajectory')
+    p.add_argument('--servo-pause-service', default='', metavar='SERVICE',
+                   help='a hold also pauses MoveIt Servo through this std_srvs/SetBool service (resume unpauses), '
+                        'e.g. /servo_node/pause_servo')
     p.add_argument('--bag', metavar='DIR', help='record to this bag (default: bags/safemanip_<time>)')
     p.add_argument('--no-record', action='store_true', help='do not record a bag')
     p.add_argument('--no-supervisor', action='store_true', help='monitor only: no pause/retract commands')
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         'config': args.config, 'robot_config': args.config, 'properties': properties,
         'only': args.only or [''], 'strict': args.strict, 'policy_file': args.policy, 'controller_topic': args.controller_topic,
+        'trajectory_action': args.trajectory_action, 'servo_pause_service': args.servo_pause_service,
         'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
         'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop

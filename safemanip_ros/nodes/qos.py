@@ -11,11 +11,19 @@ profile from here, so a publisher and its subscribers always match.
 * :data:`SENSORS` — robot inputs by default (best effort matches every
   publisher); :data:`RELIABLE_INPUTS` where the robot's publishers are
   reliable (ros2_control's joint_state_broadcaster, simulators).
+* :data:`ACTION_STATUS` — an action server's ``_action/status`` (rcl_action's
+  profile: the newest status list, latched).
 """
 
 from __future__ import annotations
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import (
+    DurabilityPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_action_status_default,
+    qos_profile_sensor_data,
+)
 
 
 def reliable(depth: int) -> QoSProfile:
@@ -36,3 +44,4 @@ STATIC_TF = latched(100)
 RECORDING = reliable(100)
 SENSORS = qos_profile_sensor_data
 RELIABLE_INPUTS = reliable(10)
+ACTION_STATUS = qos_profile_action_status_default

@@ -10,6 +10,13 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   reverse, timed within ``retract_max_speed_rad_s`` (or ``safe_pose`` when
   given), then holds;
 * **stop** holds and calls ``stop_service`` if set;
+* with ``trajectory_action`` set (e.g.
+  ``/joint_trajectory_controller/follow_joint_trajectory``), pause and stop
+  also cancel every goal of that action server, so the hold does not race
+  the goal moving the arm; with ``servo_pause_service`` (MoveIt Servo's
+  ``std_srvs/SetBool`` pause), they pause Servo and resume unpauses it.  A
+  request refused, or not answered within ``controller_call_timeout_s``, is a
+  hold not delivered (:mod:`safemanip_ros.nodes.controllers`);
 * **resume** (after the violations that caused the hold have recovered and
   ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
   calls ``resume_service`` if set;
@@ -52,6 +59,7 @@ from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
+from .controllers import ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
@@ -74,7 +82,8 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 _RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0.0, 10.0, True),
            ('failsafe_staleness_s', 0.0, 60.0, True), ('executor_stall_limit_s', 0.0, 60.0, True),
            ('hold_confirm_speed_rad_s', 0.0, 10.0, True), ('hold_confirm_s', 0.0, 60.0, False),
-           ('hold_confirm_timeout_s', 0.0, 600.0, True), ('monitor_status_limit_s', 0.0, 600.0, True))
+           ('hold_confirm_timeout_s', 0.0, 600.0, True), ('monitor_status_limit_s', 0.0, 600.0, True),
+           ('controller_call_timeout_s', 0.0, 60.0, True))
 
 
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
@@ -85,6 +94,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.declare_parameter('pause_service', '')
         self.declare_parameter('resume_service', '')
         self.declare_parameter('stop_service', '')
+        self.declare_parameter('trajectory_action', '')
+        self.declare_parameter('servo_pause_service', '')
+        self.declare_parameter('controller_call_timeout_s', 1.0)
         self.declare_parameter('retract_window_s', 2.0)
         self.declare_parameter('retract_max_speed_rad_s', 0.5)
         self.declare_parameter('safe_pose', [0.0])
@@ -163,8 +175,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                         SENSORS), self._on_joints)]
         self.create_service(Trigger, '~/acknowledge', lambda rq, rs: self._ack(rs, False))
         self.create_service(Trigger, '~/acknowledge_stop', lambda rq, rs: self._ack(rs, True))
-        self._clients = {name: self.create_client(Trigger, p(name).value)
+        self._trigger_clients = {name: self.create_client(Trigger, p(name).value)
                          for name in ('pause_service', 'resume_service', 'stop_service') if p(name).value}
+        timeout_s = float(p('controller_call_timeout_s').value)
+        self._controllers: list[TrajectoryGoalCanceller | ServoPause] = []
+        if p('trajectory_action').value:
+            self._controllers.append(TrajectoryGoalCanceller(self, p('trajectory_action').value, timeout_s))
+        if p('servo_pause_service').value:
+            self._controllers.append(ServoPause(self, p('servo_pause_service').value, timeout_s))
+        self._controller_request: Action | None = None     # the action whose controller requests are out
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
         self._watched: dict[str, list] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
@@ -293,7 +312,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                           f'by what arrived meanwhile')
             now = time.monotonic()
         self._check_heartbeats(now)
-        if self._confirming is not None:
+        self._poll_controllers(now)
+        # A still arm is not a hold while the goal's cancel (or Servo's pause) is unanswered: it may move next.
+        if self._confirming is not None and not any(c.pending for c in self._controllers):
             self._check_hold_confirmed(now)
         if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
             self._last_retry = now
@@ -337,6 +358,21 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._act([Action('alert', action.instance, action.property,
                               f'{action.action} not confirmed: the arm did not stop ({what}); not holding')])
 
+    def _poll_controllers(self, now: float) -> None:
+        failures = [f for f in (c.poll(now) for c in self._controllers) if f]
+        if not failures or self._controller_request is None:
+            return
+        action, self._controller_request = self._controller_request, None
+        if action.action in ('pause', 'stop'):
+            # Refused or unanswered: the goal may still move the arm; not a hold.  Retried, then escalated.
+            self._confirming = None
+            self.supervisor.command_result(action, delivered=False)
+            self._act([Action('alert', action.instance, action.property,
+                              f'{action.action} not delivered: {"; ".join(failures)}; not holding')])
+        else:
+            self._act([Action('alert', action.instance, action.property,
+                              f'{action.action}: {"; ".join(failures)}')])
+
     def _ack(self, response, release_stop: bool):
         actions, message = self.supervisor.acknowledge(release_stop)
         self._act(actions)
@@ -352,10 +388,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 service = 'pause_service' if a.action == 'pause' else 'stop_service'
                 held = self._hold()
                 called = self._call(service)
-                # Delivered when the hold trajectory went out, or the configured
-                # pause/stop service took the call; a hold that reached nothing is not a hold.
-                ok = held and called
-                delivered = held or (service in self._clients and called)
+                # The goal moving the arm is cancelled, Servo paused: judged when they answer (_poll_controllers).
+                reached = [c.hold() for c in self._controllers]
+                if self._controllers:
+                    self._controller_request = a
+                # Delivered when the hold trajectory went out, or the configured pause/stop service or a
+                # controller interface took the request; a hold that reached nothing is not a hold.
+                ok = held and called and all(reached)
+                delivered = held or (service in self._trigger_clients and called) or any(reached)
                 self.supervisor.command_result(a, delivered)
                 if held:
                     self._confirming = (a, time.monotonic() + float(self.get_parameter('hold_confirm_timeout_s').value))
@@ -364,6 +404,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self.supervisor.command_result(a, ok)
             elif a.action == 'resume':
                 ok = self._call('resume_service')
+                reached = [c.resume() for c in self._controllers]
+                if self._controllers:
+                    self._controller_request = a
+                ok = ok and all(reached)
             msg = SupervisorAction(action=ACTION_CODE[a.action], property=a.property, instance=a.instance,
                                    reason=a.reason, frame=self._frame, success=ok)
             msg.header.stamp = time_from_ns(self.get_clock().now().nanoseconds)
@@ -376,7 +420,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self.get_logger().warning(text)
 
     def _call(self, name: str) -> bool:
-        client = self._clients.get(name)
+        client = self._trigger_clients.get(name)
         if client is None:
             return True
         if not client.service_is_ready():

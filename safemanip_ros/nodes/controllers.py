@@ -1,0 +1,164 @@
+"""The robot-side interfaces a supervisor hold goes through besides its
+trajectory topic and ``std_srvs/Trigger`` services.
+
+* :class:`TrajectoryGoalCanceller` cancels every goal of a trajectory action
+  server — ros2_control's ``joint_trajectory_controller``
+  (``<controller>/follow_joint_trajectory``, ``control_msgs/action/
+  FollowJointTrajectory``) or any other action that moves the arm — so a hold
+  does not race the goal that is moving the arm.  It speaks the action
+  protocol's own cancel service (``<action>/_action/cancel_goal``,
+  ``action_msgs/srv/CancelGoal``: a zero goal id and stamp cancel every goal)
+  and reads the goals' states from ``<action>/_action/status``
+  (``action_msgs/msg/GoalStatusArray``).  Both are the same for every action
+  type and every ROS 2 distro, so no ``control_msgs`` is needed to cancel.
+* :class:`ServoPause` pauses and unpauses MoveIt Servo through its
+  ``std_srvs/srv/SetBool`` pause service (``servo_node/pause_servo``, MoveIt 2
+  Jazzy and later; Humble's Trigger pair is the supervisor's
+  ``pause_service``/``resume_service``).
+
+Each request is asynchronous (the supervisor never blocks on a robot
+service); :meth:`poll` is called by the supervisor's watchdog and returns a
+failure text once a request was refused or not answered within
+``timeout_s``, which the supervisor treats as a hold not delivered.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from action_msgs.srv import CancelGoal
+from rclpy.node import Node
+from std_srvs.srv import SetBool
+
+from .qos import ACTION_STATUS
+
+MOVING = (GoalStatus.STATUS_ACCEPTED, GoalStatus.STATUS_EXECUTING)
+CANCEL_ERRORS = {CancelGoal.Response.ERROR_REJECTED: 'rejected',
+                 CancelGoal.Response.ERROR_UNKNOWN_GOAL_ID: 'unknown goal id',
+                 CancelGoal.Response.ERROR_GOAL_TERMINATED: 'goal already terminated'}
+
+
+@dataclass
+class _Pending:
+    what: str
+    future: Any
+    deadline: float          # time.monotonic() by which the answer must be in
+
+
+class TrajectoryGoalCanceller:
+    """Cancels every active goal of the action server ``action`` (e.g.
+    ``/joint_trajectory_controller/follow_joint_trajectory``)."""
+
+    def __init__(self, node: Node, action: str, timeout_s: float) -> None:
+        self.node, self.action, self.timeout_s = node, action.rstrip('/'), timeout_s
+        self._client = node.create_client(CancelGoal, f'{self.action}/_action/cancel_goal')
+        self._moving: list[bytes] = []          # ids of goals accepted or executing, from the status topic
+        self._status_seen = False
+        node.create_subscription(GoalStatusArray, f'{self.action}/_action/status', self._on_status,
+                                 ACTION_STATUS)
+        self._pending: _Pending | None = None
+
+    def _on_status(self, msg: GoalStatusArray) -> None:
+        self._status_seen = True
+        self._moving = [bytes(s.goal_info.goal_id.uuid) for s in msg.status_list if s.status in MOVING]
+
+    @property
+    def moving_goals(self) -> int:
+        """Goals the server reports accepted or executing (its last status)."""
+        return len(self._moving)
+
+    def hold(self) -> bool:
+        """Ask the server to cancel every goal.  False (not delivered): the
+        server is not there.  The answer is judged by :meth:`poll`."""
+        if not self._client.service_is_ready():
+            self.node.get_logger().error(f'trajectory_action {self.action}: its cancel service is not available')
+            return False
+        # A zero goal id and a zero stamp: cancel every goal (action_msgs/srv/CancelGoal).
+        self._pending = _Pending(f'cancel of {self.action}', self._client.call_async(CancelGoal.Request()),
+                                 time.monotonic() + self.timeout_s)
+        return True
+
+    def resume(self) -> bool:
+        """Nothing to undo: whoever sent the goal sends the next one."""
+        return True
+
+    @property
+    def pending(self) -> bool:
+        """A request is out, not yet answered."""
+        return self._pending is not None
+
+    def poll(self, now: float) -> str | None:
+        """A failure text once the cancel was refused while goals were moving,
+        or not answered in time; None otherwise (also while waiting)."""
+        p = self._pending
+        if p is None:
+            return None
+        if p.future.done():
+            self._pending = None
+            response = p.future.result()
+            if response is None:
+                return f'{p.what}: no response'
+            code, canceling = int(response.return_code), len(response.goals_canceling)
+            if code == CancelGoal.Response.ERROR_NONE and (canceling or not self._moving):
+                self.node.get_logger().info(f'{p.what}: {canceling} goal(s) canceling')
+                return None
+            if self._moving:
+                # rclpy answers "no error" with the goals its cancel callback refused left out of the list.
+                why = 'refused' if code == CancelGoal.Response.ERROR_NONE else CANCEL_ERRORS.get(code, f'error {code}')
+                return f'{p.what}: {why} while {len(self._moving)} goal(s) move'
+            return None         # nothing was moving: nothing to cancel (rcl_action answers "rejected")
+        if now > p.deadline:
+            self._pending = None
+            return f'{p.what}: no answer within {self.timeout_s:g} s'
+        return None
+
+
+class ServoPause:
+    """MoveIt Servo's ``std_srvs/srv/SetBool`` pause service (``data`` true:
+    pause): paused by a hold, unpaused on resume."""
+
+    def __init__(self, node: Node, service: str, timeout_s: float) -> None:
+        self.node, self.service, self.timeout_s = node, service, timeout_s
+        self._client = node.create_client(SetBool, service)
+        self._pending: _Pending | None = None
+
+    def _call(self, paused: bool) -> bool:
+        if not self._client.service_is_ready():
+            self.node.get_logger().error(f'servo_pause_service {self.service} is not available')
+            return False
+        what = f'{"pause" if paused else "unpause"} via {self.service}'
+        self._pending = _Pending(what, self._client.call_async(SetBool.Request(data=paused)),
+                                 time.monotonic() + self.timeout_s)
+        return True
+
+    def hold(self) -> bool:
+        return self._call(True)
+
+    def resume(self) -> bool:
+        return self._call(False)
+
+    @property
+    def pending(self) -> bool:
+        """A request is out, not yet answered."""
+        return self._pending is not None
+
+    def poll(self, now: float) -> str | None:
+        p = self._pending
+        if p is None:
+            return None
+        if p.future.done():
+            self._pending = None
+            response = p.future.result()
+            if response is None or not response.success:
+                return f'{p.what}: refused{f" ({response.message})" if response is not None and response.message else ""}'
+            return None
+        if now > p.deadline:
+            self._pending = None
+            return f'{p.what}: no answer within {self.timeout_s:g} s'
+        return None
+
+
+__all__ = ['ServoPause', 'TrajectoryGoalCanceller']

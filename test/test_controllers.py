@@ -1,0 +1,246 @@
+"""Holds through the controllers real arms use, over DDS: the supervisor
+cancels the goal of a ``control_msgs/action/FollowJointTrajectory`` server
+(written here from the upstream interface with rclpy's ActionServer) and
+pauses MoveIt Servo's ``std_srvs/SetBool``.  The hold is judged as before, by
+the measured joints: the arm below moves only while a goal executes, and
+nothing listens to the supervisor's trajectory topic, so only the cancel can
+stop it.  A server that rejects the cancel, or never answers, makes the hold
+a failed one: retried, then escalated to stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import rclpy
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from safemanip_ros.msg import SupervisorAction, ViolationEvent
+from safemanip_ros.nodes.conversions import time_from_ns
+from safemanip_ros.nodes.qos import RELIABLE
+
+pytestmark = pytest.mark.ros
+SPEED_RAD_S = 0.3
+
+
+class Arm:
+    """A joint trajectory controller reduced to its interface: one joint that
+    moves at 0.3 rad/s while a FollowJointTrajectory goal executes, its
+    measured position on ``joint_states`` at 100 Hz."""
+
+    def __init__(self, node, action: str, cancel: str = 'accept') -> None:
+        self.q, self.moving, self.canceled, self.done = 0.0, False, threading.Event(), threading.Event()
+        group = ReentrantCallbackGroup()
+        self.server = ActionServer(
+            node, FollowJointTrajectory, action, execute_callback=self._execute,
+            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda handle: CancelResponse.ACCEPT if cancel == 'accept' else CancelResponse.REJECT,
+            callback_group=group)
+        self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        node.create_timer(0.01, self._tick, callback_group=group)
+
+    def _tick(self) -> None:
+        if self.moving:
+            self.q += SPEED_RAD_S * 0.01
+        msg = JointState(name=['j1'], position=[self.q])
+        msg.header.stamp = time_from_ns(time.time_ns())
+        self.js.publish(msg)
+
+    def _execute(self, handle):
+        self.moving = True
+        end = time.monotonic() + 60
+        try:
+            while time.monotonic() < end and not self.done.is_set():
+                if handle.is_cancel_requested:
+                    handle.canceled()
+                    self.canceled.set()
+                    return FollowJointTrajectory.Result(error_code=0, error_string='canceled')
+                time.sleep(0.005)
+            handle.abort()
+            return FollowJointTrajectory.Result(error_code=FollowJointTrajectory.Result.INVALID_GOAL,
+                                                error_string='test over')
+        finally:
+            self.moving = False
+
+
+@pytest.fixture
+def ros():
+    """A context, a harness node and a supervisor, spun by a multi-threaded executor in the background."""
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    ctx = rclpy.Context()
+    made: dict = {}
+
+    def start(namespace: str, params: dict[str, str]) -> tuple:
+        args = ['--ros-args', '-r', f'__ns:={namespace}', '-p', 'hold_confirm_timeout_s:=1.0',
+                '-p', 'controller_call_timeout_s:=0.5', '-p', "monitor_status_topic:=''",
+                '-p', 'controller_topic:=nobody_listens/joint_trajectory']
+        for k, v in params.items():
+            args += ['-p', f'{k}:={v}']
+        rclpy.init(context=ctx, args=args)
+        sup = SupervisorNode(context=ctx)
+        node = rclpy.create_node('controller_harness', context=ctx)
+        ex = MultiThreadedExecutor(num_threads=4, context=ctx)
+        ex.add_node(sup)
+        ex.add_node(node)
+        made.update(sup=sup, node=node, ex=ex)
+        thread = threading.Thread(target=ex.spin, daemon=True)
+        made['thread'] = thread
+        return sup, node, thread
+
+    yield start
+    if made:
+        made['ex'].shutdown(timeout_sec=5)
+        made['sup'].destroy_node()
+        made['node'].destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        made['thread'].join(timeout=10)
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def violation(node) -> Callable[[int], None]:
+    pub = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+
+    def send(kind: int) -> None:
+        pub.publish(ViolationEvent(event=kind, property='p', instance='p', category='c', recovered=True,
+                                   severity=ViolationEvent.SEVERITY_ERROR, episode_id='e', start_frame=3,
+                                   end_frame=3 if kind == ViolationEvent.EVENT_OPENED else 9))
+    return send
+
+
+def start_goal(node, action: str):
+    client = ActionClient(node, FollowJointTrajectory, action)
+    assert client.wait_for_server(timeout_sec=20)
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = ['j1']
+    goal.trajectory.points = [JointTrajectoryPoint(positions=[10.0])]
+    future = client.send_goal_async(goal)
+    assert wait_for(future.done)
+    handle = future.result()
+    assert handle.accepted
+    return client, handle
+
+
+@pytest.mark.parametrize('cancel', ['accept', 'reject'])
+def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
+    action = '/arm_controller/follow_joint_trajectory'
+    sup, node, thread = ros('/ctrl_' + cancel, {'trajectory_action': action})
+    actions: list[SupervisorAction] = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    arm = Arm(node, action, cancel)
+    send = violation(node)
+    thread.start()
+    sup.trigger_configure()
+    sup.trigger_activate()
+    client, handle = start_goal(node, action)
+    assert wait_for(lambda: arm.moving and sup._controllers[0].moving_goals == 1 and sup._history.latest() is not None)
+    q_before = arm.q
+    t0 = time.monotonic()
+    send(ViolationEvent.EVENT_OPENED)
+    reasons = lambda: [a.reason for a in actions]          # noqa: E731
+    if cancel == 'accept':
+        assert wait_for(arm.canceled.is_set), reasons()
+        latency_s = time.monotonic() - t0
+        result = handle.get_result_async()
+        assert wait_for(result.done)
+        from action_msgs.msg import GoalStatus
+        assert result.result().status == GoalStatus.STATUS_CANCELED
+        # The measured arm stopped: the hold is confirmed by the joints, as for a topic hold.
+        assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+        assert sup.supervisor.held and sup.supervisor.hold_confirmed
+        assert not arm.moving and arm.q - q_before < SPEED_RAD_S * (latency_s + 0.1)
+        assert not any(a.action == SupervisorAction.ACTION_STOP for a in actions)
+    else:
+        # Rejected while the goal moves: not a hold; retried, then escalated to stop.
+        assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
+        assert any('pause not delivered' in r and 'refused while 1 goal(s) move' in r for r in reasons()), reasons()
+        assert any('escalating to stop' in r for r in reasons()), reasons()
+        assert arm.moving and not sup.supervisor.hold_confirmed
+    arm.done.set()
+    client.destroy()
+
+
+def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
+    """The server is there (its cancel service matched over DDS) but never
+    answers: after controller_call_timeout_s the pause is not a hold."""
+    action = '/silent_controller/follow_joint_trajectory'
+    sup, node, thread = ros('/ctrl_silent', {'trajectory_action': action, 'max_hold_failures': '2'})
+    # A server nobody spins: requests are delivered to it and never answered.
+    from action_msgs.srv import CancelGoal
+    silent_ctx = rclpy.Context()
+    rclpy.init(context=silent_ctx)
+    silent = rclpy.create_node('silent_controller', context=silent_ctx)
+    silent.create_service(CancelGoal, f'{action}/_action/cancel_goal', lambda rq, rs: rs)
+    try:
+        actions: list[SupervisorAction] = []
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0],
+                                                              header=_stamp())))
+        send = violation(node)
+        thread.start()
+        sup.trigger_configure()
+        sup.trigger_activate()
+        assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+        send(ViolationEvent.EVENT_OPENED)
+        reasons = lambda: [a.reason for a in actions]          # noqa: E731
+        assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
+        assert any('pause not delivered' in r and 'no answer within 0.5 s' in r for r in reasons()), reasons()
+    finally:
+        silent.destroy_node()
+        rclpy.try_shutdown(context=silent_ctx)
+
+
+def _stamp():
+    from std_msgs.msg import Header
+    return Header(stamp=time_from_ns(time.time_ns()))
+
+
+def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
+    sup, node, thread = ros('/ctrl_servo', {'servo_pause_service': '/servo_node/pause_servo'})
+    requests: list[bool] = []
+
+    def on_pause(request, response):
+        requests.append(bool(request.data))
+        response.success, response.message = True, 'paused' if request.data else 'unpaused'
+        return response
+    node.create_service(SetBool, '/servo_node/pause_servo', on_pause)
+    actions: list[SupervisorAction] = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0], header=_stamp())))
+    ack = node.create_client(Trigger, 'supervisor/acknowledge')
+    send = violation(node)
+    thread.start()
+    sup.trigger_configure()
+    sup.trigger_activate()
+    assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+    send(ViolationEvent.EVENT_OPENED)
+    reasons = lambda: [a.reason for a in actions]          # noqa: E731
+    assert wait_for(lambda: requests == [True]), (requests, reasons())
+    assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+    send(ViolationEvent.EVENT_CLOSED)
+    assert ack.wait_for_service(timeout_sec=20)
+    for _ in range(50):                      # the recovery event may still be on its way
+        future = ack.call_async(Trigger.Request())
+        assert wait_for(future.done)
+        if future.result().success:
+            break
+        time.sleep(0.1)
+    assert wait_for(lambda: requests == [True, False]), (requests, reasons())
+    assert any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions), reasons()
