@@ -78,6 +78,8 @@ def main() -> int:
     ap.add_argument('--quick', action='store_true', help='1 minute, 200 instances (smoke test)')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
     ap.add_argument('--profile', metavar='FILE', help='run the stack under cProfile, its statistics to FILE')
+    ap.add_argument('--memtrace', metavar='FILE', help='run the stack under tracemalloc (bench/memtrace.py): what '
+                                                       'grew most, per hour, rewritten to FILE every minute')
     args = ap.parse_args()
     if args.quick:
         args.minutes, args.instances, args.report_s = 1.0, 200, 20.0
@@ -94,6 +96,8 @@ def main() -> int:
     bag = work / 'bag'
     log = open(work / 'stack.log', 'w')
     under = [sys.executable, '-m', 'cProfile', '-o', args.profile] if args.profile else []
+    if args.memtrace:
+        under = [sys.executable, str(Path(__file__).resolve().parent / 'memtrace.py'), args.memtrace, '--']
     stack = subprocess.Popen([*under, str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--properties', str(suite),
                               '--no-camera', '--no-supervisor', '--bag', str(bag), '--reliable-inputs',

@@ -75,13 +75,18 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
                 ('tf', f'object_settled_{o}', f'{o} supported, stable, gripper farther than '
                  f'{cfg.tf.gripper_clearance_m} m'),
                 ('tf', f'gripper_approaching_{o}', f'the gripper is within {cfg.tf.approach_m} m of {o} and closer '
-                 f'than at the previous frame')]
+                 f'than at the previous frame'),
+                ('tf', f'preconditions_satisfied_place_{o}', f'a stable support is beneath {o} (its centre over the '
+                 f'top face) with at most {cfg.tf.place_max_foreign} other object(s) within {o}\'s footprint + '
+                 f'{cfg.tf.place_clear_m} m')]
     for f, (box, lo, hi) in sorted(cfg.tf.interiors.items()):
         out += [('tf', f'reach_in_{f}', f'{cfg.tf.gripper_frame} inside the interior of {f} ({list(lo)}..{list(hi)} m '
                  f'in {box})'),
                 ('tf', f'object_reach_in_{f}', f'a grasped object inside the interior of {f}')]
     if cfg.tf.objects:
         out.append(('tf', 'pick_approach', 'the gripper approaches some graspable object while nothing is grasped'))
+        out.append(('tf', 'preconditions_satisfied_pick', f'the object nearest the gripper (not held) is stable and '
+                    f'no other object is within {cfg.tf.pick_clear_m} m of it'))
     for name in sorted(cfg.camera.regions):
         out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
     return out

@@ -60,7 +60,7 @@ ROBOT_SCHEMA = Field('map', keys={
         'moving_speed_rad_s', 'near_limit_margin_rad', 'gripper_closed_below_m', 'gripper_open_above_m',
         'gripper_motion_m', 'command_divergence_rad', 'contact_min_force_n', 'stable_linear_m_s',
         'stable_angular_rad_s', 'sliding_m_s', 'slip_m', 'slip_rad', 'support_gap_m', 'gripper_clearance_m',
-        'force_threshold_n', 'torque_threshold_nm')} | {'gripper_motion_hold_s': Field('float', minimum=0.0)}),
+        'force_threshold_n', 'torque_threshold_nm', 'pick_clear_m', 'place_clear_m')} | {'gripper_motion_hold_s': Field('float', minimum=0.0)}),
     'contacts': Field('map', keys={
         'robot_bodies': _STR_LIST, 'finger_bodies': _STR_LIST, 'min_finger_bodies': Field('int', minimum=1),
         'target_fixtures': _STR_LIST}),
@@ -208,6 +208,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                   sliding_m_s=th.get('sliding_m_s', 0.01),
                   slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
+                  pick_clear_m=th.get('pick_clear_m', 0.01), place_clear_m=th.get('place_clear_m', 0.03),
                   staleness_s=st.get('tf', 0.2), track=TrackConfig(**(doc.get('perception') or {})))
     cam = doc.get('camera') or {}
     regions = {}

@@ -35,6 +35,7 @@ implementation gives identical results and needs no ROS.)
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -45,6 +46,7 @@ from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, support_gap_m
+from .preconditions import Body, Support, pick_preconditions, place_preconditions
 from .tracking import Measurement, ObjectTrack, TrackConfig
 
 
@@ -397,6 +399,9 @@ class TfConfig:
     support_gap_m: float = 0.02
     gripper_clearance_m: float = 0.01
     approach_m: float = 0.05
+    pick_clear_m: float = 0.01        # pick: no other object this close (SafeManip's clutter distance)
+    place_clear_m: float = 0.03       # place: the footprint margin foreign objects are counted in
+    place_max_foreign: int = 1        # place: at most this many foreign objects in it
     staleness_s: float = 0.2
     shapes: dict[str, Shape] = field(default_factory=dict)           # object entity → shape (default: point)
     interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = \
@@ -461,6 +466,8 @@ class TfGrounding:
         self._seen: dict[str, tuple[int, float]] = {}       # object → (reset count, newest detection taken)
         self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
+        # Support → its recent positions in the world (time s, position), over the track's window.
+        self._support_seen: dict[str, collections.deque] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
         self._pending: list[_PendingFrame] = []
@@ -468,6 +475,8 @@ class TfGrounding:
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
                       + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled', 'sliding') for o in objs]
                       + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else [])
+                      + (['preconditions_satisfied_pick'] if objs else [])
+                      + [f'preconditions_satisfied_place_{o}' for o in objs]
                       + [f'{k}_{f}' for f in sorted(config.interiors) for k in ('reach_in', 'object_reach_in')])
 
     @property
@@ -575,7 +584,8 @@ class TfGrounding:
         cols: dict[str, Column] = {}
         fused: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # object frame → (positions [n, 3], known [n])
         if objs:
-            per_object = self._objects_frames(times, epochs, codes, groups, lookup)
+            per_object, cols['preconditions_satisfied_pick'] = self._objects_frames(times, epochs, codes, groups,
+                                                                                    lookup)
             for j, obj in enumerate(objs):
                 position = per_object[j].pop('position')
                 fused[cfg.objects[obj]] = position
@@ -675,11 +685,14 @@ class TfGrounding:
         return out
 
     def _objects_frames(self, times: np.ndarray, epochs: list[int], codes: np.ndarray,
-                        groups: list[tuple[Links, np.ndarray, np.ndarray]], lookup) -> list[dict[str, Column]]:
-        """Per object: its stable, sliding, sync, supported, settled and
-        gripper_approaching columns over the frames (:mod:`.tracking`),
-        given the grasp state codes ``[objects, frames]``, and under
-        ``'position'`` its estimated position in the world ([n, 3], known [n])."""
+                        groups: list[tuple[Links, np.ndarray, np.ndarray]],
+                        lookup) -> tuple[list[dict[str, Column]], Column]:
+        """Per object: its stable, sliding, sync, supported, settled,
+        gripper_approaching and place-precondition columns over the frames
+        (:mod:`.tracking`, :mod:`.preconditions`), given the grasp state
+        codes ``[objects, frames]``, and under ``'position'`` its estimated
+        position in the world ([n, 3], known [n]); and the pick-precondition
+        column."""
         cfg = self.config
         n, objs = len(times), self._objects
         meas = self._measurements(times, epochs, groups)
@@ -691,16 +704,18 @@ class TfGrounding:
                      and not newest_links[surface.frame].static else 0.0 for _, surface in supports]
         shapes = [cfg.shapes.get(o, Shape()) for o in objs]
         kinds = ('object_stable', 'object_sliding', 'object_sync', 'object_supported', 'object_settled',
-                 'gripper_approaching')
+                 'gripper_approaching', 'preconditions_satisfied_place')
         vals = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
         known = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
         position, position_known = np.zeros((len(objs), n, 3)), np.zeros((len(objs), n), bool)
+        pick, pick_known = np.zeros(n, bool), np.zeros(n, bool)
         codes_l, times_l, g_ok = codes.tolist(), times.tolist(), Gw.ok.tolist()
         for k in range(n):
             now = times_l[k]
             if epochs[k] != self._state_epoch:
                 self._state_epoch = epochs[k]
-                self._tracks, self._prev_gripper, self._prev_distance = {}, None, {}
+                self._tracks, self._prev_gripper, self._prev_distance, self._support_seen = {}, None, {}, {}
+            bodies: dict[str, Body] = {}
             gripper = (Gw.R[k], Gw.t[k]) if g_ok[k] else None
             motion = None
             if gripper is not None:
@@ -768,8 +783,48 @@ class TfGrounding:
                         vals['gripper_approaching'][j, k] = dist < cfg.approach_m and dist < prev_d
                         known['gripper_approaching'][j, k] = True
                     self._prev_distance[obj] = dist
+                bodies[obj] = Body(est.p_w if est.known else None, est.R_w, shapes[j], stable,
+                                   None if code == GRASP_UNKNOWN else code == GRASP_TRUE)
+            ready, place = self._preconditions(k, now, gripper, bodies, supports, sup_w, sup_noise)
+            pick[k], pick_known[k] = bool(ready), ready is not None
+            for j, obj in enumerate(objs):
+                v = place[obj]
+                vals['preconditions_satisfied_place'][j, k], known['preconditions_satisfied_place'][j, k] = \
+                    bool(v), v is not None
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
-                 'position': (position[j], position_known[j])} for j in range(len(objs))]
+                 'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
+
+    def _preconditions(self, k: int, now: float, gripper, bodies: dict[str, Body],
+                       supports: list, sup_w: list[Lookup],
+                       sup_noise: list[float]) -> tuple[bool | None, dict[str, bool | None]]:
+        """Frame ``k``'s pick and per-object place preconditions.  A support
+        is stable when, over the track's window, it moved no farther than the
+        stability bound allows plus three standard deviations of its
+        detections' noise (unknown until it has been seen twice): a detected
+        support's noise over one 50 ms frame reads as 0.1 m/s."""
+        cfg = self.config
+        at: dict[str, Support] = {}
+        for (sup, surface), S, noise_m in zip(supports, sup_w, sup_noise):
+            if not S.ok[k]:
+                at[sup] = Support(None, None, surface, None)
+                continue
+            seen = self._support_seen.setdefault(sup, collections.deque())
+            if not seen or now > seen[-1][0]:
+                seen.append((now, S.t[k].copy()))
+            while len(seen) > 2 and now - seen[1][0] >= cfg.track.window_s:
+                seen.popleft()
+            stable = None
+            if len(seen) >= 2:
+                span_s = now - seen[0][0]
+                moved_m = float(np.linalg.norm(S.t[k] - seen[0][1]))
+                stable = moved_m <= cfg.stable_linear_m_s * span_s + 3.0 * math.sqrt(2.0) * noise_m
+            # A support that is itself a tracked object is as stable as its track says.
+            if sup in bodies and bodies[sup].stable is not None:
+                stable = bodies[sup].stable
+            at[sup] = Support(S.R[k], S.t[k], surface, stable)
+        ready = pick_preconditions(None if gripper is None else gripper[1], bodies, cfg.pick_clear_m)
+        return ready, {obj: place_preconditions(obj, bodies, at, cfg.place_clear_m, cfg.place_max_foreign,
+                                                cfg.support_gap_m) for obj in bodies}
 
     @staticmethod
     def _inside(t: np.ndarray, ok: np.ndarray, lo: tuple[float, float, float],

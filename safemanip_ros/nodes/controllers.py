@@ -30,6 +30,7 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from action_msgs.srv import CancelGoal
+from rclpy.client import Client
 from rclpy.node import Node
 from std_srvs.srv import SetBool
 
@@ -54,7 +55,7 @@ class TrajectoryGoalCanceller:
 
     def __init__(self, node: Node, action: str, timeout_s: float) -> None:
         self.node, self.action, self.timeout_s = node, action.rstrip('/'), timeout_s
-        self._client = node.create_client(CancelGoal, f'{self.action}/_action/cancel_goal')
+        self._client: Client[Any, Any] = node.create_client(CancelGoal, f'{self.action}/_action/cancel_goal')
         self._moving: list[bytes] = []          # ids of goals accepted or executing, from the status topic
         self._status_seen = False
         node.create_subscription(GoalStatusArray, f'{self.action}/_action/status', self._on_status,
@@ -122,7 +123,7 @@ class ServoPause:
 
     def __init__(self, node: Node, service: str, timeout_s: float) -> None:
         self.node, self.service, self.timeout_s = node, service, timeout_s
-        self._client = node.create_client(SetBool, service)
+        self._client: Client[Any, Any] = node.create_client(SetBool, service)
         self._pending: _Pending | None = None
 
     def _call(self, paused: bool) -> bool:
