@@ -310,3 +310,36 @@ def test_bridge_publishes_a_camera_stream(tmp_path):
     assert pixels.std() > 5                                   # a scene, not a blank frame
     assert info.k[0] == pytest.approx(64 / np.tan(np.radians(45) / 2), rel=1e-6) and info.k[2] == 64
     assert img.header.frame_id == info.header.frame_id == 'agentview_optical'
+
+
+def test_pick_and_place_preconditions_on_physics(tmp_path):
+    """PickPlace: the Can put down in the source bin between two objects (a
+    place whose support region is occupied) and a clean pick that robosuite's
+    bin set against the Milk (a pick in clutter, labelled by the physics):
+    each caught by the precondition property meant for it, at once."""
+    from safemanip_ros.audit.engine import AuditConfig, run_audit
+    from safemanip_ros.audit.report import build_report
+    from safemanip_ros.resources import default_suites
+    world = SimWorld('PickPlace')
+    bags = []
+    try:
+        for fault, seed in (('place_in_clutter', 102), ('none', 106)):
+            spec = EpisodeSpec('PickPlace', fault, seed)
+            run_episode(world, spec, tmp_path)
+            bags.append(tmp_path / spec.name)
+    finally:
+        world.close()
+    assert [e['event'] for e in read_truth(bags[0])['events']] == ['place_in_clutter']
+    assert [e['event'] for e in read_truth(bags[1])['events']] == ['pick_in_clutter']
+    cfg = AuditConfig(tuple(str(p) for p in default_suites()),
+                      robot_config=str(REPO / 'config' / 'robots' / 'robosuite_pickplace.yaml'))
+    results, skipped = run_audit([str(b) for b in bags], cfg, tmp_path / 'audit', 1)
+    assert not skipped
+    result = score(build_report(results, skipped, {'reduction': 'any'}), bags)
+    table = format_table(result)
+    assert result['sensitivity'] == 1.0, table
+    props = result['properties']
+    assert props['place_preconditions_safe']['detected'] == 1, table
+    assert props['place_preconditions_safe']['median_latency_frames'] == 0, table
+    assert props['pick_preconditions_safe']['detected'] == 1, table
+    assert props['pick_preconditions_safe']['median_latency_frames'] <= 10 + 3, table

@@ -70,7 +70,7 @@ def _near(a: Body, b: Body, margin_m: float) -> bool:
     return gap <= margin_m
 
 
-def _count_near(target: str, bodies: Mapping[str, Body], margin_m: float,
+def count_near(target: str, bodies: Mapping[str, Body], margin_m: float,
                 exclude: Sequence[str] = ()) -> tuple[int, int]:
     """(objects known to be near ``target``, objects whose pose is unknown)."""
     me = bodies[target]
@@ -106,7 +106,7 @@ def pick_preconditions(gripper_p_w: np.ndarray | None, bodies: Mapping[str, Body
     if not free or any(b.p_w is None for b in free.values()):
         return None             # which object is approached is not known
     target = min(free, key=lambda n: float(np.linalg.norm(free[n].p_w - gripper_p_w)))
-    near, unknown = _count_near(target, bodies, clear_m)
+    near, unknown = count_near(target, bodies, clear_m)
     return _and(bodies[target].stable, _at_most(near, unknown, 0))
 
 
@@ -141,8 +141,8 @@ def place_preconditions(obj: str, bodies: Mapping[str, Body], supports: Mapping[
     support, certain = support_beneath(body, supports, gap_tolerance_m, exclude=obj)
     if support is None:
         return False if certain else None       # geometry invalid: nothing beneath it
-    near, unknown = _count_near(obj, bodies, clear_m, exclude=(support,))
+    near, unknown = count_near(obj, bodies, clear_m, exclude=(support,))
     return _and(supports[support].stable, _at_most(near, unknown, max_foreign))
 
 
-__all__ = ['Body', 'Support', 'pick_preconditions', 'place_preconditions', 'support_beneath']
+__all__ = ['Body', 'Support', 'count_near', 'pick_preconditions', 'place_preconditions', 'support_beneath']

@@ -39,10 +39,13 @@ EXPECTED = {
     'no_dragging_on_support': ('drag',),
     'no_forbidden_contact': ('table_smash',),
     'raw_contact_blocks_clean_until_sanitized': ('touch_raw_then_clean',),
+    'place_preconditions_safe': ('place_in_clutter',),
+    'pick_preconditions_safe': ('pick_in_clutter',),
 }
 """Property → the faults it is meant to catch (its per-property sensitivity)."""
 WINDOW_FRAMES = {'release_only_over_support': 0, 'no_dragging_on_support': 8, 'no_forbidden_contact': 21,
-                 'raw_contact_blocks_clean_until_sanitized': 0}
+                 'raw_contact_blocks_clean_until_sanitized': 0, 'place_preconditions_safe': 0,
+                 'pick_preconditions_safe': 10}
 """The debouncing window of each property (latency target: window + 1 frame)."""
 
 
@@ -127,7 +130,8 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
     true_flags = sum(o.flagged and o.detected for o in faulty)
     props = {}
     for prop, faults in EXPECTED.items():
-        meant = [o for o in faulty if o.fault in faults]
+        # Injected as that fault, or labelled with it by the physics (a pick the scene set in clutter).
+        meant = [o for o in faulty if o.fault in faults or any(e['event'] in faults for e in o.events)]
         hits = [o for o in meant if prop in o.latency_frames]
         lat = [o.latency_frames[prop] for o in hits]
         props[prop] = {

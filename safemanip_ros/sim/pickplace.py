@@ -6,25 +6,60 @@ source: type ``raw_dough`` in the ontology); the others are clean.  The
 scripted policy picks the Can and places it in the target bin; the fault
 ``touch_raw_then_clean`` first presses the gripper onto the Bread, lifts,
 and then does the same pick — the robot touches clean food with
-contaminated fingers.
+contaminated fingers; ``place_in_clutter`` puts the Can down in the source
+bin between the two other objects that stand closest together — a place
+whose support region is occupied (SafeManip's place preconditions).
 
 Ground truth (:class:`PickPlaceLabeller`), from the contacts alone: the
 robot becomes contaminated at its first contact with the Bread; the event
 starts at its first later contact with anything clean (another object, a
-bin) and lasts while that contact does.
+bin) and lasts while that contact does.  A place in clutter is labelled on
+the first frame after a grasp on which no finger touches the Can, when two
+or more other objects stand within the Can's footprint + 3 cm (their
+shapes as the robot configuration gives them).  A pick in clutter — an
+object within 1 cm of the Can when the gripper first comes within 5 cm of
+it — is labelled on that frame whatever the fault: robosuite's bin
+sometimes sets the Can against another object, and SafeManip counts such a
+pick as unsafe.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..grounding.geometry import Shape
+from ..grounding.preconditions import Body, count_near
+from ..grounding.tf import quat_to_matrix
 from .policies import EEF_BODY, ROBOT_PREFIXES, Event, Truth, _move, release_and_retreat
 from .world import SimSample
 
-PICKPLACE_FAULTS = ('none', 'touch_raw_then_clean')
+PICKPLACE_FAULTS = ('none', 'touch_raw_then_clean', 'place_in_clutter')
 RAW_BODY = 'Bread_main'
 PICK_BODY = 'Can_main'
 CLEAN_BODIES = ('Milk_main', 'Cereal_main', 'Can_main', 'bin1', 'bin2')
+SHAPES = {'Can_main': Shape('cylinder', (0.025, 0.04)), 'Milk_main': Shape('box', (0.025, 0.025, 0.065)),
+          'Cereal_main': Shape('box', (0.04, 0.02, 0.08)), 'Bread_main': Shape('box', (0.03, 0.03, 0.025))}
+"""The objects' shapes as config/robots/robosuite_pickplace.yaml gives them."""
+CLUTTER_MARGIN_M = 0.03
+CLUTTER_OBJECTS = 2
+APPROACH_M = 0.05           # SafeManip's pick approach distance
+PICK_CLEAR_M = 0.01         # SafeManip's clutter distance: an object this close makes a pick unsafe
+FINGER_PREFIX = 'gripper0_'
+
+
+def bodies_at(s: SimSample) -> dict[str, Body]:
+    """The four objects as the preconditions read them, from the simulator's poses."""
+    return {name: Body(np.array(s.poses[name][0]), quat_to_matrix(s.poses[name][1]), shape)
+            for name, shape in SHAPES.items()}
+
+
+def clutter_spot(s: SimSample) -> np.ndarray:
+    """Where a place is in clutter: between the two other objects that stand closest together."""
+    others = [n for n in SHAPES if n != PICK_BODY]
+    pairs = [(float(np.linalg.norm(np.subtract(s.poses[a][0][:2], s.poses[b][0][:2]))), a, b)
+             for i, a in enumerate(others) for b in others[i + 1:]]
+    _, a, b = min(pairs)
+    return (np.array(s.poses[a][0][:2]) + np.array(s.poses[b][0][:2])) / 2
 
 
 class PickPlacePolicy:
@@ -94,6 +129,8 @@ class PickPlacePolicy:
             if abs(eef[2] - self._lift_z) < 0.01 or self.phase_frames > 40:
                 self._next('carry')
         elif ph == 'carry':
+            if self.fault == 'place_in_clutter' and self.phase_frames == 1:
+                self.bin2_xy = clutter_spot(s)
             target = np.array([self.bin2_xy[0], self.bin2_xy[1], self._lift_z])
             a[:3] = _move(eef, target, limit=0.6)
             a[6] = 1
@@ -124,6 +161,8 @@ class PickPlaceLabeller:
         self.truth = truth
         self.contaminated = False
         self._open: Event | None = None
+        self._held = False          # the fingers held the Can (two finger bodies on it) since it last left them
+        self._approached = False    # the gripper came within APPROACH_M of the Can
 
     def update(self, s: SimSample) -> None:
         touched = {b2 if b1.startswith(ROBOT_PREFIXES) else b1 for b1, b2, _ in s.contacts
@@ -137,6 +176,22 @@ class PickPlaceLabeller:
         elif not clean and self._open is not None:
             self._open.end_frame = s.step - 1
             self._open = None
+        bodies = bodies_at(s)
+        eef = np.array(s.poses[EEF_BODY][0])
+        if not self._approached and float(np.linalg.norm(bodies[PICK_BODY].p_w - eef)) < APPROACH_M:
+            self._approached = True
+            near, _ = count_near(PICK_BODY, bodies, PICK_CLEAR_M)
+            if near:
+                self.truth.events.append(Event('pick_in_clutter', s.step, s.step))
+        fingers = {b1 if b2 == PICK_BODY else b2 for b1, b2, _ in s.contacts
+                   if PICK_BODY in (b1, b2) and (b1 if b2 == PICK_BODY else b2).startswith(FINGER_PREFIX)}
+        if len(fingers) >= 2:
+            self._held = True
+        elif not fingers and self._held:
+            self._held = False          # the place: the Can left the fingers
+            near, _ = count_near(PICK_BODY, bodies, CLUTTER_MARGIN_M)
+            if near >= CLUTTER_OBJECTS:
+                self.truth.events.append(Event('place_in_clutter', s.step, s.step))
         self.truth.frames = s.step + 1
 
     def close(self, frame: int) -> None:
