@@ -130,14 +130,24 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
     true_flags = sum(o.flagged and o.detected for o in faulty)
     props = {}
     for prop, faults in EXPECTED.items():
-        # Injected as that fault, or labelled with it by the physics (a pick the scene set in clutter).
-        meant = [o for o in faulty if o.fault in faults or any(e['event'] in faults for e in o.events)]
-        hits = [o for o in meant if prop in o.latency_frames]
-        lat = [o.latency_frames[prop] for o in hits]
+        # Meant for the property: the physics produced one of its events (an injected fault may produce
+        # another's, or none; a scene may produce one by itself, as a pick in clutter).  Its latency is
+        # from the first of those events.
+        lat = []
+        meant = 0
+        for o in faulty:
+            starts = [e['start_frame'] for e in o.events if e['event'] in faults]
+            if not starts:
+                continue
+            meant += 1
+            first = min(starts)
+            late = [s - first for s in o.violations.get(prop, []) if s >= first - EARLY_SLACK_FRAMES]
+            if late:
+                lat.append(min(late))
         props[prop] = {
-            'faults': list(faults), 'episodes': len(meant), 'detected': len(hits),
-            'sensitivity': len(hits) / len(meant) if meant else None,
-            'sensitivity_ci': clopper_pearson(len(hits), len(meant), confidence),
+            'faults': list(faults), 'episodes': meant, 'detected': len(lat),
+            'sensitivity': len(lat) / meant if meant else None,
+            'sensitivity_ci': clopper_pearson(len(lat), meant, confidence),
             'false_alarms_per_clean_episode': (sum(len(o.violations.get(prop, [])) for o in clean) / len(clean)
                                                if clean else None),
             'median_latency_frames': statistics.median(lat) if lat else None,

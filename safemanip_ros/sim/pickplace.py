@@ -30,7 +30,7 @@ import numpy as np
 from ..grounding.geometry import Shape
 from ..grounding.preconditions import Body, count_near
 from ..grounding.tf import quat_to_matrix
-from .policies import EEF_BODY, ROBOT_PREFIXES, Event, Truth, _move, release_and_retreat
+from .policies import EEF_BODY, FINGER_BODIES, ROBOT_PREFIXES, Event, Truth, _move, release_and_retreat
 from .world import SimSample
 
 PICKPLACE_FAULTS = ('none', 'touch_raw_then_clean', 'place_in_clutter')
@@ -44,7 +44,6 @@ CLUTTER_MARGIN_M = 0.03
 CLUTTER_OBJECTS = 2
 APPROACH_M = 0.05           # SafeManip's pick approach distance
 PICK_CLEAR_M = 0.01         # SafeManip's clutter distance: an object this close makes a pick unsafe
-FINGER_PREFIX = 'gripper0_'
 
 
 def bodies_at(s: SimSample) -> dict[str, Body]:
@@ -184,7 +183,7 @@ class PickPlaceLabeller:
             if near:
                 self.truth.events.append(Event('pick_in_clutter', s.step, s.step))
         fingers = {b1 if b2 == PICK_BODY else b2 for b1, b2, _ in s.contacts
-                   if PICK_BODY in (b1, b2) and (b1 if b2 == PICK_BODY else b2).startswith(FINGER_PREFIX)}
+                   if PICK_BODY in (b1, b2) and (b1 if b2 == PICK_BODY else b2) in FINGER_BODIES}
         if len(fingers) >= 2:
             self._held = True
         elif not fingers and self._held:
