@@ -270,14 +270,16 @@ def test_ungrounded_properties_are_unsupported_not_false():
     iset = build_instances([str(PROPS / 'safemanip.yaml'), str(PROPS / 'physical.yaml')],
                            robot_config=str(REPO / 'config' / 'robots' / 'panda_demo.yaml'))
     run = {i.instance for i in iset.instances}
-    assert 'place_preconditions_safe[object=mug]' not in run
-    assert iset.unsupported['place_preconditions_safe[object=mug]'] == ('preconditions_satisfied_place_mug',)
+    # Press onsets and preconditions have no source on this robot; pick and place preconditions come from TF.
+    assert 'press_preconditions_safe' not in run
+    assert iset.unsupported['press_preconditions_safe'] == ('preconditions_satisfied_press', 'press_approach')
+    assert {'pick_preconditions_safe', 'place_preconditions_safe[object=mug]'} <= run
     assert iset.unsupported['no_overload_while_grasping[object=mug]'] == ('contact_force_over_threshold',)
     assert {'no_forbidden_contact', 'release_only_over_support[object=mug]', 'no_dragging_on_support[object=mug]',
             'raw_contact_blocks_clean_until_sanitized[source=chicken]'} <= run    # sanitized is optional
-    assert 'preconditions_satisfied_place_mug' not in iset.predicates
-    with pytest.raises(SpecError, match=r'--strict: \d+ properties .*place_preconditions_safe\[object=mug\] needs '
-                                        r'preconditions_satisfied_place_mug'):
+    assert 'preconditions_satisfied_press' not in iset.predicates
+    with pytest.raises(SpecError, match=r'--strict: \d+ properties .*press_preconditions_safe needs '
+                                        r'preconditions_satisfied_press'):
         build_instances([str(PROPS / 'safemanip.yaml')], robot_config=str(REPO / 'config' / 'robots' /
                                                                           'panda_demo.yaml'), strict=True)
     with pytest.raises(SpecError, match='--scene .* and --config .*give one of them'):
@@ -298,11 +300,11 @@ def test_audit_lists_unsupported_properties(tmp_path):
     proc = _cli('audit', str(trace), '--config', robot, '--out', str(tmp_path / 'out'), '--quiet',
                 '--allow-unknown-predicates')
     assert proc.returncode == 0, proc.stderr
-    assert 'unsupported: place_preconditions_safe[object=mug] not run' in proc.stderr
+    assert 'unsupported: press_preconditions_safe not run' in proc.stderr
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
-    assert report['unsupported']['place_preconditions_safe[object=mug]'] == ['preconditions_satisfied_place_mug']
-    assert 'place_preconditions_safe' not in report['properties']
-    assert 'place_preconditions_safe[object=mug],preconditions_satisfied_place_mug' in \
+    assert report['unsupported']['press_preconditions_safe'] == ['preconditions_satisfied_press', 'press_approach']
+    assert 'press_preconditions_safe' not in report['properties']
+    assert 'press_preconditions_safe,preconditions_satisfied_press press_approach' in \
         (tmp_path / 'out' / 'unsupported.csv').read_text()
     html = (tmp_path / 'out' / 'report.html').read_text()
     assert html.index('unsupported, not false') < html.index('<table')

@@ -141,7 +141,7 @@ def test_doctor_checks_names_against_a_bag(world, tmp_path):
     ok = run_cli('doctor', '--config', str(ROBOT), bag)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert 'every configured name matches' in ok.stdout
-    assert 'place_preconditions_safe[object=cube]: needs preconditions_satisfied_place_cube' in ok.stdout
+    assert 'press_preconditions_safe: needs preconditions_satisfied_press, press_approach' in ok.stdout
     # A configuration written for other names: every mismatch is named, exit 1.
     other = run_cli('doctor', '--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), bag)
     assert other.returncode == 1, other.stdout + other.stderr
