@@ -12,6 +12,8 @@ import random
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,17 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
 # The longest files first: `make test` runs them in two workers (pytest-xdist,
 # --dist loadfile), and a two-minute file scheduled last would run alone at the end.
 _LONGEST_FIRST = ('test_demo.py', 'test_demo_canary.py', 'test_colcon_build.py', 'test_bench_smoke.py')
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    """Poll ``cond`` every 10 ms until it holds or ``timeout_s`` passed: tests wait for
+    conditions, never for wall-clock luck."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import wait_for
 
 from safemanip_ros.supervisor.alerts import AlertConfig, AlertDispatcher, JsonLinesSink, WebhookSink
 
@@ -48,15 +48,6 @@ class Hook:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
-
-
-def wait_for(cond, timeout_s: float = 20.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def _alert(i: int) -> dict:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import pytest
 import rclpy
+from conftest import wait_for
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -104,15 +105,6 @@ def ros():
         made['thread'].join(timeout=10)
 
 
-def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
-
-
 def violation(node) -> Callable[[int], None]:
     pub = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
 
@@ -138,7 +130,7 @@ def start_goal(node, action: str):
 
 @pytest.mark.parametrize('cancel', ['accept', 'reject'])
 def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
-    action = '/arm_controller/follow_joint_trajectory'
+    action = f'/arm_controller_{cancel}/follow_joint_trajectory'       # one server per case: none left over
     sup, node, thread = ros('/ctrl_' + cancel, {'trajectory_action': action})
     actions: list[SupervisorAction] = []
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
@@ -187,16 +179,7 @@ def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
     silent = rclpy.create_node('silent_controller', context=silent_ctx)
     silent.create_service(CancelGoal, f'{action}/_action/cancel_goal', lambda rq, rs: rs)
     try:
-        actions: list[SupervisorAction] = []
-        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0],
-                                                              header=_stamp())))
-        send = violation(node)
-        thread.start()
-        sup.trigger_configure()
-        sup.trigger_activate()
-        assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+        actions, send = bring_up(sup, node, thread)
         send(ViolationEvent.EVENT_OPENED)
         reasons = lambda: [a.reason for a in actions]          # noqa: E731
         assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
@@ -206,9 +189,22 @@ def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
         rclpy.try_shutdown(context=silent_ctx)
 
 
-def _stamp():
+def bring_up(sup, node, thread) -> tuple[list[SupervisorAction], Callable[[int], None]]:
+    """A still arm on joint_states, the supervisor active with its controller
+    interface matched and joint states in: the actions it publishes, and the
+    violation sender."""
     from std_msgs.msg import Header
-    return Header(stamp=time_from_ns(time.time_ns()))
+    actions: list[SupervisorAction] = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+    node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0],
+                                                          header=Header(stamp=time_from_ns(time.time_ns())))))
+    send = violation(node)
+    thread.start()
+    sup.trigger_configure()
+    sup.trigger_activate()
+    assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+    return actions, send
 
 
 def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
@@ -220,16 +216,8 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
         response.success, response.message = True, 'paused' if request.data else 'unpaused'
         return response
     node.create_service(SetBool, '/servo_node/pause_servo', on_pause)
-    actions: list[SupervisorAction] = []
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0], header=_stamp())))
     ack = node.create_client(Trigger, 'supervisor/acknowledge')
-    send = violation(node)
-    thread.start()
-    sup.trigger_configure()
-    sup.trigger_activate()
-    assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+    actions, send = bring_up(sup, node, thread)
     send(ViolationEvent.EVENT_OPENED)
     reasons = lambda: [a.reason for a in actions]          # noqa: E731
     assert wait_for(lambda: requests == [True]), (requests, reasons())

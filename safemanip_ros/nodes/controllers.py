@@ -49,21 +49,57 @@ class _Pending:
     deadline: float          # time.monotonic() by which the answer must be in
 
 
-class TrajectoryGoalCanceller:
+class _Requests:
+    """One asynchronous request at a time to a robot service, judged when
+    its answer arrives (:meth:`_judge`) or its time is up."""
+
+    def __init__(self, node: Node, srv_type: Any, name: str, timeout_s: float) -> None:
+        self.node, self.timeout_s = node, timeout_s
+        self._client: Client[Any, Any] = node.create_client(srv_type, name)
+        self._pending: _Pending | None = None
+
+    @property
+    def pending(self) -> bool:
+        """A request is out, not yet answered."""
+        return self._pending is not None
+
+    def _send(self, what: str, request: Any, unavailable: str) -> bool:
+        if not self._client.service_is_ready():
+            self.node.get_logger().error(unavailable)
+            return False
+        self._pending = _Pending(what, self._client.call_async(request), time.monotonic() + self.timeout_s)
+        return True
+
+    def poll(self, now: float) -> str | None:
+        """A failure text once the request was refused or not answered in
+        time; None otherwise (also while waiting)."""
+        p = self._pending
+        if p is None:
+            return None
+        if p.future.done():
+            self._pending = None
+            response = p.future.result()
+            return f'{p.what}: no response' if response is None else self._judge(p.what, response)
+        if now > p.deadline:
+            self._pending = None
+            return f'{p.what}: no answer within {self.timeout_s:g} s'
+        return None
+
+    def _judge(self, what: str, response: Any) -> str | None:
+        raise NotImplementedError
+
+
+class TrajectoryGoalCanceller(_Requests):
     """Cancels every active goal of the action server ``action`` (e.g.
     ``/joint_trajectory_controller/follow_joint_trajectory``)."""
 
     def __init__(self, node: Node, action: str, timeout_s: float) -> None:
-        self.node, self.action, self.timeout_s = node, action.rstrip('/'), timeout_s
-        self._client: Client[Any, Any] = node.create_client(CancelGoal, f'{self.action}/_action/cancel_goal')
+        self.action = action.rstrip('/')
+        super().__init__(node, CancelGoal, f'{self.action}/_action/cancel_goal', timeout_s)
         self._moving: list[bytes] = []          # ids of goals accepted or executing, from the status topic
-        self._status_seen = False
-        node.create_subscription(GoalStatusArray, f'{self.action}/_action/status', self._on_status,
-                                 ACTION_STATUS)
-        self._pending: _Pending | None = None
+        node.create_subscription(GoalStatusArray, f'{self.action}/_action/status', self._on_status, ACTION_STATUS)
 
     def _on_status(self, msg: GoalStatusArray) -> None:
-        self._status_seen = True
         self._moving = [bytes(s.goal_info.goal_id.uuid) for s in msg.status_list if s.status in MOVING]
 
     @property
@@ -72,68 +108,41 @@ class TrajectoryGoalCanceller:
         return len(self._moving)
 
     def hold(self) -> bool:
-        """Ask the server to cancel every goal.  False (not delivered): the
-        server is not there.  The answer is judged by :meth:`poll`."""
-        if not self._client.service_is_ready():
-            self.node.get_logger().error(f'trajectory_action {self.action}: its cancel service is not available')
-            return False
-        # A zero goal id and a zero stamp: cancel every goal (action_msgs/srv/CancelGoal).
-        self._pending = _Pending(f'cancel of {self.action}', self._client.call_async(CancelGoal.Request()),
-                                 time.monotonic() + self.timeout_s)
-        return True
+        """Ask the server to cancel every goal (a zero goal id and stamp:
+        action_msgs/srv/CancelGoal).  False (not delivered): the server is
+        not there.  The answer is judged by :meth:`poll`."""
+        return self._send(f'cancel of {self.action}', CancelGoal.Request(),
+                          f'trajectory_action {self.action}: its cancel service is not available')
 
     def resume(self) -> bool:
         """Nothing to undo: whoever sent the goal sends the next one."""
         return True
 
-    @property
-    def pending(self) -> bool:
-        """A request is out, not yet answered."""
-        return self._pending is not None
-
-    def poll(self, now: float) -> str | None:
-        """A failure text once the cancel was refused while goals were moving,
-        or not answered in time; None otherwise (also while waiting)."""
-        p = self._pending
-        if p is None:
+    def _judge(self, what: str, response: Any) -> str | None:
+        """Refused while goals were moving is a failure; with nothing moving
+        there was nothing to cancel (rcl_action then answers "rejected")."""
+        code, canceling = int(response.return_code), len(response.goals_canceling)
+        if code == CancelGoal.Response.ERROR_NONE and (canceling or not self._moving):
+            self.node.get_logger().info(f'{what}: {canceling} goal(s) canceling')
             return None
-        if p.future.done():
-            self._pending = None
-            response = p.future.result()
-            if response is None:
-                return f'{p.what}: no response'
-            code, canceling = int(response.return_code), len(response.goals_canceling)
-            if code == CancelGoal.Response.ERROR_NONE and (canceling or not self._moving):
-                self.node.get_logger().info(f'{p.what}: {canceling} goal(s) canceling')
-                return None
-            if self._moving:
-                # rclpy answers "no error" with the goals its cancel callback refused left out of the list.
-                why = 'refused' if code == CancelGoal.Response.ERROR_NONE else CANCEL_ERRORS.get(code, f'error {code}')
-                return f'{p.what}: {why} while {len(self._moving)} goal(s) move'
-            return None         # nothing was moving: nothing to cancel (rcl_action answers "rejected")
-        if now > p.deadline:
-            self._pending = None
-            return f'{p.what}: no answer within {self.timeout_s:g} s'
-        return None
+        if not self._moving:
+            return None
+        # rclpy answers "no error" with the goals its cancel callback refused left out of the list.
+        why = 'refused' if code == CancelGoal.Response.ERROR_NONE else CANCEL_ERRORS.get(code, f'error {code}')
+        return f'{what}: {why} while {len(self._moving)} goal(s) move'
 
 
-class ServoPause:
+class ServoPause(_Requests):
     """MoveIt Servo's ``std_srvs/srv/SetBool`` pause service (``data`` true:
     pause): paused by a hold, unpaused on resume."""
 
     def __init__(self, node: Node, service: str, timeout_s: float) -> None:
-        self.node, self.service, self.timeout_s = node, service, timeout_s
-        self._client: Client[Any, Any] = node.create_client(SetBool, service)
-        self._pending: _Pending | None = None
+        self.service = service
+        super().__init__(node, SetBool, service, timeout_s)
 
     def _call(self, paused: bool) -> bool:
-        if not self._client.service_is_ready():
-            self.node.get_logger().error(f'servo_pause_service {self.service} is not available')
-            return False
-        what = f'{"pause" if paused else "unpause"} via {self.service}'
-        self._pending = _Pending(what, self._client.call_async(SetBool.Request(data=paused)),
-                                 time.monotonic() + self.timeout_s)
-        return True
+        return self._send(f'{"pause" if paused else "unpause"} via {self.service}', SetBool.Request(data=paused),
+                          f'servo_pause_service {self.service} is not available')
 
     def hold(self) -> bool:
         return self._call(True)
@@ -141,25 +150,10 @@ class ServoPause:
     def resume(self) -> bool:
         return self._call(False)
 
-    @property
-    def pending(self) -> bool:
-        """A request is out, not yet answered."""
-        return self._pending is not None
-
-    def poll(self, now: float) -> str | None:
-        p = self._pending
-        if p is None:
+    def _judge(self, what: str, response: Any) -> str | None:
+        if response.success:
             return None
-        if p.future.done():
-            self._pending = None
-            response = p.future.result()
-            if response is None or not response.success:
-                return f'{p.what}: refused{f" ({response.message})" if response is not None and response.message else ""}'
-            return None
-        if now > p.deadline:
-            self._pending = None
-            return f'{p.what}: no answer within {self.timeout_s:g} s'
-        return None
+        return f'{what}: refused{f" ({response.message})" if response.message else ""}'
 
 
 __all__ = ['ServoPause', 'TrajectoryGoalCanceller']
