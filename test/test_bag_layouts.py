@@ -182,7 +182,7 @@ def test_payloads_from_real_dds_decode_like_rosbags():
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from test_msgs_dds import REPO, filled
 
-    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), *TOPIC],
+    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), '--prefix', '/roundtrip_layouts', *TOPIC],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -196,9 +196,9 @@ def test_payloads_from_real_dds_decode_like_rosbags():
         for msgtype in TOPIC:
             pkg, _, name = msgtype.split('/')
             cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
-            node.create_subscription(cls, f'/roundtrip/out/{name}',
+            node.create_subscription(cls, f'/roundtrip_layouts/out/{name}',
                                      lambda raw, t=msgtype: received[t].append(bytes(raw)), qos, raw=True)
-            pubs[msgtype] = node.create_publisher(cls, f'/roundtrip/in/{name}', qos)
+            pubs[msgtype] = node.create_publisher(cls, f'/roundtrip_layouts/in/{name}', qos)
             msgs = [filled(cls, seed) for seed in range(1, variants + 1)]
             if msgtype == 'sensor_msgs/msg/JointState':
                 msgs[0].effort = []                     # ends on a sequence count: not 8-byte aligned

@@ -80,7 +80,7 @@ def test_filled_messages_differ_from_defaults():
 
 @pytest.mark.ros
 def test_every_message_type_round_trips_over_dds():
-    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), *TYPES],
+    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), '--prefix', '/roundtrip_msgs', *TYPES],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -95,9 +95,9 @@ def test_every_message_type_round_trips_over_dds():
         for spec in TYPES:
             cls = _type_class(spec)
             name = spec.rsplit('/', 1)[1]
-            node.create_subscription(cls, f'/roundtrip/out/{name}',
+            node.create_subscription(cls, f'/roundtrip_msgs/out/{name}',
                                      lambda m, name=name: received.setdefault(name, m), qos)
-            pubs[name] = node.create_publisher(cls, f'/roundtrip/in/{name}', qos)
+            pubs[name] = node.create_publisher(cls, f'/roundtrip_msgs/in/{name}', qos)
             sent[name] = filled(cls)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
         executor.add_node(node)
