@@ -53,17 +53,3 @@ def keep_freed_memory() -> bool:
     # mallopt returns 1 on success, 0 on error.
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) & bool(mallopt(_M_TRIM_THRESHOLD,
                                                                                  TRIM_THRESHOLD_BYTES))
-
-
-def release_free_memory() -> bool:
-    """Hand the free heap back to the system now (glibc's ``malloc_trim``,
-    every arena).  A long recording opens and closes a split writer every
-    second or so; what they free stays resident without this, and the
-    recording process's memory climbs for hours.  False where the C library
-    has no ``malloc_trim`` (not glibc) or there was nothing to release."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
-    return bool(trim(0))

@@ -19,12 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..memory import release_free_memory
 from ..realtime import background_thread
 from .writer import SplitBagWriter
-
-TRIM_PERIOD_S = 30.0
-"""How often the writing thread hands freed memory back (:func:`~safemanip_ros.memory.release_free_memory`)."""
 
 
 @dataclass
@@ -105,7 +101,7 @@ class ThreadedRecorder:
 
     def _run(self) -> None:
         background_thread()         # never competes with a real-time control path
-        last_rotate = last_trim = time.monotonic()
+        last_rotate = time.monotonic()
         while True:
             try:
                 item = self._queue.get(timeout=self._rotate_period_s)
@@ -120,8 +116,5 @@ class ThreadedRecorder:
             if time.monotonic() - last_rotate >= self._rotate_period_s:
                 last_rotate = time.monotonic()
                 self._timed(self.writer.rotate_if_due, self._now_ns())
-            if time.monotonic() - last_trim >= TRIM_PERIOD_S:
-                last_trim = time.monotonic()
-                release_free_memory()       # ctypes drops the GIL meanwhile: the control path runs on
         self._drain()
         self._timed(self.writer.close)
