@@ -535,7 +535,8 @@ class Monitor:
         out = [_NO_EPISODES] * (rollouts.size * D)
         if not self._episode_chunks:
             return out
-        cols = [np.concatenate([ch[i] for ch in self._episode_chunks]) for i in range(5)]
+        self._compact_chunks()
+        cols = self._episode_chunks[0]
         take = which[cols[1]]
         self._episode_chunks = [tuple(c[~take] for c in cols)] if (~take).any() else []
         ds, bs, starts, ends, rec = (c[take] for c in cols)

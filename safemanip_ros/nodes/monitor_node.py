@@ -11,7 +11,8 @@
   ``verdicts`` (VerdictArray: every instance on an episode's first frame
   and at least every ``verdicts_full_period_s``, between them the instances
   whose verdict, mode or recovery verdict changed; 0: every instance on
-  every frame), ``violations`` (ViolationEvent, on open and close), ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
+  every frame), ``violations`` (ViolationEvent, on open and close),
+  ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
   at episode end; the final ones also on ``metrics/final``, latched),
   ``status`` (MonitorStatus) and ``/diagnostics``
   (OK/WARN/ERROR per category);

@@ -360,9 +360,12 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _poll_controllers(self, now: float) -> None:
         failures = [f for f in (c.poll(now) for c in self._controllers) if f]
-        if not failures or self._controller_request is None:
+        if not failures:
             return
         action, self._controller_request = self._controller_request, None
+        if action is None:      # another interface's answer to the same request was judged already
+            self.get_logger().warning('; '.join(failures))
+            return
         if action.action in ('pause', 'stop'):
             # Refused or unanswered: the goal may still move the arm; not a hold.  Retried, then escalated.
             self._confirming = None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -94,7 +94,6 @@ class EpisodeOutcome:
     violations: dict[str, list[int]]      # property → violation start frames
     flagged: bool = False
     detected: bool = False
-    latency_frames: dict[str, int] = field(default_factory=dict)
 
 
 def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
@@ -115,10 +114,6 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
         if first is not None:
             starts = [s for ss in viol.values() for s in ss if s >= first - EARLY_SLACK_FRAMES]
             o.detected = bool(starts)
-            for prop, ss in viol.items():
-                late = [s - first for s in ss if s >= first - EARLY_SLACK_FRAMES]
-                if late:
-                    o.latency_frames[prop] = min(late)
         outcomes.append(o)
     faulty = [o for o in outcomes if o.events]
     # A fault injected that the physics never produced (no labelled event) is neither faulty
