@@ -231,4 +231,5 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
             break
         time.sleep(0.1)
     assert wait_for(lambda: requests == [True, False]), (requests, reasons())
-    assert any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions), reasons()
+    # The unpause request goes out before the resume action is published: wait for that, too.
+    assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions)), reasons()
