@@ -2,6 +2,8 @@
 
     ros2 launch safemanip_ros grounding.launch.py robot_config:=/path/to/robot.yaml
 
+``skills:=true`` also starts ``skill_grounding`` (the configuration's
+``skills:`` section maps the stack's SkillEvent names to SafeManip actions).
 ``realtime_priority:=50`` runs the nodes under SCHED_FIFO at that priority
 where permitted (0, the default: normal scheduling; safemanip_ros/realtime.py).
 """
@@ -11,6 +13,7 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -34,5 +37,10 @@ def generate_launch_description():
              additional_env=realtime),
         Node(package='safemanip_ros', executable='camera_grounding', name='camera_grounding',
              parameters=[{'config': config}], output='screen',
+             additional_env=realtime),
+        DeclareLaunchArgument('skills', default_value='false',
+                              description='start skill_grounding (needs a skills: section in robot_config)'),
+        Node(package='safemanip_ros', executable='skill_grounding', name='skill_grounding',
+             parameters=[{'config': config}], output='screen', condition=IfCondition(LaunchConfiguration('skills')),
              additional_env=realtime),
     ])

@@ -42,8 +42,10 @@ def generate_launch_description():
         DeclareLaunchArgument('servo_pause_service', default_value="''",
                               description="a hold also pauses MoveIt Servo (std_srvs/SetBool, e.g. "
                                           "/servo_node/pause_servo)"),
+        DeclareLaunchArgument('skills', default_value='false',
+                              description='ground action onsets from SkillEvent messages (robot_config skills:)'),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'grounding.launch.py')),
-                                 launch_arguments={'robot_config': robot,
+                                 launch_arguments={'robot_config': robot, 'skills': LaunchConfiguration('skills'),
                                                    'realtime_priority': LaunchConfiguration('realtime_priority')}.items()),
         LifecycleNode(package='safemanip_ros', executable='monitor', name='monitor', namespace='',
                       parameters=[{'properties': [properties, LaunchConfiguration('physical_properties')], 'robot_config': robot, 'rate_hz': 20.0,

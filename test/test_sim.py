@@ -77,8 +77,14 @@ def test_episode_bag_and_truth(world, tmp_path):
         conn = next(c for c in reader.connections if c.topic == '/tf_static')
         static = ts.deserialize_cdr(next(reader.messages(connections=[conn]))[2], conn.msgtype)
         assert 'table' in {t.child_frame_id for t in static.transforms}
+        # The policy's phases as skill events: each entered (START) and left (END) in turn.
+        conn = next(c for c in reader.connections if c.topic == '/skill_events')
+        events = [ts.deserialize_cdr(raw, conn.msgtype) for _, _, raw in reader.messages(connections=[conn])]
+        assert (events[0].skill, events[0].target, events[0].phase) == ('approach', 'cube', 0)
+        assert [e.phase for e in events] == [0, 1] * (len(events) // 2) and len(events) >= 6
     # The audit's column-wise decoding of the raw inputs equals rosbags' on physics output.
-    assert raw_bag_samples_equal_rosbags(bag) == sum(n for t, n in counts.items() if t != '/clock')
+    assert raw_bag_samples_equal_rosbags(bag) == sum(n for t, n in counts.items()
+                                                     if t not in ('/clock', '/skill_events'))
 
 
 def _three_episodes_scored(world, tmp_path, perception_level: str) -> tuple[dict, str, list]:

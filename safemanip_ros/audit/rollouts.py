@@ -171,8 +171,9 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
     conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
     grounding = None
     if not conns:
-        from ..grounding.messages import RAW_TOPICS, GroundingSet
-        raw = [c for c in reader.connections if RAW_TOPICS.get(c.topic) == c.msgtype]
+        from ..grounding.messages import RAW_TOPICS, GroundingSet, raw_topics
+        expected = raw_topics(robot)
+        raw = [c for c in reader.connections if expected.get(c.topic) == c.msgtype]
         topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
         if not raw or robot is None:
             need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else

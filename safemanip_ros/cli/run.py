@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         CameraGroundingNode,
         ContactGroundingNode,
         JointStateGroundingNode,
+        SkillGroundingNode,
         TfGroundingNode,
     )
     from ..nodes.guard import name_problem
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             # The recorder first: its subscriptions are matched before anyone publishes.
             factories = ([] if args.no_record else [RecorderNode]) + \
                 [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
+                ([SkillGroundingNode] if robot.skills.topic else []) + \
                 ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
                 ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
             for factory in factories:

@@ -24,7 +24,8 @@ JOINT_MEANINGS = {
 def grounded_predicates(cfg: RobotConfig) -> set[str]:
     """The predicates this configuration's sources can ground: joint states
     and TF always; contacts when contact bodies are configured; the wrench
-    predicate when ``wrench_topic`` is set; camera regions when configured."""
+    predicate when ``wrench_topic`` is set; camera regions and skill events
+    when configured."""
     out = set()
     for source, name, _ in predicate_catalog(cfg):
         if source == 'contacts' and not (cfg.contacts.robot_bodies or cfg.contacts.finger_bodies):
@@ -83,10 +84,16 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
         out += [('tf', f'reach_in_{f}', f'{cfg.tf.gripper_frame} inside the interior of {f} ({list(lo)}..{list(hi)} m '
                  f'in {box})'),
                 ('tf', f'object_reach_in_{f}', f'a grasped object inside the interior of {f}')]
-    if cfg.tf.objects:
+    if cfg.tf.objects and cfg.tf.pick_approach:
         out.append(('tf', 'pick_approach', 'the gripper approaches some graspable object while nothing is grasped'))
+    if cfg.tf.objects:
         out.append(('tf', 'preconditions_satisfied_pick', f'the object nearest the gripper (not held) is stable and '
                     f'no other object is within {cfg.tf.pick_clear_m} m of it'))
+    sk = cfg.skills
+    for action in sk.mapped:
+        names = ', '.join(sorted(n for n, a in sk.actions.items() if a == action))
+        out.append(('skills', f'{action}_approach', f'a {names} skill has started on {sk.topic} and not ended '
+                    f'(unknown after {sk.max_active_s:g} s without its end)'))
     for name in sorted(cfg.camera.regions):
         out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
     return out

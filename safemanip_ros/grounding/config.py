@@ -23,6 +23,7 @@ from .camera import CameraConfig, ColourRegion
 from .contacts import ContactConfig, WrenchConfig
 from .geometry import Shape, SupportSurface
 from .joints import FixtureConfig, GripperCalibration, JointConfig
+from .skills import ACTIONS, SkillConfig
 from .tf import TfConfig
 from .tracking import TrackConfig
 
@@ -86,6 +87,10 @@ ROBOT_SCHEMA = Field('map', keys={
             'hsv_low': Field('list', required=True, items=Field('int')),
             'hsv_high': Field('list', required=True, items=Field('int')),
             'min_fraction': Field('float')}))}),
+    # The robot stack's skill events (grounding/skills.py): its skill names → SafeManip's actions.
+    'skills': Field('map', keys={
+        'topic': Field('str'), 'actions': Field('dict', values=Field('str')),
+        'max_active_s': Field('float', minimum=1e-3), 'unknown_after_reset_s': Field('float', minimum=0.0)}),
 })
 
 
@@ -108,6 +113,7 @@ class RobotConfig:
     markers: dict[int, str] = field(default_factory=dict)   # marker id → entity frame
     command_topic: str = ''
     wrench_topic: str = ''          # a geometry_msgs/WrenchStamped topic (F/T sensor), if any
+    skills: SkillConfig = field(default_factory=SkillConfig)
 
 
 def load_robot_config(path: str | Path) -> RobotConfig:
@@ -210,6 +216,9 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
                   pick_clear_m=th.get('pick_clear_m', 0.01), place_clear_m=th.get('place_clear_m', 0.03),
                   staleness_s=st.get('tf', 0.2), track=TrackConfig(**(doc.get('perception') or {})))
+    skills = _skills(doc)
+    # Where the stack says when a pick starts, the geometric approach test steps aside.
+    tf.pick_approach = 'pick' not in skills.mapped
     cam = doc.get('camera') or {}
     regions = {}
     for name, r in (cam.get('regions') or {}).items():
@@ -238,7 +247,27 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                        camera_frame=doc.get('camera_frame', 'camera_optical_frame'),
                        marker_dictionary=cam.get('dictionary', 'DICT_4X4_50'),
                        marker_size_m=float(cam.get('marker_size_m', 0.05)), markers=markers,
-                       command_topic=j.get('command_topic', ''), wrench_topic=doc.get('wrench_topic', ''))
+                       command_topic=j.get('command_topic', ''), wrench_topic=doc.get('wrench_topic', ''),
+                       skills=skills)
+
+
+def _skills(doc) -> SkillConfig:
+    spec = doc.get('skills')
+    if not spec:
+        return SkillConfig()
+    actions = dict(spec.get('actions') or {})
+    for name, action in actions.items():
+        if action not in ACTIONS:
+            raise SpecError(f'{spec["actions"].where(name)}: skills.actions.{name}: {action!r} is not a SafeManip '
+                            f'action ({", ".join(ACTIONS)})')
+    if not actions:
+        raise SpecError(f'{spec.where()}: skills: no actions: map the stack\'s skill names to SafeManip actions '
+                        f'({", ".join(ACTIONS)})')
+    topic = str(spec.get('topic', '/skill_events'))
+    if not topic.strip():
+        raise SpecError(f'{spec.where("topic")}: skills.topic: empty (leave it out for /skill_events)')
+    return SkillConfig(topic, actions, float(spec.get('max_active_s', 120.0)),
+                       float(spec.get('unknown_after_reset_s', 1.0)))
 
 
 def _gripper_calibration(j) -> dict[str, GripperCalibration]:

@@ -24,12 +24,28 @@ from .camera import CameraError, CameraGrounding, image_to_array
 from .config import RobotConfig
 from .contacts import ContactGrounding, ContactSample, WrenchGrounding
 from .joints import FixtureGrounding, JointStateGrounding
+from .skills import SkillGrounding
 from .tf import TfGrounding, transforms_by_stamp
 
 # The raw topics a robot stack publishes and the type each must have.
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
               '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
               '/wrench': 'geometry_msgs/msg/WrenchStamped', '/image': 'sensor_msgs/msg/Image'}
+SKILL_EVENT_TYPE = 'safemanip_ros/msg/SkillEvent'
+
+
+def absolute(topic: str) -> str:
+    """A topic name as a bag records it (``skill_events`` → ``/skill_events``)."""
+    return topic if topic.startswith('/') else '/' + topic
+
+
+def raw_topics(robot: RobotConfig | None) -> dict[str, str]:
+    """The raw topics a recording of this robot may hold, with their types:
+    :data:`RAW_TOPICS` and, where configured, the skill-event topic."""
+    out = dict(RAW_TOPICS)
+    if robot is not None and robot.skills.topic:
+        out[absolute(robot.skills.topic)] = SKILL_EVENT_TYPE
+    return out
 
 
 # What each message type gives its grounding, independent of where the
@@ -54,6 +70,15 @@ def joint_state_sample(msg: Any) -> JointSample:
 def contacts_sample(msg: Any) -> ContactsSample:
     """``safemanip_ros/ContactArray``."""
     return stamp_s(msg.header.stamp), [ContactSample(c.body1, c.body2, c.normal_force_n) for c in msg.contacts]
+
+
+SkillSample = tuple[float, str, str, int]
+"""(stamp s, stack skill name, target, phase)."""
+
+
+def skill_event_sample(msg: Any) -> SkillSample:
+    """``safemanip_ros/SkillEvent``."""
+    return stamp_s(msg.header.stamp), str(msg.skill), str(msg.target), int(msg.phase)
 
 
 def wrench_sample(msg: Any) -> WrenchSample:
@@ -137,6 +162,8 @@ class GroundingSet:
         self.tf = TfGrounding(robot.tf)
         self.wrench = WrenchGrounding(robot.wrench) if use_wrench else None
         self.camera = CameraGrounding(robot.camera) if use_camera and robot.camera.regions else None
+        self.skills = SkillGrounding(robot.skills) if robot.skills.topic else None
+        self._skill_topic = absolute(robot.skills.topic) if robot.skills.topic else None
         self.contact_bodies_seen: set[str] = set()
 
     def fresh_copy(self) -> 'GroundingSet':
@@ -149,7 +176,7 @@ class GroundingSet:
 
     def feed(self, topic: str, msg: Any) -> None:
         """One message of a raw topic."""
-        self.feed_sample(topic, sample_of(topic, msg))
+        self.feed_sample(topic, skill_event_sample(msg) if topic == self._skill_topic else sample_of(topic, msg))
 
     def feed_sample(self, topic: str, sample: Any) -> None:
         """One message of a raw topic as its sample (:func:`sample_of`)."""
@@ -170,6 +197,8 @@ class GroundingSet:
                 self.camera.health.missing_inputs += 1
                 return
             self.camera.update(stamp_s(sample.header.stamp), img)
+        elif topic == self._skill_topic and self.skills is not None:
+            self.skills.update(*sample)
 
     def name_warnings(self, source: str) -> list[str]:
         """What the contacts seen so far say about the configuration's names:
@@ -207,6 +236,8 @@ class GroundingSet:
             out.update(self.wrench.evaluate(now_s))
         if self.camera is not None:
             out.update(self.camera.evaluate(now_s))
+        if self.skills is not None:
+            out.update(self.skills.evaluate(now_s))
         return out
 
     def flush(self, viewed: list[Predicates]) -> list[Predicates]:

@@ -132,8 +132,10 @@ def check_names(cfg: RobotConfig, seen: ObservedNames, unsupported: dict[str, tu
         needs['/contacts'] = 'contacts'
     if cfg.wrench_topic:
         needs[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = 'wrench_topic'
-    from .messages import RAW_TOPICS
-    expected = dict(RAW_TOPICS)
+    from .messages import RAW_TOPICS, absolute, raw_topics
+    expected = raw_topics(cfg)
+    if cfg.skills.topic:
+        needs[absolute(cfg.skills.topic)] = 'skills.topic'
     if cfg.wrench_topic:
         expected[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = \
             RAW_TOPICS['/wrench']

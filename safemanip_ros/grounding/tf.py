@@ -407,6 +407,7 @@ class TfConfig:
     interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = \
         field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
     track: TrackConfig = field(default_factory=TrackConfig)          # how object detections are read
+    pick_approach: bool = True        # False: a skill source says when a pick starts (grounding/skills.py)
 
 
 SUPPORT_QUANTILE = 1.96
@@ -474,7 +475,7 @@ class TfGrounding:
         objs = self._objects
         self.names = ([f'near_{n}' for n in sorted(config.near)] + [f'inside_{n}' for n in sorted(config.inside)]
                       + [f'object_{k}_{o}' for k in ('stable', 'sync', 'supported', 'settled', 'sliding') for o in objs]
-                      + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs else [])
+                      + [f'gripper_approaching_{o}' for o in objs] + (['pick_approach'] if objs and config.pick_approach else [])
                       + (['preconditions_satisfied_pick'] if objs else [])
                       + [f'preconditions_satisfied_place_{o}' for o in objs]
                       + [f'{k}_{f}' for f in sorted(config.interiors) for k in ('reach_in', 'object_reach_in')])
@@ -624,7 +625,7 @@ class TfGrounding:
                 cols[f'object_reach_in_{fixture}'] = reach, reach | both_known.all(axis=0)
             else:
                 cols[f'object_reach_in_{fixture}'] = np.zeros(n, bool), np.ones(n, bool)
-        if objs:
+        if objs and cfg.pick_approach:
             # Some object approached while nothing is held: true; every approach known false, or
             # something held: false; else unknown.
             near, near_known = approaching[0].reshape(m, n), approaching[1].reshape(m, n)

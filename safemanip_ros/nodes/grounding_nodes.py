@@ -9,7 +9,7 @@ determined (stale, NaN, missing, out of order) are published with
 ``unknown = true``.
 
 Executables: ``joint_state_grounding``, ``contact_grounding``,
-``tf_grounding``, ``camera_grounding``.
+``tf_grounding``, ``camera_grounding``, ``skill_grounding``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory
 
-from safemanip_ros.msg import ContactArray, PredicateArray
+from safemanip_ros.msg import ContactArray, PredicateArray, SkillEvent
 
 from ..errors import SafemanipError
 from ..grounding.base import Predicates
@@ -40,13 +40,15 @@ from ..grounding.messages import (
     feed_tf,
     feed_wrench,
     image_array,
+    skill_event_sample,
     stamp_s,
 )
+from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
-from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, STATIC_TF
+from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
 
@@ -354,6 +356,39 @@ class CameraGroundingNode(GroundingNode):
         return self.grounding.evaluate(now_s)
 
 
+class SkillGroundingNode(GroundingNode):
+    """Subscribes the configuration's ``skills.topic``
+    (safemanip_ros/SkillEvent, reliable: a lost START or END would be a
+    wrong onset) and publishes ``<action>_approach`` for each SafeManip
+    action the configuration maps a stack skill to.  A configuration without
+    a ``skills:`` section is a configuration error here."""
+
+    source = 'skills'
+
+    def __init__(self) -> None:
+        super().__init__('skill_grounding')
+        sk = self.robot.skills
+        if not sk.topic:
+            raise SafemanipError(f'skill_grounding: {self.robot.source} has no skills: section (map the stack\'s '
+                                 f'skill names to SafeManip actions, or do not start this node)')
+        self.grounding = SkillGrounding(sk)
+        self._warned: set[str] = set()
+        self.create_subscription(SkillEvent, sk.topic, self._on_event, SKILL_EVENTS)
+
+    def _on_event(self, msg: SkillEvent) -> None:
+        sample = skill_event_sample(msg)
+        self.grounding.update(*sample)
+        skill = sample[1]
+        if skill in self.grounding.unmapped and skill not in self._warned:
+            self._warned.add(skill)
+            self.get_logger().warning(f'skill {skill!r} is not in skills.actions of {self.robot.source} '
+                                      f'({", ".join(sorted(self.robot.skills.actions))}): ignored')
+        self.input_arrived()
+
+    def evaluate(self, now_s: float) -> Predicates:
+        return self.grounding.evaluate(now_s)
+
+
 def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
     """(x, y, z, w) of a rotation matrix."""
     w = np.sqrt(max(0.0, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2
@@ -382,4 +417,9 @@ def camera_main(args: list[str] | None = None) -> int:
     return _run(CameraGroundingNode, 'camera_grounding', args)
 
 
-__all__ = ['CameraGroundingNode', 'ContactGroundingNode', 'JointStateGroundingNode', 'TfGroundingNode']
+def skill_main(args: list[str] | None = None) -> int:
+    return _run(SkillGroundingNode, 'skill_grounding', args)
+
+
+__all__ = ['CameraGroundingNode', 'ContactGroundingNode', 'JointStateGroundingNode', 'SkillGroundingNode',
+           'TfGroundingNode']

@@ -70,6 +70,7 @@ least this long (or any backward step) is a jump, not time passing."""
 LOGGED_EVENTS = 8
 """Events of one kind named in a frame's log line; the rest are counted."""
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
+                  'predicates/skills',
                   'predicates']
 
 

@@ -11,6 +11,8 @@ profile from here, so a publisher and its subscribers always match.
 * :data:`SENSORS` — robot inputs by default (best effort matches every
   publisher); :data:`RELIABLE_INPUTS` where the robot's publishers are
   reliable (ros2_control's joint_state_broadcaster, simulators).
+* :data:`SKILL_EVENTS` — the robot stack's skill START/END events: sparse
+  and each one decides an onset, so reliable with a deep queue.
 * :data:`ACTION_STATUS` — an action server's ``_action/status`` (rcl_action's
   profile: the newest status list, latched).
 """
@@ -44,4 +46,5 @@ STATIC_TF = latched(100)
 RECORDING = reliable(100)
 SENSORS = qos_profile_sensor_data
 RELIABLE_INPUTS = reliable(10)
+SKILL_EVENTS = reliable(100)
 ACTION_STATUS = qos_profile_action_status_default

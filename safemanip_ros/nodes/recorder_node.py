@@ -37,11 +37,24 @@ DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
                   'predicates/contacts:safemanip_ros/msg/PredicateArray',
                   'predicates/tf:safemanip_ros/msg/PredicateArray',
                   'predicates/camera:safemanip_ros/msg/PredicateArray',
+                  'predicates/skills:safemanip_ros/msg/PredicateArray',
                   'verdicts:safemanip_ros/msg/VerdictArray', 'violations:safemanip_ros/msg/ViolationEvent',
                   'metrics:safemanip_ros/msg/MonitorMetrics', 'status:safemanip_ros/msg/MonitorStatus',
                   'supervisor_actions:safemanip_ros/msg/SupervisorAction']
 RAW_INPUTS = ['joint_states:sensor_msgs/msg/JointState', '/tf:tf2_msgs/msg/TFMessage',
               '/tf_static:tf2_msgs/msg/TFMessage', 'contacts:safemanip_ros/msg/ContactArray']
+
+
+def _skill_topics(config: str, specs: list[str]) -> list[str]:
+    """The robot configuration's skill-event topic, when it has one: always
+    recorded (sparse, and it decides onsets an audit must replay)."""
+    if not config:
+        return []
+    from ..grounding.config import load_robot_config
+    from ..grounding.messages import SKILL_EVENT_TYPE
+    topic = load_robot_config(config).skills.topic     # its SpecError fails the configure step
+    spec = f'{topic}:{SKILL_EVENT_TYPE}'
+    return [spec] if topic and spec not in specs else []
 
 
 class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
@@ -71,6 +84,7 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
                                     {'suite': p('suite').value, 'config': p('config').value,
                                      'recorder': 'safemanip_ros recorder'})
             specs = list(p('record_topics').value) + (RAW_INPUTS if p('record_raw_inputs').value else [])
+            specs += _skill_topics(p('config').value, specs)
             subscriptions = []
             for spec in specs:
                 topic, _, msgtype = spec.rpartition(':')

@@ -7,7 +7,9 @@ real stack does: ``/clock`` (sim time; run the monitoring stack with
 ``use_sim_time``), ``joint_states``, ``/tf`` (``world → body`` for every
 moving body), ``/tf_static`` (fixed bodies, transient local) and
 ``contacts`` (safemanip_ros/ContactArray, MuJoCo body pairs with their
-normal force).
+normal force) and ``skill_events`` (safemanip_ros/SkillEvent: each phase of
+the scripted policy as a skill START and END, as a behaviour tree announces
+its skills).
 
 It obeys the supervisor like a ``joint_trajectory_controller``: a
 ``trajectory_msgs/JointTrajectory`` on ``controller_topic`` suspends the
@@ -51,18 +53,18 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from trajectory_msgs.msg import JointTrajectory
 
-from safemanip_ros.msg import Contact, ContactArray
+from safemanip_ros.msg import Contact, ContactArray, SkillEvent
 
 from ..errors import ParameterError
 from ..sim import ros_messages
 from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
-from ..sim.recording import EpisodeSpec, task_script
+from ..sim.recording import TASK_TARGET, EpisodeSpec, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimWorld
 from ..stamps import stamp_s
 from .guard import CallbackGuard
 from .params import RosParameters
-from .qos import RELIABLE, SENSORS, STATIC_TF
+from .qos import RELIABLE, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node
 
 
@@ -77,7 +79,7 @@ class _RclpyTime:
 RCLPY_TYPES = ros_messages.MessageTypes(
     Time=_RclpyTime, Header=Header, JointState=JointState, TFMessage=TFMessage, TransformStamped=TransformStamped,
     Transform=Transform, Vector3=Vector3, Quaternion=Quaternion, Contact=Contact, ContactArray=ContactArray,
-    Point=Point, Clock=Clock)
+    Point=Point, Clock=Clock, SkillEvent=SkillEvent)
 OSC_POSITION_M = 0.05      # robosuite OSC_POSE: an action of 1 moves the target 5 cm ...
 OSC_ROTATION_RAD = 0.5     # ... or turns it 0.5 rad
 
@@ -126,6 +128,9 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self._pub_tf = self.create_publisher(TFMessage, '/tf', 100)
         self._pub_contacts = self.create_publisher(ContactArray, 'contacts', RELIABLE)
         self._pub_static = self.create_publisher(TFMessage, '/tf_static', STATIC_TF)
+        # The policy's phases, as a behaviour tree would announce its skills.
+        self._pub_skills = self.create_publisher(SkillEvent, 'skill_events', SKILL_EVENTS)
+        self._phases = ros_messages.PhaseEvents(TASK_TARGET.get(spec.task, ''))
         self._pub_static.publish(ros_messages.transforms(self.types, self.sample, static))
         if self.camera:
             # A rendered frame costs ~0.1 s on the CPU: one every camera_every_frames steps.
@@ -222,9 +227,17 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         if self.policy.done or held_too_long or self.sample.step >= 600:
             self._finish()
             return
-        action = self._tracking_action() if self._tracking is not None else self.policy.act(self.sample)
+        if self._tracking is not None:
+            action = self._tracking_action()
+        else:
+            action = self.policy.act(self.sample)
+            self._publish_skills(self._phases.changes(self.policy.phase))
         self.sample = self.world.step(action)
         self._publish()
+
+    def _publish_skills(self, events: list[tuple[str, str, int]]) -> None:
+        for skill, target, phase in events:
+            self._pub_skills.publish(ros_messages.skill_event(self.types, self.sample.stamp_s, skill, target, phase))
 
     def _publish(self) -> None:
         s, t = self.sample, self.types
@@ -275,6 +288,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             self._ending, self.finished = None, True
 
     def _finish(self) -> None:
+        self._publish_skills(self._phases.close())
         if self.labeller is not None:
             self.labeller.close(self.sample.step)
         if self._end_client is not None:

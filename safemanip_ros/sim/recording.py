@@ -24,6 +24,8 @@ from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimWorld
 
 TRUTH_FILE = 'truth.json'
+TASK_TARGET = {'Lift': 'cube', 'Stack': 'cube_a', 'PickPlace': 'can'}
+"""The entity each task's policy picks and places (config/robots/robosuite_*.yaml)."""
 MAX_FRAMES = 400
 
 
@@ -104,6 +106,11 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
 
         t0_ns = 0
         write('/tf_static', ros_messages.transforms(types, sample, static), t0_ns)
+        phases = ros_messages.PhaseEvents(TASK_TARGET.get(spec.task, ''))
+
+        def skill_events(events: list[tuple[str, str, int]], stamp_s: float, t_ns: int) -> None:
+            for skill, target, phase in events:
+                write('/skill_events', ros_messages.skill_event(types, stamp_s, skill, target, phase), t_ns)
         for _ in range(MAX_FRAMES):
             t_ns = int(round(sample.stamp_s * 1e9))
             if types.Clock is not None:
@@ -121,7 +128,10 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
             truth.frames = sample.step + 1
             if policy.done:
                 break
-            sample = world.step(policy.act(sample))
+            action = policy.act(sample)
+            skill_events(phases.changes(policy.phase), sample.stamp_s, t_ns)
+            sample = world.step(action)
+        skill_events(phases.close(), sample.stamp_s, int(round(sample.stamp_s * 1e9)))
         if labeller is not None:
             labeller.close(sample.step)
     finally:

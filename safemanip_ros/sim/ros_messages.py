@@ -1,5 +1,6 @@
 """One simulator sample as the ROS messages a real stack publishes —
-``/joint_states``, ``/tf``, ``/tf_static``, ``/contacts``, ``/clock`` —
+``/joint_states``, ``/tf``, ``/tf_static``, ``/contacts``, ``/clock`` and
+the policy's phases as ``/skill_events`` —
 built with either message implementation: rclpy's classes (the live
 bridge node) or rosbags' typestore classes (episodes written straight to a
 bag).  Both take the same keyword fields, so one function builds both.
@@ -20,6 +21,7 @@ TOPICS = {
     '/tf_static': 'tf2_msgs/msg/TFMessage',
     '/contacts': 'safemanip_ros/msg/ContactArray',
     '/clock': 'rosgraph_msgs/msg/Clock',
+    '/skill_events': 'safemanip_ros/msg/SkillEvent',
 }
 WORLD_FRAME = 'world'
 
@@ -40,6 +42,7 @@ class MessageTypes:
     ContactArray: Any
     Point: Any
     Clock: Any | None = None
+    SkillEvent: Any | None = None
 
     @classmethod
     def from_typestore(cls, ts: Any) -> 'MessageTypes':
@@ -49,7 +52,7 @@ class MessageTypes:
                    t['geometry_msgs/msg/Transform'], t['geometry_msgs/msg/Vector3'],
                    t['geometry_msgs/msg/Quaternion'], t['safemanip_ros/msg/Contact'],
                    t['safemanip_ros/msg/ContactArray'], t['geometry_msgs/msg/Point'],
-                   t.get('rosgraph_msgs/msg/Clock'))
+                   t.get('rosgraph_msgs/msg/Clock'), t['safemanip_ros/msg/SkillEvent'])
 
 
 def stamp(types: MessageTypes, time_s: float) -> Any:
@@ -96,6 +99,36 @@ def contacts(types: MessageTypes, s: SimSample) -> Any:
     return types.ContactArray(header=types.Header(stamp=stamp(types, s.stamp_s), frame_id=WORLD_FRAME), contacts=[
         types.Contact(body1=a, body2=b, position=zero, normal=up, normal_force_n=f, depth_m=0.0)
         for a, b, f in s.contacts])
+
+
+def skill_event(types: MessageTypes, stamp_s: float, skill: str, target: str, phase: int) -> Any:
+    """A ``safemanip_ros/SkillEvent`` (phase 0: START, 1: END)."""
+    return types.SkillEvent(header=types.Header(stamp=stamp(types, stamp_s), frame_id=''), skill=skill,
+                            target=target, phase=phase)
+
+
+class PhaseEvents:
+    """A scripted policy's phases as its stack's skill events: each phase
+    is a skill (its name), entered with a START and left with an END at the
+    stamp of the first sample acted on in the next phase."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.phase: str | None = None
+
+    def changes(self, phase: str) -> list[tuple[str, str, int]]:
+        """``(skill, target, phase)`` events when the policy is now in ``phase``."""
+        if phase == self.phase:
+            return []
+        out = [] if self.phase is None else [(self.phase, self.target, 1)]
+        self.phase = phase
+        return out + [(phase, self.target, 0)]
+
+    def close(self) -> list[tuple[str, str, int]]:
+        """The END of the phase the policy finished in."""
+        out = [] if self.phase is None else [(self.phase, self.target, 1)]
+        self.phase = None
+        return out
 
 
 def clock(types: MessageTypes, s: SimSample) -> Any:
