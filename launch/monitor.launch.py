@@ -44,6 +44,14 @@ def generate_launch_description():
                                           "/servo_node/pause_servo)"),
         DeclareLaunchArgument('skills', default_value='false',
                               description='ground action onsets from SkillEvent messages (robot_config skills:)'),
+        DeclareLaunchArgument('switch_controller_service', default_value="''",
+                              description='a hold also switches ros2_control controllers through this '
+                                          'controller_manager_msgs/SwitchController service '
+                                          '(e.g. /controller_manager/switch_controller)'),
+        DeclareLaunchArgument('hold_controller', default_value="''",
+                              description='the controller a hold switches to (with switch_controller_service)'),
+        DeclareLaunchArgument('motion_controllers', default_value="['']",
+                              description='the controllers it replaces, a list (with switch_controller_service)'),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'grounding.launch.py')),
                                  launch_arguments={'robot_config': robot, 'skills': LaunchConfiguration('skills'),
                                                    'realtime_priority': LaunchConfiguration('realtime_priority')}.items()),
@@ -55,6 +63,10 @@ def generate_launch_description():
                                            'controller_topic': LaunchConfiguration('controller_topic'),
                                            'trajectory_action': LaunchConfiguration('trajectory_action'),
                                            'servo_pause_service': LaunchConfiguration('servo_pause_service'),
+                                           'switch_controller_service':
+                                               LaunchConfiguration('switch_controller_service'),
+                                           'hold_controller': LaunchConfiguration('hold_controller'),
+                                           'motion_controllers': LaunchConfiguration('motion_controllers'),
                                            # A grounding process that dies silences its predicates: a fail-safe
                                            # hold, as for a silent sensor (a live one publishes unknowns instead).
                                            'failsafe_topics': GROUNDING_OUTPUTS,

@@ -21,6 +21,7 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -233,3 +234,125 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
     assert wait_for(lambda: requests == [True, False]), (requests, reasons())
     # The unpause request goes out before the resume action is published: wait for that, too.
     assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions)), reasons()
+
+
+class ControllerManager:
+    """ros2_control's controller manager reduced to its switch service
+    (``controller_manager_msgs/srv/SwitchController``, STRICT as it applies
+    it: every controller named must exist and be in the state the switch
+    expects) driving one joint: it moves at 0.3 rad/s while the motion
+    controller is active, and holds while the trajectory controller is."""
+
+    def __init__(self, node, service: str, known: set[str]) -> None:
+        from controller_manager_msgs.srv import SwitchController
+        self.known, self.active = known, {'forward_position_controller'}
+        self.q, self.requests = 0.0, []
+        node.create_service(SwitchController, service, self._switch)
+        self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        node.create_timer(0.01, self._tick)
+
+    @property
+    def moving(self) -> bool:
+        return 'forward_position_controller' in self.active
+
+    def _tick(self) -> None:
+        if self.moving:
+            self.q += SPEED_RAD_S * 0.01
+        msg = JointState(name=['j1'], position=[self.q])
+        msg.header.stamp = time_from_ns(time.time_ns())
+        self.js.publish(msg)
+
+    def _switch(self, request, response):
+        on, off = list(request.activate_controllers), list(request.deactivate_controllers)
+        self.requests.append((on, off, request.strictness))
+        unknown = [c for c in on + off if c not in self.known]
+        if unknown:
+            response.ok, response.message = False, f'unknown controller(s) {unknown}'
+        elif any(c not in self.active for c in off) or any(c in self.active for c in on):
+            response.ok, response.message = False, 'a controller is not in the state the switch expects'
+        else:
+            self.active = (self.active - set(off)) | set(on)
+            response.ok, response.message = True, 'switched'
+        return response
+
+
+def acknowledge(node) -> None:
+    ack = node.create_client(Trigger, 'supervisor/acknowledge')
+    assert ack.wait_for_service(timeout_sec=20)
+    for _ in range(50):                      # the recovery event may still be on its way
+        future = ack.call_async(Trigger.Request())
+        assert wait_for(future.done)
+        if future.result().success:
+            return
+        time.sleep(0.1)
+    raise AssertionError('acknowledge refused')
+
+
+@pytest.mark.parametrize('manager', ['accepting', 'refusing', 'silent'])
+def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
+    from controller_manager_msgs.srv import SwitchController
+    service = f'/cm_{manager}/switch_controller'
+    sup, node, thread = ros(f'/switch_{manager}', {
+        'switch_controller_service': service, 'hold_controller': 'joint_trajectory_controller',
+        'motion_controllers': "['forward_position_controller']", 'max_hold_failures': '2'})
+    known = {'forward_position_controller'} | ({'joint_trajectory_controller'} if manager == 'accepting' else set())
+    if manager == 'silent':
+        # A manager nobody spins: requests are delivered and never answered.
+        silent_ctx = rclpy.Context()
+        rclpy.init(context=silent_ctx)
+        silent = rclpy.create_node('silent_manager', context=silent_ctx)
+        silent.create_service(SwitchController, service, lambda rq, rs: rs)
+        cm = None
+        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0], header=Header(
+            stamp=time_from_ns(time.time_ns())))))
+    else:
+        cm = ControllerManager(node, service, known)
+    actions: list[SupervisorAction] = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    send = violation(node)
+    reasons = lambda: [a.reason for a in actions]          # noqa: E731
+    try:
+        thread.start()
+        sup.trigger_configure()
+        sup.trigger_activate()
+        assert wait_for(lambda: sup._controllers[0]._client.service_is_ready() and sup._history.latest() is not None)
+        q_before = cm.q if cm else 0.0
+        t0 = time.monotonic()
+        send(ViolationEvent.EVENT_OPENED)
+        if manager == 'accepting':
+            assert wait_for(lambda: not cm.moving), reasons()
+            latency_s = time.monotonic() - t0
+            assert cm.requests[0] == (['joint_trajectory_controller'], ['forward_position_controller'],
+                                      SwitchController.Request.STRICT)
+            # Confirmed by the measured joint, as for every hold.
+            assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+            assert cm.q - q_before < SPEED_RAD_S * (latency_s + 0.1)
+            send(ViolationEvent.EVENT_CLOSED)
+            acknowledge(node)
+            assert wait_for(lambda: cm.moving), (cm.requests, reasons())
+            assert cm.requests[-1][:2] == (['forward_position_controller'], ['joint_trajectory_controller'])
+            assert not any(a.action == SupervisorAction.ACTION_STOP for a in actions)
+        else:
+            # Refused (no such safe controller) or never answered: not a hold; retried, then stop.
+            why = 'refused (unknown controller(s)' if manager == 'refusing' else 'no answer within 0.5 s'
+            assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
+            assert any('pause not delivered' in r and why in r for r in reasons()), reasons()
+            assert not sup.supervisor.hold_confirmed
+    finally:
+        if manager == 'silent':
+            silent.destroy_node()
+            rclpy.try_shutdown(context=silent_ctx)
+
+
+def test_a_half_configured_switch_stops_the_supervisor(ros):
+    """A safe controller without the controllers it replaces is a
+    configuration error: the supervisor does not come up (bring_up then
+    stops whoever started it)."""
+    from safemanip_ros.errors import SafemanipError
+    from safemanip_ros.nodes.runner import bring_up
+    sup, node, thread = ros('/switch_half', {'hold_controller': 'joint_trajectory_controller'})
+    thread.start()
+    with pytest.raises(SafemanipError, match='switch_controller_service, hold_controller and motion_controllers '
+                                             'go together'):
+        bring_up(sup)

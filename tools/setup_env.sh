@@ -5,8 +5,9 @@
 #   2. creates .venv and installs the ROS 2 Kilted wheels + Python deps
 #      (skipped when requirements/*.txt are unchanged: no network work);
 #   3. repairs the wheels' CMake include paths (tools/fix_ros_wheels.py);
-#   4. builds tf2_msgs/TFMessage and control_msgs' FollowJointTrajectory
-#      from their upstream definitions if absent;
+#   4. builds tf2_msgs/TFMessage, control_msgs' FollowJointTrajectory and
+#      controller_manager_msgs' SwitchController from their upstream
+#      definitions if absent;
 #   5. generates msg/ with rosidl against the wheels (when msg/ changed);
 #   6. installs this package editable;
 #   7. installs the Debian package `mona` (reference LTLf tool for tests)
@@ -117,6 +118,13 @@ if ! "$PY" -c 'import control_msgs.action' >/dev/null 2>&1; then
   cmake_build "$ROOT/vendor/control_msgs" "$BUILD/control_msgs"
 fi
 
+# ------------------------------------------------ 4c. controller_manager_msgs
+# SwitchController, which the supervisor's switch_controller action calls.
+if ! "$PY" -c 'import controller_manager_msgs.srv' >/dev/null 2>&1; then
+  say "building controller_manager_msgs/srv/SwitchController from its upstream definition (not on PyPI)"
+  cmake_build "$ROOT/vendor/controller_manager_msgs" "$BUILD/controller_manager_msgs"
+fi
+
 # ------------------------------------------------------------ 5. msg/ build
 msg_hash=$(hash_of "$ROOT"/msg/*.msg "$ROOT/CMakeLists.txt" "$ROOT/package.xml")
 PURELIB=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -159,6 +167,6 @@ apt_need mona mona "MONA differential tests"
 apt_need chromium chromium "report.html in headless Chromium"
 
 # Final check: the environment imports what the tests need.
-"$PY" -c 'import rclpy, safemanip_ros.msg, tf2_msgs.msg, sensor_msgs.msg, rosbags, numpy' \
+"$PY" -c 'import rclpy, safemanip_ros.msg, tf2_msgs.msg, controller_manager_msgs.srv, sensor_msgs.msg, rosbags, numpy' \
   || die "the environment in $VENV does not import rclpy/safemanip_ros.msg; remove $VENV/.stamps and re-run"
 say "environment ready in $VENV"

@@ -39,6 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--servo-pause-service', default='', metavar='SERVICE',
                    help='a hold also pauses MoveIt Servo through this std_srvs/SetBool service (resume unpauses), '
                         'e.g. /servo_node/pause_servo')
+    p.add_argument('--hold-controller', default='', metavar='CONTROLLER',
+                   help='a hold also switches ros2_control to this controller (e.g. joint_trajectory_controller, '
+                        'which holds the measured position when it activates); resume switches back')
+    p.add_argument('--motion-controllers', default=[], nargs='+', metavar='CONTROLLER',
+                   help='the controllers --hold-controller replaces (e.g. forward_position_controller)')
+    p.add_argument('--switch-controller-service', default='/controller_manager/switch_controller', metavar='SERVICE',
+                   help='the controller manager\'s controller_manager_msgs/SwitchController service (default: '
+                        '%(default)s)')
     p.add_argument('--bag', metavar='DIR', help='record to this bag (default: bags/safemanip_<time>)')
     p.add_argument('--no-record', action='store_true', help='do not record a bag')
     p.add_argument('--no-supervisor', action='store_true', help='monitor only: no pause/retract commands')
@@ -87,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         'config': args.config, 'robot_config': args.config, 'properties': properties,
         'only': args.only or [''], 'strict': args.strict, 'policy_file': args.policy, 'controller_topic': args.controller_topic,
         'trajectory_action': args.trajectory_action, 'servo_pause_service': args.servo_pause_service,
+        'switch_controller_service': args.switch_controller_service if args.hold_controller or
+        args.motion_controllers else '',
+        'hold_controller': args.hold_controller, 'motion_controllers': args.motion_controllers or [''],
         'bag_path': args.bag or '', 'suite': ','.join(properties),
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
         'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop

@@ -11,6 +11,13 @@ trajectory topic and ``std_srvs/Trigger`` services.
   and reads the goals' states from ``<action>/_action/status``
   (``action_msgs/msg/GoalStatusArray``).  Both are the same for every action
   type and every ROS 2 distro, so no ``control_msgs`` is needed to cancel.
+* :class:`ControllerSwitch` switches ros2_control's controller manager
+  (``controller_manager_msgs/srv/SwitchController`` at
+  ``/controller_manager/switch_controller``) from the controllers that move
+  the arm to a configured safe one on a hold (STRICT: all or nothing), and
+  back on resume.  Only the fields every distro's definition shares are set
+  (``activate_controllers``, ``deactivate_controllers``, ``strictness``,
+  ``activate_asap``, ``timeout``), so the distro's own interface works.
 * :class:`ServoPause` pauses and unpauses MoveIt Servo through its
   ``std_srvs/srv/SetBool`` pause service (``servo_node/pause_servo``, MoveIt 2
   Jazzy and later; Humble's Trigger pair is the supervisor's
@@ -30,6 +37,7 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from action_msgs.srv import CancelGoal
+from builtin_interfaces.msg import Duration
 from rclpy.client import Client
 from rclpy.node import Node
 from std_srvs.srv import SetBool
@@ -132,6 +140,41 @@ class TrajectoryGoalCanceller(_Requests):
         return f'{what}: {why} while {len(self._moving)} goal(s) move'
 
 
+class ControllerSwitch(_Requests):
+    """A hold deactivates ``motion_controllers`` and activates
+    ``hold_controller`` through the controller manager's ``service``
+    (e.g. ``/controller_manager/switch_controller``); resume switches back."""
+
+    def __init__(self, node: Node, service: str, hold_controller: str, motion_controllers: list[str],
+                 timeout_s: float) -> None:
+        from controller_manager_msgs.srv import SwitchController
+        self.service, self.hold_controller, self.motion_controllers = service, hold_controller, list(motion_controllers)
+        self._type = SwitchController
+        super().__init__(node, SwitchController, service, timeout_s)
+
+    def _switch(self, to_hold: bool) -> bool:
+        on, off = ([self.hold_controller], self.motion_controllers) if to_hold else \
+            (self.motion_controllers, [self.hold_controller])
+        seconds = int(self.timeout_s)
+        request = self._type.Request(activate_controllers=on, deactivate_controllers=off,
+                                     strictness=self._type.Request.STRICT, activate_asap=True,
+                                     timeout=Duration(sec=seconds, nanosec=int((self.timeout_s - seconds) * 1e9)))
+        return self._send(f'switch to {", ".join(on)} via {self.service}', request,
+                          f'switch_controller_service {self.service} is not available')
+
+    def hold(self) -> bool:
+        return self._switch(True)
+
+    def resume(self) -> bool:
+        return self._switch(False)
+
+    def _judge(self, what: str, response: Any) -> str | None:
+        if response.ok:
+            return None
+        message = getattr(response, 'message', '')       # Humble's response has ok only
+        return f'{what}: refused{f" ({message})" if message else ""}'
+
+
 class ServoPause(_Requests):
     """MoveIt Servo's ``std_srvs/srv/SetBool`` pause service (``data`` true:
     pause): paused by a hold, unpaused on resume."""
@@ -156,4 +199,4 @@ class ServoPause(_Requests):
         return f'{what}: refused{f" ({response.message})" if response.message else ""}'
 
 
-__all__ = ['ServoPause', 'TrajectoryGoalCanceller']
+__all__ = ['ControllerSwitch', 'ServoPause', 'TrajectoryGoalCanceller']

@@ -14,8 +14,12 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   ``/joint_trajectory_controller/follow_joint_trajectory``), pause and stop
   also cancel every goal of that action server, so the hold does not race
   the goal moving the arm; with ``servo_pause_service`` (MoveIt Servo's
-  ``std_srvs/SetBool`` pause), they pause Servo and resume unpauses it.  A
-  request refused, or not answered within ``controller_call_timeout_s``, is a
+  ``std_srvs/SetBool`` pause), they pause Servo and resume unpauses it; with
+  ``switch_controller_service`` (``/controller_manager/switch_controller``),
+  ``hold_controller`` and ``motion_controllers``, they switch the controller
+  manager from the motion controllers to the safe one (a
+  ``joint_trajectory_controller`` holds the measured position when it
+  activates) and resume switches back.  A request refused, or not answered within ``controller_call_timeout_s``, is a
   hold not delivered (:mod:`safemanip_ros.nodes.controllers`);
 * **resume** (after the violations that caused the hold have recovered and
   ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
@@ -59,7 +63,7 @@ from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
-from .controllers import ServoPause, TrajectoryGoalCanceller
+from .controllers import ControllerSwitch, ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import RosParameters, check_range
@@ -96,6 +100,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.declare_parameter('stop_service', '')
         self.declare_parameter('trajectory_action', '')
         self.declare_parameter('servo_pause_service', '')
+        self.declare_parameter('switch_controller_service', '')
+        self.declare_parameter('hold_controller', '')
+        self.declare_parameter('motion_controllers', [''])
         self.declare_parameter('controller_call_timeout_s', 1.0)
         self.declare_parameter('retract_window_s', 2.0)
         self.declare_parameter('retract_max_speed_rad_s', 0.5)
@@ -178,11 +185,22 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._trigger_clients = {name: self.create_client(Trigger, p(name).value)
                          for name in ('pause_service', 'resume_service', 'stop_service') if p(name).value}
         timeout_s = float(p('controller_call_timeout_s').value)
-        self._controllers: list[TrajectoryGoalCanceller | ServoPause] = []
+        self._controllers: list[TrajectoryGoalCanceller | ServoPause | ControllerSwitch] = []
         if p('trajectory_action').value:
             self._controllers.append(TrajectoryGoalCanceller(self, p('trajectory_action').value, timeout_s))
         if p('servo_pause_service').value:
             self._controllers.append(ServoPause(self, p('servo_pause_service').value, timeout_s))
+        switch = p('switch_controller_service').value
+        hold_controller, motion = p('hold_controller').value, [c for c in p('motion_controllers').value if c]
+        if switch or hold_controller or motion:
+            if not (switch and hold_controller and motion):
+                return transition_failed(self, 'configure', 'switch_controller_service, hold_controller and '
+                                         'motion_controllers go together (the controller manager\'s service, the '
+                                         'safe controller to switch to, the controllers it replaces)')
+            if hold_controller in motion:
+                return transition_failed(self, 'configure', f'hold_controller {hold_controller!r} is also in '
+                                         f'motion_controllers: a hold would not switch anything')
+            self._controllers.append(ControllerSwitch(self, switch, hold_controller, motion, timeout_s))
         self._controller_request: Action | None = None     # the action whose controller requests are out
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
