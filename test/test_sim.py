@@ -349,3 +349,76 @@ def test_pick_and_place_preconditions_on_physics(tmp_path):
     assert props['place_preconditions_safe']['median_latency_frames'] == 0, table
     assert props['pick_preconditions_safe']['detected'] == 1, table
     assert props['pick_preconditions_safe']['median_latency_frames'] <= 10 + 3, table
+
+
+def test_bridge_serves_follow_joint_trajectory_and_a_cancel_holds(tmp_path):
+    """The bridge is a joint_trajectory_controller to the supervisor: a
+    FollowJointTrajectory goal moves the arm (the policy suspended) and a
+    cancel holds it where it is measured (result CANCELED)."""
+    import subprocess
+    import sys
+    import time
+
+    import rclpy
+    from action_msgs.msg import GoalStatus
+    from builtin_interfaces.msg import Duration
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('goal_sender', context=ctx)
+    latest: dict = {}
+    node.create_subscription(JointState, 'fjt/joint_states', lambda m: latest.update(
+        q=dict(zip(m.name, m.position)), t=m.header.stamp.sec + m.header.stamp.nanosec * 1e-9), 10)
+    client = ActionClient(node, FollowJointTrajectory, '/fjt/arm_controller/follow_joint_trajectory')
+    bridge = subprocess.Popen([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
+                               'sys.exit(main())', '--ros-args', '-r', '__ns:=/fjt', '-p', 'wait_for_subscribers:=1',
+                               '-p', 'max_held_s:=60.0', '-p', 'trajectory_action:=arm_controller/follow_joint_trajectory'],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+
+    def spin_until(cond, timeout_s=120.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and bridge.poll() is None:
+            ex.spin_once(timeout_sec=0.05)
+            if cond():
+                return True
+        return cond()
+    try:
+        assert spin_until(lambda: 'q' in latest and client.server_is_ready())
+        arm = [f'robot0_joint{i}' for i in range(1, 8)]
+        start = [latest['q'][j] for j in arm]
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory.joint_names = arm
+        goal.trajectory.points = [JointTrajectoryPoint(positions=[start[0] + 0.6] + start[1:],
+                                                       time_from_start=Duration(sec=6))]
+        sent = client.send_goal_async(goal)
+        assert spin_until(sent.done) and sent.result().accepted
+        handle = sent.result()
+        assert spin_until(lambda: abs(latest['q'][arm[0]] - start[0]) > 0.05), latest
+        canceled = handle.cancel_goal_async()
+        assert spin_until(canceled.done) and len(canceled.result().goals_canceling) == 1
+        result = handle.get_result_async()
+        assert spin_until(result.done) and result.result().status == GoalStatus.STATUS_CANCELED
+        t0, q0 = latest['t'], latest['q'][arm[0]]
+        assert spin_until(lambda: latest['t'] - t0 >= 1.0)
+        # Held: the joint moves less in the next simulated second than the goal moved it in 0.05 s.
+        assert abs(latest['q'][arm[0]] - q0) < 0.01, (q0, latest['q'][arm[0]])
+        # A goal without the arm's joints is rejected, as the real controller does.
+        bad = FollowJointTrajectory.Goal()
+        bad.trajectory.joint_names = ['nope']
+        bad.trajectory.points = [JointTrajectoryPoint(positions=[0.0])]
+        refused = client.send_goal_async(bad)
+        assert spin_until(refused.done) and not refused.result().accepted
+    finally:
+        bridge.terminate()
+        out = bridge.communicate(timeout=60)[0]
+        client.destroy()
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+    assert 'Traceback' not in out, out[-3000:]

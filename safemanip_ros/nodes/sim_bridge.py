@@ -12,8 +12,12 @@ the scripted policy as a skill START and END, as a behaviour tree announces
 its skills).
 
 It obeys the supervisor like a ``joint_trajectory_controller``: a
-``trajectory_msgs/JointTrajectory`` on ``controller_topic`` suspends the
-policy and the arm tracks the trajectory (each point's joint positions are
+``trajectory_msgs/JointTrajectory`` on ``controller_topic``, or a goal of
+its ``control_msgs/action/FollowJointTrajectory`` action
+(``trajectory_action``), suspends the policy and the arm tracks the
+trajectory (a goal succeeds once its last point's time has passed; a
+canceled goal holds the arm where it is measured, as the real controller
+does) (each point's joint positions are
 turned into an end-effector target by forward kinematics, which the
 operational-space controller follows; a one-point trajectory at the current
 positions holds the arm); ``~/resume`` (std_srvs/Trigger) hands the arm back
@@ -31,7 +35,8 @@ the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none), ``perception``
 (``truth``: every body's pose exact on ``/tf``; ``realistic`` or ``double``:
 the objects' poses as a camera tracker publishes them instead —
 :mod:`safemanip_ros.sim.perception` — noisy, at 10 Hz, stamped at capture
-and published late, some missed), ``end_episode_service`` (e.g.
+and published late, some missed), ``trajectory_action``
+(joint_trajectory_controller/follow_joint_trajectory), ``end_episode_service`` (e.g.
 ``/monitor/end_episode``: called when the episode is over, so the monitor
 publishes its final metrics; empty: none).
 """
@@ -44,8 +49,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from control_msgs.action import FollowJointTrajectory
 from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
+from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
@@ -91,7 +99,8 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                               ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
                               ('camera', ''), ('camera_every_frames', 5), ('camera_size_px', 128),
                               ('controller_topic', 'joint_trajectory_controller/joint_trajectory'),
-                              ('perception', 'truth'), ('end_episode_service', '')):
+                              ('perception', 'truth'), ('end_episode_service', ''),
+                              ('trajectory_action', 'joint_trajectory_controller/follow_joint_trajectory')):
             self.declare_parameter(name, default)
         p = lambda n: self.get_parameter(n).value  # noqa: E731
         self.types = RCLPY_TYPES
@@ -138,6 +147,10 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             self._pub_info = self.create_publisher(CameraInfo, 'camera_info', SENSORS)
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
                                  RELIABLE)
+        # The trajectory controller's action: one goal at a time, a new one preempts (aborts) the old.
+        self._goal: tuple[object, Future, float] | None = None     # (goal handle, outcome, end time in sim s)
+        self._action = ActionServer(self, FollowJointTrajectory, str(p('trajectory_action')), self._execute,
+                                    goal_callback=self._on_goal, cancel_callback=lambda h: CancelResponse.ACCEPT)
         self.create_service(Trigger, '~/pause', self._srv_pause)
         self.create_service(Trigger, '~/resume', self._srv_resume)
         self._started = False
@@ -150,11 +163,54 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         if not msg.points:
             self._tracking = None            # ROS convention: an empty trajectory cancels
             return
-        index = {n: i for i, n in enumerate(msg.joint_names)}
-        missing = [j for j in self._arm if j not in index]
+        missing = [j for j in self._arm if j not in msg.joint_names]
         if missing:
             self.get_logger().error(f'trajectory without arm joints {missing}: ignored')
             return
+        self._track(msg)
+
+    def _on_goal(self, goal) -> GoalResponse:
+        trajectory = goal.trajectory
+        if not trajectory.points or any(j not in trajectory.joint_names for j in self._arm):
+            self.get_logger().error('FollowJointTrajectory goal without points or arm joints: rejected')
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def _execute(self, handle):
+        """Track the goal's trajectory until its last point's time (succeeded),
+        a cancel (held where measured, canceled) or a newer goal (aborted)."""
+        if self._goal is not None:
+            self._goal[1].set_result('aborted')
+        outcome: Future = Future()
+        self._track(handle.request.trajectory)
+        self._goal = (handle, outcome, self._tracking[-1][0])
+        result = await outcome
+        Result = FollowJointTrajectory.Result
+        if result == 'canceled':
+            handle.canceled()
+            return Result(error_code=Result.SUCCESSFUL, error_string='canceled: holding the measured position')
+        if result == 'aborted':
+            handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string='preempted by a newer goal')
+        handle.succeed()
+        return Result(error_code=Result.SUCCESSFUL)
+
+    def _poll_goal(self) -> None:
+        if self._goal is None:
+            return
+        handle, outcome, end_s = self._goal
+        if handle.is_cancel_requested:
+            self._hold_here()
+            outcome.set_result('canceled')
+        elif self.sample.stamp_s >= end_s:
+            outcome.set_result('succeeded')
+        else:
+            return
+        self._goal = None
+
+    def _track(self, msg) -> None:
+        """Suspend the policy; the arm follows ``msg`` (a JointTrajectory) from now."""
+        index = {n: i for i, n in enumerate(msg.joint_names)}
         now = self.sample.stamp_s
         self._tracking = [(now + stamp_s(pt.time_from_start),
                            np.array([pt.positions[index[j]] for j in self._arm])) for pt in msg.points]
@@ -164,10 +220,13 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self.get_logger().info(f'trajectory of {len(msg.points)} point(s) received at frame {self.sample.step}: '
                                f'policy suspended, arm follows the controller command')
 
-    def _srv_pause(self, request, response):
+    def _hold_here(self) -> None:
         q = np.array([self.sample.joint_positions[self.sample.joint_names.index(j)] for j in self._arm])
         self._tracking = [(self.sample.stamp_s, q)]
         self._held_since_s = self._held_since_s or self.sample.stamp_s
+
+    def _srv_pause(self, request, response):
+        self._hold_here()
         response.success, response.message = True, f'held at frame {self.sample.step}'
         return response
 
@@ -219,6 +278,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                 return
             self._started = True
             self.get_logger().info(f'episode {self.truth.task}/{self.truth.fault}/seed {self.truth.seed} starts')
+        self._poll_goal()
         if self.labeller is not None:
             self.labeller.update(self.sample)
         self.truth.frames = self.sample.step + 1
