@@ -9,10 +9,13 @@ shipped suites and config/robots/robosuite_*.yaml; prints sensitivity,
 specificity, precision (Clopper-Pearson 95 %) per task and level, false
 alarms per clean episode and median latency per property.  Targets at the
 realistic level: sensitivity >= 0.95 and specificity 1 on every task,
-median latency <= window + 3 frames (misses are printed).
+median latency <= window + 3 frames (misses are printed).  With
+``--onsets geometry,skills`` the same bags are also audited with the
+policies' phases as skill events deciding the pick and place onsets
+(columns ``<level>/skills``).
 
     python bench/bench_faithfulness.py [--episodes N] [--seed S] [--out DIR]
-        [--perception LEVEL ...] [--tasks Lift,PickPlace,Stack] [--quick]
+        [--perception LEVEL ...] [--tasks Lift,PickPlace,Stack] [--onsets geometry,skills] [--quick]
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def main() -> int:
     p.add_argument('--perception', action='append', choices=list(LEVELS), metavar='LEVEL',
                    help=f'a perception level ({", ".join(LEVELS)}); repeat for several (default: all)')
     p.add_argument('--tasks', default=','.join(TASKS), help='comma-separated robosuite tasks (default: %(default)s)')
+    p.add_argument('--onsets', default='geometry',
+                   help='comma-separated: geometry (shipped configs), skills (plus skill events) (default: %(default)s)')
     p.add_argument('--workers', type=int, default=2, help='audit worker processes')
     p.add_argument('--quick', action='store_true', help='9 episodes (one per task and fault), truth and realistic')
     args = p.parse_args()
@@ -44,13 +49,16 @@ def main() -> int:
     bad = [t for t in tasks if t not in TASKS]
     if bad:
         p.error(f'unknown task(s) {bad}; known: {", ".join(TASKS)}')
+    onsets = tuple(o for o in args.onsets.split(',') if o)
+    if any(o not in ('geometry', 'skills') for o in onsets):
+        p.error(f'--onsets {args.onsets}: expected geometry and/or skills')
     levels = tuple(dict.fromkeys(args.perception or (('truth', 'realistic') if args.quick else LEVELS)))
     episodes = 9 if args.quick else args.episodes
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
         result = run_benchmark(episodes, args.seed, out, workers=args.workers, levels=levels, tasks=tasks,
-                               progress=lambda m: print(m, flush=True))
+                               onsets=onsets, progress=lambda m: print(m, flush=True))
         print(format_levels(result))
         print(f'{time.monotonic() - t0:.0f} s in all; details in {out / "faithfulness.json"}'
               + ('' if args.out else ' (temporary)'))

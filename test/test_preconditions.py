@@ -36,6 +36,21 @@ def test_pick_needs_a_stable_object_with_clear_surroundings():
     assert pick_preconditions(g, {'a': cube(0, 0, stable=False, held=True), 'b': cube(0.3, 0)}, 0.01) is True
 
 
+def test_a_pick_skill_names_the_object_judged():
+    """With a skill's target, the target is judged wherever the gripper is
+    (far away at the skill's start), and an unknown pose elsewhere does not
+    make it unknown."""
+    far = np.array([1.0, 1.0, 0.5])
+    scene = {'a': cube(0, 0), 'b': cube(0.045, 0), 'c': cube(0.9, 0.9)}
+    assert pick_preconditions(far, scene, 0.01) is True                 # nearest: c, clear
+    assert pick_preconditions(far, scene, 0.01, target='a') is False    # a: b 5 mm beside it
+    assert pick_preconditions(far, {**scene, 'c': Body(None, I3, CUBE, None, False)}, 0.01, target='a') is False
+    assert pick_preconditions(None, {'a': cube(0, 0)}, 0.01, target='a') is True
+    lost = Body(None, I3, CUBE, None, False)
+    assert pick_preconditions(far, {'a': lost, 'b': cube(0.045, 0)}, 0.01, target='a') is None
+    assert pick_preconditions(far, {'a': Body(None, I3, CUBE, False, False)}, 0.01, target='a') is False
+
+
 def test_pick_is_unknown_without_the_poses_it_needs():
     g = np.array([0.0, 0.0, 0.10])
     lost = Body(None, I3, CUBE, None, False)

@@ -422,3 +422,40 @@ def test_bridge_serves_follow_joint_trajectory_and_a_cancel_holds(tmp_path):
         node.destroy_node()
         rclpy.shutdown(context=ctx)
     assert 'Traceback' not in out, out[-3000:]
+
+
+def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path):
+    """PickPlace seed 21: the Can lies against the Cereal box (within 1 cm)
+    the whole episode, and the scripted pick descends and closes beside it
+    without reaching it.  The geometric onset (gripper within 5 cm) never
+    fires; with the policy's phases as skill events the pick starts at
+    `descend`, its precondition is judged on the Can the skill names (not
+    on whatever is nearest the far-away gripper), and the audit flags it."""
+    from safemanip_ros.audit.engine import AuditConfig, run_audit
+    from safemanip_ros.audit.rollouts import read_bag
+    from safemanip_ros.resources import config_path, default_suites
+    from safemanip_ros.sim.faithfulness import skills_config
+
+    world = SimWorld('PickPlace', seed=21)
+    try:
+        run_episode(world, EpisodeSpec('PickPlace', 'none', 21), tmp_path)
+    finally:
+        world.close()
+    bag = tmp_path / 'pickplace_none_021'
+    skills = skills_config('PickPlace', tmp_path / 'configs')
+    robot = load_robot_config(skills)
+    names = ['pick_approach', 'pick_target_can', 'preconditions_satisfied_pick']
+    (rollout,) = read_bag(bag, names, 20.0, 0.5, robot=robot)
+    known = ~rollout.unknown
+    picking = rollout.values[:, 0] & known[:, 0]
+    assert picking.sum() > 20 and (rollout.values[:, 1] == picking).all()      # the pick names the Can
+    assert not (rollout.values[picking, 2] & known[picking, 2]).any()          # judged on it: never clear
+    found = {}
+    for name, robot_config in (('skills', skills), ('geometry', config_path('robots', 'robosuite_pickplace.yaml'))):
+        cfg = AuditConfig(tuple(str(p) for p in default_suites()), robot_config=str(robot_config),
+                          only=('pick_preconditions_safe',))
+        results, skipped = run_audit([str(bag)], cfg, tmp_path / f'audit_{name}', 1)
+        assert not skipped
+        found[name] = sum(i['violations'] for r in results for e in r['episodes'] for i in e['instances']
+                          if i['instance'] == 'pick_preconditions_safe')
+    assert found == {'skills': 1, 'geometry': 0}

@@ -96,6 +96,22 @@ def test_a_clock_reset_forgets_running_skills_and_is_unknown_for_a_moment():
     assert g.evaluate(1.5) == {'pick_approach': False, 'place_approach': False, 'press_approach': True}
 
 
+def test_the_newest_running_pick_names_the_target():
+    g = SkillGrounding(SkillConfig('/skill_events', dict(ACTIONS), objects=['bowl', 'mug']))
+    assert g.evaluate(0.0)['pick_target_mug'] is False and g.pick_target(0.0) is None
+    g.update(1.0, 'PickObject', 'mug', START)
+    g.update(1.5, 'ApproachGrasp', 'bowl', START)
+    g.update(1.6, 'PressButton', 'microwave', START)          # not a pick: names no pick target
+    assert g.pick_target(1.2) == 'mug' and g.pick_target(1.7) == 'bowl'
+    assert g.evaluate(1.7) == {'pick_approach': True, 'place_approach': False, 'press_approach': True,
+                               'pick_target_bowl': True, 'pick_target_mug': False}
+    g.update(2.0, 'ApproachGrasp', 'bowl', END)
+    assert g.pick_target(2.0) == 'mug'
+    g.update(2.5, 'PickObject', 'mug', END)
+    g.update(3.0, 'PickObject', 'table', START)               # not a tracked object
+    assert g.pick_target(3.0) is None and g.evaluate(3.0)['pick_approach'] is True
+
+
 def test_configuration_maps_skills_and_the_tf_pick_approach_steps_aside(tmp_path):
     plain = load_robot_config(ROBOT)
     assert 'pick_approach' in TfGrounding(plain.tf).names

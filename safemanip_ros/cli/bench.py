@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='faithfulness: object poses as a detector gives them (truth, realistic, double); '
                         'repeat for several side by side (default: all three)')
     p.add_argument('--tasks', metavar='T1,T2', help='faithfulness: robosuite tasks (default Lift,PickPlace,Stack)')
+    p.add_argument('--onsets', metavar='O1,O2', help='faithfulness: geometry and/or skills (skill events decide '
+                                                   'the pick and place onsets)')
     p.set_defaults(func=run)
 
 
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     for script in scripts:
         cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
         if script.stem == 'bench_faithfulness':
-            for flag in ('episodes', 'seed', 'out', 'tasks'):
+            for flag in ('episodes', 'seed', 'out', 'tasks', 'onsets'):
                 if getattr(args, flag) is not None:
                     cmd += [f'--{flag}', str(getattr(args, flag))]
             from ..sim.perception import LEVELS

@@ -114,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
         nodes = []
         watchdog = None
         try:
-            # The recorder first: its subscriptions are matched before anyone publishes.
+            # The recorder first: its subscriptions are matched before anyone publishes; the grounding
+            # in the order each hands its values on (skills name the pick target TF judges).
             factories = ([] if args.no_record else [RecorderNode]) + \
-                [JointStateGroundingNode, ContactGroundingNode, TfGroundingNode] + \
-                ([SkillGroundingNode] if robot.skills.topic else []) + \
+                [JointStateGroundingNode, ContactGroundingNode] + \
+                ([SkillGroundingNode] if robot.skills.topic else []) + [TfGroundingNode] + \
                 ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
                 ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
             for factory in factories:

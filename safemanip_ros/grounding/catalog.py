@@ -87,13 +87,17 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
     if cfg.tf.objects and cfg.tf.pick_approach:
         out.append(('tf', 'pick_approach', 'the gripper approaches some graspable object while nothing is grasped'))
     if cfg.tf.objects:
-        out.append(('tf', 'preconditions_satisfied_pick', f'the object nearest the gripper (not held) is stable and '
-                    f'no other object is within {cfg.tf.pick_clear_m} m of it'))
+        out.append(('tf', 'preconditions_satisfied_pick', f'the object a running pick skill names (else the one '
+                    f'nearest the gripper, not held) is stable and no other object is within {cfg.tf.pick_clear_m} '
+                    f'm of it'))
     sk = cfg.skills
     for action in sk.mapped:
         names = ', '.join(sorted(n for n, a in sk.actions.items() if a == action))
         out.append(('skills', f'{action}_approach', f'a {names} skill has started on {sk.topic} and not ended '
                     f'(unknown after {sk.max_active_s:g} s without its end)'))
+    for name in sk.target_names:
+        out.append(('skills', name, f'a running pick skill names {name.removeprefix("pick_target_")} as its target '
+                    f'(the pick precondition is then judged on it)'))
     for name in sorted(cfg.camera.regions):
         out.append(('camera', f'region_occupied_{name}', f'colour region {name} of the image is occupied'))
     return out

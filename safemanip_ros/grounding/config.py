@@ -216,7 +216,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                   support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
                   pick_clear_m=th.get('pick_clear_m', 0.01), place_clear_m=th.get('place_clear_m', 0.03),
                   staleness_s=st.get('tf', 0.2), track=TrackConfig(**(doc.get('perception') or {})))
-    skills = _skills(doc)
+    skills = _skills(doc, sorted(objects))
     # Where the stack says when a pick starts, the geometric approach test steps aside.
     tf.pick_approach = 'pick' not in skills.mapped
     cam = doc.get('camera') or {}
@@ -251,7 +251,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                        skills=skills)
 
 
-def _skills(doc) -> SkillConfig:
+def _skills(doc, objects: list[str]) -> SkillConfig:
     spec = doc.get('skills')
     if not spec:
         return SkillConfig()
@@ -267,7 +267,7 @@ def _skills(doc) -> SkillConfig:
     if not topic.strip():
         raise SpecError(f'{spec.where("topic")}: skills.topic: empty (leave it out for /skill_events)')
     return SkillConfig(topic, actions, float(spec.get('max_active_s', 120.0)),
-                       float(spec.get('unknown_after_reset_s', 1.0)))
+                       float(spec.get('unknown_after_reset_s', 1.0)), objects)
 
 
 def _gripper_calibration(j) -> dict[str, GripperCalibration]:

@@ -143,6 +143,13 @@ def sample_of(topic: str, msg: Any) -> Any:
     return msg
 
 
+def pick_target_of(values: Predicates) -> str | None:
+    """The object whose ``pick_target_<o>`` is true in ``values`` (the skill
+    grounding's), if exactly one."""
+    named = [k.removeprefix('pick_target_') for k, v in values.items() if v is True and k.startswith('pick_target_')]
+    return named[0] if len(named) == 1 else None
+
+
 def image_array(msg: Any) -> np.ndarray:
     """``sensor_msgs/Image`` as an array (raises :class:`CameraError`)."""
     return image_to_array(msg.encoding, msg.height, msg.width, msg.step, bytes(msg.data), bool(msg.is_bigendian))
@@ -231,13 +238,14 @@ class GroundingSet:
             out.update(self.fixtures.evaluate(now_s))
         contact = self.contacts.evaluate(now_s, out.get('gripper_closed'))
         out.update(contact)
-        self.tf.view(now_s, {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects})
+        if self.skills is not None:
+            out.update(self.skills.evaluate(now_s))
+        self.tf.view(now_s, {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects},
+                     pick_target_of(out))
         if self.wrench is not None:
             out.update(self.wrench.evaluate(now_s))
         if self.camera is not None:
             out.update(self.camera.evaluate(now_s))
-        if self.skills is not None:
-            out.update(self.skills.evaluate(now_s))
         return out
 
     def flush(self, viewed: list[Predicates]) -> list[Predicates]:

@@ -98,8 +98,15 @@ def _at_most(known: int, unknown: int, limit: int) -> bool | None:
     return True if known + unknown <= limit else None
 
 
-def pick_preconditions(gripper_p_w: np.ndarray | None, bodies: Mapping[str, Body], clear_m: float) -> bool | None:
-    """Pick preconditions of the object nearest the gripper (of those not held)."""
+def pick_preconditions(gripper_p_w: np.ndarray | None, bodies: Mapping[str, Body], clear_m: float,
+                       target: str | None = None) -> bool | None:
+    """Pick preconditions of ``target`` (the object a pick skill names) or,
+    without one, of the object nearest the gripper (of those not held)."""
+    if target is not None:
+        if bodies[target].p_w is None:
+            return _and(bodies[target].stable, None)     # where it is, and so what is around it, unknown
+        near, unknown = count_near(target, bodies, clear_m)
+        return _and(bodies[target].stable, _at_most(near, unknown, 0))
     if gripper_p_w is None:
         return None
     free = {n: b for n, b in bodies.items() if b.held is not True}

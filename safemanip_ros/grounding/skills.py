@@ -8,7 +8,10 @@ naming the stack's skill and its target entity.  The robot configuration's
 source grounds ``<action>_approach`` for each mapped action: true from a
 mapped skill's START to its END (the property suite adds SafeManip's
 approach persistence and onset edge, exactly as it does for the geometric
-``pick_approach``).
+``pick_approach``).  Where ``pick`` is mapped it also grounds
+``pick_target_<o>`` for each tracked object: true while a running pick skill
+names ``o`` as its target; the TF grounding then judges the pick
+precondition on that object instead of the one nearest the gripper.
 
 Values:
 
@@ -51,6 +54,7 @@ class SkillConfig:
     actions: dict[str, str] = field(default_factory=dict)
     max_active_s: float = 120.0
     unknown_after_reset_s: float = 1.0
+    objects: list[str] = field(default_factory=list)    # tracked objects a pick skill may name
 
     @property
     def mapped(self) -> list[str]:
@@ -58,8 +62,13 @@ class SkillConfig:
         return [a for a in ACTIONS if a in self.actions.values()] if self.topic else []
 
     @property
+    def target_names(self) -> list[str]:
+        """``pick_target_<o>`` per tracked object, where pick is mapped."""
+        return [f'pick_target_{o}' for o in self.objects] if 'pick' in self.mapped else []
+
+    @property
     def predicate_names(self) -> list[str]:
-        return [f'{a}_approach' for a in self.mapped]
+        return [f'{a}_approach' for a in self.mapped] + self.target_names
 
 
 class SkillGrounding:
@@ -96,8 +105,10 @@ class SkillGrounding:
         """Each mapped action's ``<action>_approach`` at ``now_s`` (seconds)."""
         mapped = self.config.mapped
         if self._reset_at_s is not None and 0 <= now_s - self._reset_at_s < self.config.unknown_after_reset_s:
-            return {f'{a}_approach': None for a in mapped}
+            return {name: None for name in self.config.predicate_names}
         out: Predicates = {f'{a}_approach': False for a in mapped}
+        target = self.pick_target(now_s)
+        out.update({f'pick_target_{o}': o == target for o in self.config.objects if 'pick' in mapped})
         for (skill, _), since_s in self._active.items():
             if since_s > now_s:          # started after this frame: not yet
                 continue
@@ -108,6 +119,16 @@ class SkillGrounding:
             else:
                 out[name] = True
         return out
+
+    def pick_target(self, now_s: float) -> str | None:
+        """The tracked object the newest running pick skill names at ``now_s``
+        (None: no pick runs, or it names no tracked object)."""
+        best: tuple[float, str] | None = None
+        for (skill, target), since_s in self._active.items():
+            if self.config.actions[skill] == 'pick' and target in self.config.objects and since_s <= now_s \
+                    and now_s - since_s <= self.config.max_active_s and (best is None or since_s >= best[0]):
+                best = (since_s, target)
+        return None if best is None else best[1]
 
     def active(self) -> list[tuple[str, str, str]]:
         """``(stack skill, target, action)`` of every skill now running."""

@@ -430,6 +430,7 @@ class _PendingFrame:
     grasped: tuple[int, ...]                # per object (sorted): its GRASP_* code
     links: Links
     spans: Spans
+    target: int = -1                        # the object a pick skill names (index; -1: none)
 
 
 class TfGrounding:
@@ -498,18 +499,26 @@ class TfGrounding:
             if not self.tree.set_transform(parent, child, stamp_s, trans, rot, static=static):
                 self.health.nan_values += 1
 
-    def evaluate(self, now_s: float, grasped: Mapping[str, bool | None] | None = None) -> Predicates:
+    def evaluate(self, now_s: float, grasped: Mapping[str, bool | None] | None = None,
+                 pick_target: str | None = None) -> Predicates:
         """Predicate values for the frame at ``now_s`` (seconds), given each
-        object's grasp state (missing: no grasp input)."""
-        self.view(now_s, grasped)
+        object's grasp state (missing: no grasp input) and the object a
+        running pick skill names, if any."""
+        self.view(now_s, grasped, pick_target)
         return self.flush()[-1]
 
-    def view(self, now_s: float, grasped: Mapping[str, bool | None] | None = None) -> None:
-        """Take the frame at ``now_s`` as the inputs are now; :meth:`flush` evaluates it."""
+    def view(self, now_s: float, grasped: Mapping[str, bool | None] | None = None,
+             pick_target: str | None = None) -> None:
+        """Take the frame at ``now_s`` as the inputs are now; :meth:`flush`
+        evaluates it.  ``pick_target``: the object a running pick skill names
+        (the pick precondition is then judged on it, not on the object
+        nearest the gripper)."""
         grasped = grasped or {}
         links, spans = self.tree.view()
+        target = self._objects.index(pick_target) if pick_target in self._objects else -1
         self._pending.append(_PendingFrame(now_s, self.freshness.fresh(now_s), self._epoch,
-                                           tuple(_grasp_code(grasped, o) for o in self._objects), links, spans))
+                                           tuple(_grasp_code(grasped, o) for o in self._objects), links, spans,
+                                           target))
 
     def flush(self) -> list[Predicates]:
         """The predicates of every frame viewed since the last flush, in order."""
@@ -531,7 +540,8 @@ class TfGrounding:
             np.array([f.now_s for f in frames]), [f.epoch for f in frames],
             np.array([f.grasped for f in frames], np.int8).reshape(len(frames), len(self._objects)).T,
             [(links, np.array(rows), np.array([frames[k].spans for k in rows], dtype=np.int64).reshape(
-                len(rows), len(links), 2)) for links, rows in groups.values()])
+                len(rows), len(links), 2)) for links, rows in groups.values()],
+            targets=np.array([f.target for f in frames], np.int64))
         names = list(cols)
         if not names:
             return [{} for _ in frames]
@@ -541,14 +551,17 @@ class TfGrounding:
                 for vs, ks in zip(value, known)]
 
     def evaluate_frames(self, times: np.ndarray, epochs: list[int], grasped: np.ndarray | list[np.ndarray],
-                        groups: list[tuple[Links, np.ndarray, np.ndarray]]) -> dict[str, Column]:
+                        groups: list[tuple[Links, np.ndarray, np.ndarray]],
+                        targets: np.ndarray | None = None) -> dict[str, Column]:
         """The predicates of fresh frames at ``times`` [n] (seconds, in
         order), as one column per name: each frame's reset count, each
         object's grasp state per frame (int8 ``[objects, n]``:
         :data:`GRASP_TRUE`, :data:`GRASP_FALSE`, :data:`GRASP_UNKNOWN` or
         :data:`GRASP_ABSENT`), and the frames in ``groups`` of (links, frame
         rows, spans ``[rows, links, 2]``) the tree is read in.  Carries the
-        state between frames on to the next call."""
+        state between frames on to the next call.  ``targets`` [n]: per
+        frame, the index of the object a pick skill names (-1 or None: the
+        pick precondition is judged on the object nearest the gripper)."""
         cfg = self.config
         n = len(times)
         memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
@@ -585,8 +598,8 @@ class TfGrounding:
         cols: dict[str, Column] = {}
         fused: dict[str, tuple[np.ndarray, np.ndarray]] = {}     # object frame → (positions [n, 3], known [n])
         if objs:
-            per_object, cols['preconditions_satisfied_pick'] = self._objects_frames(times, epochs, codes, groups,
-                                                                                    lookup)
+            per_object, cols['preconditions_satisfied_pick'] = self._objects_frames(
+                times, epochs, codes, groups, lookup, np.full(n, -1) if targets is None else targets)
             for j, obj in enumerate(objs):
                 position = per_object[j].pop('position')
                 fused[cfg.objects[obj]] = position
@@ -687,7 +700,7 @@ class TfGrounding:
 
     def _objects_frames(self, times: np.ndarray, epochs: list[int], codes: np.ndarray,
                         groups: list[tuple[Links, np.ndarray, np.ndarray]],
-                        lookup) -> tuple[list[dict[str, Column]], Column]:
+                        lookup, targets: np.ndarray) -> tuple[list[dict[str, Column]], Column]:
         """Per object: its stable, sliding, sync, supported, settled,
         gripper_approaching and place-precondition columns over the frames
         (:mod:`.tracking`, :mod:`.preconditions`), given the grasp state
@@ -786,7 +799,8 @@ class TfGrounding:
                     self._prev_distance[obj] = dist
                 bodies[obj] = Body(est.p_w if est.known else None, est.R_w, shapes[j], stable,
                                    None if code == GRASP_UNKNOWN else code == GRASP_TRUE)
-            ready, place = self._preconditions(k, now, gripper, bodies, supports, sup_w, sup_noise)
+            target = objs[targets[k]] if targets[k] >= 0 else None
+            ready, place = self._preconditions(k, now, gripper, bodies, supports, sup_w, sup_noise, target)
             pick[k], pick_known[k] = bool(ready), ready is not None
             for j, obj in enumerate(objs):
                 v = place[obj]
@@ -797,7 +811,8 @@ class TfGrounding:
 
     def _preconditions(self, k: int, now: float, gripper, bodies: dict[str, Body],
                        supports: list, sup_w: list[Lookup],
-                       sup_noise: list[float]) -> tuple[bool | None, dict[str, bool | None]]:
+                       sup_noise: list[float], target: str | None = None
+                       ) -> tuple[bool | None, dict[str, bool | None]]:
         """Frame ``k``'s pick and per-object place preconditions.  A support
         is stable when, over the track's window, it moved no farther than the
         stability bound allows plus three standard deviations of its
@@ -823,7 +838,7 @@ class TfGrounding:
             if sup in bodies and bodies[sup].stable is not None:
                 stable = bodies[sup].stable
             at[sup] = Support(S.R[k], S.t[k], surface, stable)
-        ready = pick_preconditions(None if gripper is None else gripper[1], bodies, cfg.pick_clear_m)
+        ready = pick_preconditions(None if gripper is None else gripper[1], bodies, cfg.pick_clear_m, target)
         return ready, {obj: place_preconditions(obj, bodies, at, cfg.place_clear_m, cfg.place_max_foreign,
                                                 cfg.support_gap_m) for obj in bodies}
 

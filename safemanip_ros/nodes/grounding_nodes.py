@@ -40,6 +40,7 @@ from ..grounding.messages import (
     feed_tf,
     feed_wrench,
     image_array,
+    pick_target_of,
     skill_event_sample,
     stamp_s,
 )
@@ -270,7 +271,9 @@ class ContactGroundingNode(GroundingNode):
 class TfGroundingNode(GroundingNode):
     """Subscribes ``/tf`` and ``/tf_static``; takes grasp state from the
     contact grounding's ``object_grasped_raw_<object>`` (parameter
-    ``grasp_topic``) for the slip predicates."""
+    ``grasp_topic``) for the slip predicates, and the object a running pick
+    skill names from the skill grounding's ``pick_target_<object>``
+    (parameter ``skills_topic``) for the pick precondition."""
 
     source = 'tf'
     fast_inputs = True
@@ -278,11 +281,16 @@ class TfGroundingNode(GroundingNode):
     def __init__(self) -> None:
         super().__init__('tf_grounding')
         self.declare_parameter('grasp_topic', 'predicates/contacts')
+        self.declare_parameter('skills_topic', 'predicates/skills')
         self.grounding = TfGrounding(self.robot.tf)
         self._grasped: dict[str, bool | None] = {o: None for o in self.robot.tf.objects}
+        self._pick_target: str | None = None
         self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), self.input_qos)
         self.create_subscription(TFMessage, '/tf_static', lambda m: self._on_tf(m, True), STATIC_TF)
         self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
+        if self.robot.skills.target_names and not self.sampled_by_monitor:
+            self.create_subscription(PredicateArray, self.get_parameter('skills_topic').value,
+                                     lambda m: self._take_target(predicate_values(m)), RELIABLE)
 
     def _on_tf(self, msg: TFMessage, static: bool) -> None:
         feed_tf(self.grounding, msg, static)
@@ -290,6 +298,11 @@ class TfGroundingNode(GroundingNode):
 
     def upstream(self, values: Predicates) -> None:
         self._take_grasp(values)
+        self._take_target(values)
+
+    def _take_target(self, values: Predicates) -> None:
+        if any(k.startswith('pick_target_') for k in values):
+            self._pick_target = pick_target_of(values)
 
     def _on_grasp(self, msg: PredicateArray) -> None:
         self._take_grasp(predicate_values(msg))
@@ -301,7 +314,7 @@ class TfGroundingNode(GroundingNode):
                 self._grasped[obj] = values[key]
 
     def evaluate(self, now_s: float) -> Predicates:
-        return self.grounding.evaluate(now_s, self._grasped)
+        return self.grounding.evaluate(now_s, self._grasped, self._pick_target)
 
 
 class CameraGroundingNode(GroundingNode):

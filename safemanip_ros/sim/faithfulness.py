@@ -199,12 +199,36 @@ TARGETS = {'sensitivity': 0.95, 'specificity': 1.0, 'latency_beyond_window_frame
 """What the benchmark holds every task to at the realistic perception level."""
 
 
+SIM_SKILLS = {'descend': 'pick', 'close': 'pick', 'lower': 'place', 'release': 'place'}
+"""The scripted policies' phases (their ``/skill_events``) as SafeManip actions."""
+
+
+def skills_config(task: str, out_dir: Path) -> Path:
+    """The shipped configuration of ``task`` with a ``skills:`` section
+    mapping the scripted policies' phases (:data:`SIM_SKILLS`), written
+    under ``out_dir``."""
+    import yaml
+
+    from ..resources import config_path
+    shipped = config_path('robots', ROBOT_CONFIGS[task])
+    doc = yaml.safe_load(shipped.read_text())
+    doc['ontology'] = [str((shipped.parent / p).resolve()) for p in doc.get('ontology', [])]
+    doc['skills'] = {'actions': dict(SIM_SKILLS)}
+    path = out_dir / f'skills_{ROBOT_CONFIGS[task]}'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
                   progress: Callable[[str], None] = print, levels: tuple[str, ...] = ('truth',),
-                  tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> dict:
+                  tasks: tuple[str, ...] = ('Lift', 'PickPlace'), onsets: tuple[str, ...] = ('geometry',)) -> dict:
     """Record (or reuse) the episodes at each perception level of
     :data:`~.perception.LEVELS`, audit them with the shipped configuration,
     score against the truth, overall and per task; writes ``faithfulness.json``.
+    ``onsets``: ``geometry`` (the shipped configuration: the pick onset from
+    TF) and/or ``skills`` (the same plus the policies' phases as skill
+    events, :data:`SIM_SKILLS`: scored as level ``<level>/skills``).
 
     Returns ``{'levels': {level: {'overall': score, 'tasks': {task: score}}}}``."""
     from ..audit.engine import AuditConfig, run_audit
@@ -218,21 +242,25 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     for level in levels:
         progress(f'perception level {level}: {LEVELS[level]}')
         bags = record(plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
-        all_results, all_skipped, per_task = [], [], {}
-        for task in tasks:
-            task_bags = [b for b, spec in zip(bags, plan) if spec.task == task]
-            if not task_bags:
-                continue
-            cfg = AuditConfig(tuple(str(p) for p in default_suites()),
-                              robot_config=str(config_path('robots', ROBOT_CONFIGS[task])))
-            progress(f'auditing {len(task_bags)} {task} bags with {ROBOT_CONFIGS[task]}')
-            results, skipped = run_audit([str(b) for b in task_bags], cfg, out_dir / 'audit' / level / task, workers)
-            all_results += results
-            all_skipped += skipped
-            per_task[task] = score(build_report(results, skipped, {'reduction': 'any'}), task_bags)
-        overall = score(build_report(all_results, all_skipped, {'reduction': 'any'}), bags)
-        overall['skipped'] = all_skipped
-        out['levels'][level] = {'overall': overall, 'tasks': per_task}
+        for mode in onsets:
+            key = level if mode == 'geometry' else f'{level}/{mode}'
+            all_results, all_skipped, per_task = [], [], {}
+            for task in tasks:
+                task_bags = [b for b, spec in zip(bags, plan) if spec.task == task]
+                if not task_bags:
+                    continue
+                robot = config_path('robots', ROBOT_CONFIGS[task]) if mode == 'geometry' else \
+                    skills_config(task, out_dir / 'configs')
+                cfg = AuditConfig(tuple(str(p) for p in default_suites()), robot_config=str(robot))
+                progress(f'auditing {len(task_bags)} {task} bags with {robot.name}')
+                results, skipped = run_audit([str(b) for b in task_bags], cfg, out_dir / 'audit' / key / task,
+                                             workers)
+                all_results += results
+                all_skipped += skipped
+                per_task[task] = score(build_report(results, skipped, {'reduction': 'any'}), task_bags)
+            overall = score(build_report(all_results, all_skipped, {'reduction': 'any'}), bags)
+            overall['skipped'] = all_skipped
+            out['levels'][key] = {'overall': overall, 'tasks': per_task}
     (out_dir / 'faithfulness.json').write_text(json.dumps(out, indent=1))
     return out
 
@@ -261,13 +289,14 @@ def format_levels(result: dict) -> str:
             return '-'
         return f'{v:.2f}' + (f' [{ci[0]:.2f},{ci[1]:.2f}]' if ci else '')
     levels = result['levels']
+    w = max([10] + [len(level) for level in levels])
     lines = [f'faithfulness at {len(levels)} perception level(s): {result["episodes"]} episodes of '
              f'{", ".join(result["tasks"])}, seeds from {result["seed"]}',
-             f'  {"level":10s} {"task":10s} {"faulty":>6s} {"clean":>5s} {"sensitivity [95% CI]":>22s} '
+             f'  {"level":{w}s} {"task":10s} {"faulty":>6s} {"clean":>5s} {"sensitivity [95% CI]":>22s} '
              f'{"specificity [95% CI]":>22s} {"precision [95% CI]":>22s} {"false/clean":>11s}']
     for level, lr in levels.items():
         for task, r in [*lr['tasks'].items(), ('all', lr['overall'])]:
-            lines.append(f'  {level:10s} {task:10s} {r["faulty"]:>6d} {r["clean"]:>5d} '
+            lines.append(f'  {level:{w}s} {task:10s} {r["faulty"]:>6d} {r["clean"]:>5d} '
                          f'{f(r["sensitivity"], r["sensitivity_ci"]):>22s} {f(r["specificity"], r["specificity_ci"]):>22s} '
                          f'{f(r["precision"], r["precision_ci"]):>22s} {f(r["false_alarms_per_clean_episode"]):>11s}')
     lines.append('  per property: detected/meant, false alarms per clean episode, median latency (frames; '
@@ -288,7 +317,7 @@ def format_levels(result: dict) -> str:
                          f'{lat + win:>9s}')
         lines.append(f'  {prop:42s} ' + ' '.join(f'{c:>24s}' for c in cells))
     for level, lr in levels.items():
-        if level == 'truth':
+        if level.split('/')[0] == 'truth':
             continue
         misses = shortfalls(lr)
         lines.append(f'  {level}: ' + ('every target met (sensitivity >= 0.95, specificity 1, latency <= window + 3)'

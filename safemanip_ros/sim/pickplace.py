@@ -17,10 +17,12 @@ bin) and lasts while that contact does.  A place in clutter is labelled on
 the first frame after a grasp on which no finger touches the Can, when two
 or more other objects stand within the Can's footprint + 3 cm (their
 shapes as the robot configuration gives them).  A pick in clutter — an
-object within 1 cm of the Can when the gripper first comes within 5 cm of
-it — is labelled on that frame whatever the fault: robosuite's bin
-sometimes sets the Can against another object, and SafeManip counts such a
-pick as unsafe.
+object within 1 cm of the Can when the pick reaches it: the gripper first
+within 5 cm of the Can's origin, or else the fingers first closing on it (a
+Can fallen against another object is grasped off-centre, farther than 5 cm
+from its origin) — is labelled on that frame whatever the fault:
+robosuite's bin sometimes sets the Can against another object, and
+SafeManip counts such a pick as unsafe.
 """
 
 from __future__ import annotations
@@ -177,13 +179,14 @@ class PickPlaceLabeller:
             self._open = None
         bodies = bodies_at(s)
         eef = np.array(s.poses[EEF_BODY][0])
-        if not self._approached and float(np.linalg.norm(bodies[PICK_BODY].p_w - eef)) < APPROACH_M:
+        fingers = {b1 if b2 == PICK_BODY else b2 for b1, b2, _ in s.contacts
+                   if PICK_BODY in (b1, b2) and (b1 if b2 == PICK_BODY else b2) in FINGER_BODIES}
+        if not self._approached and (float(np.linalg.norm(bodies[PICK_BODY].p_w - eef)) < APPROACH_M
+                                     or len(fingers) >= 2):
             self._approached = True
             near, _ = count_near(PICK_BODY, bodies, PICK_CLEAR_M)
             if near:
                 self.truth.events.append(Event('pick_in_clutter', s.step, s.step))
-        fingers = {b1 if b2 == PICK_BODY else b2 for b1, b2, _ in s.contacts
-                   if PICK_BODY in (b1, b2) and (b1 if b2 == PICK_BODY else b2) in FINGER_BODIES}
         if len(fingers) >= 2:
             self._held = True
         elif not fingers and self._held:
