@@ -31,6 +31,7 @@ from . import (
     operator,
     predicates,
     run,
+    specrl,
     watch,
 )
 from . import compile as compile_cmd
@@ -38,7 +39,7 @@ from . import compile as compile_cmd
 INTERNAL_ERROR = 70   # EX_SOFTWARE
 
 SUBCOMMANDS = (check, compile_cmd, monitor_trace, predicates, ontology, config_cmd, run, watch, operator, audit, bag,
-               doctor, demo, bench)
+               doctor, demo, bench, specrl)
 
 
 def build_parser() -> argparse.ArgumentParser:

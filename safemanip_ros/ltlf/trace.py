@@ -232,6 +232,15 @@ def read_trace(path: str | Path, reads: Collection[str] = ()) -> list[Step]:
     return _atoms(traces[0], path)
 
 
+def read_step_traces(path: str | Path, reads: Collection[str] = ()) -> list[list[Step]]:
+    """Every trace of a file as plain LTLf steps: one trace, or one per line
+    of a batch (``reads`` as in :func:`read_trace`, over the whole file)."""
+    path = Path(path)
+    traces = read_traces(path)
+    _check_given(traces, path, reads)
+    return [_atoms(trace, path) for trace in traces]
+
+
 def read_batch(path: str | Path, reads: Collection[str] = ()) -> Iterator[list[Step]]:
     """Traces of a batch file, one JSON array of steps per line, in order
     (``reads`` as in :func:`read_trace`, over the whole file)."""

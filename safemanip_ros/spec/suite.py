@@ -388,3 +388,18 @@ def _check_acyclic(specs: Mapping[str, DeviceSpec], wheres: Mapping[str, str]) -
     for n in sorted(specs):
         if n not in state:
             visit(n)
+
+
+def formula_suite(specs: Mapping[str, str], atoms: Iterable[str], name: str = 'formulas',
+                  category: str = 'specification') -> Suite:
+    """A suite of plain specifications, one property each, as a
+    specification is monitored from the start of a rollout: trigger on the
+    first frame, no recovery (a violation is final), weak end (an open
+    obligation at the end is pending, not a violation).  ``atoms``: every
+    proposition the formulas may read (declared, unknown as false)."""
+    preds = {a: PredicateDecl(a, False, f'proposition {a}', name) for a in sorted(set(atoms))}
+    for f in specs.values():
+        parse(f)          # a syntax error names its position
+    props = [PropertyDecl(n, category, f, 'true', 'false', 'weak', 'log', 'info', f, {}, None, f'{name}: {n}')
+             for n, f in specs.items()]
+    return Suite(name, '', 20.0, preds, {}, props, ())

@@ -1,0 +1,304 @@
+"""Gymnasium wrappers that monitor an environment's propositions.
+
+:class:`SpecMonitor` reads the propositions true after each step (from
+``info["propositions"]``, SpecRLBench's convention, or a labelling function
+of observation and info) and steps the monitor core on them — the very
+:class:`~safemanip_ros.monitor.core.Monitor` the ROS node and the audit run,
+with its devices, violation episodes and per-trigger metrics.  What it
+monitors is either plain specifications (each a property that starts with
+the rollout and never recovers) or a whole property suite.
+
+Each step adds ``info["safemanip"]``:
+
+* ``verdicts``: per instance, the four-valued verdict after this step
+  (``true``, ``false``, ``presumably_true``, ``presumably_false``);
+* ``events``: violation episodes opened (``{"instance", "start"}``) or
+  closed (``... "end", "recovered"``) on this step;
+* at the episode's end (terminated or truncated), ``episode``: per instance
+  its triggers, violations, pending obligation and unsafe frames, and per
+  plain specification SpecRLBench's outcome (``success``, ``violation`` or
+  ``other``, its 1-based step, accepting visits).
+
+``terminate_on_violation`` ends the episode when a violation opens;
+``terminate_on_success`` when every finite-horizon specification is
+satisfied for good (verdict ``true``), as SpecRLBench's evaluation does.
+``log_path`` appends each episode as one JSON line that ``safemanip specrl
+evaluate`` reads.
+
+:class:`SpecMonitorVector` does the same for a ``gymnasium.vector`` env:
+one monitor with a rollout per sub-environment, stepped as one batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from ..ltlf.verdict import Verdict
+from ..monitor.core import Monitor
+from ..specrl.families import is_finite
+
+Labeller = Callable[[Any, Mapping[str, Any]], Iterable[str]]
+TEXT = {int(v): v.text for v in Verdict}
+
+
+def _specs_of(specs: Mapping[str, str] | Sequence[str] | str | None) -> dict[str, str]:
+    if specs is None:
+        return {}
+    if isinstance(specs, str):
+        return {'spec': specs}
+    if isinstance(specs, Mapping):
+        return dict(specs)
+    return {f'spec_{k}': f for k, f in enumerate(specs)}
+
+
+class _Core:
+    """The monitor of a batch of rollouts and its SpecRLBench bookkeeping
+    (shared by the single and the vector wrapper)."""
+
+    def __init__(self, specs: Mapping[str, str] | Sequence[str] | str | None, suite: Sequence[str] | None,
+                 propositions: Iterable[str] | None, batch: int, robot_config: str = '', scene: str = '') -> None:
+        from ..spec.suite import formula_suite, instantiate
+        formulas = _specs_of(specs)
+        if not formulas and not suite:
+            raise ValueError('give specifications (specs=...) or a property suite (suite=[...])')
+        if formulas and suite:
+            raise ValueError('give specifications or a property suite, not both')
+        if formulas:
+            from ..ltlf import parse
+            atoms = set(propositions or ()) | {a for f in formulas.values() for a in parse(f).atoms}
+            iset = instantiate(formula_suite(formulas, atoms))
+        else:
+            from ..monitor.build import build_instances
+            iset = build_instances(list(suite or ()), scene=scene, robot_config=robot_config)
+        self.monitor = Monitor(iset, batch=batch)
+        self.names = [i.instance for i in self.monitor.instances]
+        self.column = {p: j for j, p in enumerate(self.monitor.predicates)}
+        # Plain specifications: SpecRLBench's outcome per rollout.
+        self.spec_index = [j for j, n in enumerate(self.names) if n in formulas]
+        self.finite = np.array([is_finite(formulas[self.names[j]]) for j in self.spec_index], bool)
+        self.formulas = formulas
+        self.batch = batch
+        self.reset()
+
+    def reset(self, which: np.ndarray | None = None) -> None:
+        which = np.ones(self.batch, bool) if which is None else which
+        if which.all():
+            self.monitor.reset()
+            S = len(self.spec_index)
+            self.steps = np.zeros(self.batch, np.int64)
+            self.first_true = np.full((self.batch, S), -1, np.int64)
+            self.first_false = np.full((self.batch, S), -1, np.int64)
+            self.visits = np.zeros((self.batch, S), np.int64)
+            self.logged: list[list[list[str]]] = [[] for _ in range(self.batch)]
+        else:
+            self.monitor.reset(which)
+            self.steps[which] = 0
+            self.first_true[which] = -1
+            self.first_false[which] = -1
+            self.visits[which] = 0
+            for b in np.flatnonzero(which):
+                self.logged[b] = []
+
+    def values(self, props: Sequence[Iterable[str]]) -> np.ndarray:
+        v = np.zeros((self.batch, len(self.column)), bool)
+        for b, names in enumerate(props):
+            for a in names:
+                j = self.column.get(a)
+                if j is not None:
+                    v[b, j] = True
+        return v
+
+    def step(self, props: Sequence[Iterable[str]], active: np.ndarray | None = None) -> tuple[np.ndarray, list]:
+        """One step of every (active) rollout: the verdicts ``[B, D]`` and per
+        rollout its events."""
+        act = np.ones(self.batch, bool) if active is None else active
+        for b in np.flatnonzero(act):
+            self.logged[b].append(sorted(props[b]))
+        res = self.monitor.step(self.values(props), active=None if active is None else act)
+        t = self.steps
+        if self.spec_index:
+            lab = res.verdicts[:, self.spec_index]
+            undecided = (self.first_false < 0) & act[:, None]
+            self.visits += undecided & ((lab == Verdict.TRUE) | (lab == Verdict.PRESUMABLY_TRUE))
+            self.first_true = np.where((self.first_true < 0) & undecided & (lab == Verdict.TRUE), t[:, None],
+                                       self.first_true)
+            self.first_false = np.where(undecided & (lab == Verdict.FALSE), t[:, None], self.first_false)
+        self.steps = self.steps + act
+        events: list[list[dict]] = [[] for _ in range(self.batch)]
+        for e in res.opened:
+            events[e.rollout].append({'instance': self.names[e.instance], 'start': e.start})
+        for e in res.closed:
+            events[e.rollout].append({'instance': self.names[e.instance], 'start': e.start, 'end': e.end,
+                                      'recovered': e.recovered})
+        return res.verdicts, events
+
+    def violation_opened(self, events: list[dict]) -> bool:
+        return any('end' not in e for e in events)
+
+    def satisfied(self, b: int) -> bool:
+        """Every finite-horizon specification satisfied for good."""
+        return bool(self.finite.any()) and bool((self.first_true[b][self.finite] >= 0).all())
+
+    def finish(self, which: np.ndarray) -> dict[int, dict]:
+        """End the rollouts of ``which``: their episode records."""
+        results = self.monitor.finish(which)
+        out = {}
+        for b in np.flatnonzero(which):
+            r = results[b]
+            record: dict = {'steps': int(self.steps[b]), 'instances': {}, 'specs': {}}
+            if r is not None:
+                for inst in r.instances:
+                    record['instances'][inst.instance] = {
+                        'triggers': inst.triggers, 'violations': inst.violations, 'pending': inst.pending,
+                        'unsafe_frames': inst.unsafe_frames}
+            for k, j in enumerate(self.spec_index):
+                ft, ff, finite = int(self.first_true[b, k]), int(self.first_false[b, k]), bool(self.finite[k])
+                if finite and ft >= 0 and (ff < 0 or ft < ff):
+                    outcome, step = 'success', ft + 1
+                elif ff >= 0:
+                    outcome, step = 'violation', ff + 1
+                else:
+                    outcome, step = 'other', None
+                record['specs'][self.names[j]] = {'outcome': outcome, 'step': step, 'finite': finite,
+                                                 'accepting_visits': int(self.visits[b, k])}
+            out[int(b)] = record
+        return out
+
+
+def _props(info: Mapping[str, Any], obs: Any, labeller: Labeller | None) -> Iterable[str]:
+    if labeller is not None:
+        return labeller(obs, info)
+    if 'propositions' not in info:
+        raise KeyError('the environment gives no info["propositions"]; pass labeller=(obs, info) -> names')
+    return info['propositions']
+
+
+class SpecMonitor(gymnasium.Wrapper):
+    """Monitors one environment (module docstring).  ``specs``: a formula, a
+    list of formulas or a mapping name → formula; or ``suite``: property
+    suite files (``scene``/``robot_config`` bind its templates)."""
+
+    def __init__(self, env: gymnasium.Env, specs: Mapping[str, str] | Sequence[str] | str | None = None,
+                 suite: Sequence[str] | None = None, labeller: Labeller | None = None,
+                 terminate_on_violation: bool = False, terminate_on_success: bool = False,
+                 log_path: str | Path | None = None, seed: int | str | None = None, scene: str = '',
+                 robot_config: str = '') -> None:
+        super().__init__(env)
+        self.core = _Core(specs, suite, None, 1, robot_config, scene)
+        self.labeller = labeller
+        self.terminate_on_violation, self.terminate_on_success = terminate_on_violation, terminate_on_success
+        self.log_path = Path(log_path) if log_path else None
+        self.seed_label = seed
+        self.episodes = 0
+        self._done = False
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        if kwargs.get('seed') is not None and self.seed_label is None:
+            self.seed_label = kwargs['seed']
+        self.core.reset()
+        self._done = False
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise RuntimeError('step() after the episode ended; call reset()')
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        props = set(_props(info, obs, self.labeller))
+        verdicts, events = self.core.step([props])
+        out: dict[str, Any] = {'verdicts': {n: TEXT[int(v)] for n, v in zip(self.core.names, verdicts[0])},
+                               'events': events[0]}
+        if self.terminate_on_violation and self.core.violation_opened(events[0]):
+            terminated = True
+        if self.terminate_on_success and self.core.satisfied(0):
+            terminated = True
+        if terminated or truncated:
+            out['episode'] = self.core.finish(np.ones(1, bool))[0]
+            self._log(out['episode'])
+            self._done = True
+        info = dict(info, safemanip=out)
+        return obs, reward, terminated, truncated, info
+
+    def _log(self, record: dict) -> None:
+        self.episodes += 1
+        if self.log_path is None:
+            return
+        line = {'episode': self.episodes - 1, 'seed': self.seed_label, 'propositions': self.core.logged[0],
+                'outcome': record['specs']}
+        if len(self.core.formulas) == 1:
+            (name, formula), = self.core.formulas.items()
+            line.update(spec=name, formula=formula)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open('a', encoding='utf-8') as fh:
+            fh.write(json.dumps(line) + '\n')
+
+
+class SpecMonitorVector(gymnasium.vector.VectorWrapper):
+    """Monitors every sub-environment of a vector env as one batch of the
+    monitor core.  Under Gymnasium's default autoreset (next step), the step
+    after a sub-environment ended is its reset: not monitored, and its
+    monitor starts over.  A wrapper cannot reset a sub-environment, so here
+    ``terminate_on_violation``/``terminate_on_success`` do not change
+    ``terminated``: the end is reported in ``info["safemanip"]["ended"]``
+    and the sub-environment's further steps are not monitored until its own
+    end.  ``info["safemanip"]`` holds ``verdicts`` (``int8[n_envs,
+    instances]``, Verdict values), and per sub-environment lists ``events``
+    and ``episode`` (None where none ended)."""
+
+    def __init__(self, env: gymnasium.vector.VectorEnv, specs: Mapping[str, str] | Sequence[str] | str | None = None,
+                 suite: Sequence[str] | None = None, labeller: Labeller | None = None,
+                 terminate_on_violation: bool = False, terminate_on_success: bool = False) -> None:
+        super().__init__(env)
+        self.core = _Core(specs, suite, None, env.num_envs, '', '')
+        self.labeller = labeller
+        self.terminate_on_violation, self.terminate_on_success = terminate_on_violation, terminate_on_success
+        self._resetting = np.zeros(env.num_envs, bool)      # the sub-env ended last step: this step is its reset
+        self._ignoring = np.zeros(env.num_envs, bool)       # ended by the wrapper, the sub-env not yet
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self.core.reset()
+        self._resetting[:] = False
+        self._ignoring[:] = False
+        return obs, info
+
+    def _propositions(self, obs: Any, info: Mapping[str, Any]) -> list[set[str]]:
+        n = self.num_envs
+        if self.labeller is not None:
+            return [set(self.labeller(obs[b], {k: v[b] for k, v in info.items() if not k.startswith('_')}))
+                    for b in range(n)]
+        given = info.get('propositions')
+        if given is None:
+            raise KeyError('the environments give no info["propositions"]; pass labeller=(obs, info) -> names')
+        return [set(given[b]) if given[b] is not None else set() for b in range(n)]
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        props = self._propositions(obs, info)
+        if self._resetting.any():
+            self.core.reset(self._resetting.copy())
+        active = ~self._resetting & ~self._ignoring
+        verdicts, events = self.core.step(props, active=active)
+        inner_done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        by_wrapper = np.zeros(self.num_envs, bool)
+        for b in np.flatnonzero(active):
+            by_wrapper[b] = (self.terminate_on_violation and self.core.violation_opened(events[b])) or \
+                (self.terminate_on_success and self.core.satisfied(int(b)))
+        ended = (inner_done | by_wrapper) & active
+        episodes: list[dict | None] = [None] * self.num_envs
+        if ended.any():
+            for b, record in self.core.finish(ended).items():
+                episodes[b] = record
+        self._ignoring = (self._ignoring | (by_wrapper & active)) & ~inner_done
+        self._resetting = inner_done
+        info = dict(info, safemanip={'verdicts': verdicts, 'events': events, 'episode': episodes, 'ended': ended})
+        return obs, rewards, terminated, truncated, info
+
+
+__all__ = ['SpecMonitor', 'SpecMonitorVector']
