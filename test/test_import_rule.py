@@ -79,8 +79,11 @@ LAYERS_BELOW = {
     'supervisor': set(),
     'audit': {'bag', 'grounding', 'ltlf', 'monitor', 'spec'},
     'sim': {'audit', 'bag', 'grounding', 'spec'},
+    'specrl': {'audit', 'ltlf', 'spec'},          # audit: bags read on its frame clock
+    'gym': {'ltlf', 'monitor', 'sim', 'spec', 'specrl'},
     'nodes': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},   # audit: the live gate
-    'cli': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'supervisor', 'msg'},
+    'cli': {'audit', 'bag', 'grounding', 'gym', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'specrl', 'supervisor',
+            'msg'},
 }
 # The one exception, by module: building a monitor from files drops the
 # properties a robot configuration cannot ground, so it asks the grounding
