@@ -27,7 +27,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 POLICY = REPO / 'config' / 'security' / 'policy.xml'
 CONTROLLER = 'joint_trajectory_controller/joint_trajectory'
-PREDICATES = ['predicates', 'predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera']
+PREDICATES = ['predicates', 'predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
+              'predicates/skills']
+# The robot controllers' interfaces a hold may go through, at their usual names (safemanip run
+# --trajectory-action, --servo-pause-service, --hold-controller).
+TRAJECTORY_ACTION = 'joint_trajectory_controller/follow_joint_trajectory'
+CONTROLLER_REQUESTS = [f'{TRAJECTORY_ACTION}/_action/cancel_goal', 'servo_node/pause_servo',
+                       'controller_manager/switch_controller']
 LIFECYCLE_SERVICES = ['~/get_state', '~/get_available_states', '~/get_available_transitions', '~/get_transition_graph']
 PARAMETER_SERVICES = ['~/describe_parameters', '~/get_parameter_types', '~/get_parameters', '~/list_parameters',
                       '~/set_parameters', '~/set_parameters_atomically', '~/get_type_description']
@@ -38,7 +44,9 @@ OPERATOR_CALLS = ['supervisor/acknowledge', 'supervisor/acknowledge_stop', 'moni
 NODES: dict[str, dict[str, list[str]]] = {
     'joint_state_grounding': {'publish': ['predicates/joint_states'], 'subscribe': ['joint_states']},
     'contact_grounding': {'publish': ['predicates/contacts'], 'subscribe': ['contacts', 'wrench']},
-    'tf_grounding': {'publish': ['predicates/tf'], 'subscribe': ['/tf', '/tf_static', 'predicates/contacts']},
+    'tf_grounding': {'publish': ['predicates/tf'],
+                     'subscribe': ['/tf', '/tf_static', 'predicates/contacts', 'predicates/skills']},
+    'skill_grounding': {'publish': ['predicates/skills'], 'subscribe': ['skill_events']},
     'camera_grounding': {'publish': ['predicates/camera'],
                          'subscribe': ['image', 'camera_info', '/tf', '/tf_static', 'predicates/contacts']},
     'monitor': {'publish': ['verdicts', 'violations', 'metrics', 'metrics/final', 'status', '/diagnostics',
@@ -47,13 +55,14 @@ NODES: dict[str, dict[str, list[str]]] = {
                 'reply': ['~/start_episode', '~/end_episode', '~/reload', '~/status', '~/change_state',
                           *LIFECYCLE_SERVICES]},
     'supervisor': {'publish': [CONTROLLER, 'supervisor_actions', '/diagnostics', '~/transition_event'],
-                   'subscribe': ['violations', 'joint_states', 'status', *PREDICATES],
+                   'subscribe': ['violations', 'joint_states', 'status', *PREDICATES,
+                                 f'{TRAJECTORY_ACTION}/_action/status'],
                    'reply': ['~/acknowledge', '~/acknowledge_stop', '~/change_state', *LIFECYCLE_SERVICES],
                    # the controller's own pause/resume/stop services, where the policy file names them
-                   'request': ['controller/pause', 'controller/resume', 'controller/stop']},
+                   'request': ['controller/pause', 'controller/resume', 'controller/stop', *CONTROLLER_REQUESTS]},
     'recorder': {'publish': ['~/transition_event'],
                  'subscribe': [*PREDICATES, 'verdicts', 'violations', 'metrics', 'status', 'supervisor_actions',
-                               'joint_states', 'contacts', '/tf', '/tf_static'],
+                               'joint_states', 'contacts', '/tf', '/tf_static', 'skill_events'],
                  'reply': ['~/change_state', *LIFECYCLE_SERVICES]},
     'gate': {'publish': ['gate/decisions', '/diagnostics'], 'subscribe': ['metrics/final', '/*/metrics/final']},
     'operator': {'subscribe': ['supervisor_actions', 'violations', 'status', 'gate/decisions'],
@@ -61,10 +70,11 @@ NODES: dict[str, dict[str, list[str]]] = {
 }
 # enclave → the nodes whose profiles it holds (an enclave is a process).
 ENCLAVES: dict[str, list[str]] = {
-    '/safemanip/stack': ['joint_state_grounding', 'contact_grounding', 'tf_grounding', 'camera_grounding', 'monitor',
-                         'supervisor', 'recorder'],                     # safemanip run: one process
+    '/safemanip/stack': ['joint_state_grounding', 'contact_grounding', 'tf_grounding', 'camera_grounding',
+                         'skill_grounding', 'monitor', 'supervisor', 'recorder'],     # safemanip run: one process
     **{f'/safemanip/{n}': [n] for n in ('joint_state_grounding', 'contact_grounding', 'tf_grounding',
-                                        'camera_grounding', 'monitor', 'supervisor', 'recorder')},  # launch
+                                        'camera_grounding', 'skill_grounding', 'monitor', 'supervisor',
+                                        'recorder')},  # launch
     '/safemanip/gate': ['gate'],
     '/safemanip/operator': ['operator'],
 }

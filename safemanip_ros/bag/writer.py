@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,24 @@ STORAGES = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
 INDEX_NAME = '.splits.jsonl'
 
 
-def write_metadata(directory: Path, info: dict[str, Any]) -> None:
+def write_metadata(directory: Path, info: dict[str, Any], files: Iterable[dict[str, Any]] | None = None) -> None:
     """``directory/metadata.yaml`` holding ``rosbag2_bagfile_information: info``,
     replaced atomically, in YAML's JSON form (compact: json's C encoder; an
-    indent selects its pure-Python one)."""
+    indent selects its pure-Python one).  ``files``: the ``files`` entries,
+    written one at a time (a recorder lists thousands of splits: the whole
+    document built at once grew the process by megabytes each time, which
+    the allocator kept)."""
     tmp = directory / 'metadata.yaml.tmp'
-    tmp.write_text(json.dumps({'rosbag2_bagfile_information': info}, separators=(',', ':')) + '\n')
+    with tmp.open('w') as fh:
+        if files is None:
+            fh.write(json.dumps({'rosbag2_bagfile_information': info}, separators=(',', ':')) + '\n')
+        else:
+            head = json.dumps({'rosbag2_bagfile_information': {**info, 'files': []}}, separators=(',', ':'))
+            cut = head.index('"files":[]') + len('"files":[')
+            fh.write(head[:cut])
+            for k, entry in enumerate(files):
+                fh.write((',' if k else '') + json.dumps(entry, separators=(',', ':')))
+            fh.write(head[cut:] + '\n')
     tmp.replace(directory / 'metadata.yaml')
 
 
@@ -182,10 +195,10 @@ class SplitBagWriter:
             'topics_with_message_count': list(self._topic_totals.values()),
             'compression_format': '',
             'compression_mode': '',
-            'files': [{'path': path, 'starting_time': {'nanoseconds_since_epoch': start_ns},
-                       'duration': {'nanoseconds': duration_ns}, 'message_count': count}
-                      for path, start_ns, duration_ns, count in self._files],
+            'files': [],
             'custom_data': self.custom_data or None,
             'ros_distro': 'rosbags',
         }
-        write_metadata(self.path, info)
+        write_metadata(self.path, info, ({'path': path, 'starting_time': {'nanoseconds_since_epoch': start_ns},
+                                          'duration': {'nanoseconds': duration_ns}, 'message_count': count}
+                                         for path, start_ns, duration_ns, count in self._files))

@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument('--rate-hz', type=float, default=20.0, help='bags: frame rate (default 20)')
     e.add_argument('--json', action='store_true', help='one JSON object per specification and seed')
     e.add_argument('--per-seed', action='store_true', help='the table also lists each seed')
-    e.add_argument('--engine', choices=['local', 'ray'], default='local')
+    e.add_argument('--engine', choices=['local', 'ray'], default='local',
+                   help='local (default) or ray: specifications spread over Ray tasks, as the audit does')
     e.add_argument('--workers', type=int, default=2, help='ray: worker processes (default 2)')
     e.add_argument('--ray-address', help='ray: an existing cluster')
     e.set_defaults(func=run_evaluate)
