@@ -66,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime is not None:
         _realtime(args.realtime)       # before any ROS thread exists: they inherit the policy
     import rclpy
-    from rclpy.exceptions import NameValidationException
     from rclpy.executors import SingleThreadedExecutor
 
     from ..grounding.config import load_robot_config
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         SkillGroundingNode,
         TfGroundingNode,
     )
-    from ..nodes.guard import name_problem
+    from ..nodes.guard import created
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.recorder_node import RecorderNode
     from ..nodes.runner import WatchdogThread, bring_up, initialised, past_shutdown, spin_until_shutdown
@@ -122,10 +121,7 @@ def run(args: argparse.Namespace) -> int:
                 ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
                 ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
             for factory in factories:
-                try:
-                    nodes.append(factory())
-                except NameValidationException as err:     # a topic name from a parameter ROS refuses
-                    raise SafemanipError(f'{factory.__name__}: {name_problem(err)}') from None
+                nodes.append(created(factory, factory.__name__))    # a name from a parameter ROS refuses: exit 2
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
             monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])

@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 from rclpy.exceptions import NameValidationException
 
+from ..errors import SafemanipError
+
 _TRANSITIONS = ('on_configure', 'on_activate', 'on_deactivate', 'on_cleanup', 'on_shutdown')
 
 
@@ -37,6 +39,16 @@ def name_problem(err: NameValidationException) -> str:
     if len(lines) < 3:
         return ' '.join(str(err).split())
     return f'{lines[0].rstrip(":")}: {lines[1].strip()} (at character {max(0, lines[2].find("^") - 3)})'
+
+
+def created(factory: Callable[[], Any], name: str) -> Any:
+    """``factory()``, with a topic, service or node name from a parameter
+    that ROS refuses raised as a :class:`SafemanipError` naming ``name`` (one
+    line: the user's error, exit 2)."""
+    try:
+        return factory()
+    except NameValidationException as err:
+        raise SafemanipError(f'{name}: {name_problem(err)}') from None
 
 
 def _remembering(transition: Callable[..., Any]) -> Callable[..., Any]:

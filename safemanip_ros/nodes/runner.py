@@ -12,14 +12,13 @@ from typing import Callable, Iterator
 
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.exceptions import NameValidationException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from ..errors import SafemanipError
-from .guard import name_problem
+from .guard import created
 
 
 def take_delivered(sub, callback: Callable[[object], None], limit: int = 10000) -> bool:
@@ -63,10 +62,9 @@ def _run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
               until: Callable[[Node], bool] | None, on_exit: Callable[[Node], None] | None) -> int:
     with initialised(args) as stop:
         try:
-            node = factory()
-        except (SafemanipError, NameValidationException) as err:
-            why = err.one_line() if isinstance(err, SafemanipError) else f'{name}: {name_problem(err)}'
-            print(f'{name}: error: {why}', file=sys.stderr)
+            node = created(factory, name)
+        except SafemanipError as err:
+            print(f'{name}: error: {err.one_line()}', file=sys.stderr)
             rclpy.try_shutdown()
             return 2
         executor = SingleThreadedExecutor()
