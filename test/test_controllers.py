@@ -99,11 +99,14 @@ def ros():
 
     yield start
     if made:
+        # The spinning thread ends before the nodes go: destroyed under it, a guard condition or an
+        # action client raised in that thread (InvalidHandle).
         made['ex'].shutdown(timeout_sec=5)
+        if made['thread'].is_alive() or made['thread'].ident is not None:
+            made['thread'].join(timeout=10)
         made['sup'].destroy_node()
         made['node'].destroy_node()
         rclpy.try_shutdown(context=ctx)
-        made['thread'].join(timeout=10)
 
 
 def violation(node) -> Callable[[int], None]:
@@ -165,7 +168,8 @@ def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
         assert any('escalating to stop' in r for r in reasons()), reasons()
         assert arm.moving and not sup.supervisor.hold_confirmed
     arm.done.set()
-    client.destroy()
+    # The client goes with its node when the fixture has stopped the executor: destroyed here, while the
+    # executor thread still waits on it, rcl_action reported an invalid client pointer in that thread.
 
 
 def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
@@ -330,8 +334,12 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
             assert cm.q - q_before < SPEED_RAD_S * (latency_s + 0.1)
             send(ViolationEvent.EVENT_CLOSED)
             acknowledge(node)
-            assert wait_for(lambda: cm.moving), (cm.requests, reasons())
-            assert cm.requests[-1][:2] == (['forward_position_controller'], ['joint_trajectory_controller'])
+            # Resume switches back (the arm moves again until whatever hold comes next: on a loaded machine a
+            # fail-safe hold may follow at once, so the switch is what is checked, not the motion after it).
+            back = (['forward_position_controller'], ['joint_trajectory_controller'])
+            assert wait_for(lambda: any(r[:2] == back for r in cm.requests)), (cm.requests, reasons())
+            assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions)), \
+                reasons()
             assert not any(a.action == SupervisorAction.ACTION_STOP for a in actions)
         else:
             # Refused (no such safe controller) or never answered: not a hold; retried, then stop.
