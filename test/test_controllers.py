@@ -82,7 +82,7 @@ def ros():
 
     def start(namespace: str, params: dict[str, str]) -> tuple:
         args = ['--ros-args', '-r', f'__ns:={namespace}', '-p', 'hold_confirm_timeout_s:=1.0',
-                '-p', 'controller_call_timeout_s:=0.5', '-p', "monitor_status_topic:=''",
+                '-p', 'controller_call_timeout_s:=2.0', '-p', "monitor_status_topic:=''",
                 '-p', 'controller_topic:=nobody_listens/joint_trajectory']
         for k, v in params.items():
             args += ['-p', f'{k}:={v}']
@@ -99,10 +99,10 @@ def ros():
 
     yield start
     if made:
-        # The spinning thread ends before the nodes go: destroyed under it, a guard condition or an
-        # action client raised in that thread (InvalidHandle).
+        # The spinning thread ends before the nodes go (destroyed under it, an action client raised in
+        # that thread).  rclpy's executor shutdown itself can still race the thread's last wait: a warning.
         made['ex'].shutdown(timeout_sec=5)
-        if made['thread'].is_alive() or made['thread'].ident is not None:
+        if made['thread'].ident is not None:
             made['thread'].join(timeout=10)
         made['sup'].destroy_node()
         made['node'].destroy_node()
@@ -164,7 +164,8 @@ def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
     else:
         # Rejected while the goal moves: not a hold; retried, then escalated to stop.
         assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
-        assert any('pause not delivered' in r and 'refused while 1 goal(s) move' in r for r in reasons()), reasons()
+        # (a fail-safe hold on a stalled machine may come first: then it is a stop that is refused)
+        assert any(' not delivered' in r and 'refused while 1 goal(s) move' in r for r in reasons()), reasons()
         assert any('escalating to stop' in r for r in reasons()), reasons()
         assert arm.moving and not sup.supervisor.hold_confirmed
     arm.done.set()
@@ -176,7 +177,8 @@ def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
     """The server is there (its cancel service matched over DDS) but never
     answers: after controller_call_timeout_s the pause is not a hold."""
     action = '/silent_controller/follow_joint_trajectory'
-    sup, node, thread = ros('/ctrl_silent', {'trajectory_action': action, 'max_hold_failures': '2'})
+    sup, node, thread = ros('/ctrl_silent', {'trajectory_action': action, 'max_hold_failures': '2',
+                                             'controller_call_timeout_s': '0.5'})
     # A server nobody spins: requests are delivered to it and never answered.
     from action_msgs.srv import CancelGoal
     silent_ctx = rclpy.Context()
@@ -221,21 +223,15 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
         response.success, response.message = True, 'paused' if request.data else 'unpaused'
         return response
     node.create_service(SetBool, '/servo_node/pause_servo', on_pause)
-    ack = node.create_client(Trigger, 'supervisor/acknowledge')
     actions, send = bring_up(sup, node, thread)
     send(ViolationEvent.EVENT_OPENED)
     reasons = lambda: [a.reason for a in actions]          # noqa: E731
     assert wait_for(lambda: requests == [True]), (requests, reasons())
     assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
     send(ViolationEvent.EVENT_CLOSED)
-    assert ack.wait_for_service(timeout_sec=20)
-    for _ in range(50):                      # the recovery event may still be on its way
-        future = ack.call_async(Trigger.Request())
-        assert wait_for(future.done)
-        if future.result().success:
-            break
-        time.sleep(0.1)
-    assert wait_for(lambda: requests == [True, False]), (requests, reasons())
+    acknowledge(node)
+    # Unpaused on resume (a fail-safe hold on a stalled machine may pause it again after).
+    assert wait_for(lambda: requests[:2] == [True, False]), (requests, reasons())
     # The unpause request goes out before the resume action is published: wait for that, too.
     assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions)), reasons()
 
@@ -298,7 +294,9 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
     service = f'/cm_{manager}/switch_controller'
     sup, node, thread = ros(f'/switch_{manager}', {
         'switch_controller_service': service, 'hold_controller': 'joint_trajectory_controller',
-        'motion_controllers': "['forward_position_controller']", 'max_hold_failures': '2'})
+        'motion_controllers': "['forward_position_controller']", 'max_hold_failures': '2',
+        # An answer is due within 2 s (a busy machine answers late); the silent manager's test waits 0.5 s.
+        'controller_call_timeout_s': '0.5' if manager == 'silent' else '2.0'})
     known = {'forward_position_controller'} | ({'joint_trajectory_controller'} if manager == 'accepting' else set())
     if manager == 'silent':
         # A manager nobody spins: requests are delivered and never answered.

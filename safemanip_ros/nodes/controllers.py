@@ -140,10 +140,36 @@ class TrajectoryGoalCanceller(_Requests):
         return f'{what}: {why} while {len(self._moving)} goal(s) move'
 
 
-class ControllerSwitch(_Requests):
+class _OnOff(_Requests):
+    """An interface a hold turns on and resume turns off (a pause, a
+    controller switch): one request each, refused when the answer's
+    ``ok_field`` is false (its ``message``, where the type has one, says why)."""
+
+    ok_field = 'success'
+
+    def _request(self, on: bool) -> tuple[str, Any, str]:
+        """(what it does, the request, the error when the service is not there)."""
+        raise NotImplementedError
+
+    def hold(self) -> bool:
+        return self._send(*self._request(True))
+
+    def resume(self) -> bool:
+        return self._send(*self._request(False))
+
+    def _judge(self, what: str, response: Any) -> str | None:
+        if getattr(response, self.ok_field):
+            return None
+        message = getattr(response, 'message', '')       # Humble's SwitchController answers ok only
+        return f'{what}: refused{f" ({message})" if message else ""}'
+
+
+class ControllerSwitch(_OnOff):
     """A hold deactivates ``motion_controllers`` and activates
     ``hold_controller`` through the controller manager's ``service``
     (e.g. ``/controller_manager/switch_controller``); resume switches back."""
+
+    ok_field = 'ok'
 
     def __init__(self, node: Node, service: str, hold_controller: str, motion_controllers: list[str],
                  timeout_s: float) -> None:
@@ -152,30 +178,18 @@ class ControllerSwitch(_Requests):
         self._type = SwitchController
         super().__init__(node, SwitchController, service, timeout_s)
 
-    def _switch(self, to_hold: bool) -> bool:
-        on, off = ([self.hold_controller], self.motion_controllers) if to_hold else \
+    def _request(self, on: bool) -> tuple[str, Any, str]:
+        active, inactive = ([self.hold_controller], self.motion_controllers) if on else \
             (self.motion_controllers, [self.hold_controller])
         seconds = int(self.timeout_s)
-        request = self._type.Request(activate_controllers=on, deactivate_controllers=off,
+        request = self._type.Request(activate_controllers=active, deactivate_controllers=inactive,
                                      strictness=self._type.Request.STRICT, activate_asap=True,
                                      timeout=Duration(sec=seconds, nanosec=int((self.timeout_s - seconds) * 1e9)))
-        return self._send(f'switch to {", ".join(on)} via {self.service}', request,
-                          f'switch_controller_service {self.service} is not available')
-
-    def hold(self) -> bool:
-        return self._switch(True)
-
-    def resume(self) -> bool:
-        return self._switch(False)
-
-    def _judge(self, what: str, response: Any) -> str | None:
-        if response.ok:
-            return None
-        message = getattr(response, 'message', '')       # Humble's response has ok only
-        return f'{what}: refused{f" ({message})" if message else ""}'
+        return (f'switch to {", ".join(active)} via {self.service}', request,
+                f'switch_controller_service {self.service} is not available')
 
 
-class ServoPause(_Requests):
+class ServoPause(_OnOff):
     """MoveIt Servo's ``std_srvs/srv/SetBool`` pause service (``data`` true:
     pause): paused by a hold, unpaused on resume."""
 
@@ -183,20 +197,9 @@ class ServoPause(_Requests):
         self.service = service
         super().__init__(node, SetBool, service, timeout_s)
 
-    def _call(self, paused: bool) -> bool:
-        return self._send(f'{"pause" if paused else "unpause"} via {self.service}', SetBool.Request(data=paused),
-                          f'servo_pause_service {self.service} is not available')
-
-    def hold(self) -> bool:
-        return self._call(True)
-
-    def resume(self) -> bool:
-        return self._call(False)
-
-    def _judge(self, what: str, response: Any) -> str | None:
-        if response.success:
-            return None
-        return f'{what}: refused{f" ({response.message})" if response.message else ""}'
+    def _request(self, on: bool) -> tuple[str, Any, str]:
+        return (f'{"pause" if on else "unpause"} via {self.service}', SetBool.Request(data=on),
+                f'servo_pause_service {self.service} is not available')
 
 
 __all__ = ['ControllerSwitch', 'ServoPause', 'TrajectoryGoalCanceller']
