@@ -42,6 +42,7 @@ import numpy as np
 from ..ltlf.verdict import Verdict
 from ..monitor.core import Monitor
 from ..specrl.families import is_finite
+from ..specrl.metrics import SpecTables
 
 Labeller = Callable[[Any, Mapping[str, Any]], Iterable[str]]
 TEXT = {int(v): v.text for v in Verdict}
@@ -58,11 +59,12 @@ def _specs_of(specs: Mapping[str, str] | Sequence[str] | str | None) -> dict[str
 
 
 class _Core:
-    """The monitor of a batch of rollouts and its SpecRLBench bookkeeping
-    (shared by the single and the vector wrapper)."""
+    """The monitor of a batch of rollouts, and each rollout's propositions
+    for SpecRLBench's outcome at its end (shared by the single and the vector
+    wrapper)."""
 
     def __init__(self, specs: Mapping[str, str] | Sequence[str] | str | None, suite: Sequence[str] | None,
-                 propositions: Iterable[str] | None, batch: int, robot_config: str = '', scene: str = '') -> None:
+                 batch: int, robot_config: str = '', scene: str = '') -> None:
         from ..spec.suite import formula_suite, instantiate
         formulas = _specs_of(specs)
         if not formulas and not suite:
@@ -71,17 +73,18 @@ class _Core:
             raise ValueError('give specifications or a property suite, not both')
         if formulas:
             from ..ltlf import parse
-            atoms = set(propositions or ()) | {a for f in formulas.values() for a in parse(f).atoms}
-            iset = instantiate(formula_suite(formulas, atoms))
+            iset = instantiate(formula_suite(formulas, {a for f in formulas.values() for a in parse(f).atoms}))
         else:
             from ..monitor.build import build_instances
             iset = build_instances(list(suite or ()), scene=scene, robot_config=robot_config)
         self.monitor = Monitor(iset, batch=batch)
         self.names = [i.instance for i in self.monitor.instances]
         self.column = {p: j for j, p in enumerate(self.monitor.predicates)}
-        # Plain specifications: SpecRLBench's outcome per rollout.
+        # Plain specifications: SpecRLBench's outcome per rollout, scored as the evaluator scores it.
         self.spec_index = [j for j, n in enumerate(self.names) if n in formulas]
-        self.finite = np.array([is_finite(formulas[self.names[j]]) for j in self.spec_index], bool)
+        self.tables = [SpecTables.of(formulas[self.names[j]], is_finite(formulas[self.names[j]]))
+                       for j in self.spec_index]
+        self.finite_index = [j for j, t in zip(self.spec_index, self.tables) if t.finite]
         self.formulas = formulas
         self.batch = batch
         self.reset()
@@ -90,18 +93,10 @@ class _Core:
         which = np.ones(self.batch, bool) if which is None else which
         if which.all():
             self.monitor.reset()
-            S = len(self.spec_index)
-            self.steps = np.zeros(self.batch, np.int64)
-            self.first_true = np.full((self.batch, S), -1, np.int64)
-            self.first_false = np.full((self.batch, S), -1, np.int64)
-            self.visits = np.zeros((self.batch, S), np.int64)
             self.logged: list[list[list[str]]] = [[] for _ in range(self.batch)]
+            self.verdicts = np.full((self.batch, len(self.names)), int(Verdict.PRESUMABLY_FALSE), np.int8)
         else:
             self.monitor.reset(which)
-            self.steps[which] = 0
-            self.first_true[which] = -1
-            self.first_false[which] = -1
-            self.visits[which] = 0
             for b in np.flatnonzero(which):
                 self.logged[b] = []
 
@@ -121,15 +116,7 @@ class _Core:
         for b in np.flatnonzero(act):
             self.logged[b].append(sorted(props[b]))
         res = self.monitor.step(self.values(props), active=None if active is None else act)
-        t = self.steps
-        if self.spec_index:
-            lab = res.verdicts[:, self.spec_index]
-            undecided = (self.first_false < 0) & act[:, None]
-            self.visits += undecided & ((lab == Verdict.TRUE) | (lab == Verdict.PRESUMABLY_TRUE))
-            self.first_true = np.where((self.first_true < 0) & undecided & (lab == Verdict.TRUE), t[:, None],
-                                       self.first_true)
-            self.first_false = np.where(undecided & (lab == Verdict.FALSE), t[:, None], self.first_false)
-        self.steps = self.steps + act
+        self.verdicts = res.verdicts
         events: list[list[dict]] = [[] for _ in range(self.batch)]
         for e in res.opened:
             events[e.rollout].append({'instance': self.names[e.instance], 'start': e.start})
@@ -142,32 +129,31 @@ class _Core:
         return any('end' not in e for e in events)
 
     def satisfied(self, b: int) -> bool:
-        """Every finite-horizon specification satisfied for good."""
-        return bool(self.finite.any()) and bool((self.first_true[b][self.finite] >= 0).all())
+        """Every finite-horizon specification satisfied for good (its verdict
+        ``true``, which no later step changes)."""
+        return bool(self.finite_index) and bool((self.verdicts[b, self.finite_index] == Verdict.TRUE).all())
 
     def finish(self, which: np.ndarray) -> dict[int, dict]:
         """End the rollouts of ``which``: their episode records."""
         results = self.monitor.finish(which)
+        ending = [int(b) for b in np.flatnonzero(which)]
+        # Each specification scores every ending rollout in one batch (as the evaluator does).
+        scored = [tables.score(lambda table: [np.array([table.dfa.letter(s) for s in self.logged[b]], np.int64)
+                                              for b in ending]) for tables in self.tables]
         out = {}
-        for b in np.flatnonzero(which):
+        for pos, b in enumerate(ending):
             r = results[b]
-            record: dict = {'steps': int(self.steps[b]), 'instances': {}, 'specs': {}}
+            record: dict = {'steps': len(self.logged[b]), 'instances': {}, 'specs': {}}
             if r is not None:
                 for inst in r.instances:
                     record['instances'][inst.instance] = {
                         'triggers': inst.triggers, 'violations': inst.violations, 'pending': inst.pending,
                         'unsafe_frames': inst.unsafe_frames}
-            for k, j in enumerate(self.spec_index):
-                ft, ff, finite = int(self.first_true[b, k]), int(self.first_false[b, k]), bool(self.finite[k])
-                if finite and ft >= 0 and (ff < 0 or ft < ff):
-                    outcome, step = 'success', ft + 1
-                elif ff >= 0:
-                    outcome, step = 'violation', ff + 1
-                else:
-                    outcome, step = 'other', None
-                record['specs'][self.names[j]] = {'outcome': outcome, 'step': step, 'finite': finite,
-                                                 'accepting_visits': int(self.visits[b, k])}
-            out[int(b)] = record
+            for j, tables, outcomes in zip(self.spec_index, self.tables, scored):
+                o = outcomes[pos]
+                record['specs'][self.names[j]] = {'outcome': o.outcome, 'step': o.step, 'finite': tables.finite,
+                                                 'accepting_visits': o.accepting_visits}
+            out[b] = record
         return out
 
 
@@ -190,7 +176,7 @@ class SpecMonitor(gymnasium.Wrapper):
                  log_path: str | Path | None = None, seed: int | str | None = None, scene: str = '',
                  robot_config: str = '') -> None:
         super().__init__(env)
-        self.core = _Core(specs, suite, None, 1, robot_config, scene)
+        self.core = _Core(specs, suite, 1, robot_config, scene)
         self.labeller = labeller
         self.terminate_on_violation, self.terminate_on_success = terminate_on_violation, terminate_on_success
         self.log_path = Path(log_path) if log_path else None
@@ -255,7 +241,7 @@ class SpecMonitorVector(gymnasium.vector.VectorWrapper):
                  suite: Sequence[str] | None = None, labeller: Labeller | None = None,
                  terminate_on_violation: bool = False, terminate_on_success: bool = False) -> None:
         super().__init__(env)
-        self.core = _Core(specs, suite, None, env.num_envs, '', '')
+        self.core = _Core(specs, suite, env.num_envs)
         self.labeller = labeller
         self.terminate_on_violation, self.terminate_on_success = terminate_on_violation, terminate_on_success
         self._resetting = np.zeros(env.num_envs, bool)      # the sub-env ended last step: this step is its reset

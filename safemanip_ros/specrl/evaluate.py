@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SafemanipError
-from ..ltlf.cache import compile_cached
 from ..ltlf.runtime import StepTable
 from .families import Spec
-from .metrics import SeedRow, SpecRow, conjuncts, outcomes
+from .metrics import SeedRow, SpecRow, SpecTables
 from .traces import Trajectory
 
 
@@ -62,14 +61,13 @@ def evaluate_specs(specs: Sequence[Spec], trajectories: Sequence[Trajectory]) ->
             anyone.append(k)
     rows = []
     for spec in specs:
-        table = StepTable.from_dfa(compile_cached(spec.formula))
+        tables = SpecTables.of(spec.formula, spec.finite)
         mine = sorted(set(by_spec.get(spec.name, [])) | set(by_formula.get(_canonical(spec.formula), [])) |
                       set(anyone))
-        parts = [] if spec.finite else [StepTable.from_dfa(compile_cached(c)) for c in conjuncts(spec.formula)]
         row = SpecRow(spec.name, spec.formula, spec.finite)
         ks = np.array(mine, np.int64)
         # Every seed's trajectories stepped together, then grouped.
-        results = outcomes(table, vocab.letters(table, ks), spec.finite, [(p, vocab.letters(p, ks)) for p in parts])
+        results = tables.score(lambda table: vocab.letters(table, ks))
         seeds: dict[str, list[int]] = defaultdict(list)
         for pos, k in enumerate(mine):
             seeds[trajectories[k].seed].append(pos)

@@ -43,7 +43,7 @@ and the population standard deviation (n; the paper does not say which).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,6 +131,28 @@ def outcomes(table: StepTable, letters: Sequence[np.ndarray], finite: bool,
         else:
             out.append(Outcome(OTHER, None, int(visits[k]), int(lengths[k])))
     return out
+
+
+@dataclass(frozen=True)
+class SpecTables:
+    """What scoring one specification needs: its DFA's table and, for an
+    infinite-horizon one, its conjuncts' (the accepting-visit rounds)."""
+
+    table: StepTable
+    parts: tuple[StepTable, ...]
+    finite: bool
+
+    @classmethod
+    def of(cls, formula: str, finite: bool) -> 'SpecTables':
+        from ..ltlf.cache import compile_cached
+        parts = () if finite else tuple(StepTable.from_dfa(compile_cached(c)) for c in conjuncts(formula))
+        return cls(StepTable.from_dfa(compile_cached(formula)), parts, finite)
+
+    def score(self, letters_of: Callable[[StepTable], Sequence[np.ndarray]]) -> list[Outcome]:
+        """:func:`outcomes` of the trajectories whose bit-packed letters
+        ``letters_of(table)`` gives for each table."""
+        return outcomes(self.table, letters_of(self.table), self.finite,
+                        [(p, letters_of(p)) for p in self.parts])
 
 
 @dataclass
@@ -232,4 +254,5 @@ def format_table(rows: list[SpecRow], per_seed: bool = False) -> str:
     return '\n'.join(lines)
 
 
-__all__ = ['OTHER', 'Outcome', 'SUCCESS', 'SeedRow', 'SpecRow', 'VIOLATION', 'format_table', 'outcomes']
+__all__ = ['OTHER', 'Outcome', 'SUCCESS', 'SeedRow', 'SpecRow', 'SpecTables', 'VIOLATION', 'conjuncts',
+           'format_table', 'outcomes']
