@@ -21,7 +21,6 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Header
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -33,21 +32,16 @@ pytestmark = pytest.mark.ros
 SPEED_RAD_S = 0.3
 
 
-class Arm:
-    """A joint trajectory controller reduced to its interface: one joint that
-    moves at 0.3 rad/s while a FollowJointTrajectory goal executes, its
-    measured position on ``joint_states`` at 100 Hz."""
+class Joint:
+    """One joint that moves at 0.3 rad/s while ``moving``, its measured
+    position on ``joint_states`` at 100 Hz (what the fake controllers drive)."""
 
-    def __init__(self, node, action: str, cancel: str = 'accept') -> None:
-        self.q, self.moving, self.canceled, self.done = 0.0, False, threading.Event(), threading.Event()
-        group = ReentrantCallbackGroup()
-        self.server = ActionServer(
-            node, FollowJointTrajectory, action, execute_callback=self._execute,
-            goal_callback=lambda goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda handle: CancelResponse.ACCEPT if cancel == 'accept' else CancelResponse.REJECT,
-            callback_group=group)
+    moving = False
+
+    def __init__(self, node, **timer_options) -> None:
+        self.q = 0.0
         self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        node.create_timer(0.01, self._tick, callback_group=group)
+        node.create_timer(0.01, self._tick, **timer_options)
 
     def _tick(self) -> None:
         if self.moving:
@@ -55,6 +49,21 @@ class Arm:
         msg = JointState(name=['j1'], position=[self.q])
         msg.header.stamp = time_from_ns(time.time_ns())
         self.js.publish(msg)
+
+
+class Arm(Joint):
+    """A joint trajectory controller reduced to its interface: the joint
+    moves while a FollowJointTrajectory goal executes."""
+
+    def __init__(self, node, action: str, cancel: str = 'accept') -> None:
+        self.moving, self.canceled, self.done = False, threading.Event(), threading.Event()
+        group = ReentrantCallbackGroup()
+        self.server = ActionServer(
+            node, FollowJointTrajectory, action, execute_callback=self._execute,
+            goal_callback=lambda goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda handle: CancelResponse.ACCEPT if cancel == 'accept' else CancelResponse.REJECT,
+            callback_group=group)
+        super().__init__(node, callback_group=group)
 
     def _execute(self, handle):
         self.moving = True
@@ -200,12 +209,9 @@ def bring_up(sup, node, thread) -> tuple[list[SupervisorAction], Callable[[int],
     """A still arm on joint_states, the supervisor active with its controller
     interface matched and joint states in: the actions it publishes, and the
     violation sender."""
-    from std_msgs.msg import Header
     actions: list[SupervisorAction] = []
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0],
-                                                          header=Header(stamp=time_from_ns(time.time_ns())))))
+    Joint(node)
     send = violation(node)
     thread.start()
     sup.trigger_configure()
@@ -236,31 +242,23 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
     assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_RESUME and a.success for a in actions)), reasons()
 
 
-class ControllerManager:
+class ControllerManager(Joint):
     """ros2_control's controller manager reduced to its switch service
     (``controller_manager_msgs/srv/SwitchController``, STRICT as it applies
     it: every controller named must exist and be in the state the switch
-    expects) driving one joint: it moves at 0.3 rad/s while the motion
-    controller is active, and holds while the trajectory controller is."""
+    expects) driving the joint: it moves while the motion controller is
+    active, and holds while the trajectory controller is."""
 
     def __init__(self, node, service: str, known: set[str]) -> None:
         from controller_manager_msgs.srv import SwitchController
         self.known, self.active = known, {'forward_position_controller'}
-        self.q, self.requests = 0.0, []
+        self.requests: list = []
         node.create_service(SwitchController, service, self._switch)
-        self.js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        node.create_timer(0.01, self._tick)
+        super().__init__(node)
 
     @property
     def moving(self) -> bool:
         return 'forward_position_controller' in self.active
-
-    def _tick(self) -> None:
-        if self.moving:
-            self.q += SPEED_RAD_S * 0.01
-        msg = JointState(name=['j1'], position=[self.q])
-        msg.header.stamp = time_from_ns(time.time_ns())
-        self.js.publish(msg)
 
     def _switch(self, request, response):
         on, off = list(request.activate_controllers), list(request.deactivate_controllers)
@@ -305,9 +303,7 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
         silent = rclpy.create_node('silent_manager', context=silent_ctx)
         silent.create_service(SwitchController, service, lambda rq, rs: rs)
         cm = None
-        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        node.create_timer(0.01, lambda: js.publish(JointState(name=['j1'], position=[0.0], header=Header(
-            stamp=time_from_ns(time.time_ns())))))
+        Joint(node)                   # a still arm
     else:
         cm = ControllerManager(node, service, known)
     actions: list[SupervisorAction] = []

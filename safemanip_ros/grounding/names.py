@@ -130,15 +130,13 @@ def check_names(cfg: RobotConfig, seen: ObservedNames, unsupported: dict[str, tu
     needs = {'/joint_states': 'joints', '/tf': 'world_frame'}
     if cfg.contacts.robot_bodies or cfg.contacts.finger_bodies:
         needs['/contacts'] = 'contacts'
-    if cfg.wrench_topic:
-        needs[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = 'wrench_topic'
     from .messages import RAW_TOPICS, absolute, raw_topics
     expected = raw_topics(cfg)
+    if cfg.wrench_topic:
+        needs[absolute(cfg.wrench_topic)] = 'wrench_topic'
+        expected[absolute(cfg.wrench_topic)] = RAW_TOPICS['/wrench']
     if cfg.skills.topic:
         needs[absolute(cfg.skills.topic)] = 'skills.topic'
-    if cfg.wrench_topic:
-        expected[cfg.wrench_topic if cfg.wrench_topic.startswith('/') else '/' + cfg.wrench_topic] = \
-            RAW_TOPICS['/wrench']
     # An input of another type (Gazebo's contacts, say) is not read: said so, and its names not judged.
     foreign = {t: k for t, k in seen.topics.items() if t in expected and k != expected[t]}
     present = {t for t in seen.topics if t not in foreign}

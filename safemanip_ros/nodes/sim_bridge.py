@@ -15,12 +15,11 @@ It obeys the supervisor like a ``joint_trajectory_controller``: a
 ``trajectory_msgs/JointTrajectory`` on ``controller_topic``, or a goal of
 its ``control_msgs/action/FollowJointTrajectory`` action
 (``trajectory_action``), suspends the policy and the arm tracks the
-trajectory (a goal succeeds once its last point's time has passed; a
-canceled goal holds the arm where it is measured, as the real controller
-does) (each point's joint positions are
-turned into an end-effector target by forward kinematics, which the
-operational-space controller follows; a one-point trajectory at the current
-positions holds the arm); ``~/resume`` (std_srvs/Trigger) hands the arm back
+trajectory: each point's joint positions are turned into an end-effector
+target by forward kinematics, which the operational-space controller
+follows; a one-point trajectory at the current positions holds the arm.  A
+goal succeeds once its last point's time has passed; a canceled goal holds
+the arm where it is measured, as the real controller does; ``~/resume`` (std_srvs/Trigger) hands the arm back
 to the policy, ``~/pause`` holds it.  An empty trajectory cancels tracking.
 
 Parameters: ``task`` (Lift), ``fault`` (none, midair_drop, ...), ``seed``,

@@ -19,8 +19,9 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   ``hold_controller`` and ``motion_controllers``, they switch the controller
   manager from the motion controllers to the safe one (a
   ``joint_trajectory_controller`` holds the measured position when it
-  activates) and resume switches back.  A request refused, or not answered within ``controller_call_timeout_s``, is a
-  hold not delivered (:mod:`safemanip_ros.nodes.controllers`);
+  activates) and resume switches back.  A request refused, or not
+  answered within ``controller_call_timeout_s``, is a hold not delivered
+  (:mod:`safemanip_ros.nodes.controllers`);
 * **resume** (after the violations that caused the hold have recovered and
   ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
   calls ``resume_service`` if set;

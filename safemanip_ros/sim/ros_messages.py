@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..grounding.skills import END, START
 from .world import SimSample
 
 TOPICS = {
@@ -102,7 +103,7 @@ def contacts(types: MessageTypes, s: SimSample) -> Any:
 
 
 def skill_event(types: MessageTypes, stamp_s: float, skill: str, target: str, phase: int) -> Any:
-    """A ``safemanip_ros/SkillEvent`` (phase 0: START, 1: END)."""
+    """A ``safemanip_ros/SkillEvent`` (``phase``: :data:`START` or :data:`END`)."""
     return types.SkillEvent(header=types.Header(stamp=stamp(types, stamp_s), frame_id=''), skill=skill,
                             target=target, phase=phase)
 
@@ -120,13 +121,13 @@ class PhaseEvents:
         """``(skill, target, phase)`` events when the policy is now in ``phase``."""
         if phase == self.phase:
             return []
-        out = [] if self.phase is None else [(self.phase, self.target, 1)]
+        out = [] if self.phase is None else [(self.phase, self.target, END)]
         self.phase = phase
-        return out + [(phase, self.target, 0)]
+        return out + [(phase, self.target, START)]
 
     def close(self) -> list[tuple[str, str, int]]:
         """The END of the phase the policy finished in."""
-        out = [] if self.phase is None else [(self.phase, self.target, 1)]
+        out = [] if self.phase is None else [(self.phase, self.target, END)]
         self.phase = None
         return out
 
