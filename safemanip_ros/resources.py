@@ -72,6 +72,19 @@ def default_suites() -> list[Path]:
     return [config_path('properties', 'safemanip.yaml'), config_path('properties', 'physical.yaml')]
 
 
+PROFILES = ('default', 'safemanip-compat')
+"""``--profile``: ``default`` monitors our corrected semantics; ``safemanip-compat``
+reproduces SafeManip's released monitor (its onset devices, timers and
+episode rules, ``config/properties/safemanip_compat.yaml``)."""
+
+
+def profile_suites(profile: str) -> list[Path]:
+    """The suites a profile monitors when no ``--properties`` are named."""
+    if profile == 'safemanip-compat':
+        return [config_path('properties', 'safemanip_compat.yaml')]
+    return default_suites()
+
+
 def msg_dir() -> Path:
     """The ``.msg`` definitions of our interfaces."""
     return share_dir() / 'msg'

@@ -96,12 +96,16 @@ def test_whole_episode_evaluation_equals_frame_by_frame(T, long_windows):
     with windows far longer than the episode."""
     defs = {f'{kind}_{w}': f'{kind}(p, {w})' for kind in ('held', 'sticky', 'debounce') for w in range(1, 6)}
     defs |= {f'timeout_{w}': f'timeout(p, q, {w})' for w in range(5)}
+    defs |= {f'{kind}_{w}': f'{kind}(p, q, {w})' for kind in ('restarting_timeout', 'restarting_pulse')
+             for w in range(5)}
     defs |= {'rose': 'rose(p)', 'fell': 'fell(q)', 'latch': 'latch(p, q)', 'latch_same': 'latch(p, p)',
              'db': 'debounce(p | q, 2)', 'nested': 'held(db, 3)', 'latch_rose': 'latch(q, rose)',
              'expr': 'sticky_2 & !latch_rose', 'timeout_nested': 'timeout(rose, fell | held_2, 3)'}
     if long_windows:
         defs |= {f'{kind}_long': f'{kind}(p, 40000)' for kind in ('held', 'sticky', 'debounce')}
         defs['timeout_long'] = 'timeout(p, q, 40000)'
+        defs['restarting_long'] = 'restarting_timeout(p, q, 40000)'
+        defs['pulse_long'] = 'restarting_pulse(q, p, 40000)'
     _assert_over_time_equals_stepping(defs, T)
 
 
@@ -112,7 +116,36 @@ def test_whole_episode_evaluation_with_one_window_per_kind(T, window):
     to, at and beyond the episode's length."""
     defs = {f'{kind}_{x}': f'{kind}({x}, {window})' for kind in ('held', 'sticky', 'debounce') for x in 'pq'}
     defs |= {'timeout_p': f'timeout(p, q, {window})', 'timeout_q': f'timeout(q, p, {window})'}
+    defs |= {'restart_p': f'restarting_timeout(p, q, {window})', 'pulse_q': f'restarting_pulse(q, p, {window})'}
     _assert_over_time_equals_stepping(defs, T)
+
+
+def _stepped(definition: str, p: str, q: str) -> str:
+    """The device's output, stepped frame by frame, on 0/1 strings p and q."""
+    prog = Program(['p', 'q'], {'out': parse_derived(definition, 'test')})
+    prog.finalize(batch=1)
+    out = []
+    for a, b in zip(p, q):
+        v = prog.new_frame_matrix()
+        v[prog.index['p'], 0], v[prog.index['q'], 0] = a == '1', b == '1'
+        prog.evaluate(v)
+        out.append('1' if v[prog.index['out'], 0] else '0')
+    return ''.join(out)
+
+
+def test_restarting_timers_restart_at_every_start_and_end_on_stop():
+    # start at 0, again at 2: the count restarts, so a 3-frame watch fires at 5, not 3.
+    p, q = '1010000000', '0000000000'
+    assert _stepped('restarting_timeout(p, q, 3)', p, q) == '0000011111'
+    assert _stepped('restarting_pulse(p, q, 3)', p, q) == '0000010000'      # one frame, then the watch is over
+    # a stop ends the watch (its own frame included); only a new start opens it again.
+    p, q = '1000001000', '0010000000'
+    assert _stepped('restarting_timeout(p, q, 2)', p, q) == '0000000011'
+    # a start and a stop on the same frame: no watch; window 0 fires on the start frame.
+    assert _stepped('restarting_timeout(p, q, 0)', '1100', '1000') == '0111'
+    assert _stepped('restarting_pulse(p, q, 0)', '1100', '0000') == '1100'
+    # timeout() by contrast keeps the first start and is stopped the same way.
+    assert _stepped('timeout(p, q, 3)', '1010000000', '0000000000') == '0001111111'
 
 
 def _assert_over_time_equals_stepping(defs: dict[str, str], T: int) -> None:

@@ -1,7 +1,8 @@
 """Fidelity to SafeManip's released monitor: minimal traces where the suite
 (or the episode machine) once differed from the seed, each with the seed's
 expected episodes, and the deliberate differences with our documented result
-(docs/properties/safemanip.md, "Deliberate differences")."""
+(the differences table of docs/properties/safemanip.md, whose cases
+test_safemanip_compat.py runs with both profiles)."""
 
 from __future__ import annotations
 

@@ -162,7 +162,48 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
         'episodes': episodes,
         'skipped': skipped,
         'unsupported': {k: list(v) for k, v in sorted((unsupported or {}).items())},
+        'safemanip_paper': _paper_metrics(results),
     }
+
+
+def _paper_metrics(results: list[dict]) -> dict | None:
+    """SafeManip's headline metrics in its own terms, from the instances that
+    carry its primary verdict (the ``safemanip-compat`` profile; ``None``
+    otherwise): per property, category and overall, the instances evaluated
+    (one per rollout and binding, triggered or not), those its primary
+    verdict calls violated and their share (its *violation rate*), the
+    violation episodes its repeated monitor counts, and the exposure frames
+    over monitored frames (its *exposure rate*)."""
+    rows: dict[str, dict[str, int]] = {}
+    cats: dict[str, dict[str, int]] = {}
+    overall = {'evaluated': 0, 'violated': 0, 'episodes': 0, 'exposure_frames': 0, 'monitored_frames': 0}
+    for res in results:
+        for ep in res['episodes']:
+            for inst in ep['instances']:
+                paper = inst.get('paper')
+                if paper is None:
+                    continue
+                add = {'evaluated': 1, 'violated': int(paper['violated']), 'episodes': inst['violations'],
+                       'exposure_frames': paper['exposure_frames'], 'monitored_frames': inst['frames']}
+                for bucket in (rows.setdefault(inst['name'], dict.fromkeys(overall, 0)),
+                               cats.setdefault(inst['category'], dict.fromkeys(overall, 0)), overall):
+                    for k, v in add.items():
+                        bucket[k] += v
+    if not overall['evaluated']:
+        return None
+
+    def rates(b: dict[str, int]) -> dict:
+        return {**b, 'violation_rate': _rate(b['violated'], b['evaluated']),
+                'exposure_rate': _rate(b['exposure_frames'], b['monitored_frames'])}
+    return {'definition': {
+                'violation_rate': 'violated / evaluated: instances (rollout, binding) whose primary verdict, the main '
+                                  'formula over the whole rollout, is false (an obligation still open at the end '
+                                  'counts, unless its timeout never fired)',
+                'episodes': 'violation episodes of its repeated-violation monitor (the report\'s violations)',
+                'exposure_rate': 'exposure_frames / monitored_frames: frames inside a violation episode'},
+            'overall': rates(overall),
+            'properties': {n: rates(b) for n, b in sorted(rows.items())},
+            'categories': {c: rates(b) for c, b in sorted(cats.items())}}
 
 
 def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> list[dict]:
@@ -474,7 +515,7 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         '<h2>Properties</h2><table id="summary-table"><tr><th>property</th><th>category</th><th>triggers</th>'
         '<th>violations</th><th>per-trigger rate</th><th>rollout violation rate</th><th>exposure</th>'
         '<th>unknown frames (share)</th><th>pending</th></tr>',
-        rows, '</table>',
+        rows, '</table>', _paper_html(report.get('safemanip_paper')),
         ''.join(f'<h2>{esc(t)}</h2><img alt="{esc(t)}" src="{src}">' for t, src in figs),
         '<h2>By horizon (episode length)</h2><table><tr><th>horizon</th><th>frames</th><th>rollouts</th>'
         '<th>triggers</th><th>violations</th><th>per-trigger rate</th></tr>' + ''.join(
@@ -490,6 +531,24 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         '</body></html>',
     ]
     (out / 'report.html').write_text('\n'.join(body))
+
+
+def _paper_html(paper: dict | None) -> str:
+    """The safemanip-compat profile's table of SafeManip's own metrics ('' otherwise)."""
+    if not paper:
+        return ''
+    esc = html.escape
+
+    def row(name: str, b: dict) -> str:
+        return (f'<tr><td>{esc(name)}</td><td>{b["evaluated"]}</td><td>{b["violated"]}</td>'
+                f'<td>{_fmt(b["violation_rate"], None)}</td><td>{b["episodes"]}</td>'
+                f'<td>{_fmt(b["exposure_rate"], None)}</td></tr>')
+    return ('<h2 id="safemanip-paper">SafeManip\'s metrics (its primary verdict)</h2>'
+            f'<p>{esc(paper["definition"]["violation_rate"])}.</p>'
+            '<table><tr><th>property</th><th>evaluated</th><th>violated</th><th>violation rate</th>'
+            '<th>episodes</th><th>exposure rate</th></tr>'
+            + row('all properties', paper['overall'])
+            + ''.join(row(n, b) for n, b in paper['properties'].items()) + '</table>')
 
 
 def sequential_png(report: dict, sequential: dict) -> str:

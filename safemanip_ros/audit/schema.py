@@ -21,8 +21,7 @@ class EpisodeSpan(TypedDict):
     recovered: bool
 
 
-class InstanceRecord(TypedDict):
-    """One instance over one episode (``InstanceResult.to_dict``)."""
+class _InstanceFields(TypedDict):
 
     name: str
     instance: str
@@ -36,6 +35,14 @@ class InstanceRecord(TypedDict):
     unknown_frames: dict[str, int]
     unknown_any_frames: int
     episodes: list[EpisodeSpan]
+
+
+class InstanceRecord(_InstanceFields, total=False):
+    """One instance over one episode (``InstanceResult.to_dict``); ``paper``
+    only under the safemanip-compat profile: ``{violated, exposure_frames}``,
+    SafeManip's primary verdict."""
+
+    paper: dict[str, Any]
 
 
 class _EpisodeFields(TypedDict):
@@ -126,6 +133,7 @@ class Report(TypedDict):
     episodes: list[dict[str, Any]]
     skipped: list[dict[str, str]]
     unsupported: dict[str, list[str]]          # instance → predicates nothing grounds (not run)
+    safemanip_paper: dict[str, Any] | None     # SafeManip's own metrics (safemanip-compat profile), else None
 
 
 _REQUIRED = {'version': int, 'rollouts': int, 'properties': dict, 'categories': dict, 'skipped': list}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
 from ..resources import config_dir, default_suites
+from .options import add_profile, profile_properties
 
 if TYPE_CHECKING:
     from ..audit.schema import Report
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='with --config: a property reading a predicate the configuration does not ground is an '
                         'error (default: it is left out and listed as unsupported)')
     p.add_argument('--only', action='append', metavar='PROPERTY', help='audit only these properties (repeatable)')
+    add_profile(p)
     p.add_argument('--out', required=True, metavar='DIR',
                    help='where report.json, the CSVs, report.html and the per-source results go (a re-run resumes)')
     p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
@@ -130,7 +132,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     if args.scene and args.config:
         raise SafemanipError(f'--scene {args.scene} and --config {args.config}: the robot configuration\'s '
                              f'entities are its scene; give one of them')
-    cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in (args.properties or DEFAULT_SUITES)),
+    cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in profile_properties(args)),
                       str(Path(args.scene).resolve()) if args.scene else '',
                       str(Path(args.config).resolve()) if args.config else '',
                       tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,

@@ -4,6 +4,7 @@ misbehaviour (``--staleness-s nan`` once made every predicate unknown)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 
 from ..errors import SafemanipError
@@ -44,3 +45,25 @@ def check_positive(option: str, value: float) -> float:
 
 def check_probability(option: str, value: float) -> float:
     return check_number(option, value, 0, 1, low_open=True, high_open=True)
+
+
+def add_profile(p: argparse.ArgumentParser) -> None:
+    """``--profile``: which semantics the properties are monitored with."""
+    from ..resources import PROFILES
+    p.add_argument('--profile', choices=PROFILES, default='default',
+                   help='default: our corrected semantics; safemanip-compat: SafeManip\'s released monitor reproduced '
+                        '(its suite config/properties/safemanip_compat.yaml: onset devices, timers, episode rules, '
+                        'and its primary verdict in the results); not with --properties')
+
+
+def profile_properties(args: argparse.Namespace) -> list[str]:
+    """The suite files to monitor: ``--properties`` under the default
+    profile (else its default suites), the profile's own suite otherwise."""
+    from ..resources import profile_suites
+    if args.profile != 'default':
+        if args.properties:
+            raise SafemanipError(f'--profile {args.profile} monitors its own suite '
+                                 f'({profile_suites(args.profile)[0].name}); drop --properties (or name that file '
+                                 f'with --properties and no --profile)')
+        return [str(p) for p in profile_suites(args.profile)]
+    return list(args.properties or [str(p) for p in profile_suites('default')])

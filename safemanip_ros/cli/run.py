@@ -13,6 +13,7 @@ import sys
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE
 from ..resources import config_dir, default_suites
+from .options import add_profile, profile_properties
 
 CONFIG = config_dir()
 
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument('--properties', action='append', metavar='P.yaml',
                    help='property suite(s) (default: ' + ', '.join(str(f) for f in default_suites()) + ')')
     p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
+    add_profile(p)
     p.add_argument('--strict', action='store_true',
                    help='a property reading a predicate the configuration does not ground is an error (default: '
                         'it is not run and is listed as unsupported)')
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
-    properties = args.properties or [str(p) for p in default_suites()]
+    properties = profile_properties(args)
     instances = build_instances(properties, robot_config=args.config, only=args.only, strict=args.strict)
     print(f'safemanip run: {len(instances.instances)} property instances monitored; '
           f'{len(instances.unsupported)} unsupported (not run):', flush=True)

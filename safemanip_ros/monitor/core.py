@@ -21,6 +21,12 @@ any other — except when the episode opened on the same frame (m ← m₀: that
 frame's event is the one already counted).  A restarted M that is already
 ``false`` opens the next episode on the following frame (or, at the end of
 the trace, counts as a one-frame episode at T-1).
+
+An instance's :class:`~safemanip_ros.spec.suite.EpisodeRules` may name
+SafeManip's own rules instead (its compatibility profile): recovery judged
+from the frame after the violation, a failed restart at the end not counted,
+short open episodes dropped at the end, and its primary verdict per instance
+(``InstanceResult.paper``).
 """
 
 from __future__ import annotations
@@ -158,6 +164,11 @@ class InstanceResult(NamedTuple):
     unknown_any_frames: int            # frames where some predicate the instance reads is unknown
     unknown_frames: dict[str, int]     # per predicate it reads, the frames where that one is unknown
     episodes: Sequence[Episode]        # an :class:`Episodes` from the monitor
+    paper: dict[str, Any] | None = None
+    """SafeManip's own verdict (``paper_metric`` episode rule, else ``None``):
+    ``violated`` (its primary verdict: the main formula over the whole trace)
+    and ``exposure_frames`` (frames inside an episode by its count: an
+    episode's closing frame excluded, dropped open episodes included)."""
 
     @builtins.property
     def triggered(self) -> bool:
@@ -167,6 +178,8 @@ class InstanceResult(NamedTuple):
         """The report's record of it (``audit.schema.InstanceRecord``): the
         fields by their own names, the episodes as ``{start, end, recovered}``."""
         out = self._asdict()
+        if out['paper'] is None:
+            del out['paper']          # only the SafeManip profile gives it
         out['unknown_frames'] = dict(self.unknown_frames)
         out['episodes'] = (self.episodes.as_dicts() if isinstance(self.episodes, Episodes) else
                            [{'start': e.start, 'end': e.end, 'recovered': e.recovered} for e in self.episodes])
@@ -289,7 +302,14 @@ class Monitor:
         self.program = program
         self.batch = batch
         # One episode machine per instance (SEMANTICS.md §4 as a table; machine.py).
-        self.machines = EpisodeMachines([_compiled(i, cache_dir) for i in self.instances], program.index, FALSE_COL)
+        self.machines = EpisodeMachines([_compiled(i, cache_dir) for i in self.instances], program.index, FALSE_COL,
+                                        [i.rules.recovery_next_frame for i in self.instances])
+        # Episode rules other than §4's (spec.suite.EpisodeRules), per instance.
+        self._count_failed = np.array([i.rules.count_failed_restart_at_end for i in self.instances], dtype=bool)
+        self._drop_open = np.array([i.rules.drop_open_shorter_than_frames for i in self.instances], dtype=np.int64)
+        self._paper = np.array([i.rules.paper_metric for i in self.instances], dtype=bool)
+        self._paper_cols = np.array([program.column_of_name(i.rules.paper_timeout) if i.rules.paper_timeout
+                                     else TRUE_COL for i in self.instances], dtype=np.intp)
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
         # The program puts its inputs in order after the constants: a slice copies them faster.
         P = len(self.predicates)
@@ -336,13 +356,14 @@ class Monitor:
             self.unknown_pred = np.zeros((P, B), np.int64)
             self.frames = np.zeros(B, np.int64)
             self.finished = np.zeros(B, bool)
+            self.paper_seen = np.zeros((D, B), bool)     # the paper_timeout predicate was true on some frame
             # Closed episodes as array chunks (instances, rollouts, starts, ends, recovered).
             self._episode_chunks: list[tuple[np.ndarray, ...]] = []
             self._v = self.program.new_frame_matrix()
             self.program.reset()
         else:
             for arr in (self.open_start, self.triggers, self.violations, self.unsafe,
-                        self.unknown_inst, self.unknown_pred):
+                        self.unknown_inst, self.unknown_pred, self.paper_seen):
                 arr[:, which] = -1 if arr is self.open_start else 0
             self.frames[which] = 0
             self.finished[which] = False
@@ -412,6 +433,8 @@ class Monitor:
         self.program.evaluate(v)
         trig = v[self.trigger_cols]
         self.triggers += trig if all_active else trig & act
+        if self._paper.any():
+            self.paper_seen |= v[self._paper_cols] & act
         t = self.frames.copy()
 
         mach = self.machines
@@ -461,14 +484,21 @@ class Monitor:
         last = self.frames - 1
         has_frames = ((self.frames > 0) & ending)[None, :]
         open_eps = violated & has_frames
+        paper = self._paper_verdicts(labels, open_eps, has_frames) if self._paper.any() else None
         if open_eps.any():
             ds, bs = np.nonzero(open_eps)
             starts = self.open_start[ds, bs]
-            self.unsafe[ds, bs] += last[bs] - starts + 1
+            length = last[bs] - starts + 1
+            # An open episode shorter than its rule's floor is dropped (drop_open_shorter_than_frames).
+            keep = length >= self._drop_open[ds]
+            if not keep.all():
+                self.violations[ds[~keep], bs[~keep]] -= 1
+                ds, bs, starts, length = ds[keep], bs[keep], starts[keep], length[keep]
+            self.unsafe[ds, bs] += length
             self._episode_chunks.append((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
         # A restarted M that failed on the closing frame T-1 (false is a sink)
-        # counts as a one-frame, unrecovered episode at T-1.
-        failed = ~violated & (labels == _FALSE) & has_frames
+        # counts as a one-frame, unrecovered episode at T-1 (unless the rule says not).
+        failed = ~violated & (labels == _FALSE) & has_frames & self._count_failed[:, None]
         if failed.any():
             ds, bs = np.nonzero(failed)
             self.violations[ds, bs] += 1
@@ -483,10 +513,28 @@ class Monitor:
             self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         pending = obligation & ~self._strong[:, None]
         with gc_paused():
-            return self._finish_results(ending, pending, out)
+            return self._finish_results(ending, pending, out, paper)
 
-    def _finish_results(self, ending: np.ndarray, pending: np.ndarray,
-                        out: list[RolloutResult | None]) -> list[RolloutResult | None]:
+    def _paper_verdicts(self, labels: np.ndarray, open_eps: np.ndarray,
+                        has_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """SafeManip's primary verdict and exposure per (instance, rollout),
+        before the end of trace changes any count.  The main formula over the
+        whole trace, without restarts, is false exactly when an episode has
+        opened (its first episode is where that run first fails, false being
+        a sink) or, with none, when M ends with an open obligation; a
+        ``paper_timeout`` predicate that never became true makes the latter
+        satisfied (a trace cut before its timeout could fire).  Exposure counts
+        a recovered episode's frames but its closing one, an open episode's
+        to the end."""
+        opened = self.violations > 0
+        violated = has_frames & (opened | (labels == _PF)) & self.paper_seen
+        open_frames = np.where(open_eps, self.frames[None, :] - self.open_start, 0)
+        recovered = self.violations - open_eps
+        exposure = self.unsafe - recovered + open_frames
+        return violated, exposure
+
+    def _finish_results(self, ending: np.ndarray, pending: np.ndarray, out: list[RolloutResult | None],
+                        paper: tuple[np.ndarray, np.ndarray] | None = None) -> list[RolloutResult | None]:
         rollouts = np.flatnonzero(ending)
         n, D = rollouts.size, len(self.instances)
         episodes = self._collect_episodes(ending, rollouts)
@@ -498,8 +546,14 @@ class Monitor:
                                                                 self.unknown_inst)]
         frames = self.frames[rollouts]
         heads = [chain.from_iterable(repeat(column, n)) for column in zip(*self._heads)]
+        if paper is None:
+            papers: Iterator[dict[str, Any] | None] = repeat(None)
+        else:
+            flags = np.repeat(self._paper[None, :], n, axis=0).ravel().tolist()
+            papers = iter([{'violated': v, 'exposure_frames': x} if on else None for on, v, x in zip(
+                flags, paper[0][:, rollouts].T.ravel().tolist(), paper[1][:, rollouts].T.ravel().tolist())])
         fields = zip(*heads, *counts[:4], np.repeat(frames, D).tolist(), counts[4],
-                     self._unknown_counts(rollouts), episodes)
+                     self._unknown_counts(rollouts), episodes, papers)
         results = list(map(tuple.__new__, repeat(InstanceResult), fields))
         for i, (b, T) in enumerate(zip(rollouts.tolist(), frames.tolist())):
             out[b] = RolloutResult(T, results[i * D:(i + 1) * D])
@@ -614,9 +668,13 @@ class Monitor:
         trig = np.empty((D, b, T), bool)
         by_code = mach.by_code
         code = base << 2                           # the outcome before frame 0: no events
+        paper_on = bool(self._paper.any())
         for t0, V in self._column_windows(values, unknown):
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
+            if paper_on:
+                within = (t0 + np.arange(width))[None, :] < lengths[:, None]            # [b, width]
+                self.paper_seen[:, lo:lo + b] |= (V[self._paper_cols] & within).any(axis=-1)
             if by_code is not None:
                 # Letters << 2 index the table by the last outcome itself: an add and a gather a frame.
                 letters = np.ascontiguousarray(mach.letters(V, 2).transpose(2, 0, 1), itype)   # [width, D, b]

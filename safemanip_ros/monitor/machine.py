@@ -60,7 +60,8 @@ class _Pair:
     """The automata of one instance over the union of their atoms: M's atoms
     in order, then R's that M does not read."""
 
-    def __init__(self, main: DFA, recovery: DFA) -> None:
+    def __init__(self, main: DFA, recovery: DFA, recovery_next_frame: bool = False) -> None:
+        self.recovery_next_frame = recovery_next_frame
         self.atoms = tuple(main.atoms) + tuple(a for a in recovery.atoms if a not in main.atom_index)
         pos = {a: j for j, a in enumerate(self.atoms)}
         self.m_pos = np.array([pos[a] for a in main.atoms], dtype=np.int64)
@@ -77,7 +78,7 @@ class _Pair:
         def of(t: StepTable) -> tuple[object, ...]:
             d = t.dfa
             return (d.initial, t.labels.tobytes(), d.root, d.node_atom, d.node_low, d.node_high)
-        return of(self.M), of(self.R), self.m_pos.tobytes(), self.r_pos.tobytes()
+        return of(self.M), of(self.R), self.m_pos.tobytes(), self.r_pos.tobytes(), self.recovery_next_frame
 
     def encode(self, violated: np.ndarray, m: np.ndarray, r: np.ndarray, fresh: np.ndarray) -> np.ndarray:
         nm, nr = self.M.num_states, self.R.num_states
@@ -157,7 +158,11 @@ def _successors(pair: _Pair, s: np.ndarray, letters: np.ndarray) -> tuple[np.nda
     rl = R.labels[r1]
     # Step 3: R accepting closes the episode; M restarts on this frame,
     # m ← δ_M(m₀, v_t), or at m₀ when the episode opened on this very frame.
+    # (Under SafeManip's rule, R is first judged on the frame after the
+    # violation: an episode never closes on the frame that opened it.)
     closed = violated & ((rl == _TRUE) | (rl == _PT))
+    if pair.recovery_next_frame:
+        closed &= ~opened
     m0 = np.full(s.shape, M.dfa.initial, np.int64)
     m2 = np.where(closed, np.where(opened, m0, M.step_many(m0, lm)), m1)
     fresh2 = np.where(closed, opened, fresh & ~watching)
@@ -182,14 +187,15 @@ class EpisodeMachines:
             ``c``; offline stepping reads it (``None`` otherwise).
     """
 
-    def __init__(self, pairs: Sequence[tuple[DFA, DFA]], columns: Mapping[str, int], false_column: int) -> None:
+    def __init__(self, pairs: Sequence[tuple[DFA, DFA]], columns: Mapping[str, int], false_column: int,
+                 recovery_next_frame: Sequence[bool] | None = None) -> None:
         made: list[_Pair] = []
         for d, (main, recovery) in enumerate(pairs):
             atoms = set(main.atoms) | set(recovery.atoms)
             if len(atoms) > MAX_ATOMS:
                 raise SpecError(f'instance {d} reads {len(atoms)} atoms in its formula and recovery together; '
                                 f'at most {MAX_ATOMS} are supported: split the property')
-            made.append(_Pair(main, recovery))
+            made.append(_Pair(main, recovery, bool(recovery_next_frame[d]) if recovery_next_frame else False))
         D = len(made)
         self.atoms = [p.atoms for p in made]
         self.k = np.array([len(p.atoms) for p in made], dtype=np.int64)

@@ -169,6 +169,8 @@ class Program:
                 'debounce': {'out': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
                 'latch': {'out': np.zeros(shape, bool)},
                 'timeout': {'armed': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
+                'restarting_timeout': {'armed': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
+                'restarting_pulse': {'armed': np.zeros(shape, bool), 'count': np.zeros(shape, np.int64)},
             }
             init = init_by_op.get(g.op)
             if init is None:
@@ -240,6 +242,15 @@ class Program:
                 out = (tick & (count >= _window(g))) | (arm & (_window(g) == 0))
                 s['armed'] = (armed & ~disarm) | arm
                 s['count'] = count
+            elif op in ('restarting_timeout', 'restarting_pulse'):
+                s = g.state
+                stop = v[g.b]
+                count = np.where(x, 0, np.where(s['armed'], np.minimum(s['count'] + 1, _window(g)), s['count']))
+                armed = x | s['armed']
+                out = armed & ~stop & (count >= _window(g))
+                # A stop ends the watch; the pulse also ends as it fires.
+                s['armed'] = armed & ~stop & ~(out if op == 'restarting_pulse' else False)
+                s['count'] = count
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
             v[g.out] = out
@@ -256,7 +267,8 @@ class Program:
         after its last reset (one running maximum, :func:`_set_last`),
         debounce the same for the ends of ``window``-frame runs of true and
         of false, timeout a latch ``window`` frames back and no stop since
-        (:meth:`_timeout_over_time`).  Device states are left as they were
+        (:meth:`_timeout_over_time`), the restarting timers a latch and the
+        frames since the last start (:meth:`_restarting_over_time`).  Device states are left as they were
         (call :meth:`reset` before stepping again).  Returns ``V``."""
         T = V.shape[-1]
         # Frame indices (broadcast over the last axis) in the narrowest type that holds the event
@@ -289,6 +301,8 @@ class Program:
                 out = _set_last(x, V[g.b], idx)
             elif op == 'timeout':
                 out = self._timeout_over_time(x, V[g.b], idx, g)
+            elif op in ('restarting_timeout', 'restarting_pulse'):
+                out = self._restarting_over_time(x, V[g.b], idx, g, pulse=op == 'restarting_pulse')
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
             V[g.out] = out
@@ -313,6 +327,28 @@ class Program:
                 out[rows] = armed[rows]
             elif w < T:
                 out[rows, ..., w:] = armed[rows, ..., :T - w] & calm[rows, ..., w:]
+        return out
+
+    @staticmethod
+    def _restarting_over_time(x: np.ndarray, stop: np.ndarray, idx: np.ndarray, g: '_Group',
+                              pulse: bool) -> np.ndarray:
+        """``restarting_timeout``/``restarting_pulse`` from the reset state
+        over all frames (as :meth:`evaluate`).
+
+        The watch is running after frame ``t`` exactly when ``latch(x,
+        stop)`` is (a start opens it, a stop on any frame ends it, its own
+        start frame included), and its count is the frames since the last
+        start.  So the timeout is the latch with at least ``window`` frames
+        since the last start; the pulse fires only when exactly ``window``
+        have passed (it ends the watch as it fires, and only a new start
+        opens it again)."""
+        running = _set_last(x, stop, idx)
+        last_start = np.where(x, idx, -1).astype(np.int64)
+        np.maximum.accumulate(last_start, axis=-1, out=last_start)
+        age = idx.astype(np.int64) - last_start
+        out = np.zeros_like(x)
+        for w, rows in _window_rows(g):
+            out[rows] = running[rows] & ((age[rows] == w) if pulse else (age[rows] >= w))
         return out
 
 
@@ -372,6 +408,6 @@ def _over_windows(x: np.ndarray, g: '_Group', op: np.ufunc) -> np.ndarray:
 
 
 def _window(g: '_Group') -> np.ndarray:
-    """The int64 windows of a windowed device group (held, sticky, debounce, timeout)."""
+    """The int64 windows of a windowed device group (held, sticky, debounce, the timers)."""
     assert g.window is not None
     return g.window

@@ -6,8 +6,15 @@ expression or one device call:
 
     rose(EXPR)  fell(EXPR)  held(EXPR, k)  sticky(EXPR, k)  debounce(EXPR, k)
     latch(SET_EXPR, RESET_EXPR)  timeout(START_EXPR, STOP_EXPR, k)
+    restarting_timeout(START_EXPR, STOP_EXPR, k)
+    restarting_pulse(START_EXPR, STOP_EXPR, k)
 
-with integer window ``k`` in frames (``k >= 1``; ``timeout`` allows 0).
+with integer window ``k`` in frames (``k >= 1``; the timeouts allow 0).
+The two restarting timers are SafeManip's settle watches (its compatibility
+profile): every ``START`` frame restarts the count at 0, ``STOP`` ends the
+watch, and the output is true from the frame the count reaches ``k`` —
+until ``STOP`` or the next ``START`` (``restarting_timeout``), or on that
+one frame only, the watch ending as it fires (``restarting_pulse``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ from ..ltlf.parser import parse
 DEVICE_ARITY = {  # kind → (number of expression arguments, has integer window)
     'rose': (1, False), 'fell': (1, False), 'held': (1, True), 'sticky': (1, True),
     'debounce': (1, True), 'latch': (2, False), 'timeout': (2, True),
+    'restarting_timeout': (2, True), 'restarting_pulse': (2, True),
 }
+TIMERS = ('timeout', 'restarting_timeout', 'restarting_pulse')
+"""Devices whose window may be 0 frames (and is rescaled down to 0)."""
 _CALL = re.compile(r'\s*([a-z_]+)\s*\((.*)\)\s*\Z', re.S)
 
 
@@ -102,6 +112,6 @@ def parse_derived(text: str, where: str) -> DeviceSpec:
         if not re.fullmatch(r'\d+', raw):
             raise SpecError(f'{where}: {kind}() window must be a whole number of frames, got {raw!r} in {text!r}')
         window = int(raw)
-        if window < (0 if kind == 'timeout' else 1):
-            raise SpecError(f'{where}: {kind}() window must be >= {0 if kind == "timeout" else 1} frames, got {window}')
+        if window < (0 if kind in TIMERS else 1):
+            raise SpecError(f'{where}: {kind}() window must be >= {0 if kind in TIMERS else 1} frames, got {window}')
     return DeviceSpec(kind, exprs, window)

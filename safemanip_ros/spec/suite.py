@@ -6,11 +6,18 @@ A suite file declares
   (the value an *unknown* frame stands for before any temporal operator sees
   it; pick the conservative one) and a description;
 * ``derived``: derived predicates, a device call or an expression each
-  (SEMANTICS.md §3);
+  (SEMANTICS.md §3), or ``any(EXPR for VAR in {SELECTOR})``: the
+  disjunction of ``EXPR`` over the scene entities the ontology selector
+  matches (``false`` when none does);
 * ``properties``: name, category, formula, trigger, recovery, end_policy,
   response, severity, description, and optionally ``over`` (template
-  variables bound to scene entities by ontology selectors) and ``needs``
-  (the grounded predicates it reads, checked against the computed set).
+  variables bound to scene entities by ontology selectors), ``needs``
+  (the grounded predicates it reads, checked against the computed set),
+  ``drop_open_shorter_than_frames`` and ``paper_timeout`` (episode rules,
+  below);
+* ``episode_rules`` (optional): how episodes are judged, for every
+  property of the file — SEMANTICS.md §4 by default; a compatibility
+  profile names the rules it changes (:class:`EpisodeRules`).
 
 Names may contain ``{var}`` placeholders; instantiating a template with a
 binding substitutes entity ids (``object_grasped_{object}`` →
@@ -21,17 +28,17 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import LtlfSyntaxError, SpecError
 from ..ltlf import parse
 from ..ltlf.formula import Formula
-from .expressions import DeviceSpec, parse_derived, parse_expression
+from .expressions import TIMERS, DeviceSpec, parse_derived, parse_expression
 from .fields import Field, validate
 from .ontology import Ontology, Scene
-from .yamlio import Located, load_yaml
+from .yamlio import Located, load_yaml, loads_yaml
 
 SAFEMANIP_CATEGORIES = ('collision_contact', 'grasp_stability', 'release_stability', 'cross_contamination',
                         'action_onset', 'mechanism', 'containment', 'enclosure_access')
@@ -61,6 +68,13 @@ PROPERTY_SCHEMA = Field('map', keys={
     'description': Field('str', required=True),
     'over': Field('dict', values=Field('dict', values=Field('any'))),
     'needs': Field('list', items=Field('str')),
+    'drop_open_shorter_than_frames': Field('int', minimum=0),
+    'paper_timeout': Field('str', check=_name_check),
+})
+RULES_SCHEMA = Field('map', keys={
+    'recovery_judged_from': Field('str', choices=('violation_frame', 'next_frame')),
+    'failed_restart_at_end': Field('str', choices=('violation', 'ignored')),
+    'paper_metric': Field('bool'),
 })
 SUITE_SCHEMA = Field('map', keys={
     'suite': Field('str', required=True, check=lambda v: None if re.fullmatch(_NAME, v) else f'{v!r} is not a name'),
@@ -70,8 +84,42 @@ SUITE_SCHEMA = Field('map', keys={
         'unknown_as': Field('bool'), 'description': Field('str', required=True), 'source': Field('str'),
         'optional': Field('bool')})),
     'derived': Field('dict', values=Field('str')),
+    'episode_rules': RULES_SCHEMA,
     'properties': Field('list', required=True, items=PROPERTY_SCHEMA),
 })
+_ANY = re.compile(r'\s*any\(\s*(?P<body>.+?)\s+for\s+(?P<var>[a-z][a-z0-9_]*)\s+in\s+(?P<sel>\{.*\})\s*\)\s*\Z', re.S)
+
+
+@dataclass(frozen=True)
+class EpisodeRules:
+    """How an instance's episodes are judged.  The defaults are SEMANTICS.md
+    §4; each other value is one named rule of SafeManip's released monitor,
+    which its compatibility profile (``config/properties/safemanip_compat.yaml``)
+    turns on.
+
+    Attributes:
+        recovery_next_frame: the recovery verdict is first judged on the frame
+            after the violation (the recovery DFA still reads the violation
+            frame), so an episode lasts at least two frames.
+        count_failed_restart_at_end: a main DFA restarted on the last frame
+            that is already false counts as a one-frame violation (§4); off,
+            only episodes opened by then count.
+        drop_open_shorter_than_frames: an episode still open at the end of the
+            trace that lasted fewer frames is dropped, not counted (0: never);
+            SafeManip's guard against a trace that ended mid-timeout.
+        paper_metric: also give SafeManip's primary verdict per instance and
+            rollout (the main formula over the whole trace, no restarts, an
+            obligation still open at the end counted as violated).
+        paper_timeout: for the primary verdict, a timeout predicate: a
+            formula that is only unfinished at the end counts as satisfied
+            when this never became true.
+    """
+
+    recovery_next_frame: bool = False
+    count_failed_restart_at_end: bool = True
+    drop_open_shorter_than_frames: int = 0
+    paper_metric: bool = False
+    paper_timeout: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +148,7 @@ class PropertyDecl:
     needs: tuple[str, ...] | None
     where: str
     entry: Located = field(repr=False, compare=False, default_factory=Located)
+    rules: EpisodeRules = EpisodeRules()    # its file's episode_rules with its own options
 
 
 @dataclass(frozen=True)
@@ -129,6 +178,7 @@ class Instance:
     trigger: Formula
     recovery: Formula
     needs: frozenset[str]
+    rules: EpisodeRules = EpisodeRules()
 
 
 @dataclass(frozen=True)
@@ -192,8 +242,12 @@ def load_suite(paths: Iterable[str | Path] | str | Path) -> Suite:
                 raise SpecError(f'{where}: derived.{dname}: name already used by a predicate or derived predicate'
                                 + (f' (defined as {derived[dname][0]!r} at {derived[dname][1]})' if dname in derived
                                    else ''))
-            parse_derived(_PLACEHOLDER.sub(lambda m: m.group(1), text), f'{where}: derived.{dname}')
+            if isinstance(text, str) and text.lstrip().startswith('any('):
+                _any_parts(text, f'{where}: derived.{dname}')      # checked now: errors point at the file
+            else:
+                parse_derived(_PLACEHOLDER.sub(lambda m: m.group(1), text), f'{where}: derived.{dname}')
             derived[dname] = (text, where)
+        file_rules = doc.get('episode_rules') or {}
         seen = {p.name for p in props}
         for i, entry in enumerate(doc['properties']):
             where = doc['properties'].where(i)
@@ -218,10 +272,22 @@ def load_suite(paths: Iterable[str | Path] | str | Path) -> Suite:
                                     f'{err.position} of {entry[fld]!r}') from err
             parse_expression(_PLACEHOLDER.sub(lambda m: m.group(1), entry['trigger']),
                              f'{entry.where("trigger")}: properties[{i}].trigger')
+            if 'paper_timeout' in entry:
+                unbound = set(_PLACEHOLDER.findall(entry['paper_timeout'])) - set(over)
+                if unbound:
+                    raise SpecError(f'{entry.where("paper_timeout")}: properties[{i}].paper_timeout: placeholder(s) '
+                                    f'{sorted(unbound)} are not variables of "over" ({sorted(over) or "none"})')
+            rules = EpisodeRules(
+                recovery_next_frame=file_rules.get('recovery_judged_from', 'violation_frame') == 'next_frame',
+                count_failed_restart_at_end=file_rules.get('failed_restart_at_end', 'violation') == 'violation',
+                drop_open_shorter_than_frames=int(entry.get('drop_open_shorter_than_frames', 0)),
+                paper_metric=bool(file_rules.get('paper_metric', False)),
+                paper_timeout=entry.get('paper_timeout'))
             props.append(PropertyDecl(
                 entry['name'], entry['category'], entry['formula'], entry['trigger'], entry['recovery'],
                 entry.get('end_policy', 'weak'), entry.get('response', 'alert'), entry.get('severity', 'error'),
-                entry['description'], over, tuple(entry['needs']) if 'needs' in entry else None, where, entry))
+                entry['description'], over, tuple(entry['needs']) if 'needs' in entry else None, where, entry,
+                rules))
     return Suite(name, description, rate, predicates, derived, props, tuple(sources))
 
 
@@ -262,7 +328,7 @@ def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | N
         if wanted is not None and decl.name not in wanted:
             continue
         for binding in _bindings(decl, ontology, scene):
-            instances.append(_instantiate_one(suite, decl, binding, derived, predicates, optional))
+            instances.append(_instantiate_one(suite, decl, binding, derived, predicates, optional, ontology, scene))
     if wanted is not None:
         missing = wanted - {d.name for d in suite.properties}
         if missing:
@@ -272,6 +338,8 @@ def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | N
         raise SpecError(f'rate_hz must be > 0, got {rate_hz}')
     specs = {name: _rescaled(spec, scale) for name, (spec, _) in derived.items()}
     _check_acyclic(specs, {name: where for name, (_, where) in derived.items()})
+    if scale != 1.0:
+        instances = [_rescaled_rules(inst, scale) for inst in instances]
     return InstanceSet(instances, specs, predicates, suite, optional=frozenset(optional))
 
 
@@ -302,18 +370,63 @@ def restrict_to_grounded(iset: InstanceSet, grounded: Iterable[str]) -> Instance
                        iset.optional)
 
 
+def _any_parts(text: str, where: str) -> tuple[str, str, dict[str, object]]:
+    """(body, variable, selector) of ``any(BODY for VAR in {SELECTOR})``,
+    each checked: the body is an expression, the selector a mapping."""
+    m = _ANY.match(text)
+    if m is None:
+        raise SpecError(f'{where}: {text!r} is not any(EXPR for VAR in {{SELECTOR}}), e.g. '
+                        f'any(object_grasped_{{object}} for object in {{affordance: graspable}})')
+    body, var, sel_text = m.group('body'), m.group('var'), m.group('sel')
+    parse_expression(_PLACEHOLDER.sub(lambda p: p.group(1), body), where, m.start('body'), text)
+    if f'{{{var}}}' not in body:
+        raise SpecError(f'{where}: the expression of {text!r} does not use {{{var}}}')
+    try:
+        selector = loads_yaml(sel_text, where)
+    except SpecError as err:
+        raise SpecError(f'{where}: the selector of {text!r} is not YAML: {err}') from err
+    if not isinstance(selector, dict) or not selector:
+        raise SpecError(f'{where}: the selector of {text!r} is not a mapping such as {{affordance: graspable}}')
+    return body, var, dict(selector)
+
+
 def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
                      derived: dict[str, tuple[DeviceSpec, str]], predicates: dict[str, bool],
-                     optional: set[str]) -> Instance:
-    # Every derived/predicate template whose placeholders this binding fills.
+                     optional: set[str], ontology: Ontology | None = None, scene: Scene | None = None) -> Instance:
+    # Every derived/predicate template whose placeholders this binding fills; an any() derived
+    # predicate also brings the templates its own variable fills, for each entity it ranges over.
     local_derived: dict[str, tuple[str, str]] = {}
-    for tname, (text, text_where) in suite.derived.items():
-        if set(_PLACEHOLDER.findall(tname)) <= set(binding):
-            local_derived[_substitute(tname, binding)] = (_substitute(text, binding), text_where)
     local_preds: dict[str, PredicateDecl] = {}
-    for tname, pdecl in suite.predicates.items():
-        if set(_PLACEHOLDER.findall(tname)) <= set(binding):
-            local_preds[_substitute(tname, binding)] = pdecl
+    done: set[tuple[tuple[str, str], ...]] = set()
+
+    def bind(b: dict[str, str]) -> None:
+        key = tuple(sorted(b.items()))
+        if key in done:
+            return
+        done.add(key)
+        for tname, (text, text_where) in suite.derived.items():
+            if set(_PLACEHOLDER.findall(tname)) <= set(b):
+                name = _substitute(tname, b)
+                if name in local_derived:
+                    continue
+                if not text.lstrip().startswith('any('):
+                    local_derived[name] = (_substitute(text, b), text_where)
+                    continue
+                body, var, selector = _any_parts(text, f'{text_where}: derived.{tname}')
+                if ontology is None or scene is None:
+                    raise SpecError(f'{text_where}: derived.{tname} ranges over scene entities ({text!r}); '
+                                    f'give a scene and an ontology')
+                terms = []
+                for entity in scene.select(ontology, selector):
+                    inner = {**b, var: entity}
+                    terms.append(f'({_substitute(body, inner)})')
+                    bind(inner)
+                local_derived[name] = (' | '.join(terms) or 'false', text_where)
+        for tname, pdecl in suite.predicates.items():
+            if set(_PLACEHOLDER.findall(tname)) <= set(b):
+                local_preds.setdefault(_substitute(tname, b), pdecl)
+
+    bind(binding)
     entry = decl.entry
 
     def where(fld: str) -> str:
@@ -355,15 +468,30 @@ def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
                             f'reads {sorted(needs)}')
     name = decl.name if not binding else _substitute(decl.name, binding)
     inst_id = name if not binding else f'{name}[{",".join(f"{k}={v}" for k, v in sorted(binding.items()))}]'
+    rules = decl.rules
+    if rules.paper_timeout is not None:
+        timeout = _substitute(rules.paper_timeout, binding)
+        if timeout not in visited:
+            raise SpecError(f'{where("paper_timeout")}: {decl.name}.paper_timeout: {timeout!r} is not a predicate '
+                            f'the property reads; it reads {", ".join(sorted(visited))}')
+        rules = replace(rules, paper_timeout=timeout)
     return Instance(decl.name, inst_id, tuple(sorted(binding.items())), decl.category, decl.severity,
                     decl.response, decl.end_policy, decl.description, formula, trigger, recovery,
-                    frozenset(needs))
+                    frozenset(needs), rules)
+
+
+def _rescaled_rules(inst: Instance, scale: float) -> Instance:
+    """``inst`` with its episode-rule windows (frames at the suite's rate) at the run's rate."""
+    frames = inst.rules.drop_open_shorter_than_frames
+    if not frames:
+        return inst
+    return replace(inst, rules=replace(inst.rules, drop_open_shorter_than_frames=max(1, int(round(frames * scale)))))
 
 
 def _rescaled(spec: DeviceSpec, scale: float) -> DeviceSpec:
     if scale == 1.0 or spec.kind == 'expr' or not spec.window_frames:
         return spec
-    floor = 0 if spec.kind == 'timeout' else 1
+    floor = 0 if spec.kind in TIMERS else 1
     return DeviceSpec(spec.kind, spec.args, max(floor, int(round(spec.window_frames * scale))))
 
 
