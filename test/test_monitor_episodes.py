@@ -225,3 +225,28 @@ def test_an_hour_of_violations_keeps_compact_records(tmp_path):
         mon.step(values[k], unknown[k])
         assert len(mon._episode_chunks) < core._COMPACT_CHUNKS
     assert sum(ch[0].size for ch in mon._episode_chunks) == n
+
+
+def test_a_monitor_that_keeps_no_episodes_counts_the_same_and_holds_nothing(tmp_path):
+    """Live nodes (endless rollouts) keep counts only: the same triggers,
+    violations and unsafe frames, no episode list, and nothing growing."""
+    import numpy as np
+
+    from safemanip_ros.monitor.core import Monitor
+    iset = simple_suite(tmp_path, prop(formula='G(a -> b)', trigger='a', recovery='F b'))
+    pattern = '1100011100' * 300                           # an episode every 10 frames, 3,000 frames
+    signals = {'a': pattern, 'b': pattern.replace('1', 'x').replace('0', '1').replace('x', '0')}
+    results = []
+    for keep in (True, False):
+        monitor = Monitor(iset, keep_episodes=keep)
+        values, unknown = frames_from_strings(monitor.predicates, signals)
+        for t in range(values.shape[0]):
+            monitor.step(values[t], unknown[t])
+        if not keep:
+            assert monitor._episode_chunks == []
+        results.append(monitor.finish()[0].instances[0])
+    kept, counted = results
+    assert kept.violations == counted.violations == 600 and len(kept.episodes) == 600
+    assert (counted.triggers, counted.unsafe_frames) == (kept.triggers, kept.unsafe_frames)
+    assert list(counted.episodes) == []
+    assert np.sum([e.frames for e in kept.episodes]) == kept.unsafe_frames

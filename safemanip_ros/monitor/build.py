@@ -112,5 +112,7 @@ def build_instances(properties: Sequence[str | Path], scene: str = '', robot_con
 
 
 def build_monitor(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
-                  rate_hz: float | None = None, batch: int = 1, strict: bool = False) -> Monitor:
-    return Monitor(build_instances(properties, scene, robot_config, only, rate_hz, strict), batch=batch)
+                  rate_hz: float | None = None, batch: int = 1, strict: bool = False,
+                  keep_episodes: bool = True) -> Monitor:
+    return Monitor(build_instances(properties, scene, robot_config, only, rate_hz, strict), batch=batch,
+                   keep_episodes=keep_episodes)

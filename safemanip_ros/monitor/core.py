@@ -163,7 +163,7 @@ class InstanceResult(NamedTuple):
     frames: int
     unknown_any_frames: int            # frames where some predicate the instance reads is unknown
     unknown_frames: dict[str, int]     # per predicate it reads, the frames where that one is unknown
-    episodes: Sequence[Episode]        # an :class:`Episodes` from the monitor
+    episodes: Sequence[Episode]        # an :class:`Episodes` from the monitor (empty unless it keeps them)
     paper: dict[str, Any] | None = None
     """SafeManip's own verdict (``paper_metric`` episode rule, else ``None``):
     ``violated`` (its primary verdict: the main formula over the whole trace)
@@ -284,7 +284,14 @@ kept, so it runs once per this many chunks."""
 class Monitor:
     """Runs the instances of an :class:`InstanceSet` over ``batch`` rollouts."""
 
-    def __init__(self, instance_set: InstanceSet, batch: int = 1, cache_dir: str | Path | None = None) -> None:
+    def __init__(self, instance_set: InstanceSet, batch: int = 1, cache_dir: str | Path | None = None,
+                 keep_episodes: bool = True) -> None:
+        """``keep_episodes``: keep every closed episode for the results of
+        :meth:`finish` (``InstanceResult.episodes``).  A live monitor whose
+        rollout may run for hours passes ``False``: the counts stay exact, each
+        episode is published as it opens and closes, and memory stays flat
+        (an endless rollout would otherwise keep every episode it ever had)."""
+        self.keep_episodes = keep_episodes
         self.instance_set = instance_set
         self.unsupported: dict[str, tuple[str, ...]] = dict(instance_set.unsupported)
         """Instances not run in this configuration → the predicates nothing grounds."""
@@ -459,9 +466,10 @@ class Monitor:
                 ds, bs = np.nonzero(closed)
                 starts = self.open_start[ds, bs]
                 self.unsafe[ds, bs] += t[bs] - starts + 1
-                self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
-                if len(self._episode_chunks) >= _COMPACT_CHUNKS:
-                    self._compact_chunks()
+                if self.keep_episodes:
+                    self._episode_chunks.append((ds, bs, starts.copy(), t[bs], np.ones(bs.size, bool)))
+                    if len(self._episode_chunks) >= _COMPACT_CHUNKS:
+                        self._compact_chunks()
                 closed_at = (bs, ds, starts)
                 self.open_start = np.where(closed, -1, self.open_start)
         self.frames += act
@@ -495,7 +503,7 @@ class Monitor:
                 self.violations[ds[~keep], bs[~keep]] -= 1
                 ds, bs, starts, length = ds[keep], bs[keep], starts[keep], length[keep]
             self.unsafe[ds, bs] += length
-            self._episode_chunks.append((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
+            self._keep((ds, bs, starts.copy(), last[bs], np.zeros(bs.size, bool)))
         # A restarted M that failed on the closing frame T-1 (false is a sink)
         # counts as a one-frame, unrecovered episode at T-1 (unless the rule says not).
         failed = ~violated & (labels == _FALSE) & has_frames & self._count_failed[:, None]
@@ -503,14 +511,14 @@ class Monitor:
             ds, bs = np.nonzero(failed)
             self.violations[ds, bs] += 1
             self.unsafe[ds, bs] += 1
-            self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
+            self._keep((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         obligation = ~violated & ~fresh & (labels == _PF) & has_frames
         strong = obligation & self._strong[:, None]
         if strong.any():
             ds, bs = np.nonzero(strong)
             self.violations[ds, bs] += 1
             self.unsafe[ds, bs] += 1
-            self._episode_chunks.append((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
+            self._keep((ds, bs, last[bs], last[bs], np.zeros(bs.size, bool)))
         pending = obligation & ~self._strong[:, None]
         with gc_paused():
             return self._finish_results(ending, pending, out, paper)
@@ -572,6 +580,11 @@ class Monitor:
             out.extend(dict(zip(names, map(counts.__getitem__, cols)))
                        for names, cols in zip(self._needs_names, self._needs_lists))
         return out
+
+    def _keep(self, chunk: tuple[np.ndarray, ...]) -> None:
+        """Episodes (instances, rollouts, starts, ends, recovered) for the results, when kept."""
+        if self.keep_episodes:
+            self._episode_chunks.append(chunk)
 
     def _compact_chunks(self) -> None:
         """Merge the closed-episode chunks into one (33 bytes an episode).  A
@@ -721,7 +734,7 @@ class Monitor:
         if g_c.size:
             d_c, b_c = np.divmod(g_c, b)
             np.add.at(self.unsafe, (d_c, b_c + lo), t_c - starts + 1)
-            self._episode_chunks.append((d_c, b_c + lo, starts, t_c, np.ones(g_c.size, bool)))
+            self._keep((d_c, b_c + lo, starts, t_c, np.ones(g_c.size, bool)))
         unmatched = np.ones(g_o.size, bool)
         unmatched[match] = False
         d_u, b_u = np.divmod(g_o[unmatched], b)

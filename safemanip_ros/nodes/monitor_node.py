@@ -136,8 +136,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _build(self) -> Monitor:
         p = self.get_parameter
         only = [x for x in p('only').value if x]
+        # Live episodes may run for hours: counts only (each episode is published as an event).
         monitor = build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
-                                float(p('rate_hz').value), strict=bool(p('strict').value))
+                                float(p('rate_hz').value), strict=bool(p('strict').value), keep_episodes=False)
         for inst, missing in sorted(monitor.unsupported.items()):
             self.get_logger().warning(f'unsupported, not run: {inst} (nothing in {p("robot_config").value} grounds '
                                       f'{", ".join(missing)})')
