@@ -82,6 +82,18 @@ def enable_realtime(priority: int = DEFAULT_PRIORITY, lock_memory: bool = True) 
     return _remember(state)
 
 
+def announce(state: RealtimeState, program: str, source: str) -> None:
+    """What :func:`enable_realtime` did, in one format wherever it was asked
+    for (``safemanip run --realtime``, ``SAFEMANIP_REALTIME_PRIORITY`` of a
+    node's executable): each warning on stderr as ``PROGRAM: warning:
+    real-time (SOURCE): ...``, and the scheduling in effect on stdout."""
+    for warning in state.warnings:
+        print(f'{program}: warning: real-time ({source}): {warning}', file=sys.stderr, flush=True)
+    if state.scheduled:
+        print(f'{program}: real-time ({source}): SCHED_FIFO priority {state.priority}'
+              f'{", memory locked" if state.memory_locked else ""}', flush=True)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)
 

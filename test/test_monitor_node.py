@@ -6,54 +6,34 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-import rclpy
 from conftest import REPO
 from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import RELIABLE, call_service, node_process, ros_node, spin_until
 from std_srvs.srv import Trigger
 
 from safemanip_ros.cli.watch import VerdictBoard
 from safemanip_ros.msg import MonitorMetrics, MonitorStatus, VerdictArray, ViolationEvent
 from safemanip_ros.nodes.conversions import predicate_array
 
-RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
 
 
 @pytest.fixture
 def monitor_proc(tmp_path):
-    args = [str(Path(sys.executable).parent / 'monitor'), '--ros-args',
-            '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
-            '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
-            '-p', 'only:=[reach_in_fixture_only_when_fully_open, no_forbidden_contact]',
-            '-p', 'metrics_period_s:=0.2']
-    # A log file, not a pipe: a full pipe would block the node.
-    proc = subprocess.Popen(args, stdout=open(tmp_path / 'monitor.log', 'w'), stderr=subprocess.STDOUT, text=True)
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with node_process('monitor', '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                      '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
+                      '-p', 'only:=[reach_in_fixture_only_when_fully_open, no_forbidden_contact]',
+                      '-p', 'metrics_period_s:=0.2', log=tmp_path / 'monitor.log') as proc:
+        yield proc
 
 
 def _call(node, executor, srv_type, name, request, timeout_s=30.0):
-    client = node.create_client(srv_type, name)
-    assert client.wait_for_service(timeout_sec=timeout_s), f'{name} not available'
-    future = client.call_async(request)
-    deadline = time.monotonic() + timeout_s
-    while not future.done() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-    assert future.done(), f'{name} did not answer'
-    return future.result()
+    return call_service(node, executor, srv_type, name, request, timeout_s)
 
 
 def _configure_and_activate(node, executor) -> None:
@@ -66,14 +46,8 @@ def _configure_and_activate(node, executor) -> None:
 @pytest.fixture
 def client():
     """A test node in its own context, with an executor; shut down afterwards."""
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('monitor_node_test', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    yield node, ex
-    node.destroy_node()
-    rclpy.shutdown(context=ctx)
+    with ros_node('monitor_node_test') as pair:
+        yield pair
 
 
 def test_monitor_node_end_to_end(monitor_proc, client):
@@ -90,13 +64,7 @@ def test_monitor_node_end_to_end(monitor_proc, client):
               'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
 
     def spin_publish(cond, timeout_s=30.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            pub.publish(predicate_array(frames, time.time_ns(), 'test'))
-            ex.spin_once(timeout_sec=0.02)
-            if cond():
-                return True
-        return False
+        return spin_until(ex, cond, timeout_s, each=lambda: pub.publish(predicate_array(frames, time.time_ns(), 'test')))
 
     assert spin_publish(lambda: len(verdicts) > 3 and status and diags)
     board = VerdictBoard()
@@ -157,10 +125,8 @@ def test_monitor_node_unknown_when_nothing_published(monitor_proc, client):
     status = []
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
     _configure_and_activate(node, ex)
-    deadline = time.monotonic() + 30
-    while not status and time.monotonic() < deadline:
-        ex.spin_once(timeout_sec=0.05)
-    assert status and 'forbidden_contact' in status[-1].unknown_predicates
+    assert spin_until(ex, lambda: bool(status))
+    assert 'forbidden_contact' in status[-1].unknown_predicates
     assert status[-1].instances == 3
 
 
@@ -176,15 +142,11 @@ def test_late_inputs_open_no_violation_while_arming(monitor_proc, client):
     pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
     _configure_and_activate(node, ex)
     unknown = {'forbidden_contact': None, 'reach_in_microwave': None, 'fixture_fully_open_microwave': None}
-    end = time.monotonic() + 3.0                     # inputs arrive 3 s late: 60 frames > the 21-frame window
-    while time.monotonic() < end:
-        pub.publish(predicate_array(unknown, time.time_ns(), 'test'))
-        ex.spin_once(timeout_sec=0.02)
+    # Inputs arrive 3 s late: 60 frames > the 21-frame window (3 s of spinning, on purpose: nothing must happen).
+    spin_until(ex, lambda: False, 3.0, each=lambda: pub.publish(predicate_array(unknown, time.time_ns(), 'test')))
     assert not events and not verdicts
     assert status and all(s.state == 'arming' for s in status)
     known = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False}
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (verdicts and status[-1].state == 'active'):
-        pub.publish(predicate_array(known, time.time_ns(), 'test'))
-        ex.spin_once(timeout_sec=0.02)
+    spin_until(ex, lambda: bool(verdicts and status[-1].state == 'active'), 30.0,
+               each=lambda: pub.publish(predicate_array(known, time.time_ns(), 'test')))
     assert verdicts and status[-1].state == 'active' and not events

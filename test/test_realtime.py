@@ -81,7 +81,7 @@ def test_without_permission_one_warning_and_the_stack_still_runs(tmp_path):
     finally:
         _stop(proc)
     text = log.read_text()
-    warnings = [line for line in text.splitlines() if 'warning: --realtime' in line]
+    warnings = [line for line in text.splitlines() if 'safemanip run: warning: real-time (--realtime):' in line]
     assert any('SCHED_FIFO priority 20 not permitted' in w and 'CAP_SYS_NICE' in w for w in warnings), text
     assert 'Traceback' not in text and proc.returncode == 0, text
 

@@ -6,7 +6,6 @@ profiles, each result asserted; the batch and live paths give the same."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -237,58 +236,31 @@ def test_the_live_monitor_node_judges_episodes_by_its_profile(tmp_path, profile,
     dropped without a release (it leaves the gripper as the grasp ends) opens
     an episode whose recovery already holds on that frame; the default closes
     it there, SafeManip's rule one frame later."""
-    import subprocess
-    import sys
     import time
 
-    import rclpy
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from ros_helpers import RELIABLE, node_process, ros_node, spin_until
 
     from safemanip_ros.msg import ViolationEvent
     from safemanip_ros.nodes.conversions import predicate_array
     from safemanip_ros.resources import profile_suites
 
-    suite = profile_suites(profile)[0]
-    log = open(tmp_path / 'monitor.log', 'w')
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'monitor'), '--ros-args',
-                             '-p', f'properties:=[{suite}]',
-                             '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
-                             '-p', 'only:=[dropped_object_was_released]', '-p', 'autostart:=true'],
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('compat_live_test', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    try:
-        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+    log = tmp_path / 'monitor.log'
+    with node_process('monitor', '-p', f'properties:=[{profile_suites(profile)[0]}]',
+                      '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}',
+                      '-p', 'only:=[dropped_object_was_released]', '-p', 'autostart:=true', log=log), \
+            ros_node('compat_live_test') as (node, ex):
         events: list = []
-        node.create_subscription(ViolationEvent, 'violations', events.append, reliable)
-        pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', reliable)
+        node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+        pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
         frames = {'object_grasped_raw_mug': True, 'object_left_gripper_mug': False, 'gripper_opening': False}
 
-        def publish_for(seconds: float, until=lambda: False) -> bool:
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                pub.publish(predicate_array(frames, time.time_ns(), 'test'))
-                ex.spin_once(timeout_sec=0.02)
-                if until():
-                    return True
-            return False
+        def publish() -> None:
+            pub.publish(predicate_array(frames, time.time_ns(), 'test'))
 
-        publish_for(3.0)                                   # grasped (the debounce needs 5 frames)
+        spin_until(ex, lambda: False, 3.0, each=publish)      # grasped (the debounce needs 5 frames)
         frames.update(object_grasped_raw_mug=False, object_left_gripper_mug=True)
-        assert publish_for(60.0, lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events)), \
-            (tmp_path / 'monitor.log').read_text()[-2000:]
-        closed = [e for e in events if e.event == ViolationEvent.EVENT_CLOSED]
-        assert closed[0].instance == 'dropped_object_was_released[object=mug]' and closed[0].recovered
-        assert closed[0].end_frame - closed[0].start_frame == closes_after_frames
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        assert spin_until(ex, lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events), 60.0,
+                          each=publish), log.read_text()[-2000:]
+    closed = [e for e in events if e.event == ViolationEvent.EVENT_CLOSED]
+    assert closed[0].instance == 'dropped_object_was_released[object=mug]' and closed[0].recovered
+    assert closed[0].end_frame - closed[0].start_frame == closes_after_frames

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import ros_node, spin_until
 
 from safemanip_ros.msg import PredicateArray
 from safemanip_ros.nodes.conversions import predicate_values
@@ -20,24 +19,18 @@ pytestmark = pytest.mark.ros
 def test_trace_player_publishes_every_step(tmp_path: Path):
     trace = tmp_path / 'trace.jsonl'
     trace.write_text('["a"]\n{"a": false, "b": true}\n["a", "b"]\n')
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('trace_player_test', context=ctx)
     got: list[dict] = []
-    node.create_subscription(PredicateArray, 'predicates', lambda m: got.append((m.seq, predicate_values(m))),
-                             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
-    executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    executor.add_node(node)
     proc = subprocess.Popen([str(Path(sys.executable).parent / 'trace_player'), '--ros-args', '-p',
-                             f'trace_file:={trace}', '-p', 'rate_hz:=5.0', '-p', 'wait_for_subscribers:=1'], stderr=subprocess.PIPE, text=True)
+                             f'trace_file:={trace}', '-p', 'rate_hz:=5.0', '-p', 'wait_for_subscribers:=1'],
+                            stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while len(got) < 3 and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
-        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+        with ros_node('trace_player_test') as (node, executor):
+            node.create_subscription(PredicateArray, 'predicates',
+                                     lambda m: got.append((m.seq, predicate_values(m))),
+                                     QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+            spin_until(executor, lambda: len(got) >= 3)
+            assert proc.wait(timeout=30) == 0, proc.stderr.read()
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
         if proc.poll() is None:
             proc.kill()
     assert got == [(0, {'a': True, 'b': False}), (1, {'a': False, 'b': True}), (2, {'a': True, 'b': True})]

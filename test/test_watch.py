@@ -8,40 +8,34 @@ import time
 from pathlib import Path
 
 import pytest
-import rclpy
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from conftest import wait_for
+from ros_helpers import RELIABLE, ros_node
 
 from safemanip_ros.msg import SupervisorAction, Verdict, VerdictArray, ViolationEvent
 
-RELIABLE = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
 
 
 def test_watch_once_snapshot():
     proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '30'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('watch_test', context=ctx)
-    vp = node.create_publisher(VerdictArray, 'verdicts', RELIABLE)
-    ep = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
-    ap = node.create_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
     try:
-        deadline = time.monotonic() + 30
-        # Every publisher must be matched, or a volatile message can be lost.
-        while min(p.get_subscription_count() for p in (vp, ep, ap)) == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        ep.publish(ViolationEvent(event=0, instance='grasp_remains_synced_until_dropped[object=mug]', start_frame=45,
-                                  end_frame=45))
-        ap.publish(SupervisorAction(action=SupervisorAction.ACTION_PAUSE, reason='violation of grasp', success=True))
-        time.sleep(0.2)
-        vp.publish(VerdictArray(frame=46, verdicts=[
-            Verdict(instance='grasp_remains_synced_until_dropped[object=mug]', verdict=0, mode=1),
-            Verdict(instance='no_forbidden_contact', verdict=3, mode=0)]))
-        out, err = proc.communicate(timeout=30)
+        with ros_node('watch_test') as (node, _):
+            vp = node.create_publisher(VerdictArray, 'verdicts', RELIABLE)
+            ep = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+            ap = node.create_publisher(SupervisorAction, 'supervisor_actions', RELIABLE)
+            # Every publisher must be matched, or a volatile message can be lost.
+            assert wait_for(lambda: min(p.get_subscription_count() for p in (vp, ep, ap)) > 0, 30.0)
+            ep.publish(ViolationEvent(event=0, instance='grasp_remains_synced_until_dropped[object=mug]',
+                                      start_frame=45, end_frame=45))
+            ap.publish(SupervisorAction(action=SupervisorAction.ACTION_PAUSE, reason='violation of grasp',
+                                        success=True))
+            time.sleep(0.2)
+            vp.publish(VerdictArray(frame=46, verdicts=[
+                Verdict(instance='grasp_remains_synced_until_dropped[object=mug]', verdict=0, mode=1),
+                Verdict(instance='no_forbidden_contact', verdict=3, mode=0)]))
+            out, err = proc.communicate(timeout=30)
     finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE
@@ -158,16 +157,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _realtime(priority: int) -> None:
-    from ..realtime import enable_realtime
+    from ..realtime import announce, enable_realtime
     try:
         state = enable_realtime(priority)
     except ValueError as exc:
         raise SafemanipError(f'--realtime: {exc}') from None
-    for warning in state.warnings:
-        print(f'safemanip run: warning: --realtime: {warning}', file=sys.stderr, flush=True)
-    if state.scheduled:
-        print(f'safemanip run: real-time: SCHED_FIFO priority {priority}'
-              f'{", memory locked" if state.memory_locked else ""}', flush=True)
+    announce(state, 'safemanip run', '--realtime')
 
 
 def _param(key: str, value) -> str:

@@ -34,7 +34,7 @@ from ..ltlf.cache import compile_cached
 from ..ltlf.dfa import DFA
 from ..ltlf.verdict import Verdict
 from ..specrl.families import LETTERS, is_finite
-from ..specrl.metrics import conjuncts
+from ..specrl.metrics import advance_rounds, conjuncts
 
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))      # up, right, down, left (row, column)
 
@@ -166,16 +166,15 @@ class GreedyPolicy:
     def reset(self, obs: np.ndarray | None, info: dict) -> None:
         self.state = self.dfa.initial
         self.part_states = [dfa.initial for dfa, _, _ in self.parts]
-        self.met = [False] * len(self.parts)
+        self.met = np.zeros((1, len(self.parts)), bool)      # conjuncts met this round (specrl.metrics)
         self._fresh = True
 
     def _observe(self, props: set[str]) -> None:
         self.state = self.dfa.step(self.state, self.dfa.letter(props))
         for j, (dfa, _, _) in enumerate(self.parts):
             self.part_states[j] = dfa.step(self.part_states[j], dfa.letter(props))
-            self.met[j] = self.met[j] or dfa.accepting[self.part_states[j]]
-        if self.met and all(self.met):
-            self.met = [False] * len(self.parts)         # a round completed
+        reached = np.array([[dfa.accepting[s] for (dfa, _, _), s in zip(self.parts, self.part_states)]], bool)
+        advance_rounds(self.met, reached.reshape(1, len(self.parts)))
 
     def _targets(self, dead: set[str]) -> set[str]:
         s = self.state
@@ -184,7 +183,7 @@ class GreedyPolicy:
             return {x for x in self.letters if x not in dead and d[self.moves[x][s]] < d[s]}
         out = set()
         for j, (_, moves, d) in enumerate(self.parts):
-            if not self.met[j]:
+            if not self.met[0, j]:
                 ps = self.part_states[j]
                 out |= {x for x in self.letters if x not in dead and d[moves[x][ps]] < d[ps]}
         return out

@@ -85,7 +85,7 @@ def _run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
 def realtime_from_environment(name: str) -> bool:
     """Apply ``SAFEMANIP_REALTIME_PRIORITY`` (unset, empty or 0: nothing) before
     ROS starts; False (after one line) when its value is not a priority."""
-    from ..realtime import enable_realtime
+    from ..realtime import announce, enable_realtime
     value = os.environ.get('SAFEMANIP_REALTIME_PRIORITY', '').strip()
     if value in ('', '0'):
         return True
@@ -94,8 +94,7 @@ def realtime_from_environment(name: str) -> bool:
     except ValueError as exc:
         print(f'{name}: error: SAFEMANIP_REALTIME_PRIORITY={value!r}: {exc}', file=sys.stderr)
         return False
-    for warning in state.warnings:
-        print(f'{name}: warning: real-time: {warning}', file=sys.stderr, flush=True)
+    announce(state, name, 'SAFEMANIP_REALTIME_PRIORITY')
     return True
 
 

@@ -77,6 +77,21 @@ def conjuncts(formula: str) -> list[str]:
     return out
 
 
+def advance_rounds(met: np.ndarray, reached: np.ndarray, counting: np.ndarray | None = None) -> np.ndarray:
+    """One step of the accepting-visit rounds (module docstring), in place:
+    ``met`` (``bool[n, k]``, the conjuncts met since the last visit) gains
+    ``reached`` (the conjuncts whose DFA accepts after this step); a row with
+    every conjunct met completes a round — where ``counting`` (default every
+    row) allows — and starts the next.  Returns the rows that completed one.
+    The evaluator counts the rounds; the greedy policy steers by what is left."""
+    met |= reached
+    done = np.asarray(met.all(axis=1), bool)
+    if counting is not None:
+        done = np.logical_and(done, counting)
+    met[done] = False
+    return done
+
+
 def outcomes(table: StepTable, letters: Sequence[np.ndarray], finite: bool,
              parts: Sequence[tuple[StepTable, Sequence[np.ndarray]]] = ()) -> list[Outcome]:
     """Each trajectory's :class:`Outcome` (``letters``: per trajectory, its
@@ -110,13 +125,11 @@ def outcomes(table: StepTable, letters: Sequence[np.ndarray], finite: bool,
         lab = labels[state]
         undecided = (first_false < 0) & live
         if part_grids:
+            reached = np.zeros_like(met)
             for j, (ptable, g, pstate) in enumerate(part_grids):
                 pstate[:] = np.where(live, ptable.step_many(pstate, g[:, t]), pstate)
-                met[:, j] |= ptable.accepting[pstate]
-            lab_false = lab == Verdict.FALSE
-            done = met.all(axis=1) & undecided & ~lab_false
-            visits += done
-            met[done] = False
+                reached[:, j] = ptable.accepting[pstate]
+            visits += advance_rounds(met, reached, undecided & (lab != Verdict.FALSE))
         else:
             visits += undecided & accepting[state]
         first_true = np.where((first_true < 0) & undecided & (lab == Verdict.TRUE), t, first_true)
