@@ -77,6 +77,8 @@ def main() -> int:
     ap.add_argument('--report-s', type=float, default=30.0)
     ap.add_argument('--quick', action='store_true', help='1 minute, 200 instances (smoke test)')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
+    ap.add_argument('--no-record', action='store_true',
+                    help='without the recorder (to tell its share of the RSS slope from the rest of the stack)')
     ap.add_argument('--profile', metavar='FILE', help='run the stack under cProfile, its statistics to FILE')
     ap.add_argument('--memtrace', metavar='FILE', help='run the stack under tracemalloc (bench/memtrace.py): what '
                                                        'grew most, per hour, rewritten to FILE every minute')
@@ -100,7 +102,8 @@ def main() -> int:
         under = [sys.executable, str(Path(__file__).resolve().parent / 'memtrace.py'), args.memtrace, '--']
     stack = subprocess.Popen([*under, str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--properties', str(suite),
-                              '--no-camera', '--no-supervisor', '--bag', str(bag), '--reliable-inputs',
+                              '--no-camera', '--no-supervisor', '--reliable-inputs',
+                              *(['--no-record'] if args.no_record else ['--bag', str(bag)]),
                               *(['--realtime'] if args.realtime else []), '--ros-args', '-p', f'rate_hz:={RATE_HZ}'],
                              stdout=log, stderr=subprocess.STDOUT)
     rclpy.init()
@@ -130,7 +133,8 @@ def main() -> int:
         t0 = time.monotonic()
         next_tick, next_report = t0, t0
         print(f'== bench_soak: {args.minutes:g} min at {RATE_HZ:g} Hz, {status[-1].instances} property instances, '
-              f'recording to {bag}{", --realtime" if args.realtime else ""}', flush=True)
+              f'{"not recording" if args.no_record else f"recording to {bag}"}'
+              f'{", --realtime" if args.realtime else ""}', flush=True)
         end = t0 + args.minutes * 60
         while time.monotonic() < end:
             now = time.monotonic()

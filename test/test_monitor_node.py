@@ -150,3 +150,40 @@ def test_late_inputs_open_no_violation_while_arming(monitor_proc, client):
     spin_until(ex, lambda: bool(verdicts and status[-1].state == 'active'), 30.0,
                each=lambda: pub.publish(predicate_array(known, time.time_ns(), 'test')))
     assert verdicts and status[-1].state == 'active' and not events
+
+
+def test_a_long_run_makes_no_timers_per_frame():
+    """The frame builder is one timer reset each tick, and a destroyed timer
+    leaves rclpy's callback-group bookkeeping: at 200 Hz the node's
+    callback group holds as many entities after 400 frames as after 100
+    (one timer a frame once grew it by 360,000 entries an hour)."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    # The node takes the default context, in a namespace of its own.
+    rclpy.init(args=['--ros-args', '-r', '__ns:=/timer_count_test', '-p', 'rate_hz:=200.0',
+                     '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                     '-p', 'only:=[no_forbidden_contact]'])
+    try:
+        monitor = MonitorNode()
+        ex = SingleThreadedExecutor()
+        ex.add_node(monitor)
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        group = monitor.default_callback_group
+
+        def frames() -> int:
+            return int(monitor._frames_total)
+        assert spin_until(ex, lambda: frames() >= 100, 60)
+        size = len(group.entities)
+        assert spin_until(ex, lambda: frames() >= 400, 60)
+        assert len(group.entities) == size, (size, len(group.entities))
+        # Timers made and destroyed by hand (the phase lock's early tick) leave nothing either.
+        for _ in range(50):
+            monitor.destroy_timer(monitor.create_timer(10.0, lambda: None))
+        assert len(group.entities) == size
+        monitor.trigger_deactivate()
+        monitor.destroy_node()
+    finally:
+        rclpy.try_shutdown()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import weakref
 from collections import Counter
 from typing import Any, Callable
 
@@ -116,6 +117,14 @@ class CallbackGuard:
         name = getattr(callback, '__name__', 'timer')
         return super().create_timer(  # type: ignore[misc]
             timer_period_sec, self._guarded(callback, f'timer {name}'), *args, **kwargs)
+
+    def destroy_timer(self, timer):  # type: ignore[no-untyped-def]
+        # rclpy keeps a weak reference to every timer in its callback group and never drops it:
+        # timers made and destroyed over a long run would grow that set without bound.
+        group = getattr(timer, 'callback_group', None)
+        if group is not None:
+            group.entities.discard(weakref.ref(timer))
+        return super().destroy_timer(timer)  # type: ignore[misc]
 
     def create_service(self, srv_type, srv_name, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
         return super().create_service(  # type: ignore[misc]

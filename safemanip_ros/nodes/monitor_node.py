@@ -113,6 +113,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pending: collections.deque = collections.deque()
         self._drain_warned = False
         self._frame_timer = None
+        self._frame_pending = False
         self._sources: list = []        # in-process grounding nodes sampled at each frame (safemanip run)
         self._listeners: list = []      # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
@@ -185,6 +186,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         period_s = 1.0 / float(self.get_parameter('rate_hz').value)
         self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
         self._timer = self.create_timer(period_s, self._tick)
+        # The one-shot frame builder, made once and reset each tick (a timer made and destroyed
+        # every frame grows rclpy's callback-group bookkeeping by 100 entries a second).
+        self._frame_timer = self.create_timer(0.0, self._build_frames)
+        self._frame_timer.cancel()
+        self._frame_pending = False
         # Under /clock the simulator's clock drives the ticks, its state already out: no phase to fix.
         sim_time = bool(self.get_parameter('use_sim_time').value)
         self._phase = PhaseLock(period_s) if self.get_parameter('phase_lock').value and not sim_time else None
@@ -194,6 +200,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._timer is not None:
             self.destroy_timer(self._timer)
             self._timer = None
+        if self._frame_timer is not None:
+            self.destroy_timer(self._frame_timer)
+            self._frame_timer = None
         self._end_episode()
         return super().on_deactivate(state)
 
@@ -285,16 +294,17 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
             self._overruns += 1
         self._last_tick = t0
-        if self._frame_timer is None:
+        if self._frame_timer is not None and not self._frame_pending:
             # One hop: the executor runs timers before the subscriptions that
             # became ready with them (a grounding node's input among them).  The
             # frame is built by a one-shot timer, after those callbacks ran.
-            self._frame_timer = self.create_timer(0.0, self._build_frames)
+            self._frame_pending = True
+            self._frame_timer.reset()
 
     def _build_frames(self) -> None:
         if self._frame_timer is not None:
-            self.destroy_timer(self._frame_timer)
-            self._frame_timer = None
+            self._frame_timer.cancel()
+        self._frame_pending = False
         mon = self.monitor
         if mon is None or not self._episode:
             return
