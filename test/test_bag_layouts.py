@@ -220,7 +220,11 @@ def test_payloads_from_real_dds_decode_like_rosbags():
         node.destroy_node()
         rclpy.shutdown(context=context)
         echo.terminate()
-        echo.wait(timeout=10)
+        try:
+            echo.wait(timeout=60)          # a loaded machine can take long to stop a DDS participant
+        except subprocess.TimeoutExpired:
+            echo.kill()
+            echo.wait()
     ts = typestore()
     for msgtype, raws in received.items():
         conn = type('Conn', (), {'msgtype': msgtype, 'topic': TOPIC[msgtype]})()
