@@ -405,9 +405,13 @@ def test_bridge_serves_follow_joint_trajectory_and_a_cancel_holds(tmp_path):
         assert spin_until(canceled.done) and len(canceled.result().goals_canceling) == 1
         result = handle.get_result_async()
         assert spin_until(result.done) and result.result().status == GoalStatus.STATUS_CANCELED
+        # The arm settles on the held position within a few simulated steps; the samples this
+        # process has seen by now may still be older than the cancel on a loaded machine.
+        t_cancel = latest['t']
+        assert spin_until(lambda: latest['t'] - t_cancel >= 0.5)
         t0, q0 = latest['t'], latest['q'][arm[0]]
         assert spin_until(lambda: latest['t'] - t0 >= 1.0)
-        # Held: the joint moves less in the next simulated second than the goal moved it in 0.05 s.
+        # Held: the joint moves less in the next simulated second than the goal moved it in 0.1 s.
         assert abs(latest['q'][arm[0]] - q0) < 0.01, (q0, latest['q'][arm[0]])
         # A goal without the arm's joints is rejected, as the real controller does.
         bad = FollowJointTrajectory.Goal()
