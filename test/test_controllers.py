@@ -128,8 +128,9 @@ def violation(node) -> Callable[[int], None]:
     return send
 
 
-def start_goal(node, action: str):
-    client = ActionClient(node, FollowJointTrajectory, action)
+def start_goal(client: ActionClient):
+    """A goal sent by ``client`` (made before the spinning thread starts: rclpy's ActionClient
+    joins its node before it has its lock, and a spinning executor can meet it half made)."""
     assert client.wait_for_server(timeout_sec=20)
     goal = FollowJointTrajectory.Goal()
     goal.trajectory.joint_names = ['j1']
@@ -149,10 +150,11 @@ def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
     node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
     arm = Arm(node, action, cancel)
     send = violation(node)
+    client = ActionClient(node, FollowJointTrajectory, action)
     thread.start()
     sup.trigger_configure()
     sup.trigger_activate()
-    client, handle = start_goal(node, action)
+    client, handle = start_goal(client)
     assert wait_for(lambda: arm.moving and sup._controllers[0].moving_goals == 1 and sup._history.latest() is not None)
     q_before = arm.q
     t0 = time.monotonic()
