@@ -30,6 +30,15 @@ def frames_from_strings(predicates: list[str], signals: dict[str, str]) -> tuple
     return values, unknown
 
 
+def span_signal(length: int, *spans: tuple[int, int]) -> str:
+    """A 0/1 signal of ``length`` frames, true on the inclusive ``spans`` (clipped to the trace)."""
+    sig = ['0'] * length
+    for a, b in spans:
+        for t in range(a, min(b, length - 1) + 1):
+            sig[t] = '1'
+    return ''.join(sig)
+
+
 def run_signals(iset, signals: dict[str, str]) -> RolloutResult:
     monitor = Monitor(iset)
     values, unknown = frames_from_strings(monitor.predicates, signals)

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 from conftest import REPO, run_cli
-from monitor_helpers import run_live, run_signals
+from monitor_helpers import run_live, run_signals, span_signal
 
 from safemanip_ros.errors import SafemanipError
 from safemanip_ros.spec.ontology import load_ontology, scene_from_mapping
@@ -25,14 +25,7 @@ SUITES = {'default': load_suite(REPO / 'config' / 'properties' / 'safemanip.yaml
 
 
 def signals(case: dict) -> dict[str, str]:
-    out = {}
-    for name, spans in case['signals'].items():
-        sig = ['0'] * case['frames']
-        for a, b in spans:
-            for t in range(a, b + 1):
-                sig[t] = '1'
-        out[name] = ''.join(sig)
-    return out
+    return {name: span_signal(case['frames'], *spans) for name, spans in case['signals'].items()}
 
 
 def result(profile: str, case: dict):
@@ -94,14 +87,13 @@ def random_trace(rng) -> dict[str, str]:
     for name in RANDOM_PREDICATES:
         if rng.random() < 0.35:
             continue
-        sig = ['0'] * length
+        spans = []
         for _ in range(int(rng.integers(0, 5))):
             a = int(rng.integers(0, length))
             w = int(rng.choice([1, 2, 3, rng.integers(4, 12), rng.integers(8, 25), rng.integers(18, 40),
                                 rng.integers(90, 130)]))
-            for t in range(a, min(length, a + w)):
-                sig[t] = '1'
-        out[name] = ''.join(sig)
+            spans.append((a, a + w - 1))
+        out[name] = span_signal(length, *spans)
     return out
 
 

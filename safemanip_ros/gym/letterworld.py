@@ -174,7 +174,7 @@ class GreedyPolicy:
         for j, (dfa, _, _) in enumerate(self.parts):
             self.part_states[j] = dfa.step(self.part_states[j], dfa.letter(props))
         reached = np.array([[dfa.accepting[s] for (dfa, _, _), s in zip(self.parts, self.part_states)]], bool)
-        advance_rounds(self.met, reached.reshape(1, len(self.parts)))
+        advance_rounds(self.met, reached)
 
     def _targets(self, dead: set[str]) -> set[str]:
         s = self.state

@@ -315,6 +315,7 @@ class Monitor:
         self._count_failed = np.array([i.rules.count_failed_restart_at_end for i in self.instances], dtype=bool)
         self._drop_open = np.array([i.rules.drop_open_shorter_than_frames for i in self.instances], dtype=np.int64)
         self._paper = np.array([i.rules.paper_metric for i in self.instances], dtype=bool)
+        self._paper_on = bool(self._paper.any())         # read every frame: not recomputed there
         self._paper_cols = np.array([program.column_of_name(i.rules.paper_timeout) if i.rules.paper_timeout
                                      else TRUE_COL for i in self.instances], dtype=np.intp)
         self._pred_col = np.array([program.index[p] for p in self.predicates], dtype=np.intp)
@@ -440,7 +441,7 @@ class Monitor:
         self.program.evaluate(v)
         trig = v[self.trigger_cols]
         self.triggers += trig if all_active else trig & act
-        if self._paper.any():
+        if self._paper_on:
             self.paper_seen |= v[self._paper_cols] & act
         t = self.frames.copy()
 
@@ -492,7 +493,7 @@ class Monitor:
         last = self.frames - 1
         has_frames = ((self.frames > 0) & ending)[None, :]
         open_eps = violated & has_frames
-        paper = self._paper_verdicts(labels, open_eps, has_frames) if self._paper.any() else None
+        paper = self._paper_verdicts(labels, open_eps, has_frames) if self._paper_on else None
         if open_eps.any():
             ds, bs = np.nonzero(open_eps)
             starts = self.open_start[ds, bs]
@@ -557,7 +558,7 @@ class Monitor:
         if paper is None:
             papers: Iterator[dict[str, Any] | None] = repeat(None)
         else:
-            flags = np.repeat(self._paper[None, :], n, axis=0).ravel().tolist()
+            flags = np.tile(self._paper, n).tolist()
             papers = iter([{'violated': v, 'exposure_frames': x} if on else None for on, v, x in zip(
                 flags, paper[0][:, rollouts].T.ravel().tolist(), paper[1][:, rollouts].T.ravel().tolist())])
         fields = zip(*heads, *counts[:4], np.repeat(frames, D).tolist(), counts[4],
@@ -681,11 +682,10 @@ class Monitor:
         trig = np.empty((D, b, T), bool)
         by_code = mach.by_code
         code = base << 2                           # the outcome before frame 0: no events
-        paper_on = bool(self._paper.any())
         for t0, V in self._column_windows(values, unknown):
             width = V.shape[-1]
             trig[..., t0:t0 + width] = V[self.trigger_cols]
-            if paper_on:
+            if self._paper_on:
                 within = (t0 + np.arange(width))[None, :] < lengths[:, None]            # [b, width]
                 self.paper_seen[:, lo:lo + b] |= (V[self._paper_cols] & within).any(axis=-1)
             if by_code is not None:

@@ -249,7 +249,7 @@ class Program:
                 armed = x | s['armed']
                 out = armed & ~stop & (count >= _window(g))
                 # A stop ends the watch; the pulse also ends as it fires.
-                s['armed'] = armed & ~stop & ~(out if op == 'restarting_pulse' else False)
+                s['armed'] = armed & ~stop & ~out if op == 'restarting_pulse' else armed & ~stop
                 s['count'] = count
             else:  # pragma: no cover - finalize only creates the ops above
                 raise AssertionError(op)
@@ -268,8 +268,9 @@ class Program:
         debounce the same for the ends of ``window``-frame runs of true and
         of false, timeout a latch ``window`` frames back and no stop since
         (:meth:`_timeout_over_time`), the restarting timers a latch and the
-        frames since the last start (:meth:`_restarting_over_time`).  Device states are left as they were
-        (call :meth:`reset` before stepping again).  Returns ``V``."""
+        frames since the last start (:meth:`_restarting_over_time`).  Device
+        states are left as they were (call :meth:`reset` before stepping
+        again).  Returns ``V``."""
         T = V.shape[-1]
         # Frame indices (broadcast over the last axis) in the narrowest type that holds the event
         # codes of _set_last (up to 2T + 2): the running maxima are memory-bound.

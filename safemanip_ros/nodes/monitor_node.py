@@ -113,7 +113,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pending: collections.deque = collections.deque()
         self._drain_warned = False
         self._frame_timer = None
-        self._frame_pending = False
         self._sources: list = []        # in-process grounding nodes sampled at each frame (safemanip run)
         self._listeners: list = []      # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
@@ -189,8 +188,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # The one-shot frame builder, made once and reset each tick (a timer made and destroyed
         # every frame grows rclpy's callback-group bookkeeping by 100 entries a second).
         self._frame_timer = self.create_timer(0.0, self._build_frames)
-        self._frame_timer.cancel()
-        self._frame_pending = False
+        self._frame_timer.cancel()                  # reset by a tick, cancelled as it fires
         # Under /clock the simulator's clock drives the ticks, its state already out: no phase to fix.
         sim_time = bool(self.get_parameter('use_sim_time').value)
         self._phase = PhaseLock(period_s) if self.get_parameter('phase_lock').value and not sim_time else None
@@ -294,17 +292,15 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
             self._overruns += 1
         self._last_tick = t0
-        if self._frame_timer is not None and not self._frame_pending:
+        if self._frame_timer is not None and self._frame_timer.is_canceled():
             # One hop: the executor runs timers before the subscriptions that
             # became ready with them (a grounding node's input among them).  The
             # frame is built by a one-shot timer, after those callbacks ran.
-            self._frame_pending = True
             self._frame_timer.reset()
 
     def _build_frames(self) -> None:
         if self._frame_timer is not None:
             self._frame_timer.cancel()
-        self._frame_pending = False
         mon = self.monitor
         if mon is None or not self._episode:
             return

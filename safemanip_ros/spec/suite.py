@@ -26,6 +26,7 @@ binding substitutes entity ids (``object_grasped_{object}`` →
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field, replace
@@ -370,9 +371,11 @@ def restrict_to_grounded(iset: InstanceSet, grounded: Iterable[str]) -> Instance
                        iset.optional)
 
 
+@functools.lru_cache(maxsize=256)
 def _any_parts(text: str, where: str) -> tuple[str, str, dict[str, object]]:
     """(body, variable, selector) of ``any(BODY for VAR in {SELECTOR})``,
-    each checked: the body is an expression, the selector a mapping."""
+    each checked: the body is an expression, the selector a mapping (parsed
+    once per definition; callers do not change the selector)."""
     m = _ANY.match(text)
     if m is None:
         raise SpecError(f'{where}: {text!r} is not any(EXPR for VAR in {{SELECTOR}}), e.g. '
@@ -416,6 +419,7 @@ def _instantiate_one(suite: Suite, decl: PropertyDecl, binding: dict[str, str],
                 if ontology is None or scene is None:
                     raise SpecError(f'{text_where}: derived.{tname} ranges over scene entities ({text!r}); '
                                     f'give a scene and an ontology')
+                local_derived[name] = ('false', text_where)     # taken: the entities' bindings skip it
                 terms = []
                 for entity in scene.select(ontology, selector):
                     inner = {**b, var: entity}
