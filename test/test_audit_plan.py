@@ -11,7 +11,8 @@ import pytest
 
 from safemanip_ros.audit import engine
 from safemanip_ros.audit.engine import CHUNK, _source_bytes, plan_tasks
-from safemanip_ros.audit.rollouts import discover, is_bag
+from safemanip_ros.audit.rollouts import discover
+from safemanip_ros.bag import is_bag
 
 
 def _makespan(costs: list[int], workers: int) -> int:

@@ -1,6 +1,6 @@
 """Static gates, as rosbags and ROS 2 packages run them: ruff over the
 repository (errors, unused names, import order; configuration in
-pyproject.toml) and mypy --strict over the pure core (ltlf, spec, monitor, bag, supervisor)."""
+pyproject.toml) and mypy --strict over every package of safemanip_ros."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_ruff():
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
 
-def test_mypy_strict_on_the_core():
+def test_mypy_strict_on_every_package():
     proc = subprocess.run([sys.executable, '-m', 'mypy', '--no-incremental'], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]

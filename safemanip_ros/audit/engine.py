@@ -33,21 +33,25 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
 from ..atomic_file import write_text_atomically
+from ..bag import is_bag
 from ..errors import SafemanipError
 from ..gc_pause import gc_paused
 from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
-from ..monitor.core import Monitor
+from ..monitor.core import Monitor, RolloutResult
 from ..spec.suite import InstanceSet
 from .report import timeline_fields, timeline_svg
-from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, is_bag, read_bag, read_jsonl
+from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, read_bag, read_jsonl
 from .schema import SourceResult
 from .stored import detached
+
+if TYPE_CHECKING:
+    from ..grounding.config import RobotConfig
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ def unsupported_instances(cfg: AuditConfig) -> dict[str, tuple[str, ...]]:
 
 
 @functools.lru_cache(maxsize=4)
-def _robot(path: str):
+def _robot(path: str) -> RobotConfig | None:
     if not path:
         return None
     from ..grounding.config import load_robot_config
@@ -170,7 +174,7 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
 
 def audit_sources(paths: list[str], cfg: AuditConfig,
                   store: tuple[str, dict[str, tuple[str, str | None]]] | None = None,
-                  detach_timelines: bool = False) -> list[tuple[str, dict | None, str | None]]:
+                  detach_timelines: bool = False) -> list[tuple[str, dict[str, Any] | None, str | None]]:
     """Monitor every episode of several sources in one batch (one numpy
     operation steps all of them); per source a result or the reason it
     failed.  ``store``: (output folder, path → (file name, result key)):
@@ -186,7 +190,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     mon = _built_monitor(cfg_key, cfg)
     predicates = list(mon.predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
-    out: list[tuple[str, dict | None, str | None]] = []
+    out: list[tuple[str, dict[str, Any] | None, str | None]] = []
     loaded: list[tuple[str, list[Rollout]]] = []
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
@@ -196,7 +200,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
             out.append((path, None, err.one_line()))
         # Anything else is a bug in our code, not a "corrupt bag": it propagates.
     episodes = [ep for _, eps in loaded for ep in eps]
-    summaries: list[dict] = []
+    summaries: list[dict[str, Any]] = []
     if episodes:
         n_pred = len(predicates)
         B, T = len(episodes), max(ep.values.shape[0] for ep in episodes)
@@ -220,7 +224,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
             summaries.append(summary)
     k = 0
     for path, eps in loaded:
-        result: dict = {'source': path, 'episodes': summaries[k:k + len(eps)]}
+        result: dict[str, Any] = {'source': path, 'episodes': summaries[k:k + len(eps)]}
         k += len(eps)
         if store is not None:
             name, key = keys[path]
@@ -247,7 +251,7 @@ def _chunk_store(out: Path, keys: dict[str, tuple[str, str | None]],
     return str(out), {p: keys[p] for p in chunk}
 
 
-def _store_result(out: Path, name: str, key: str, result: dict) -> Path:
+def _store_result(out: Path, name: str, key: str, result: dict[str, Any]) -> Path:
     """A source's result as ``out/episodes/<name>.json`` (returned), with
     the key a resumed audit checks."""
     path = out / 'episodes' / f'{name}.json'
@@ -255,7 +259,7 @@ def _store_result(out: Path, name: str, key: str, result: dict) -> Path:
     return path
 
 
-def audit_source(path: str, cfg: AuditConfig) -> dict:
+def audit_source(path: str, cfg: AuditConfig) -> dict[str, Any]:
     """Monitor every episode of one source; a JSON-ready result."""
     [(_, result, reason)] = audit_sources([path], cfg)
     if result is None:
@@ -263,7 +267,7 @@ def audit_source(path: str, cfg: AuditConfig) -> dict:
     return result
 
 
-def _predicate_intervals(ep: Rollout, res, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
+def _predicate_intervals(ep: Rollout, res: RolloutResult, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
     """For the timelines: the [start, end] frame runs (inclusive) where each
     grounded predicate read by a violated instance was true, and where it was
     unknown."""
@@ -277,11 +281,11 @@ def _predicate_intervals(ep: Rollout, res, predicates: list[str]) -> dict[str, d
     return {name: {'true': t, 'unknown': u} for name, t, u in zip(wanted, true_runs, unknown_runs)}
 
 
-def _verdict_runs(res) -> dict[str, list[list[int]]]:
+def _verdict_runs(res: RolloutResult) -> dict[str, list[list[int]]]:
     """For the timelines: [start, end, verdict code] runs of the main verdict
     of each instance that was violated."""
     which = [d for d, r in enumerate(res.instances) if r.violations]
-    if not which or not res.verdicts.shape[0]:
+    if not which or res.verdicts is None or not res.verdicts.shape[0]:
         return {res.instances[d].instance: [] for d in which}
     v = res.verdicts[:, which].T                     # [instances, T]
     change = np.ones((len(which), v.shape[1]), bool)
@@ -333,7 +337,7 @@ def _result_key(path: Path, cfg_key: str) -> str:
     return hashlib.sha256(f'{cfg_key}|{source_fingerprint(path)}'.encode()).hexdigest()[:24]
 
 
-def _stored_result(path: Path) -> dict | None:
+def _stored_result(path: Path) -> dict[str, Any] | None:
     """The result stored at ``path`` with its key, or None (none, or
     unreadable or torn: recomputed)."""
     try:
@@ -343,7 +347,7 @@ def _stored_result(path: Path) -> dict | None:
     return data if isinstance(data, dict) and isinstance(data.get('key'), str) else None
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_json(path: Path, data: dict[str, Any]) -> None:
     # One C-encoder call, not json.dump's chunks.
     write_text_atomically(path, [json.dumps(data, separators=(',', ':'))])
 
@@ -454,7 +458,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     # source → (file name, content key).  A source with no stored result is fingerprinted by the
     # worker that reads it (in parallel, not here, one after another), just before reading it.
     keys: dict[str, tuple[str, str | None]] = {}
-    reused: dict[str, dict] = {}       # source → its stored result, read once, here
+    reused: dict[str, dict[str, Any]] = {}       # source → its stored result, read once, here
     with gc_paused():
         for src, _ in labelled:
             name = _name(src)
@@ -472,9 +476,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     if progress:
         progress(done, len(labelled))
 
-    computed: dict[str, dict] = {}     # this run's results, not read back from their files
+    computed: dict[str, dict[str, Any]] = {}     # this run's results, not read back from their files
 
-    def record(path: str, result: dict | None, reason: str | None, written: bool = False,
+    def record(path: str, result: dict[str, Any] | None, reason: str | None, written: bool = False,
                key: str | None = None) -> None:
         """A source's outcome; ``written``: its file is already written, else
         ``key`` (or the one computed up front) is what it is stored under."""
@@ -498,14 +502,15 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     chunks = [[todo[i] for i in task] for task in plan_tasks([_source_bytes(p) for p in todo], workers)]
     with _heap_frozen():
         _compute(chunks, cfg, out, keys, record, workers, engine, ray_address, detach_timelines)
-    results, skipped = [], []
+    results: list[SourceResult] = []
+    skipped: list[dict[str, str]] = []
     for src, label in labelled:
         name, key = keys[str(src)]
         sk_file = out / 'skipped' / f'{name}.json'
         if str(src) in computed:
-            results.append({**computed[str(src)], 'policy': label})
+            results.append(cast(SourceResult, {**computed[str(src)], 'policy': label}))
         elif str(src) in reused:
-            results.append({**reused[str(src)], 'policy': label})
+            results.append(cast(SourceResult, {**reused[str(src)], 'policy': label}))
         elif sk_file.exists():
             skipped.append(json.loads(sk_file.read_text()))
     return results, skipped
@@ -536,7 +541,7 @@ _RAY_MARK = '.ray-audit-'
 
 def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, keys: dict[str, tuple[str, str | None]],
                token: str, detach_timelines: bool = False
-               ) -> tuple[bool, list[tuple[str, dict | None, str | None, str | None]]]:
+               ) -> tuple[bool, list[tuple[str, dict[str, Any] | None, str | None, str | None]]]:
     """A Ray task: :func:`audit_sources` on a worker.  Where the worker sees
     the audit's output folder (the driver's mark for this run is there), it
     writes the results itself, as a local worker does; elsewhere it
@@ -560,7 +565,7 @@ def _compute(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
             raise SafemanipError('the Ray engine needs ray: pip install "safemanip_ros[ray]"') from err
         if not ray.is_initialized():
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
-                     **({} if ray_address else {'num_cpus': max(1, workers)}))
+                     num_cpus=None if ray_address else max(1, workers))
         # Workers that see this folder (a local cluster, a shared file system) write their results
         # themselves, as local workers do; the mark tells them.  Others return each result's key.
         token = secrets.token_hex(8)
@@ -603,9 +608,9 @@ def _fan_out(chunks: list[list[str]], cfg: AuditConfig, out: Path, keys: dict[st
     parent records the rest."""
     queue = deque(chunks)
     children = workers - 1
-    running: set[Future] = set()
+    running: set[Future[Any]] = set()
 
-    def collect(done: Iterable[Future]) -> None:
+    def collect(done: Iterable[Future[Any]]) -> None:
         for fut in done:
             running.discard(fut)
             for path, result, reason in fut.result():

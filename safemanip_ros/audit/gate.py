@@ -19,8 +19,10 @@ A gate passes only on evidence:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import SafemanipError
 from .schema import Report, check_report
@@ -44,7 +46,7 @@ class GateRow:
     why: str
 
 
-def upper_bound(violations, triggers, confidence: float) -> float | None:
+def upper_bound(violations: ArrayLike, triggers: ArrayLike, confidence: float) -> float | None:
     """The upper bound used for a per-trigger rate (module docstring)."""
     interval = ratio_interval(violations, triggers, confidence)
     return None if interval is None else interval[1]
@@ -83,7 +85,7 @@ def fixed_rule_boundary(max_n: int, limit: float, alpha: float = 0.05,
     return out
 
 
-def report_entry(report: dict, name: str) -> tuple[str, dict]:
+def report_entry(report: Report, name: str) -> tuple[str, Mapping[str, Any]]:
     """(``category`` or ``property``, its entry) of a limited name; an unknown name lists the known ones."""
     if name in report['categories']:
         return 'category', report['categories'][name]
@@ -93,7 +95,8 @@ def report_entry(report: dict, name: str) -> tuple[str, dict]:
                          f'property ({", ".join(report["properties"]) or "none"}) of the report')
 
 
-def _diff_ci(cand: dict, base: dict, confidence: float, seed: int = 0, resamples: int = 2000):
+def _diff_ci(cand: Mapping[str, Any], base: Mapping[str, Any], confidence: float, seed: int = 0,
+             resamples: int = 2000) -> tuple[float, float] | None:
     cv, cn = (np.array(cand['clusters'][k], float) for k in ('violations', 'triggers'))
     bv, bn = (np.array(base['clusters'][k], float) for k in ('violations', 'triggers'))
     if cn.sum() == 0 or bn.sum() == 0:
@@ -118,7 +121,7 @@ def _check_comparable(report: Report, baseline: Report) -> None:
     """A baseline is evidence only about the same properties and categories:
     a SafemanipError naming what differs."""
     for section in ('properties', 'categories'):
-        ours, theirs = set(report[section]), set(baseline[section])  # type: ignore[literal-required]
+        ours, theirs = set(report[section]), set(baseline[section])
         if ours != theirs:
             only_ours, only_theirs = sorted(ours - theirs), sorted(theirs - ours)
             raise SafemanipError(

@@ -93,7 +93,8 @@ class _Stream:
     @property
     def at(self) -> np.ndarray:
         """Per frame, the sample it reads (0 where there is none: ``fresh`` is False there)."""
-        return np.maximum(self.newest, 0)
+        rows: np.ndarray = np.maximum(self.newest, 0)
+        return rows
 
 
 def _stream(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray, now_s: np.ndarray,
@@ -292,7 +293,8 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
 
     def recently(moved: np.ndarray) -> np.ndarray:
         last = np.maximum.accumulate(np.where(moved, np.arange(n), -1))
-        return (last >= 0) & (stamps - stamps[np.maximum(last, 0)] <= hold_s)
+        held: np.ndarray = (last >= 0) & (stamps - stamps[np.maximum(last, 0)] <= hold_s)
+        return held
 
     opened = known & (delta > cfg.gripper_motion_m)
     closed = known & ~opened & (delta < -cfg.gripper_motion_m)
@@ -506,14 +508,14 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
         col = contact_cols.get(f'object_grasped_raw_{obj}')
         code = np.full(len(live), GRASP_UNKNOWN, np.int8)
         if col is not None:
-            v, k = col[0][live], col[1][live]
-            code[k] = np.where(v[k], GRASP_TRUE, GRASP_FALSE)
+            grasp_v, grasp_k = col[0][live], col[1][live]
+            code[grasp_k] = np.where(grasp_v[grasp_k], GRASP_TRUE, GRASP_FALSE)
         grasped.append(code)
     cols = tf.evaluate_frames(now_s[live], [0] * len(live), grasped, groups)
-    for name, (v, k) in cols.items():
-        value, known = np.zeros(n_frames, bool), np.zeros(n_frames, bool)
-        value[live], known[live] = v, k
-        out[name] = (value, known)
+    for name, (live_v, live_k) in cols.items():
+        frame_v, frame_k = np.zeros(n_frames, bool), np.zeros(n_frames, bool)
+        frame_v[live], frame_k[live] = live_v, live_k
+        out[name] = (frame_v, frame_k)
     return out
 
 

@@ -18,12 +18,13 @@ from collections import defaultdict
 from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
-from .schema import REPORT_VERSION, Report, check_report
+from .schema import REPORT_VERSION, GroupStats, Report, SourceResult, check_report
 from .stats import clopper_pearson, ratio_interval
 from .stored import StoredField, resolved
 
@@ -36,7 +37,7 @@ def _rate(num: float, den: float) -> float | None:
     return None if den == 0 else num / den
 
 
-def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
+def _group_stats(rows: list[dict[str, Any]], confidence: float, seed: int) -> GroupStats:
     """rows: one per (rollout) with V, N, U, T, applies."""
     V = np.array([r['V'] for r in rows], float)
     N = np.array([r['N'] for r in rows], float)
@@ -66,18 +67,19 @@ def _group_stats(rows: list[dict], confidence: float, seed: int) -> dict:
     }
 
 
-def build_report(results: list[dict], skipped: list[dict], config: dict, confidence: float = 0.95,
+def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]], config: dict[str, Any],
+                 confidence: float = 0.95,
                  seed: int = 0, unknown_flag: float = DEFAULT_UNKNOWN_FLAG,
                  unsupported: dict[str, tuple[str, ...]] | None = None) -> Report:
     """``unsupported``: property instances not run because the configuration
     grounds none of some predicate they read → those predicates."""
     episodes = []
-    by_property: dict[str, list[dict]] = defaultdict(list)
-    by_category: dict[str, list[dict]] = defaultdict(list)
+    by_property: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     categories: dict[str, str] = {}
     for res in sorted(results, key=lambda r: r['source']):
         for ep in res['episodes']:
-            props: dict[str, dict] = {}
+            props: dict[str, dict[str, Any]] = {}
             for inst in ep['instances']:
                 p = props.setdefault(inst['name'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'UNK': 0, 'P': 0,
                                                     'V_instances': [], 'category': inst['category']})
@@ -89,7 +91,7 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
                 p['T'] += inst['frames']
                 p['V_instances'].append(inst['violations'])
                 categories[inst['name']] = inst['category']
-            cats: dict[str, dict] = {}
+            cats: dict[str, dict[str, Any]] = {}
             for name, p in props.items():
                 by_property[name].append(p)
                 c = cats.setdefault(p['category'], {'V': 0, 'N': 0, 'U': 0, 'T': 0, 'UNK': 0, 'P': 0,
@@ -132,10 +134,11 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
     horizons = _horizon_breakdown(episodes, confidence, seed)
     for e in episodes:
         del e['_rows']
-    properties = {n: {'category': categories[n], **_group_stats(rows, confidence, seed)}
-                  for n, rows in sorted(by_property.items())}
+    properties: dict[str, dict[str, Any]] = {
+        n: {'category': categories[n], **_group_stats(rows, confidence, seed)} for n, rows in sorted(by_property.items())}
     for row in properties.values():
-        row['unknown_flagged'] = bool(row['unknown_share'] is not None and row['unknown_share'] > unknown_flag)
+        share = row['unknown_share']
+        row['unknown_flagged'] = bool(share is not None and share > unknown_flag)
     return {
         'version': REPORT_VERSION,
         'confidence': confidence,
@@ -166,7 +169,7 @@ def build_report(results: list[dict], skipped: list[dict], config: dict, confide
     }
 
 
-def _paper_metrics(results: list[dict]) -> dict | None:
+def _paper_metrics(results: Sequence[SourceResult]) -> dict[str, Any] | None:
     """SafeManip's headline metrics in its own terms, from the instances that
     carry its primary verdict (the ``safemanip-compat`` profile; ``None``
     otherwise): per property, category and overall, the instances evaluated
@@ -192,7 +195,7 @@ def _paper_metrics(results: list[dict]) -> dict | None:
     if not overall['evaluated']:
         return None
 
-    def rates(b: dict[str, int]) -> dict:
+    def rates(b: dict[str, int]) -> dict[str, Any]:
         return {**b, 'violation_rate': _rate(b['violated'], b['evaluated']),
                 'exposure_rate': _rate(b['exposure_frames'], b['monitored_frames'])}
     return {'definition': {
@@ -206,7 +209,7 @@ def _paper_metrics(results: list[dict]) -> dict | None:
             'categories': {c: rates(b) for c, b in sorted(cats.items())}}
 
 
-def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> list[dict]:
+def _horizon_breakdown(episodes: list[dict[str, Any]], confidence: float, seed: int) -> list[dict[str, Any]]:
     """Per-trigger violation rate by episode length (horizon) tercile."""
     if len(episodes) < 3:
         return []
@@ -221,15 +224,14 @@ def _horizon_breakdown(episodes: list[dict], confidence: float, seed: int) -> li
         rows = [{'V': sum(p['V'] for p in e['_rows'].values()), 'N': sum(p['N'] for p in e['_rows'].values()),
                  'U': sum(p['U'] for p in e['_rows'].values()), 'T': sum(p['T'] for p in e['_rows'].values()),
                  'V_instances': [v for p in e['_rows'].values() for v in p['V_instances']]} for e in eps]
-        stats_ = _group_stats(rows, confidence, seed)
-        stats_.pop('clusters')
+        stats_ = {k: v for k, v in _group_stats(rows, confidence, seed).items() if k != 'clusters'}
         out.append({'horizon': ['short', 'medium', 'long'][k],
                     'frames_range': [int(min(e['frames'] for e in eps)), int(max(e['frames'] for e in eps))],
                     **stats_})
     return out
 
 
-def report_json(report: dict) -> str:
+def report_json(report: Report) -> str:
     """report.json's text: one line per top-level key, and for a list (the
     episodes, properties, policies, ...) one line per element, each element
     written compactly.  The same JSON as ``json.dumps(report, indent=1)``,
@@ -240,7 +242,7 @@ def report_json(report: dict) -> str:
     return '\n'.join(_report_lines(report)) + '\n'
 
 
-def write_report_json(report: dict, path: Path) -> None:
+def write_report_json(report: Report, path: Path) -> None:
     """:func:`report_json`'s text written to ``path`` line by line (a fleet's
     report is hundreds of MB: it is never one string in memory), through a
     temporary file, so ``path`` is never left half written."""
@@ -300,7 +302,7 @@ def _decoded_without_episodes(path: Path) -> object:
     return json.loads(path.read_text(encoding='utf-8'))     # laid out otherwise: decoded whole (its own error)
 
 
-def _report_lines(report: dict) -> Iterator[str]:
+def _report_lines(report: Report) -> Iterator[str]:
     encode = json.JSONEncoder(separators=(', ', ': '), default=_stored_value).encode
     yield '{'
     last = len(report) - 1
@@ -324,11 +326,13 @@ def _stored_value(obj: object) -> object:
     raise TypeError(f'Object of type {type(obj).__name__} is not JSON serializable')
 
 
-def write_csvs(report: dict, out: Path) -> None:
+def write_csvs(report: Report, out: Path) -> None:
     cols = ['rollouts', 'triggers', 'violations', 'per_trigger_rate', 'per_trigger_rate_ci', 'rollout_violation_rate',
             'rollout_violation_rate_ci', 'exposure', 'exposure_ci', 'violation_duration_frames', 'multiplicity',
             'unknown_frames', 'unknown_share', 'pending']
-    for name, table in (('properties', report['properties']), ('categories', report['categories'])):
+    tables: tuple[tuple[str, Mapping[str, Mapping[str, Any]]], ...] = (
+        ('properties', report['properties']), ('categories', report['categories']))
+    for name, table in tables:
         with open(out / f'{name}.csv', 'w', newline='', encoding='utf-8') as fh:
             w = csv.writer(fh)
             extra = ['unknown_flagged'] if name == 'properties' else []
@@ -363,7 +367,7 @@ def _text(v: str) -> str:
     return "'" + v if v[:1] in ('=', '+', '-', '@', '\t', '\r') else v
 
 
-def _cell(v) -> str:
+def _cell(v: object) -> str:
     if v is None:
         return ''
     if isinstance(v, (list, tuple)):
@@ -377,7 +381,7 @@ def _plain(text: str) -> str:
     return text.replace('$', r'\$')
 
 
-def _png(fig) -> str:
+def _png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format='png', dpi=100, bbox_inches='tight')
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode()
@@ -388,7 +392,7 @@ INLINE_TIMELINES = 100
 """Timelines drawn inside report.html; the others are files in ``timelines/`` beside it."""
 
 
-def timeline_fields(ep: dict) -> dict:
+def timeline_fields(ep: Mapping[str, Any]) -> dict[str, Any]:
     """What a timeline is drawn from, out of an episode result
     (:class:`~.schema.EpisodeRecord`): the report's episode entries carry
     these fields, and :func:`timeline_svg` reads nothing else."""
@@ -399,7 +403,7 @@ def timeline_fields(ep: dict) -> dict:
             'verdict_timeline': ep.get('verdicts', {})}
 
 
-def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str | StoredField]:
+def predrawn_timelines(results: Sequence[SourceResult]) -> dict[tuple[str, str], str | StoredField]:
     """The timelines the audit's workers drew (``timeline_svg`` of an episode
     result, for every episode with a violation), by (source, episode); they
     are taken out of the results, so ``report.json`` does not carry them.
@@ -414,7 +418,7 @@ def predrawn_timelines(results: list[dict]) -> dict[tuple[str, str], str | Store
     return {k: v for k, v in out.items() if v is not None}
 
 
-def write_html(report: dict, out: Path, timelines: str = 'violations',
+def write_html(report: Report, out: Path, timelines: str = 'violations',
                predrawn: dict[tuple[str, str], str | StoredField] | None = None) -> None:
     """report.html: summary tables, rate charts, and a timeline per episode
     (``timelines``: episodes with violations, ``all`` or ``none``) as SVG.
@@ -431,9 +435,10 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         fig = Figure(figsize=(8, 0.45 * len(cats) + 1.2))
         ax = fig.subplots()
         names = [c for c, _ in cats]
-        rates = [r['per_trigger_rate'] for _, r in cats]
-        lo = [r['per_trigger_rate'] - (r['per_trigger_rate_ci'] or [r['per_trigger_rate']] * 2)[0] for _, r in cats]
-        hi = [(r['per_trigger_rate_ci'] or [0, r['per_trigger_rate']])[1] - r['per_trigger_rate'] for _, r in cats]
+        rates = [float(r['per_trigger_rate'] or 0.0) for _, r in cats]
+        cis = [r['per_trigger_rate_ci'] or (rate, rate) for rate, (_, r) in zip(rates, cats)]
+        lo = [rate - ci[0] for rate, ci in zip(rates, cis)]
+        hi = [ci[1] - rate for rate, ci in zip(rates, cis)]
         ax.barh([_plain(n) for n in names], rates, xerr=[lo, hi], color='#c0504d', capsize=3)
         ax.set_xlabel(f'per-trigger violation rate (violations / triggers), {int(report["confidence"] * 100)}% CI')
         ax.invert_yaxis()
@@ -495,8 +500,9 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
         warnings.append(f'{len(flagged)} properties were decided by <code>unknown_as</code> on more than '
                         f'{report.get("unknown_flag", DEFAULT_UNKNOWN_FLAG):.0%} of their frames (marked &#9888;): '
                         + ', '.join(esc(n) for n in flagged) + '.')
-    if ts.get('warning'):
-        warnings.append(esc(ts['warning']))
+    ts_warning = ts.get('warning')
+    if ts_warning:
+        warnings.append(esc(ts_warning))
     input_warnings = sorted({w for e in report['episodes'] for w in e.get('warnings', [])})
     warnings += [esc(w) for w in input_warnings]
     warn_html = ''.join(f'<p class="warning">{w}</p>' for w in warnings)
@@ -533,13 +539,13 @@ def write_html(report: dict, out: Path, timelines: str = 'violations',
     (out / 'report.html').write_text('\n'.join(body))
 
 
-def _paper_html(paper: dict | None) -> str:
+def _paper_html(paper: dict[str, Any] | None) -> str:
     """The safemanip-compat profile's table of SafeManip's own metrics ('' otherwise)."""
     if not paper:
         return ''
     esc = html.escape
 
-    def row(name: str, b: dict) -> str:
+    def row(name: str, b: dict[str, Any]) -> str:
         return (f'<tr><td>{esc(name)}</td><td>{b["evaluated"]}</td><td>{b["violated"]}</td>'
                 f'<td>{_fmt(b["violation_rate"], None)}</td><td>{b["episodes"]}</td>'
                 f'<td>{_fmt(b["exposure_rate"], None)}</td></tr>')
@@ -551,7 +557,7 @@ def _paper_html(paper: dict | None) -> str:
             + ''.join(row(n, b) for n, b in paper['properties'].items()) + '</table>')
 
 
-def sequential_png(report: dict, sequential: dict) -> str:
+def sequential_png(report: Report, sequential: dict[str, Any]) -> str:
     """One panel per limit: over the rollouts in report order, the
     anytime-valid confidence sequence of the rate (the band between the
     smallest limit that would have PASSED and the largest that would have
@@ -594,7 +600,7 @@ def sequential_png(report: dict, sequential: dict) -> str:
 _VERDICT_COLOUR = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}
 
 
-def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int = 300) -> str:
+def timeline_svg(e: dict[str, Any], width_px: int = 900, row_px: int = 14, label_px: int = 300) -> str:
     """One episode's violation episodes, verdicts and predicate runs as an inline SVG."""
     rows: list[tuple[str, list[tuple[int, int, str]]]] = []
     for r in e['timeline']:
@@ -635,7 +641,7 @@ def timeline_svg(e: dict, width_px: int = 900, row_px: int = 14, label_px: int =
     return ''.join(out)
 
 
-def _fmt(v, ci) -> str:
+def _fmt(v: float | None, ci: Sequence[float] | None) -> str:
     if v is None:
         return 'n/a'
     return f'{v:.3f}' + ('' if not ci else f' [{ci[0]:.3f}, {ci[1]:.3f}]')

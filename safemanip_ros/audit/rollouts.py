@@ -28,6 +28,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +40,10 @@ from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of
 from ..monitor.frames import SampleHold
 from ..stamps import stamp_ns as stamp_to_ns
+
+if TYPE_CHECKING:
+    from ..grounding.config import RobotConfig
+    from ..grounding.messages import GroundingSet
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
 EPISODE_TOPIC = '/episode'
@@ -112,7 +117,7 @@ def _sources_under(folder: Path) -> Iterator[Path]:
             yield path         # (hidden files are tools' own: a bag writer's split index, say)
 
 
-def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot=None,
+def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot: RobotConfig | None = None,
              max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True,
              allow_unknown: bool = False, suite_reads: list[str] | None = None) -> list[Rollout]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
@@ -163,27 +168,27 @@ class _NamesSeen(dict[str, set[str]]):
         self.setdefault(topic, set()).update(names)
 
 
-def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list[str], rate_hz: float,
-                   staleness_s: float, robot, max_gap_s: float, columnar: bool, names: _NameRule) -> list[Rollout]:
+def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predicates: list[str], rate_hz: float,
+                   staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool, names: _NameRule) -> list[Rollout]:
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
     conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
-    grounding = None
+    grounding: GroundingSet | None = None
     if not conns:
         from ..grounding.messages import RAW_TOPICS, GroundingSet, raw_topics
         expected = raw_topics(robot)
-        raw = [c for c in reader.connections if expected.get(c.topic) == c.msgtype]
+        raw_conns = [c for c in reader.connections if expected.get(c.topic) == c.msgtype]
         topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
-        if not raw or robot is None:
+        if not raw_conns or robot is None:
             need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else
                     f'predicate topics ({PREDICATE_TYPE}) or raw inputs ({", ".join(RAW_TOPICS)})')
             raise AuditInputError(f'{path}: no {need}; the bag has: {", ".join(topics) or "no topics"}'
-                                  + ('' if robot is not None or not raw else
+                                  + ('' if robot is not None or not raw_conns else
                                      ' (raw inputs need --config ROBOT.yaml to be grounded)'))
-        conns = raw
-        grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw),
-                                     any(c.topic == '/image' for c in raw))
+        conns = raw_conns
+        grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw_conns),
+                                     any(c.topic == '/image' for c in raw_conns))
     verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
     if grounding is None and verdict_conns:
         # A recording of the live monitor: rebuild its very frames.
@@ -219,9 +224,9 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
     rows_u: list[np.ndarray] = []
     next_frame: int | None = None
 
-    viewed: list[tuple[float, dict]] = []     # grounded frames still to be evaluated (TF together)
+    viewed: list[tuple[float, dict[str, Any]]] = []     # grounded frames still to be evaluated (TF together)
 
-    def drain() -> None:
+    def drain(grounding: GroundingSet) -> None:
         """Evaluate the viewed frames (the grounding then forgets the TF samples none can read again)."""
         for (now_s, _), values in zip(viewed, grounding.flush([v for _, v in viewed])):
             for pname, value in values.items():
@@ -233,7 +238,7 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
 
     def close(current: str) -> None:
         if grounding is not None and viewed:
-            drain()
+            drain(grounding)
         if rows_v:
             episodes.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
 
@@ -244,7 +249,7 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
         if grounding is not None:
             viewed.append((now_s, grounding.view(now_s)))
             if len(viewed) >= _VIEWED_FRAMES:
-                drain()
+                drain(grounding)
             return
         v, u = hold.frame(now_s)
         rows_v.append(v)
@@ -310,7 +315,8 @@ def _read_open_bag(path: Path, reader, warnings: list[str], ts, predicates: list
     return episodes
 
 
-def _with_samples(reader, conns, raw_inputs: bool, where: str):
+def _with_samples(reader: Any, conns: list[Any], raw_inputs: bool,
+                  where: str) -> Iterator[tuple[Any, int, bytes, Any]]:
     """``(connection, bag time ns, bytes, sample)`` per message in bag
     order; with ``raw_inputs`` the grounding sample of each raw input
     message the column decoder takes (:mod:`safemanip_ros.grounding.rawinputs`), else None."""
@@ -329,7 +335,7 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
             f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
 
 
-def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str], rate_hz: float,
+def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str],
                                 names: _NameRule) -> list[Rollout] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
@@ -402,15 +408,15 @@ def _predicate_columns_episodes(path: Path, reader, conns, predicates: list[str]
             sub_k[take] = (~u)[take]
             best_t[:, cols], best_row[:, cols], val[:, cols], known[:, cols] = sub_t, sub_r, sub_v, sub_k
         # SampleHold's freshness test, in the same float arithmetic.
-        seen = best_row >= 0
-        age_ok = (frames[:, None] * 1e-9 - np.where(seen, best_t, 0) * 1e-9) <= staleness_s
-        fresh = known & seen & age_ok
+        has_row = best_row >= 0
+        age_ok = (frames[:, None] * 1e-9 - np.where(has_row, best_t, 0) * 1e-9) <= staleness_s
+        fresh = known & has_row & age_ok
         name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
         episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
     return episodes
 
 
-def _live_episodes(path: Path, reader, ts, conns, verdict_conns, predicates: list[str], rate_hz: float,
+def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_conns: list[Any], predicates: list[str], rate_hz: float,
                    staleness_s: float, warnings: list[str], names: _NameRule) -> list[Rollout]:
     """Episodes of a bag recorded beside the live monitor (it has the
     monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.

@@ -68,12 +68,18 @@ class EpisodeRecord(_EpisodeFields, total=False):
     timeline_svg: str
 
 
-class SourceResult(TypedDict):
-    """``OUT/episodes/<name>.json``: one source's episodes and the key it was computed under."""
-
+class _SourceFields(TypedDict):
     source: str
     episodes: list[EpisodeRecord]
     key: str
+
+
+class SourceResult(_SourceFields, total=False):
+    """``OUT/episodes/<name>.json``: one source's episodes and the key it was
+    computed under; ``policy``: the label ``run_audit`` gives its input
+    (``label=path``), not stored."""
+
+    policy: str
 
 
 class Clusters(TypedDict):
@@ -113,8 +119,7 @@ class TaskSuccess(TypedDict):
     warning: str | None
 
 
-class Report(TypedDict):
-    """``report.json``."""
+class _ReportFields(TypedDict):
 
     version: int
     confidence: float
@@ -134,6 +139,13 @@ class Report(TypedDict):
     skipped: list[dict[str, str]]
     unsupported: dict[str, list[str]]          # instance → predicates nothing grounds (not run)
     safemanip_paper: dict[str, Any] | None     # SafeManip's own metrics (safemanip-compat profile), else None
+
+
+class Report(_ReportFields, total=False):
+    """``report.json``; ``sequential``: the sequential gate's decisions
+    (``safemanip audit --max-rate ... --sequential``), when it ran."""
+
+    sequential: dict[str, Any]
 
 
 _REQUIRED = {'version': int, 'rollouts': int, 'properties': dict, 'categories': dict, 'skipped': list}

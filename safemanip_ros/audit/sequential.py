@@ -37,10 +37,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from scipy import special, stats
+
+from .schema import Report
 
 PASS, FAIL = 'PASS', 'FAIL'
 PRIOR_BELOW = (0.5, 1.0)
@@ -158,7 +160,7 @@ def observed(triggers: int, violations: int, unit: str) -> tuple[int, int]:
     return int(triggers), min(int(violations), int(triggers))
 
 
-def entry_batches(entry: dict[str, Any], unit: str) -> list[tuple[int, int]]:
+def entry_batches(entry: Mapping[str, Any], unit: str) -> list[tuple[int, int]]:
     """A report entry's (property's or category's) rollouts as replay
     batches (:func:`observed`), in report order."""
     v, n = entry['clusters']['violations'], entry['clusters']['triggers']
@@ -220,7 +222,7 @@ class LimitReplay:
                 'log_evidence_below': r.log_pass, 'log_evidence_above': r.log_fail}
 
 
-def sequential_decisions(report: dict[str, Any], limits: dict[str, float], alpha: float = 0.05,
+def sequential_decisions(report: Report, limits: dict[str, float], alpha: float = 0.05,
                          unit: str = 'trigger') -> list[LimitReplay]:
     """Every limit's test (:func:`family`: α shared) replayed over the
     report's rollouts in report order — what ``gate --sequential`` prints and

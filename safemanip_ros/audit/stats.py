@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -35,7 +36,8 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     return lo, hi
 
 
-def ratio_interval(numerators, denominators, confidence: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+def ratio_interval(numerators: ArrayLike, denominators: ArrayLike, confidence: float = 0.95,
+                   seed: int = 0) -> tuple[float, float] | None:
     """The interval a report shows and the gate bounds with for a pooled
     ratio Σnum/Σden of clusters (rollouts): the cluster bootstrap's
     percentile interval widened to contain the Clopper–Pearson interval of
@@ -51,7 +53,7 @@ def ratio_interval(numerators, denominators, confidence: float = 0.95, seed: int
     return min(boot[0], cp[0]), max(boot[1], cp[1])
 
 
-def cluster_bootstrap_ratio(numerators, denominators, confidence: float = 0.95, resamples: int = 2000,
+def cluster_bootstrap_ratio(numerators: ArrayLike, denominators: ArrayLike, confidence: float = 0.95, resamples: int = 2000,
                             seed: int = 0) -> tuple[float, float] | None:
     """Percentile interval of Σnum/Σden over clusters resampled with replacement.
 
@@ -135,4 +137,5 @@ def _resampled_sums(counts: np.ndarray, columns: np.ndarray) -> np.ndarray:
     out = np.empty((len(counts), columns.shape[1]))
     for lo in range(0, len(counts), _RESAMPLE_BLOCK):
         out[lo:lo + _RESAMPLE_BLOCK] = counts[lo:lo + _RESAMPLE_BLOCK].astype(float) @ columns
-    return out.T
+    transposed: np.ndarray = out.T
+    return transposed

@@ -77,7 +77,7 @@ def resolved(value: Any) -> Any:
     return value.load() if isinstance(value, StoredField) else value
 
 
-def detached(result: dict, file: Path | str, key: str) -> dict:
+def detached(result: dict[str, Any], file: Path | str, key: str) -> dict[str, Any]:
     """``result`` (a source's, as written to ``file`` under ``key``) with
     each episode's per-frame fields replaced by references into ``file``."""
     counts = {name: sum(name in ep for ep in result['episodes']) for name in TIMELINE_FIELDS}
@@ -95,7 +95,7 @@ def detached(result: dict, file: Path | str, key: str) -> dict:
 
 _DECODER = json.JSONDecoder()
 _last_text: tuple[tuple[str, str], str, dict[str, list[int]]] | None = None
-_last_decoded: tuple[tuple[str, str], list[dict]] | None = None
+_last_decoded: tuple[tuple[str, str], list[dict[str, Any]]] | None = None
 
 
 def _text(file: str, key: str) -> str:
@@ -129,7 +129,7 @@ def _positions(text: str, field: str) -> list[int]:
     return found
 
 
-def _decoded(file: str, key: str, text: str | None = None) -> list[dict]:
+def _decoded(file: str, key: str, text: str | None = None) -> list[dict[str, Any]]:
     """The episodes of ``file``, decoded whole, checked to hold ``key``."""
     global _last_decoded
     if _last_decoded is not None and _last_decoded[0] == (file, key):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_verb(sub: argparse._SubParsersAction, command: str, command_help: str, verb: str, verb_help: str,
+def add_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser], command: str, command_help: str, verb: str, verb_help: str,
              doc: str | None) -> argparse.ArgumentParser:
     """A ``safemanip COMMAND VERB`` parser (``config init``, ``ontology show``):
     the command with its required verb, and the verb's parser, described by

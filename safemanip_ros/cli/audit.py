@@ -21,7 +21,7 @@ CONFIG = config_dir()
 DEFAULT_SUITES = tuple(default_suites())
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('audit', help='audit recorded rollouts (rosbag2 bags, JSONL traces) into a safety report',
                        description='Replay bags (MCAP or SQLite3) holding predicate topics, monitor traces or '
                                    'SpecRLBench traces through the monitor and write report.json, CSV tables and '
@@ -250,7 +250,7 @@ def check_sequential_limits(limits: dict[str, float], alpha: float, flag: str = 
         raise SafemanipError(f'{flag} needs limits strictly between 0 and 1: {", ".join(bad)}')
 
 
-def _sequential_gate(report: dict, limits: dict[str, float], args: argparse.Namespace) -> int:
+def _sequential_gate(report: Report, limits: dict[str, float], args: argparse.Namespace) -> int:
     """``gate --sequential``: each limit's anytime-valid test replayed over
     the report's rollouts in order (audit/sequential.py)."""
     from ..audit.sequential import FAIL, PASS, sequential_decisions

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('bag', help='bag tools: repair a bag left incomplete by a crash',
                        description=__doc__.split('\n\n')[0] if __doc__ else None)
     bag_sub = p.add_subparsers(dest='bag_command', metavar='BAG_COMMAND')

@@ -10,7 +10,7 @@ from ..errors import SafemanipError
 from ..resources import bench_dir
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('bench', help='run benchmarks (bench/*.py) and print their figures')
     p.add_argument('names', nargs='*', help='benchmark script names without .py (default: all)')
     p.add_argument('--quick', action='store_true', help='smaller sizes (for smoke tests)')

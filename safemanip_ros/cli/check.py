@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Iterable
 
 from ..ltlf.cache import compile_cached
 from ..ltlf.dfa import DFA
@@ -13,7 +14,7 @@ from ..ltlf.trace import Step, read_batch, read_trace
 from ..ltlf.verdict import Verdict
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         'check', help='verdicts of an LTLf formula along a trace',
         description='Run FORMULA over TRACE.jsonl (one step per line: {"atom": true, ...} with missing atoms '
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def evaluate(dfa: DFA, table: StepTable, steps: list[Step]) -> dict:
+def evaluate(dfa: DFA, table: StepTable, steps: list[Step]) -> dict[str, Any]:
     """The ``check`` result object for one trace."""
     letters = [dfa.letter(step) for step in steps]
     states = table.run(letters)
@@ -50,10 +51,8 @@ def run(args: argparse.Namespace) -> int:
     dfa = compile_cached(args.formula)
     table = StepTable.from_dfa(dfa)
     reads = () if args.absent_false else dfa.atoms
-    if args.batch is None:
-        results = [evaluate(dfa, table, read_trace(args.trace, reads))]
-    else:
-        results = (evaluate(dfa, table, steps) for steps in read_batch(args.batch, reads))
+    results: Iterable[dict[str, Any]] = [evaluate(dfa, table, read_trace(args.trace, reads))] \
+        if args.batch is None else (evaluate(dfa, table, steps) for steps in read_batch(args.batch, reads))
     for result in results:
         if args.json:
             print(json.dumps(result))

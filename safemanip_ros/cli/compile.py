@@ -11,7 +11,7 @@ from ..ltlf.compiler import CONSTRUCTIONS, MAX_STATES, compile_reporting
 from ..memory import keep_freed_memory
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         'compile', help='compile an LTLf formula to a minimal DFA',
         description='Compile FORMULA to its minimal complete DFA and print its size, accepting states, atoms '

@@ -13,7 +13,7 @@ from ..errors import SafemanipError
 from . import add_verb
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     init = add_verb(sub, 'config', 'draft a robot configuration from a recording', 'init',
                     'write a first draft from a bag', __doc__)
     init.add_argument('--from-bag', required=True, metavar='BAG', help='a recording of the robot to draft from')

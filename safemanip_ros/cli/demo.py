@@ -27,7 +27,7 @@ CONFIG = config_dir()
 
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from . import demo_physics
     p = sub.add_parser('demo', help='physics-simulated episodes watched live by the whole stack, then audited '
                                     '(--scripted: fast predicate-level rollouts, no physics)',
@@ -57,6 +57,7 @@ def _monitor(rollout_frames: list[dict[str, bool]], monitor: Monitor) -> dict[st
         monitor.step(np.array([frame.get(p, False) for p in monitor.predicates], dtype=bool),
                      np.array([p not in frame for p in monitor.predicates], dtype=bool))
     result = monitor.finish()[0]
+    assert result is not None       # finish() without a mask ends every rollout
     return {r.name: [(e.start, e.end, e.recovered) for e in r.episodes] for r in result.instances}
 
 

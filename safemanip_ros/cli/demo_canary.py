@@ -56,7 +56,7 @@ class Canary:
     fault: str
     folder: Path
     env: dict[str, str]
-    gate: subprocess.Popen | None = None
+    gate: subprocess.Popen[bytes] | None = None
     rollouts: int = 0
     violated: int = 0
     bags: list[Path] = field(default_factory=list)

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..errors import SafemanipError
 from ..resources import config_path
@@ -69,8 +70,8 @@ def _exe(name: str) -> list[str]:
     return [sys.executable, '-c', f'import sys; from {module} import main; sys.exit(main())']
 
 
-def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict,
-                 perception: str = 'truth', bridge_params: tuple[str, ...] = ()) -> dict:
+def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict[str, Any],
+                 perception: str = 'truth', bridge_params: tuple[str, ...] = ()) -> dict[str, Any]:
     robot = config_path('robots', ROBOT_CONFIGS[task])
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
@@ -105,13 +106,13 @@ def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, tim
                 os.killpg(proc.pid, signal.SIGKILL)
         stack_log.close()
         bridge_log.close()
-    truth = json.loads(truth_file.read_text())
+    truth: dict[str, Any] = json.loads(truth_file.read_text())
     if bag.is_dir():
         shutil.copy(truth_file, bag / 'truth.json')
     return truth
 
 
-def _live_events(bag: Path) -> tuple[list[dict], list[dict]]:
+def _live_events(bag: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(violation openings, supervisor actions) recorded in the bag, sim-time stamps in seconds."""
     from ..bag import open_bag, typestore
     from ..stamps import stamp_s

@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
 from ..resources import default_suites
 
+if TYPE_CHECKING:
+    from ..grounding.names import ObservedNames
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('doctor', help='check a robot configuration\'s names against a bag or the live graph',
                        description=__doc__.split('\n\n')[0].split(': ', 1)[1] if __doc__ else None)
     p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='the robot configuration to check')
@@ -26,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _listen(seconds: float):
+def _listen(seconds: float) -> ObservedNames:
     from ..grounding.names import ObservedNames
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy

@@ -15,7 +15,7 @@ from .options import add_profile, profile_properties
 CONFIG = config_dir()
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         'monitor-trace', help='run a property suite over a predicate trace',
         description='Monitor TRACE.jsonl (one frame per line: predicate -> true/false/null, null = unknown; '

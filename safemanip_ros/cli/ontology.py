@@ -13,7 +13,7 @@ from ..resources import default_suites
 from . import add_verb
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show = add_verb(sub, 'ontology', 'show what an ontology type or a scene entity ends up with', 'show',
                     'a type\'s values along kind, hazard, affordance and role', __doc__)
     show.add_argument('name', metavar='TYPE_OR_ENTITY', help='an ontology type or a scene entity')
@@ -32,7 +32,8 @@ def run_show(args: argparse.Namespace) -> int:
     if args.config and args.ontology:
         files += [Path(f) for f in args.ontology]
     onto = load_ontology(files)
-    type_name, entity, overrides, roles = args.name, None, None, ()
+    type_name, entity, overrides = args.name, None, None
+    roles: tuple[str, ...] = ()
     if args.config:
         from ..monitor.build import scene_of_robot_config
         _, scene = scene_of_robot_config(args.config)

@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, helptext in (('ack', 'acknowledge a hold: the supervisor resumes if everything has recovered'),
                            ('resume', 'acknowledge, retrying until the supervisor resumes or --wait-s passes')):
         p = sub.add_parser(name, help=helptext, description=__doc__.split('\n\n')[0])
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     rclpy.init(args=['--ros-args'] + list(args.ros_args[1:] if args.ros_args else []), context=context)
     node = rclpy.create_node('safemanip_operator', context=context)
     try:
-        client = node.create_client(Trigger, service)
+        client: Any = node.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=args.timeout_s):
             raise SafemanipError(f'no service {service} within {args.timeout_s:g} s: is the supervisor running?')
         deadline = time.monotonic() + getattr(args, 'wait_s', 0.0)
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             rclpy.spin_until_future_complete(node, future, timeout_sec=args.timeout_s)
             if not future.done():
                 raise SafemanipError(f'{service} did not answer within {args.timeout_s:g} s')
-            answer = future.result()
+            answer: Any = future.result()
             if answer.success or time.monotonic() >= deadline:
                 break
             time.sleep(1.0)

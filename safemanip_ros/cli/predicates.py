@@ -9,7 +9,7 @@ from ..grounding.catalog import predicate_catalog
 from ..grounding.config import load_robot_config
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('predicates', help='list the grounded predicates of a robot configuration',
                        description='Load a robot/scene configuration (config/robots/*.yaml) and list every '
                                    'predicate its grounding sources publish, with its meaning.')

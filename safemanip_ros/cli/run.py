@@ -17,7 +17,7 @@ from .options import add_profile, profile_properties
 CONFIG = config_dir()
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('run', help='run grounding, monitor and supervisor nodes in one process',
                        description=(__doc__.split('\n\n')[0] if __doc__ else '') +
                        '  ROS arguments follow --ros-args as for any ROS 2 executable, e.g. '
@@ -165,7 +165,7 @@ def _realtime(priority: int) -> None:
     announce(state, 'safemanip run', '--realtime')
 
 
-def _param(key: str, value) -> str:
+def _param(key: str, value: object) -> str:
     if isinstance(value, bool):
         return f'{key}:={str(value).lower()}'
     if isinstance(value, list):

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
 
+if TYPE_CHECKING:
+    from ..specrl.families import Spec
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('specrl', help="SpecRLBench's evaluation: success, violation and others rates per "
                                       'specification and seed')
     cmds = p.add_subparsers(dest='specrl_command', metavar='COMMAND')
@@ -50,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=run_families)
 
 
-def _specs(args: argparse.Namespace) -> list:
+def _specs(args: argparse.Namespace) -> list[Spec]:
     from ..ltlf import parse
     from ..specrl.families import Spec, is_finite, select
     if args.count < 1 or not 1 <= args.n_seq <= 10 or not 0 <= args.n_disj <= 5:

@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ class VerdictBoard:
         return len(self.by_instance)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('watch', help='live terminal table of verdicts, violations and supervisor actions',
                        description=__doc__.split('\n\n')[1] if __doc__ else None)
     p.add_argument('--once', action='store_true', help='print one snapshot when verdicts arrive, then exit')
@@ -59,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def render(board: VerdictBoard | None, status, events, actions, width: int = 100) -> str:
+def render(board: VerdictBoard | None, status: Any, events: Iterable[Any], actions: Iterable[Any],
+           width: int = 100) -> str:
     lines = []
     if status is not None:
         lines.append(f'episode {status.episode_id or "-"}  frames {status.frames}  overruns {status.overruns}  '
@@ -96,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     def on_verdicts(msg: Any) -> None:
         board.update(msg)
         state['verdicts'] = board
-    events: deque = deque(maxlen=args.recent)
-    actions: deque = deque(maxlen=args.recent)
+    events: deque[Any] = deque(maxlen=args.recent)
+    actions: deque[Any] = deque(maxlen=args.recent)
     rclpy.init()
     node = rclpy.create_node('safemanip_watch')
     node.create_subscription(VerdictArray, 'verdicts', on_verdicts, qos)

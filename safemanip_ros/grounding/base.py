@@ -11,7 +11,7 @@ each such event is counted in :class:`InputHealth` and never folded into
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class Freshness:
         return ok
 
 
-def all_unknown(names: Mapping[str, object] | list[str]) -> Predicates:
+def all_unknown(names: Iterable[str]) -> Predicates:
     return {name: None for name in names}
 
 

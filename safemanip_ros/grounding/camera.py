@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import SafemanipError
-from .base import Freshness, Predicates, all_unknown
+from .base import Freshness, InputHealth, Predicates, all_unknown
 
 SUPPORTED_ENCODINGS = ('rgb8', 'bgr8', 'mono8', '16UC1')
 
@@ -37,9 +37,11 @@ def image_to_array(encoding: str, height: int, width: int, step: int, data: byte
     for mono8 or ``uint16[h, w]`` for 16UC1."""
     if encoding not in SUPPORTED_ENCODINGS:
         raise CameraError(f'unsupported image encoding {encoding!r}; supported: {", ".join(SUPPORTED_ENCODINGS)}')
-    channels, dtype = {'rgb8': (3, np.uint8), 'bgr8': (3, np.uint8), 'mono8': (1, np.uint8),
-                       '16UC1': (1, np.dtype('>u2') if is_bigendian else np.dtype('<u2'))}[encoding]
-    itemsize = np.dtype(dtype).itemsize
+    pixel: dict[str, tuple[int, np.dtype[Any]]] = {
+        'rgb8': (3, np.dtype(np.uint8)), 'bgr8': (3, np.dtype(np.uint8)), 'mono8': (1, np.dtype(np.uint8)),
+        '16UC1': (1, np.dtype('>u2') if is_bigendian else np.dtype('<u2'))}
+    channels, dtype = pixel[encoding]
+    itemsize = dtype.itemsize
     row_bytes = width * channels * itemsize
     if step < row_bytes or len(data) < step * height:
         raise CameraError(f'{encoding} image {width}x{height}: step {step} and {len(data)} data bytes are too '
@@ -137,7 +139,7 @@ class CameraGrounding:
         self._values: Predicates | None = None
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
     def update(self, stamp_s: float, image_rgb: np.ndarray) -> None:

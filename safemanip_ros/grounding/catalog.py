@@ -49,9 +49,9 @@ def predicate_catalog(cfg: RobotConfig) -> list[tuple[str, str, str]]:
     out.append(('contacts', 'forbidden_contact', 'a robot or grasped-object contact outside the allowed classes'))
     out.append(('contacts', 'robot_contact_clean', 'the robot touches an entity without the contamination hazard'))
     for o in sorted(cfg.contacts.graspable):
-        closed = ' and every finger is closed' if cfg.contacts.require_fingers_closed else ''
+        closure = ' and every finger is closed' if cfg.contacts.require_fingers_closed else ''
         out.append(('contacts', f'object_grasped_raw_{o}', f'at least {cfg.contacts.min_finger_bodies} finger '
-                    f'bodies touch {o}{closed}'))
+                    f'bodies touch {o}{closure}'))
     for o in sorted(cfg.contacts.graspable):
         out.append(('contacts', f'object_left_gripper_{o}', f'no finger body touches {o}'))
     for e in sorted(set(cfg.contacts.body_entity.values())):

@@ -18,7 +18,7 @@ from ..errors import SpecError
 from ..resources import config_dir
 from ..spec.fields import Field, validate
 from ..spec.ontology import Ontology, Scene, layered_ontology_files, load_ontology, scene_from_mapping
-from ..spec.yamlio import load_yaml
+from ..spec.yamlio import Located, load_yaml
 from .camera import CameraConfig, ColourRegion
 from .contacts import ContactConfig, WrenchConfig
 from .geometry import Shape, SupportSurface
@@ -149,7 +149,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         gripper_motion_hold_s=th.get('gripper_motion_hold_s', 0.0),
         command_divergence_rad=th.get('command_divergence_rad', 0.1), has_command=bool(j.get('command_topic')),
         staleness_s=st.get('joint_states', 0.2), gripper_calibration=calibration)
-    c = doc.get('contacts') or {}
+    c = doc.get('contacts') or Located()
     body_entity: dict[str, str] = {}
     for e, spec in ents.items():
         for body in spec.get('bodies') or []:
@@ -191,7 +191,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
             raise SpecError(f'{tf_doc["inside"].where(name)}: tf.inside.{name}: expected '
                             f'[frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]]')
         inside[name] = (str(spec[0]), str(spec[1]), tuple(spec[2]), tuple(spec[3]))
-    interiors = {}
+    interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = {}
     for name, spec in (doc.get('fixtures') or {}).items():
         box = spec.get('interior')
         if box is None:
@@ -199,7 +199,9 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         if len(box) != 3 or len(box[1]) != 3 or len(box[2]) != 3:
             raise SpecError(f'{spec.where("interior")}: fixtures.{name}.interior: expected '
                             f'[frame, [xmin, ymin, zmin], [xmax, ymax, zmax]] (metres in that frame)')
-        interiors[name] = (str(box[0]), tuple(float(v) for v in box[1]), tuple(float(v) for v in box[2]))
+        lo_x, lo_y, lo_z = (float(v) for v in box[1])
+        hi_x, hi_y, hi_z = (float(v) for v in box[2])
+        interiors[name] = (str(box[0]), (lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))
     shapes = {e: _shape(ents, e) for e in ents}
     # A support: declared (support_half_extents_m), given the scene role, or of a type whose role is a
     # support surface and whose shape says where its top is.
@@ -251,7 +253,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                        skills=skills)
 
 
-def _skills(doc, objects: list[str]) -> SkillConfig:
+def _skills(doc: Located, objects: list[str]) -> SkillConfig:
     spec = doc.get('skills')
     if not spec:
         return SkillConfig()
@@ -270,7 +272,7 @@ def _skills(doc, objects: list[str]) -> SkillConfig:
                        float(spec.get('unknown_after_reset_s', 1.0)), objects)
 
 
-def _gripper_calibration(j) -> dict[str, GripperCalibration]:
+def _gripper_calibration(j: Located) -> dict[str, GripperCalibration]:
     out = {}
     for name, spec in (j.get('gripper_calibration') or {}).items():
         where = f'{j["gripper_calibration"].where(name)}: joints.gripper_calibration.{name}'
@@ -293,7 +295,7 @@ def _gripper_calibration(j) -> dict[str, GripperCalibration]:
     return out
 
 
-def _shape(ents, e: str) -> Shape:
+def _shape(ents: Located, e: str) -> Shape:
     spec = ents[e].get('shape')
     if not spec:
         return Shape()
@@ -308,7 +310,7 @@ def _shape(ents, e: str) -> Shape:
                         f'(box: [half_x, half_y, half_z], cylinder: [radius, half_height], sphere: radius)') from None
 
 
-def _support(ents, e: str, shape: Shape) -> SupportSurface:
+def _support(ents: Located, e: str, shape: Shape) -> SupportSurface:
     """The top face of a support: ``support_half_extents_m`` (legacy: its
     frame is the top face's centre) or the shape's top face; the face's
     height above the frame is ``top_offset_m``, else the shape's half-height."""

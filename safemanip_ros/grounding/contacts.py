@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .base import Freshness, Predicates, all_unknown
+from .base import Freshness, InputHealth, Predicates, all_unknown
 from .poses import norm3
 
 
@@ -83,7 +83,7 @@ class ContactGrounding:
                       + [f'robot_touched_{h}' for h in hazards])
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
     def update(self, stamp_s: float, contacts: Iterable[ContactSample]) -> None:
@@ -209,7 +209,7 @@ class WrenchGrounding:
         self._seen = False
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
     def update(self, stamp_s: float, force_n: Sequence[float], torque_nm: Sequence[float]) -> None:
@@ -218,7 +218,7 @@ class WrenchGrounding:
         self._seen = True
         values = list(force_n) + list(torque_nm)
         over, known = wrench_over(self.config, np.array([values], dtype=float)) if len(values) == 6 else \
-            (None, np.zeros(1, bool))
+            (np.zeros(1, bool), np.zeros(1, bool))
         if not known[0]:
             self.health.nan_values += 1
             self._value = None

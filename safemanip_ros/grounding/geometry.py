@@ -117,10 +117,12 @@ def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
     up = R[:, 2, :]            # the up axis in the shape's own frame: the bottom row of R
     if shape.kind == 'box':
         dx, dy, dz = shape.dims_m
-        return np.abs(up[:, 0]) * dx + np.abs(up[:, 1]) * dy + np.abs(up[:, 2]) * dz
+        box: np.ndarray = np.abs(up[:, 0]) * dx + np.abs(up[:, 1]) * dy + np.abs(up[:, 2]) * dz
+        return box
     radius, half_height = shape.dims_m
     along = np.abs(up[:, 2])
-    return half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
+    cylinder: np.ndarray = half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
+    return cylinder
 
 
 def rests_on_rows(R: np.ndarray, t: np.ndarray, shapes: list[Shape], n: int, surface: SupportSurface,
@@ -132,4 +134,5 @@ def rests_on_rows(R: np.ndarray, t: np.ndarray, shapes: list[Shape], n: int, sur
         if len(set(shapes)) > 1 else depth_below_centre_m(R, shapes[0])
     over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
     gap = t[:, 2] - depth - surface.top_z_m
-    return over & (-tolerance_m <= gap) & (gap <= tolerance_m)
+    out: np.ndarray = over & (-tolerance_m <= gap) & (gap <= tolerance_m)
+    return out

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import Freshness, Predicates, all_unknown
+from .base import Freshness, InputHealth, Predicates, all_unknown
 
 PREDICATES = ('arm_moving', 'arm_stopped', 'joint_speed_over_limit', 'joint_near_limit', 'gripper_closed',
               'gripper_open', 'gripper_opening', 'gripper_closing', 'command_divergence')
@@ -115,15 +115,15 @@ class JointStateGrounding:
         self._idx = np.full(len(self._wanted), -1)
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
     def set_command(self, positions_rad: Sequence[float] | None) -> None:
         """The commanded arm positions (``arm_joints`` order), or None."""
         self._command = None if positions_rad is None else np.asarray(positions_rad, dtype=float)
 
-    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float],
-               velocities: Sequence[float] | None = None) -> None:
+    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float] | np.ndarray,
+               velocities: Sequence[float] | np.ndarray | None = None) -> None:
         """One JointState sample; joints are matched by name."""
         if not self.freshness.accept(stamp_s):
             return
@@ -182,7 +182,8 @@ class JointStateGrounding:
 
     def _opening(self, positions: np.ndarray) -> np.ndarray:
         """Finger openings (m) from a position vector in ``_wanted`` order."""
-        return self._grip_gain * (positions[len(self.config.arm_joints):] - self._grip_offset)
+        out: np.ndarray = self._grip_gain * (positions[len(self.config.arm_joints):] - self._grip_offset)
+        return out
 
     def evaluate(self, now_s: float) -> Predicates:
         """Predicate values for the frame at ``now_s`` (seconds)."""
@@ -194,7 +195,7 @@ class JointStateGrounding:
         cols = sample_predicates(
             self.arrays, self._pos[None], (self._vel if self._vel is not None else np.full(width, np.nan))[None],
             np.array([self._vel is not None]),
-            (self._prev_pos if prev else np.full(width, np.nan))[None], np.array([prev]),
+            (self._prev_pos if prev and self._prev_pos is not None else np.full(width, np.nan))[None], np.array([prev]),
             np.array([self._stamp]), np.array([self._prev_stamp if prev else np.nan]),
             np.array([self._grip_delta_m is not None]), np.array([self._recent(self._opened_at_s)]),
             np.array([self._recent(self._closed_at_s)]))
@@ -230,7 +231,8 @@ class JointArrays:
 
     def opening(self, positions: np.ndarray) -> np.ndarray:
         """Finger openings (m) ``[n, fingers]`` from positions ``[n, joints]``."""
-        return self.grip_gain * (positions[:, len(self.config.arm_joints):] - self.grip_offset)
+        out: np.ndarray = self.grip_gain * (positions[:, len(self.config.arm_joints):] - self.grip_offset)
+        return out
 
 
 def sample_predicates(arrays: JointArrays, pos: np.ndarray, vel: np.ndarray, has_vel: np.ndarray,
@@ -295,10 +297,10 @@ class FixtureGrounding:
         self._prev: dict[str, float] = {}
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
-    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float]) -> None:
+    def update(self, stamp_s: float, names: Sequence[str], positions: Sequence[float] | np.ndarray) -> None:
         if not self.config.joints or not self.freshness.accept(stamp_s):
             return
         if self.freshness.reset_needed:

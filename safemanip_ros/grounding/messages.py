@@ -14,7 +14,7 @@ offline audit and ``safemanip run`` see identical frames.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from .config import RobotConfig
 from .contacts import ContactGrounding, ContactSample, WrenchGrounding
 from .joints import FixtureGrounding, JointStateGrounding
 from .skills import SkillGrounding
-from .tf import TfGrounding, transforms_by_stamp
+from .tf import TfGrounding, TfSample, transforms_by_stamp
 
 # The raw topics a robot stack publishes and the type each must have.
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
@@ -54,8 +54,6 @@ def raw_topics(robot: RobotConfig | None) -> dict[str, str]:
 # tuples, value for value).
 JointSample = tuple[float, list[str], np.ndarray, Any]
 """(stamp s, names, positions, velocities — None unless one per name)."""
-TfSample = list[tuple[float, list[tuple[str, str, tuple, tuple]]]]
-""":func:`~.tf.transforms_by_stamp` of the message's transforms."""
 ContactsSample = tuple[float, list[ContactSample]]
 WrenchSample = tuple[float, tuple[float, float, float], tuple[float, float, float]]
 
@@ -143,11 +141,33 @@ def sample_of(topic: str, msg: Any) -> Any:
     return msg
 
 
+# How the sources chain, defined once for the offline GroundingSet and the live nodes: the contact
+# grounding reads the joint grounding's finger closure, the TF grounding reads the contact grounding's
+# raw grasps and the skill grounding's pick target (each from the same frame in one process, from the
+# source's topic across processes).
+
+def closure_of(values: Predicates) -> tuple[bool, bool | None]:
+    """(given, value) of the finger closure the contact grounding reads:
+    the joint grounding's ``gripper_closed`` (None: unknown)."""
+    return 'gripper_closed' in values, values.get('gripper_closed')
+
+
+def grasps_of(values: Predicates, objects: Iterable[str]) -> dict[str, bool | None]:
+    """The raw grasp per object the TF grounding reads, for the objects
+    ``values`` (the contact grounding's) names: ``object_grasped_raw_<o>``."""
+    return {o: values[key] for o in objects if (key := f'object_grasped_raw_{o}') in values}
+
+
 def pick_target_of(values: Predicates) -> str | None:
     """The object whose ``pick_target_<o>`` is true in ``values`` (the skill
     grounding's), if exactly one."""
     named = [k.removeprefix('pick_target_') for k, v in values.items() if v is True and k.startswith('pick_target_')]
     return named[0] if len(named) == 1 else None
+
+
+def names_pick_target(values: Predicates) -> bool:
+    """Whether ``values`` carry the skill grounding's pick targets."""
+    return any(k.startswith('pick_target_') for k in values)
 
 
 def image_array(msg: Any) -> np.ndarray:
@@ -236,12 +256,12 @@ class GroundingSet:
         out = self.joints.evaluate(now_s)
         if self.fixtures.names:
             out.update(self.fixtures.evaluate(now_s))
-        contact = self.contacts.evaluate(now_s, out.get('gripper_closed'))
+        contact = self.contacts.evaluate(now_s, closure_of(out)[1])
         out.update(contact)
         if self.skills is not None:
             out.update(self.skills.evaluate(now_s))
-        self.tf.view(now_s, {o: contact.get(f'object_grasped_raw_{o}') for o in self.robot.tf.objects},
-                     pick_target_of(out))
+        objects = self.robot.tf.objects
+        self.tf.view(now_s, {**dict.fromkeys(objects), **grasps_of(contact, objects)}, pick_target_of(out))
         if self.wrench is not None:
             out.update(self.wrench.evaluate(now_s))
         if self.camera is not None:

@@ -39,7 +39,8 @@ def quat_to_rot(q: np.ndarray) -> np.ndarray:
 
 def _normalised(q: np.ndarray) -> np.ndarray:
     n = np.sqrt(q[..., 0] * q[..., 0] + q[..., 1] * q[..., 1] + q[..., 2] * q[..., 2] + q[..., 3] * q[..., 3])
-    return q / n[..., None]
+    out: np.ndarray = q / n[..., None]
+    return out
 
 
 def slerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -61,13 +62,15 @@ def slerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 def mat_mul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A @ B`` for ``[..., 3, 3]`` batches, summed in a fixed order."""
-    return (A[..., :, 0, None] * B[..., None, 0, :] + A[..., :, 1, None] * B[..., None, 1, :]
-            + A[..., :, 2, None] * B[..., None, 2, :])
+    out: np.ndarray = (A[..., :, 0, None] * B[..., None, 0, :] + A[..., :, 1, None] * B[..., None, 1, :]
+                       + A[..., :, 2, None] * B[..., None, 2, :])
+    return out
 
 
 def mat_vec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``A @ v`` for ``[..., 3, 3]`` and ``[..., 3]`` batches."""
-    return A[..., :, 0] * v[..., None, 0] + A[..., :, 1] * v[..., None, 1] + A[..., :, 2] * v[..., None, 2]
+    out: np.ndarray = A[..., :, 0] * v[..., None, 0] + A[..., :, 1] * v[..., None, 1] + A[..., :, 2] * v[..., None, 2]
+    return out
 
 
 def compose(Ra: np.ndarray, ta: np.ndarray, Rb: np.ndarray, tb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +86,8 @@ def invert(R: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def norm3(v: np.ndarray) -> np.ndarray:
     """Euclidean length of ``[..., 3]`` vectors."""
-    return np.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+    out: np.ndarray = np.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+    return out
 
 
 def relative_angle(Ra: np.ndarray, Rb: np.ndarray) -> np.ndarray:
@@ -92,7 +96,8 @@ def relative_angle(Ra: np.ndarray, Rb: np.ndarray) -> np.ndarray:
     p = Ra * Rb
     rows = p[..., 0] + p[..., 1] + p[..., 2]
     tr = rows[..., 0] + rows[..., 1] + rows[..., 2]
-    return np.arccos(np.clip((tr - 1) / 2, -1.0, 1.0))
+    out: np.ndarray = np.arccos(np.clip((tr - 1) / 2, -1.0, 1.0))
+    return out
 
 
 def to_matrix(R: np.ndarray, t: np.ndarray) -> np.ndarray:

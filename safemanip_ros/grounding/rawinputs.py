@@ -16,6 +16,7 @@ from typing import Any
 from ..bag.bulk import RecordBatch
 from ..bag.layouts import Columns, LayoutDecoder
 from ..grounding.contacts import ContactSample
+from ..grounding.tf import TfTransform
 
 
 def _stamps(c: Columns, path: str) -> list[float]:
@@ -47,7 +48,7 @@ def _transforms(c: Columns) -> list[Any]:
     values = c.stack([f'transforms[{k}].transform.{f}' for k in range(count) for f in _TF_FIELDS]).tolist()
     out = []
     for sec, nsec, v in zip(secs, nsecs, values):
-        by_stamp: dict[float, list] = {}
+        by_stamp: dict[float, list[TfTransform]] = {}
         for k, (parent, child) in enumerate(frames):
             b = 7 * k
             by_stamp.setdefault(sec[k] + nsec[k] * 1e-9, []).append(
@@ -82,7 +83,7 @@ class SampleDecoder:
     """Samples of the raw messages of a bag, batch by batch (layouts are
     remembered from batch to batch)."""
 
-    def __init__(self, typestore) -> None:
+    def __init__(self, typestore: Any) -> None:
         self.decoders = {t: LayoutDecoder(typestore, t) for t in BUILDERS}
 
     def decode(self, batch: RecordBatch, where: str) -> list[Any]:

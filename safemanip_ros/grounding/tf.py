@@ -38,13 +38,13 @@ import bisect
 import collections
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..stamps import stamp_s
 from . import poses
-from .base import Column, Freshness, Predicates, all_unknown, kleene_and
+from .base import Column, Freshness, InputHealth, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, support_gap_m
 from .preconditions import Body, Support, pick_preconditions, place_preconditions
 from .tracking import Measurement, ObjectTrack, TrackConfig
@@ -110,6 +110,14 @@ class Link:
 Links = dict[str, Link]
 Spans = tuple[tuple[int, int], ...]
 """Per link of a :data:`Links` (in its order): the samples ``[start, end)`` a lookup may read."""
+# Shared by the lookups of one view and times: ("link" | "root", frame) -> poses.
+Memo = dict[tuple[str, str], Any]
+# (root frame, R, t, ok): a frame's pose in its tree's root; R, t and ok are None for the root itself.
+_RootPose = tuple[str, None, None, None] | tuple[str, np.ndarray, np.ndarray, np.ndarray]
+
+# One transform as (parent, child, translation m, rotation xyzw), and messages grouped by stamp (s).
+TfTransform = tuple[str, str, tuple[float, float, float], tuple[float, float, float, float]]
+TfSample = list[tuple[float, list[TfTransform]]]
 
 _MISS = object()
 _COMPACT_ABOVE = 256     # samples trimmed from a link before its lists are shortened
@@ -205,7 +213,7 @@ class TransformTree:
         return poses.to_matrix(res.R[0], res.t[0]) if res.ok[0] else None
 
     def lookup_many(self, target: str, source: str, times_s: np.ndarray, links: Links,
-                    spans: np.ndarray, memo: dict | None = None) -> Lookup:
+                    spans: np.ndarray, memo: Memo | None = None) -> Lookup:
         """Pose of ``source`` in ``target`` at each of ``times_s`` [n], each
         time read in the view of ``links`` whose spans are ``spans[k]``
         ([n, len(links), 2], from :meth:`view`).  ``memo``: a dict shared by
@@ -214,15 +222,17 @@ class TransformTree:
         return self.lookup_rows(target, [source], times_s, links, spans, memo)
 
     def lookup_rows(self, target: str, sources: Sequence[str], times_s: np.ndarray, links: Links,
-                    spans: np.ndarray, memo: dict | None = None) -> Lookup:
+                    spans: np.ndarray, memo: Memo | None = None) -> Lookup:
         """:meth:`lookup_many` for several sources at once: rows ``j * n + k``
         hold source ``j`` at time ``k`` (one array pass for all sources)."""
         n, m = len(times_s), len(sources)
         memo = {} if memo is None else memo
         self.prefetch([target, *sources], times_s, links, spans, memo)
         a = self._to_root(target, links, memo)
-        Rb, tb = np.zeros((m, n, 3, 3)), np.zeros((m, n, 3))
-        okb, b_root = np.zeros((m, n), bool), np.zeros(m, bool)
+        Rb: np.ndarray = np.zeros((m, n, 3, 3))
+        tb: np.ndarray = np.zeros((m, n, 3))
+        okb: np.ndarray = np.zeros((m, n), bool)
+        b_root = np.zeros(m, bool)
         for j, source in enumerate(sources):
             b = self._to_root(source, links, memo)
             if a is None or b is None or a[0] != b[0]:
@@ -248,7 +258,7 @@ class TransformTree:
         return Lookup(R, t, oka & okb)
 
     def prefetch(self, frames: Sequence[str], times_s: np.ndarray, links: Links, spans: np.ndarray,
-                 memo: dict) -> None:
+                 memo: Memo) -> None:
         """Compute, in one pass over arrays, the poses of every link on the
         chains of ``frames`` not yet in ``memo`` (for :meth:`lookup_many`):
         a frame's few links interpolated together, not one call each."""
@@ -272,34 +282,38 @@ class TransformTree:
             part = slice(j * n, (j + 1) * n)
             memo[('link', child)] = (R[part], t[part], ok[part])
 
-    def _to_root(self, frame: str, links: Links, memo: dict):
+    def _to_root(self, frame: str, links: Links, memo: Memo) -> _RootPose | None:
         """(root frame, R, t, ok): the pose of ``frame`` in its root at each
         time (R and t None when ``frame`` is the root), or None when the
         chain has a cycle; from the link poses :meth:`prefetch` put in ``memo``."""
         hit = memo.get(('root', frame), _MISS)
         if hit is not _MISS:
-            return hit
+            cached: _RootPose | None = hit
+            return cached
         start = frame
-        R = t = ok = None
+        R: np.ndarray | None = None
+        t: np.ndarray | None = None
+        ok: np.ndarray | None = None
         seen = set()
-        result: tuple | None = None
+        result: _RootPose | None = None
         while frame in links:
             if frame in seen:
                 break    # a cycle in the tree
             seen.add(frame)
             Rl, tl, okl = memo[('link', frame)]
-            if R is None:
+            if R is None or t is None:
                 R, t, ok = Rl, tl, okl
             else:
                 R, t = poses.compose(Rl, tl, R, t)
                 ok = ok & okl
             frame = links[frame].parent
         else:
-            result = (frame, R, t, ok)
+            result = (frame, None, None, None) if R is None or t is None or ok is None else (frame, R, t, ok)
         memo[('root', start)] = result
         return result
 
-    def _link_rows(self, link: Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray, tol: float):
+    def _link_rows(self, link: Link, times_s: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   tol: float) -> _Sample | tuple[np.ndarray, ...]:
         """Which of a link's samples ``[start, end)`` give its pose at each
         time, as :func:`_pose_between` takes them: the sample itself at or
         before the first stamp and at or after the newest, the two around
@@ -329,26 +343,28 @@ class TransformTree:
         nonempty = end > start
         last_row = np.maximum(end - 1, 0)
         if link.static:
-            r0 = r1 = last_row
-            ok = nonempty
+            rows0 = rows1 = last_row
+            known = nonempty
         else:
             first_row = np.minimum(start, len(stamps) - 1)
-            ok = nonempty & (stamps[first_row] - tol <= times_s) & (times_s <= stamps[last_row] + tol)
-            i = np.clip(np.searchsorted(stamps, times_s, 'left'), start, end)
-            at_first, at_last = i == start, i >= end
-            r0 = np.where(at_first, first_row, np.where(at_last, last_row, i - 1))
-            r1 = np.where(at_first, first_row, np.where(at_last, last_row, i))
-        return stamps[r0], stamps[r1], np.stack([trans[r0], trans[r1]]), np.stack([rots[r0], rots[r1]]), r0 != r1, ok
+            known = nonempty & (stamps[first_row] - tol <= times_s) & (times_s <= stamps[last_row] + tol)
+            at = np.clip(np.searchsorted(stamps, times_s, 'left'), start, end)
+            at_first, at_last = at == start, at >= end
+            rows0 = np.where(at_first, first_row, np.where(at_last, last_row, at - 1))
+            rows1 = np.where(at_first, first_row, np.where(at_last, last_row, at))
+        return (stamps[rows0], stamps[rows1], np.stack([trans[rows0], trans[rows1]]),
+                np.stack([rots[rows0], rots[rows1]]), rows0 != rows1, known)
 
 
 _UNIT_Q = np.array([0.0, 0.0, 0.0, 1.0])
 
 
-class _Sample(tuple):
+class _Sample(tuple[Any, ...]):
     """One time's rows of one link, as Python values (live lookups: arrays
     are built once for all of a frame's links, :func:`_stack_rows`)."""
 
-    def __new__(cls, t0, t1, tr0, tr1, q0, q1, between, ok):
+    def __new__(cls, t0: float, t1: float, tr0: Sequence[float], tr1: Sequence[float], q0: Sequence[float],
+                q1: Sequence[float], between: bool, ok: bool) -> '_Sample':
         return super().__new__(cls, (t0, t1, tr0, tr1, q0, q1, between, ok))
 
 
@@ -356,7 +372,7 @@ _NO_SAMPLE = _Sample(0.0, 0.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0,
                      False, False)
 
 
-def _stack_rows(rows: list) -> tuple[np.ndarray, ...]:
+def _stack_rows(rows: list[Any]) -> tuple[np.ndarray, ...]:
     """Rows of several links (:meth:`TransformTree._link_rows`) as the
     arrays :func:`_pose_between` takes, link after link."""
     if all(isinstance(r, _Sample) for r in rows):
@@ -469,7 +485,7 @@ class TfGrounding:
         self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
         # Support → its recent positions in the world (time s, position), over the track's window.
-        self._support_seen: dict[str, collections.deque] = {}
+        self._support_seen: dict[str, collections.deque[tuple[float, np.ndarray]]] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
         self._pending: list[_PendingFrame] = []
@@ -482,7 +498,7 @@ class TfGrounding:
                       + [f'{k}_{f}' for f in sorted(config.interiors) for k in ('reach_in', 'object_reach_in')])
 
     @property
-    def health(self):
+    def health(self) -> InputHealth:
         return self.freshness.health
 
     def update(self, stamp_s: float, transforms: Sequence[tuple[str, str, Sequence[float], Sequence[float]]],
@@ -565,7 +581,7 @@ class TfGrounding:
         cfg = self.config
         n = len(times)
         memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
-        chains: list[dict] = [{} for _ in groups]         # per group: its links' poses and chains
+        chains: list[Memo] = [{} for _ in groups]         # per group: its links' poses and chains
         for (links, rows, spans), chain in zip(groups, chains):
             self.tree.prefetch(self._frames, times[rows], links, spans, chain)
 
@@ -634,7 +650,7 @@ class TfGrounding:
                 inside, inside_known = (c.reshape(m, n) for c in self._inside(
                     np.concatenate([p for p, _ in at]), np.concatenate([k for _, k in at]), lo, hi))
                 both, both_known = kleene_and((held, held_known), (inside, inside_known))
-                reach = both.any(axis=0)
+                reach = np.asarray(both.any(axis=0))
                 cols[f'object_reach_in_{fixture}'] = reach, reach | both_known.all(axis=0)
             else:
                 cols[f'object_reach_in_{fixture}'] = np.zeros(n, bool), np.ones(n, bool)
@@ -700,7 +716,8 @@ class TfGrounding:
 
     def _objects_frames(self, times: np.ndarray, epochs: list[int], codes: np.ndarray,
                         groups: list[tuple[Links, np.ndarray, np.ndarray]],
-                        lookup, targets: np.ndarray) -> tuple[list[dict[str, Column]], Column]:
+                        lookup: Callable[[str, str], Lookup], targets: np.ndarray
+                        ) -> tuple[list[dict[str, Column]], Column]:
         """Per object: its stable, sliding, sync, supported, settled,
         gripper_approaching and place-precondition columns over the frames
         (:mod:`.tracking`, :mod:`.preconditions`), given the grasp state
@@ -809,8 +826,8 @@ class TfGrounding:
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
                  'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
 
-    def _preconditions(self, k: int, now: float, gripper, bodies: dict[str, Body],
-                       supports: list, sup_w: list[Lookup],
+    def _preconditions(self, k: int, now: float, gripper: tuple[np.ndarray, np.ndarray] | None,
+                       bodies: dict[str, Body], supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup],
                        sup_noise: list[float], target: str | None = None
                        ) -> tuple[bool | None, dict[str, bool | None]]:
         """Frame ``k``'s pick and per-object place preconditions.  A support
@@ -858,11 +875,11 @@ def _grasp_code(grasped: Mapping[str, bool | None], obj: str) -> int:
     return GRASP_UNKNOWN if g is None else GRASP_TRUE if g else GRASP_FALSE
 
 
-def transforms_by_stamp(transforms) -> list[tuple[float, list[tuple[str, str, tuple, tuple]]]]:
+def transforms_by_stamp(transforms: Iterable[Any]) -> TfSample:
     """Group ``geometry_msgs/TransformStamped`` objects (rclpy or rosbags, read
     by attribute) into (stamp seconds, [(parent, child, translation,
     rotation xyzw)]) in time order, the form :meth:`TfGrounding.update` takes."""
-    by_stamp: dict[float, list] = {}
+    by_stamp: dict[float, list[TfTransform]] = {}
     for t in transforms:
         tr, q = t.transform.translation, t.transform.rotation
         stamp = stamp_s(t.header.stamp)

@@ -60,7 +60,7 @@ class LetterWorld(gymnasium.Env):
         self.agent = (0, 0)
         self.t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         rng = self.np_random
         n = self.size
@@ -77,7 +77,7 @@ class LetterWorld(gymnasium.Env):
         self.t = 0
         return self._obs(), {'propositions': self._props()}
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         dr, dc = MOVES[int(action)]
         self.agent = ((self.agent[0] + dr) % self.size, (self.agent[1] + dc) % self.size)
         self.t += 1
@@ -88,7 +88,7 @@ class LetterWorld(gymnasium.Env):
         return {letter} if letter else set()
 
     def _obs(self) -> np.ndarray:
-        obs = np.zeros(self.observation_space.shape, np.uint8)
+        obs = np.zeros((self.size, self.size, len(self.letters) + 1), np.uint8)
         index = {x: j for j, x in enumerate(self.letters)}
         for (r, c), letter in self.grid.items():
             if letter in index:
@@ -136,10 +136,10 @@ class RandomPolicy:
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def reset(self, obs: np.ndarray, info: dict) -> None:
+    def reset(self, obs: np.ndarray, info: dict[str, Any]) -> None:
         pass
 
-    def __call__(self, obs: np.ndarray, info: dict) -> int:
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
         return int(self.rng.integers(4))
 
 
@@ -163,7 +163,7 @@ class GreedyPolicy:
                 self.parts.append((dfa, moves, _distances(dfa, moves, list(dfa.accepting))))
         self.reset(None, {})
 
-    def reset(self, obs: np.ndarray | None, info: dict) -> None:
+    def reset(self, obs: np.ndarray | None, info: dict[str, Any]) -> None:
         self.state = self.dfa.initial
         self.part_states = [dfa.initial for dfa, _, _ in self.parts]
         self.met = np.zeros((1, len(self.parts)), bool)      # conjuncts met this round (specrl.metrics)
@@ -188,7 +188,7 @@ class GreedyPolicy:
                 out |= {x for x in self.letters if x not in dead and d[moves[x][ps]] < d[ps]}
         return out
 
-    def __call__(self, obs: np.ndarray, info: dict) -> int:
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
         # The propositions of the step just taken (the reset state is not a step of the trace).
         if not self._fresh:
             self._observe(set(info['propositions']))

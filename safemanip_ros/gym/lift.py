@@ -24,6 +24,8 @@ down, never dropping it on the way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium
 import numpy as np
 
@@ -47,7 +49,7 @@ class LiftEnv(gymnasium.Env):
         self.sample: SimSample | None = None
         self._prev_z: float | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         s = 0 if seed is None else int(seed)
         if self.world is None:
@@ -62,7 +64,7 @@ class LiftEnv(gymnasium.Env):
         assert self.world is not None
         return float(self.world.env.cube.size[2])
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         assert self.world is not None and self.sample is not None, 'reset() first'
         self.sample = self.world.step(np.asarray(action, dtype=np.float64))
         return self._obs(), 0.0, False, self.sample.step >= self.horizon, self._info()
@@ -93,7 +95,7 @@ class LiftEnv(gymnasium.Env):
             out.add('dropped')
         return out
 
-    def _info(self) -> dict:
+    def _info(self) -> dict[str, Any]:
         assert self.sample is not None
         return {'propositions': self.propositions(self.sample), 'sample': self.sample}
 
@@ -111,10 +113,10 @@ class ScriptedLift:
         self.env, self.fault, self.seed = env, fault, seed
         self.policy: LiftPolicy | None = None
 
-    def reset(self, obs: np.ndarray, info: dict) -> None:
+    def reset(self, obs: np.ndarray, info: dict[str, Any]) -> None:
         self.policy = LiftPolicy(self.fault, np.random.default_rng(self.seed), cube_half_m=self.env.cube_half_m)
 
-    def __call__(self, obs: np.ndarray, info: dict) -> np.ndarray:
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
         assert self.policy is not None
         return self.policy.act(info['sample'])
 

@@ -109,15 +109,15 @@ class _Core:
                     v[b, j] = True
         return v
 
-    def step(self, props: Sequence[Iterable[str]], active: np.ndarray | None = None) -> tuple[np.ndarray, list]:
+    def step(self, props: Sequence[Iterable[str]], active: np.ndarray | None = None) -> tuple[np.ndarray, list[list[dict[str, Any]]]]:
         """One step of every (active) rollout: the verdicts ``[B, D]`` and per
         rollout its events."""
         act = np.ones(self.batch, bool) if active is None else active
-        for b in np.flatnonzero(act):
+        for b in np.flatnonzero(act).tolist():
             self.logged[b].append(sorted(props[b]))
         res = self.monitor.step(self.values(props), active=None if active is None else act)
         self.verdicts = res.verdicts
-        events: list[list[dict]] = [[] for _ in range(self.batch)]
+        events: list[list[dict[str, Any]]] = [[] for _ in range(self.batch)]
         for e in res.opened:
             events[e.rollout].append({'instance': self.names[e.instance], 'start': e.start})
         for e in res.closed:
@@ -125,7 +125,7 @@ class _Core:
                                       'recovered': e.recovered})
         return res.verdicts, events
 
-    def violation_opened(self, events: list[dict]) -> bool:
+    def violation_opened(self, events: list[dict[str, Any]]) -> bool:
         return any('end' not in e for e in events)
 
     def satisfied(self, b: int) -> bool:
@@ -133,7 +133,7 @@ class _Core:
         ``true``, which no later step changes)."""
         return bool(self.finite_index) and bool((self.verdicts[b, self.finite_index] == Verdict.TRUE).all())
 
-    def finish(self, which: np.ndarray) -> dict[int, dict]:
+    def finish(self, which: np.ndarray) -> dict[int, dict[str, Any]]:
         """End the rollouts of ``which``: their episode records."""
         results = self.monitor.finish(which)
         ending = [int(b) for b in np.flatnonzero(which)]
@@ -143,7 +143,7 @@ class _Core:
         out = {}
         for pos, b in enumerate(ending):
             r = results[b]
-            record: dict = {'steps': len(self.logged[b]), 'instances': {}, 'specs': {}}
+            record: dict[str, Any] = {'steps': len(self.logged[b]), 'instances': {}, 'specs': {}}
             if r is not None:
                 for inst in r.instances:
                     record['instances'][inst.instance] = {
@@ -162,7 +162,8 @@ def _props(info: Mapping[str, Any], obs: Any, labeller: Labeller | None) -> Iter
         return labeller(obs, info)
     if 'propositions' not in info:
         raise KeyError('the environment gives no info["propositions"]; pass labeller=(obs, info) -> names')
-    return info['propositions']
+    names: Iterable[str] = info['propositions']
+    return names
 
 
 class SpecMonitor(gymnasium.Wrapper):
@@ -211,7 +212,7 @@ class SpecMonitor(gymnasium.Wrapper):
         info = dict(info, safemanip=out)
         return obs, reward, terminated, truncated, info
 
-    def _log(self, record: dict) -> None:
+    def _log(self, record: dict[str, Any]) -> None:
         self.episodes += 1
         if self.log_path is None:
             return
@@ -277,10 +278,10 @@ class SpecMonitorVector(gymnasium.vector.VectorWrapper):
             by_wrapper[b] = (self.terminate_on_violation and self.core.violation_opened(events[b])) or \
                 (self.terminate_on_success and self.core.satisfied(int(b)))
         ended = (inner_done | by_wrapper) & active
-        episodes: list[dict | None] = [None] * self.num_envs
+        episodes: list[dict[str, Any] | None] = [None] * self.num_envs
         if ended.any():
-            for b, record in self.core.finish(ended).items():
-                episodes[b] = record
+            for ended_b, record in self.core.finish(ended).items():
+                episodes[ended_b] = record
         self._ignoring = (self._ignoring | (by_wrapper & active)) & ~inner_done
         self._resetting = inner_done
         info = dict(info, safemanip={'verdicts': verdicts, 'events': events, 'episode': episodes, 'ended': ended})

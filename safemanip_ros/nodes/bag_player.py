@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 from rclpy.duration import Duration
 from rclpy.node import Node
@@ -60,7 +61,7 @@ class BagPlayer(RosParameters, Node):
         self._messages = bag.messages(self.connections)
         self.done = False
         self._started: tuple[float, int] | None = None
-        self._pending = None
+        self._pending: tuple[Any, int, bytes] | None = None
         self.create_timer(0.002, self._tick)
 
     def _tick(self) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
@@ -78,7 +79,8 @@ class GateNode(RosParameters, Node):
                               ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0),
                               ('alerts_file', ''), ('rebuild_from', [''])):
             self.declare_parameter(name, default)
-        p = lambda n: self.get_parameter(n).value  # noqa: E731
+        def p(name: str) -> Any:
+            return self.get_parameter(name).value
         limits = checked_limits([x for x in p('limits') if x])
         unit, alpha = str(p('unit')), float(p('alpha'))
         if unit not in ('trigger', 'rollout'):
@@ -188,7 +190,8 @@ class GateNode(RosParameters, Node):
         arr.header.stamp = self.get_clock().now().to_msg()
         for robot, name in self._rows():
             s = self.gate.stream(robot, name)
-            level = {PASS: DiagnosticStatus.OK, FAIL: DiagnosticStatus.ERROR}.get(s.decision, DiagnosticStatus.WARN)
+            level = DiagnosticStatus.OK if s.decision == PASS else DiagnosticStatus.ERROR if s.decision == FAIL \
+                else DiagnosticStatus.WARN
             test = self.gate.tests[name]
             arr.status.append(DiagnosticStatus(
                 level=level, name=f'safemanip/gate/{robot or "fleet"}/{name}',

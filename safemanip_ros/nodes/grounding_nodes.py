@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from typing import Any, Callable
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped, WrenchStamped
@@ -34,18 +35,21 @@ from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.messages import (
+    closure_of,
     command_positions,
     feed_contacts,
     feed_joint_state,
     feed_tf,
     feed_wrench,
+    grasps_of,
     image_array,
+    names_pick_target,
     pick_target_of,
     skill_event_sample,
-    stamp_s,
 )
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
+from ..stamps import stamp_s
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
@@ -53,7 +57,6 @@ from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
 
-_UNSET = object()
 MAX_DEFERRED = 1000
 """Held-back inputs at most (a publisher whose clock runs far ahead is not buffered without bound)."""
 
@@ -78,8 +81,9 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
     fast_inputs = False     # inputs far above the frame rate (TF): publications rate-limited
 
     def __init__(self, node_name: str) -> None:
-        self._inputs: list = []           # input subscriptions, drained before each in-process sample
-        self._deferred: list = []         # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
+        self._inputs: list[Any] = []      # input subscriptions, drained before each in-process sample
+        # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
+        self._deferred: list[tuple[int, int, Callable[[Any], None], Any]] = []
         self._deferred_seq = itertools.count()
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
         super().__init__(node_name)
@@ -123,7 +127,8 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
     def evaluate(self, now_s: float) -> Predicates:
         raise NotImplementedError
 
-    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def create_subscription(self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any,
+                            **kwargs: Any) -> Any:
         """An input subscription: drained before each in-process sample, and
         a message stamped after this node's clock is held back until the
         clock reaches its stamp (simulators publish the state of step t
@@ -235,7 +240,7 @@ class ContactGroundingNode(GroundingNode):
         wrench_topic = self.get_parameter('wrench_topic').value or self.robot.wrench_topic
         self._use_wrench = bool(wrench_topic)
         self.fingers = JointStateGrounding(self.robot.joints)
-        self._closed_upstream: object = _UNSET
+        self._closure_upstream: tuple[bool, bool | None] = (False, None)
         self.create_subscription(ContactArray, 'contacts', self._on_contacts, self.input_qos)
         if self.robot.contacts.require_fingers_closed and not self.sampled_by_monitor:
             # Sampled in one process, the closure comes from the joint grounding's own sample of the
@@ -257,11 +262,14 @@ class ContactGroundingNode(GroundingNode):
 
     def upstream(self, values: Predicates) -> None:
         # In one process the joint grounding's own gripper_closed at this frame is the closure.
-        self._closed_upstream = values.get('gripper_closed', self._closed_upstream)
+        given, closed = closure_of(values)
+        if given:
+            self._closure_upstream = (True, closed)
 
     def evaluate(self, now_s: float) -> Predicates:
-        closed = self._closed_upstream if self._closed_upstream is not _UNSET else \
-            self.fingers.evaluate(now_s).get('gripper_closed')
+        given, closed = self._closure_upstream
+        if not given:
+            closed = closure_of(self.fingers.evaluate(now_s))[1]
         out = self.grounding.evaluate(now_s, closed)
         if self._use_wrench:
             out.update(self.wrench.evaluate(now_s))
@@ -301,17 +309,14 @@ class TfGroundingNode(GroundingNode):
         self._take_target(values)
 
     def _take_target(self, values: Predicates) -> None:
-        if any(k.startswith('pick_target_') for k in values):
+        if names_pick_target(values):
             self._pick_target = pick_target_of(values)
 
     def _on_grasp(self, msg: PredicateArray) -> None:
         self._take_grasp(predicate_values(msg))
 
     def _take_grasp(self, values: Predicates) -> None:
-        for obj in self._grasped:
-            key = f'object_grasped_raw_{obj}'
-            if key in values:
-                self._grasped[obj] = values[key]
+        self._grasped.update(grasps_of(values, self._grasped))
 
     def evaluate(self, now_s: float) -> Predicates:
         return self.grounding.evaluate(now_s, self._grasped, self._pick_target)

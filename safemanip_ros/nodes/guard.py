@@ -109,24 +109,28 @@ class CallbackGuard:
                 return None
         return guarded
 
-    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def create_subscription(self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any,
+                            **kwargs: Any) -> Any:
         return super().create_subscription(  # type: ignore[misc]
             msg_type, topic, self._guarded(callback, f'subscription {topic}'), *args, **kwargs)
 
-    def create_timer(self, timer_period_sec, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def create_timer(self, timer_period_sec: float, callback: Callable[..., Any] | None, *args: Any,
+                     **kwargs: Any) -> Any:
         name = getattr(callback, '__name__', 'timer')
         return super().create_timer(  # type: ignore[misc]
-            timer_period_sec, self._guarded(callback, f'timer {name}'), *args, **kwargs)
+            timer_period_sec, None if callback is None else self._guarded(callback, f'timer {name}'), *args, **kwargs)
 
-    def destroy_timer(self, timer):  # type: ignore[no-untyped-def]
+    def destroy_timer(self, timer: Any) -> bool:
         # rclpy keeps a weak reference to every timer in its callback group and never drops it:
         # timers made and destroyed over a long run would grow that set without bound.
         group = getattr(timer, 'callback_group', None)
         if group is not None:
             group.entities.discard(weakref.ref(timer))
-        return super().destroy_timer(timer)  # type: ignore[misc]
+        destroyed: bool = super().destroy_timer(timer)  # type: ignore[misc]
+        return destroyed
 
-    def create_service(self, srv_type, srv_name, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def create_service(self, srv_type: Any, srv_name: str, callback: Callable[..., Any], *args: Any,
+                       **kwargs: Any) -> Any:
         return super().create_service(  # type: ignore[misc]
             srv_type, srv_name, self._guarded(callback, f'service {srv_name}', service=True), *args, **kwargs)
 

@@ -28,9 +28,11 @@
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import secrets
 import time
+from typing import Any, Sequence
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -52,7 +54,7 @@ from safemanip_ros.msg import (
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
 from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock
-from ..monitor.core import Monitor, RolloutResult
+from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
 from ..monitor.frames import SampleHold
 from ..monitor.phase import PhaseLock
 from ..resources import default_suites
@@ -110,13 +112,14 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             JumpThreshold(min_forward=Duration(nanoseconds=CLOCK_JUMP_NS), min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False), post_callback=self._on_clock_jump)
         self._zero_stamp_warned = False
-        self._pending: collections.deque = collections.deque()
+        # (stamp ns, names, values, unknown) of predicate samples not yet applied
+        self._pending: collections.deque[tuple[int, list[str], list[bool], list[bool]]] = collections.deque()
         self._drain_warned = False
-        self._frame_timer = None
-        self._sources: list = []        # in-process grounding nodes sampled at each frame (safemanip run)
-        self._listeners: list = []      # in-process supervisors handed each violation event (safemanip run)
+        self._frame_timer: Any = None
+        self._sources: list[Any] = []   # in-process grounding nodes sampled at each frame (safemanip run)
+        self._listeners: list[Any] = []  # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
-        self._timer = None
+        self._timer: Any = None
         self._hold: SampleHold | None = None
         self._episode = ''
         self._episode_count = 0
@@ -128,9 +131,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._max_frame_s = 0.0
         self._last_tick: float | None = None
         self._last_metrics = 0.0
-        self._subs = []
+        self._subs: list[Any] = []
         self._phase: PhaseLock | None = None
-        self._phase_timer = None
+        self._phase_timer: Any = None
 
     # ------------------------------------------------------------ lifecycle
     def _build(self) -> Monitor:
@@ -143,6 +146,20 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.get_logger().warning(f'unsupported, not run: {inst} (nothing in {p("robot_config").value} grounds '
                                       f'{", ".join(missing)})')
         return monitor
+
+    @property
+    def _configured(self) -> Monitor:
+        """The monitor, from configure on (a frame or service before it is a bug)."""
+        if self.monitor is None:
+            raise RuntimeError('the monitor node is not configured')
+        return self.monitor
+
+    @property
+    def _held(self) -> SampleHold:
+        """The held predicate samples, from configure on."""
+        if self._hold is None:
+            raise RuntimeError('the monitor node is not configured')
+        return self._hold
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -176,8 +193,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._srvs = [self.create_service(Trigger, f'~/{name}', cb) for name, cb in (
             ('start_episode', self._srv_start), ('end_episode', self._srv_end), ('reload', self._srv_reload),
             ('status', self._srv_status))]
-        self.get_logger().info(f'configured: {len(self.monitor.instances)} property instances over '
-                               f'{len(self.monitor.predicates)} predicates')
+        self.get_logger().info(f'configured: {len(self._configured.instances)} property instances over '
+                               f'{len(self._configured.predicates)} predicates')
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -231,13 +248,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                           f'sample time (warned once)')
         names, values, unknown = [p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds]
         if self._timer is None:          # not active: no frames to keep samples for
-            self._hold.update_many(names, values, unknown, stamp_ns * 1e-9)
+            self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
             return
         # Applied when the frames are built, each frame seeing exactly the
         # samples stamped at or before it (a late tick stays causal).
         self._pending.append((stamp_ns, names, values, unknown))
         if not self._arming.armed:
-            read = self._hold.index
+            read = self._held.index
             mine = [p for p in preds if p.name in read]
             self._arming.heard(topic, len(mine), sum(not p.unknown for p in mine))
 
@@ -271,8 +288,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._pending = pending = collections.deque(sorted(pending, key=lambda item: item[0]))
         while pending and pending[0][0] <= frame_ns:
             stamp_ns, names, values, unknown = pending.popleft()
-            self._hold.update_many(names, values, unknown, stamp_ns * 1e-9)
-        return self._hold.frame(frame_ns * 1e-9)
+            self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
+        return self._held.frame(frame_ns * 1e-9)
 
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
@@ -330,7 +347,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # Sampled here and now: the newest frame is at now, and its samples
             # (published, so recorded, with this stamp) are the ones it sees.
             due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=True)
-            upstream: dict = {}
+            upstream: dict[str, Any] = {}
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
             sampled_mono_ns = time.monotonic_ns()
@@ -427,13 +444,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame_clock.restart()
         self._tick()
 
-    def attach_sources(self, sources: list) -> None:
+    def attach_sources(self, sources: list[Any]) -> None:
         """Grounding nodes of this process (``sample(now_ns)`` → values) to
         sample at each frame's time: the frame sees every input grounded
         before it, with no second timer and no transport in between."""
         self._sources = list(sources)
 
-    def attach_listeners(self, listeners: list) -> None:
+    def attach_listeners(self, listeners: list[Any]) -> None:
         """Nodes of this process (``deliver_violation(msg)``) handed each
         violation event as it is published (they still hear other monitors
         over DDS and ignore the copy of ours)."""
@@ -443,16 +460,16 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         """Take every predicate message already delivered to our subscriptions
         (rclpy's executor takes one per subscription per wake-up)."""
         for sub, topic in zip(self._subs, self._sub_topics):
-            if not take_delivered(sub, lambda msg, t=topic: self._on_predicates(msg, t)):
+            if not take_delivered(sub, functools.partial(self._on_predicates, topic=topic)):
                 if not self._drain_warned:
                     self._drain_warned = True
                     self.get_logger().warning('cannot take messages directly; frames may miss samples still queued')
                 return
 
-    def _step_frame(self, frame_ns: int):
+    def _step_frame(self, frame_ns: int) -> StepResult:
         """Monitor the frame at ``frame_ns`` and publish its episode events."""
         values, unknown = self._frame(frame_ns)
-        res = self.monitor.step(values, unknown)
+        res = self._configured.step(values, unknown)
         for verb, kind, events in (('opened', ViolationEvent.EVENT_OPENED, res.opened),
                                    ('closed (recovered)', ViolationEvent.EVENT_CLOSED, res.closed)):
             if not events:
@@ -464,7 +481,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frames_total += 1
         return res
 
-    def _log_events(self, verb: str, events: list) -> None:
+    def _log_events(self, verb: str, events: Sequence[EpisodeEvent]) -> None:
         """One log line for a frame's events of one kind: a line per event
         (half a millisecond each, rclpy's logger looks up its caller) made a
         frame in which hundreds of instances violate at once overrun."""
@@ -475,10 +492,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().warning(f'violation {verb}: {"; ".join(shown)}{more}')
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
-        inst = self.monitor.instances[d]
+        inst = self._configured.instances[d]
         # Two counts of rollout 0, read directly: a whole snapshot per event (every instance's counts as
         # tuples) took a quarter of the frame time with a thousand instances.
-        violations, frames = int(self.monitor.violations[d, 0]), int(self.monitor.frames[0])
+        violations, frames = int(self._configured.violations[d, 0]), int(self._configured.frames[0])
         period_ns = self._frame_clock.period_ns
         msg = ViolationEvent(event=kind, property=inst.property, instance=inst.instance, category=inst.category,
                              severity=SEVERITY[inst.severity], episode_id=self._episode, start_frame=start,
@@ -494,7 +511,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             listener.deliver_violation(msg)
 
     def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:
-        mon = self.monitor
+        mon = self._configured
         msg = MonitorMetrics(episode_id=self._episode, final=final is not None)
         msg.header.stamp = time_from_ns(stamp_ns)
         if final is not None:
@@ -517,21 +534,21 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._pub_final.publish(msg)
 
     def _publish_status(self, stamp_ns: int) -> None:
-        mon = self.monitor
+        mon = self._configured
         state = 'inactive' if self._timer is None else ('active' if self._arming.armed else 'arming')
         msg = MonitorStatus(state=state, episode_id=self._episode,
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
                             instances=len(mon.instances), violated=mon.snapshot(0).violated_count,
                             suite=','.join(self.get_parameter('properties').value),
                             config=self.get_parameter('robot_config').value or self.get_parameter('scene').value)
-        values, unknown = self._hold.frame(stamp_ns * 1e-9)     # the held state; pending samples stay queued
+        values, unknown = self._held.frame(stamp_ns * 1e-9)     # the held state; pending samples stay queued
         msg.unknown_predicates = [p for p, u in zip(mon.predicates, unknown.tolist()) if u]
         msg.header.stamp = time_from_ns(stamp_ns)
         self._pub_status.publish(msg)
 
     def _publish_diagnostics(self, violated: list[bool], stamp_ns: int) -> None:
         by_cat: dict[str, list[tuple[bool, str, str]]] = {}
-        for d, inst in enumerate(self.monitor.instances):
+        for d, inst in enumerate(self._configured.instances):
             by_cat.setdefault(inst.category, []).append((violated[d], inst.severity, inst.instance))
         arr = DiagnosticArray()
         arr.header.stamp = time_from_ns(stamp_ns)
@@ -555,7 +572,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                     KeyValue(key='overruns', value=str(self._overruns)),
                     KeyValue(key='phase_shifts', value=str(self._phase.shifts if self._phase else 0)),
                     KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}')]))
-        unsupported = self.monitor.unsupported
+        unsupported = self._configured.unsupported
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if unsupported else DiagnosticStatus.OK, name='safemanip/unsupported',
             message=(f'{len(unsupported)} property instance(s) not run: predicates not grounded' if unsupported
@@ -578,7 +595,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _start_episode(self) -> str:
         self._episode_count += 1
         self._episode = f'{self.get_name()}-{self._run_id}-{self._episode_count:04d}'
-        self.monitor.reset()
+        self._configured.reset()
         self._verdict_codes = None      # an episode's first frame lists every instance
         return self._episode
 
@@ -590,7 +607,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._episode = ''
         return result
 
-    def _srv_start(self, request, response):
+    def _srv_start(self, request: Any, response: Any) -> Any:
         if self.monitor is None:
             response.success, response.message = False, 'not configured'
             return response
@@ -600,14 +617,14 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                                                  f'{previous.frames} frames)')
         return response
 
-    def _srv_end(self, request, response):
+    def _srv_end(self, request: Any, response: Any) -> Any:
         result = self._end_episode()
         response.success = result is not None
         response.message = 'no episode running' if result is None else json.dumps(
             {'frames': result.frames, 'violations': sum(r.violations for r in result.instances)})
         return response
 
-    def _srv_reload(self, request, response):
+    def _srv_reload(self, request: Any, response: Any) -> Any:
         try:
             new = self._build()
         except SafemanipError as err:
@@ -620,7 +637,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         response.success, response.message = True, f'{len(new.instances)} property instances'
         return response
 
-    def _srv_status(self, request, response):
+    def _srv_status(self, request: Any, response: Any) -> Any:
         mon = self.monitor
         response.success = mon is not None
         response.message = json.dumps({

@@ -26,10 +26,12 @@ from ..errors import ParameterError
 class RosParameters:
     """Mixin for ``rclpy.node.Node`` and ``LifecycleNode`` (list it first)."""
 
-    def declare_parameter(self, name: str, value: Any = None, descriptor: Any = None,  # type: ignore[override]
+    def declare_parameter(self, name: str, value: Any = None, descriptor: Any = None,
                           ignore_override: bool = False) -> Any:
         overrides = getattr(self, '_parameter_overrides', None)
-        given = overrides.get(name) if isinstance(overrides, dict) and not ignore_override else None
+        if not isinstance(overrides, dict):
+            overrides = {}
+        given = overrides.get(name) if not ignore_override else None
         if given is not None:
             if isinstance(value, float) and given.type_ == Parameter.Type.INTEGER:
                 overrides[name] = Parameter(name, Parameter.Type.DOUBLE, float(given.value))

@@ -19,6 +19,7 @@ contacts), ``suite`` and ``config`` (written to the bag's custom data),
 
 from __future__ import annotations
 
+import functools
 import time
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -125,7 +126,7 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         come), write what is queued and close the bag (idempotent)."""
         if self.recorder is not None:
             for sub, topic in self._recorded:
-                take_delivered(sub, lambda raw, t=topic: self._record(t, raw))
+                take_delivered(sub, functools.partial(self._record, topic))
             rec, self.recorder = self.recorder, None
             stats = rec.close()
             text = (f'bag closed: {stats.written} messages written, {stats.dropped} dropped, longest write '

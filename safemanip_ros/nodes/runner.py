@@ -8,11 +8,11 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import rclpy
-from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.clock import Clock, ClockType  # type: ignore[attr-defined]  # its own module only after Humble
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -20,8 +20,10 @@ from rclpy.signals import SignalHandlerOptions
 from ..errors import SafemanipError
 from .guard import created
 
+AnyNode = TypeVar('AnyNode', bound=Node)
 
-def take_delivered(sub, callback: Callable[[object], None], limit: int = 10000) -> bool:
+
+def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000) -> bool:
     """Take every message already delivered to ``sub`` and hand each to
     ``callback``, now, instead of waiting for the executor: it takes one
     message per subscription per wake-up, and runs timers first.  Returns
@@ -39,8 +41,8 @@ def take_delivered(sub, callback: Callable[[object], None], limit: int = 10000) 
     return True
 
 
-def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
-             until: Callable[[Node], bool] | None = None, on_exit: Callable[[Node], None] | None = None) -> int:
+def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
+             until: Callable[[AnyNode], bool] | None = None, on_exit: Callable[[AnyNode], None] | None = None) -> int:
     """Create the node and spin it until SIGINT or SIGTERM, a shutdown, or
     ``until(node)``; then ``on_exit(node)`` runs while the context is still
     up (:func:`initialised`).
@@ -58,8 +60,8 @@ def run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
         return 2
 
 
-def _run_node(factory: Callable[[], Node], name: str, args: list[str] | None,
-              until: Callable[[Node], bool] | None, on_exit: Callable[[Node], None] | None) -> int:
+def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
+              until: Callable[[AnyNode], bool] | None, on_exit: Callable[[AnyNode], None] | None) -> int:
     with initialised(args) as stop:
         try:
             node = created(factory, name)
@@ -147,11 +149,11 @@ def _init(args: list[str] | None, **options: object) -> None:
         raise RosArgumentsError(f'the ROS arguments do not parse: {text.split(", at ")[0]}') from None
 
 
-def autostarted(factory: Callable[[], Node]) -> Callable[[], Node]:
+def autostarted(factory: Callable[[], AnyNode]) -> Callable[[], AnyNode]:
     """Wrap a lifecycle node factory: with its ``autostart`` parameter true,
     the node configures and activates itself (no lifecycle manager needed),
     or the executable stops with the reason (:func:`bring_up`)."""
-    def make() -> Node:
+    def make() -> AnyNode:
         node = factory()
         if node.get_parameter('autostart').value:
             bring_up(node)
@@ -222,7 +224,7 @@ def shutdown_ends_it() -> Iterator[None]:
             raise
 
 
-def spin_until_shutdown(executor, stop: threading.Event | None = None) -> None:
+def spin_until_shutdown(executor: Executor, stop: threading.Event | None = None) -> None:
     """Spin ``executor`` until shutdown (or until ``stop`` is set); the ways
     rclpy reports a shutdown are not errors."""
     with shutdown_ends_it():

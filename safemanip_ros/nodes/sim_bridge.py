@@ -46,11 +46,12 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from control_msgs.action import FollowJointTrajectory
 from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
@@ -67,7 +68,7 @@ from ..sim import ros_messages
 from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
 from ..sim.recording import TASK_TARGET, EpisodeSpec, task_script
-from ..sim.world import CONTROL_RATE_HZ, SimWorld
+from ..sim.world import CONTROL_RATE_HZ, SimSample, SimWorld
 from ..stamps import stamp_s
 from .guard import CallbackGuard
 from .params import RosParameters
@@ -78,7 +79,7 @@ from .runner import run_node
 class _RclpyTime:
     """``builtin_interfaces/Time`` built by keyword, like rosbags' class."""
 
-    def __new__(cls, sec: int, nanosec: int):
+    def __new__(cls, sec: int, nanosec: int) -> Any:     # builds another class
         from builtin_interfaces.msg import Time
         return Time(sec=sec, nanosec=nanosec)
 
@@ -101,7 +102,8 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                               ('perception', 'truth'), ('end_episode_service', ''),
                               ('trajectory_action', 'joint_trajectory_controller/follow_joint_trajectory')):
             self.declare_parameter(name, default)
-        p = lambda n: self.get_parameter(n).value  # noqa: E731
+        def p(name: str) -> Any:
+            return self.get_parameter(name).value
         self.types = RCLPY_TYPES
         self.camera = str(p('camera'))
         self.world = SimWorld(str(p('task')), int(p('seed')), camera=self.camera)
@@ -109,14 +111,14 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         spec = EpisodeSpec(str(p('task')), str(p('fault')), int(p('seed')))
         self.truth = Truth(spec.task, spec.fault, spec.seed)
         self.policy, self.labeller = task_script(self.world, spec, self.truth)
-        self.holds: list[dict] = []
+        self.holds: list[dict[str, Any]] = []
         self._tracking: list[tuple[float, np.ndarray]] | None = None    # (sim time, arm joint positions)
         self._held_since_s: float | None = None
         self.finished = False
         # A rollout harness tells the monitor that the episode ended (its final metrics are what a
         # deployment gate counts): the monitor's ~/end_episode, called once the episode is over.
         service = str(p('end_episode_service'))
-        self._end_client = self.create_client(Trigger, service) if service else None
+        self._end_client: Any = self.create_client(Trigger, service) if service else None
         self._ending: tuple[float, object | None] | None = None     # (wall deadline, the call's future)
         self._arm = [j for j in self.sample.joint_names if j.startswith('robot0_joint')]
         static = self.world.static_bodies()
@@ -147,7 +149,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
                                  RELIABLE)
         # The trajectory controller's action: one goal at a time, a new one preempts (aborts) the old.
-        self._goal: tuple[object, Future, float] | None = None     # (goal handle, outcome, end time in sim s)
+        self._goal: tuple[Any, Future[str], float] | None = None     # (goal handle, outcome, end time in sim s)
         self._action = ActionServer(self, FollowJointTrajectory, str(p('trajectory_action')), self._execute,
                                     goal_callback=self._on_goal, cancel_callback=lambda h: CancelResponse.ACCEPT)
         self.create_service(Trigger, '~/pause', self._srv_pause)
@@ -168,21 +170,21 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             return
         self._track(msg)
 
-    def _on_goal(self, goal) -> GoalResponse:
+    def _on_goal(self, goal: Any) -> GoalResponse:
         trajectory = goal.trajectory
         if not trajectory.points or any(j not in trajectory.joint_names for j in self._arm):
             self.get_logger().error('FollowJointTrajectory goal without points or arm joints: rejected')
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
-    async def _execute(self, handle):
+    async def _execute(self, handle: Any) -> Any:
         """Track the goal's trajectory until its last point's time (succeeded),
         a cancel (held where measured, canceled) or a newer goal (aborted)."""
         if self._goal is not None:
             self._goal[1].set_result('aborted')
-        outcome: Future = Future()
-        self._track(handle.request.trajectory)
-        self._goal = (handle, outcome, self._tracking[-1][0])
+        outcome: Future[str] = Future()
+        tracking = self._track(handle.request.trajectory)
+        self._goal = (handle, outcome, tracking[-1][0])
         result = await outcome
         Result = FollowJointTrajectory.Result
         if result == 'canceled':
@@ -207,46 +209,49 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             return
         self._goal = None
 
-    def _track(self, msg) -> None:
-        """Suspend the policy; the arm follows ``msg`` (a JointTrajectory) from now."""
+    def _track(self, msg: Any) -> list[tuple[float, np.ndarray]]:
+        """Suspend the policy; the arm follows ``msg`` (a JointTrajectory) from
+        now, along the (sim time, arm joint positions) returned."""
         index = {n: i for i, n in enumerate(msg.joint_names)}
         now = self.sample.stamp_s
-        self._tracking = [(now + stamp_s(pt.time_from_start),
-                           np.array([pt.positions[index[j]] for j in self._arm])) for pt in msg.points]
+        tracking = [(now + stamp_s(pt.time_from_start), np.array([pt.positions[index[j]] for j in self._arm]))
+                    for pt in msg.points]
+        self._tracking = tracking
         if self._held_since_s is None:
             self._held_since_s = now
         self.holds.append({'frame': self.sample.step, 'sim_time_s': now, 'points': len(msg.points)})
         self.get_logger().info(f'trajectory of {len(msg.points)} point(s) received at frame {self.sample.step}: '
                                f'policy suspended, arm follows the controller command')
+        return tracking
 
     def _hold_here(self) -> None:
         q = np.array([self.sample.joint_positions[self.sample.joint_names.index(j)] for j in self._arm])
         self._tracking = [(self.sample.stamp_s, q)]
         self._held_since_s = self._held_since_s or self.sample.stamp_s
 
-    def _srv_pause(self, request, response):
+    def _srv_pause(self, request: Any, response: Any) -> Any:
         self._hold_here()
         response.success, response.message = True, f'held at frame {self.sample.step}'
         return response
 
-    def _srv_resume(self, request, response):
+    def _srv_resume(self, request: Any, response: Any) -> Any:
         self._tracking, self._held_since_s = None, None
         response.success, response.message = True, f'policy resumed at frame {self.sample.step}'
         return response
 
-    def _tracking_action(self) -> np.ndarray:
+    def _tracking_action(self, tracking: list[tuple[float, np.ndarray]]) -> np.ndarray:
         """OSC action towards the end-effector pose of the trajectory's
         joint positions at the current sim time (forward kinematics)."""
         import mujoco
         now = self.sample.stamp_s
-        times = [t for t, _ in self._tracking]
+        times = [t for t, _ in tracking]
         i = int(np.searchsorted(times, now))
         if i == 0:
-            q = self._tracking[0][1]
+            q = tracking[0][1]
         elif i >= len(times):
-            q = self._tracking[-1][1]
+            q = tracking[-1][1]
         else:
-            (t0, q0), (t1, q1) = self._tracking[i - 1], self._tracking[i]
+            (t0, q0), (t1, q1) = tracking[i - 1], tracking[i]
             q = q0 + (q1 - q0) * (now - t0) / max(t1 - t0, 1e-9)
         m, d = self.world.model, self.world.data
         scratch = mujoco.MjData(m)
@@ -287,7 +292,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             self._finish()
             return
         if self._tracking is not None:
-            action = self._tracking_action()
+            action = self._tracking_action(self._tracking)
         else:
             action = self.policy.act(self.sample)
             self._publish_skills(self._phases.changes(self.policy.phase))
@@ -312,7 +317,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         # The clock last: when a node's time reaches t, the state at t is already on its way.
         self._pub_clock.publish(ros_messages.clock(t, s))
 
-    def _publish_camera(self, s) -> None:
+    def _publish_camera(self, s: SimSample) -> None:
         size = int(self.get_parameter('camera_size_px').value)
         img = self.world.render(size, size)
         frame = f'{self.camera}_optical'

@@ -48,10 +48,12 @@ Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_nod
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Iterable
 
+import numpy as np
 from builtin_interfaces.msg import Duration
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
@@ -92,7 +94,7 @@ _RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0
 
 
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
-    def __init__(self, **node_kwargs) -> None:
+    def __init__(self, **node_kwargs: Any) -> None:
         super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
         self.declare_parameter('policy_file', '')
         self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
@@ -141,6 +143,20 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._heartbeats: dict[str, Callable[[], float | None]] = {}
         self._stalled: dict[str, str] = {}   # watched executor → 'warned' or 'failsafe' during a stall
 
+    @property
+    def _supervising(self) -> Supervisor:
+        """The response state, from configure on (a callback before it is a bug)."""
+        if self.supervisor is None:
+            raise RuntimeError('the supervisor node is not configured')
+        return self.supervisor
+
+    @property
+    def _recent_joints(self) -> JointHistory:
+        """The joint positions kept for a retract, from configure on."""
+        if self._history is None:
+            raise RuntimeError('the supervisor node is not configured')
+        return self._history
+
     def watch_heartbeat(self, what: str, last_beat: Callable[[], float | None]) -> None:
         """Watch another executor: ``last_beat()`` is the ``time.monotonic()``
         of its last turn (None before the first).  A gap over 0.25 s is counted
@@ -176,14 +192,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)
-        self._seen_events: dict[tuple, None] = {}     # recent events, insertion-ordered (in-process + DDS)
+        self._seen_events: dict[tuple[Any, ...], None] = {}     # recent events, insertion-ordered (in-process + DDS)
         self.create_subscription(ViolationEvent, 'violations', self._on_violation, RELIABLE)
         # Watched inputs: (subscription, what to call with a taken message).
         self._watched_subs = [(self.create_subscription(JointState, 'joint_states', self._on_joints,
                                                         SENSORS), self._on_joints)]
         self.create_service(Trigger, '~/acknowledge', lambda rq, rs: self._ack(rs, False))
         self.create_service(Trigger, '~/acknowledge_stop', lambda rq, rs: self._ack(rs, True))
-        self._trigger_clients = {name: self.create_client(Trigger, p(name).value)
+        self._trigger_clients: dict[str, Any] = {name: self.create_client(Trigger, p(name).value)
                          for name in ('pause_service', 'resume_service', 'stop_service') if p(name).value}
         timeout_s = float(p('controller_call_timeout_s').value)
         self._controllers: list[TrajectoryGoalCanceller | ServoPause | ControllerSwitch] = []
@@ -205,7 +221,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._controller_request: Action | None = None     # the action whose controller requests are out
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
-        self._watched: dict[str, list] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
+        self._watched: dict[str, list[Any]] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
         for spec in p('failsafe_topics').value:
             if not spec:
                 continue
@@ -218,9 +234,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
-            sub = self.create_subscription(cls, topic, lambda raw, s=source: self._seen(s), SENSORS,
-                                           raw=True)
-            self._watched_subs.append((sub, lambda raw, s=source: self._seen(s)))
+            seen = functools.partial(self._seen_message, source)
+            sub = self.create_subscription(cls, topic, seen, SENSORS, raw=True)
+            self._watched_subs.append((sub, seen))
         status_topic = p('monitor_status_topic').value
         if status_topic:
             self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
@@ -236,7 +252,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._seen(self._monitor_source)
         elif self._active:
             self._watched[self._monitor_source][1] = time.monotonic()
-            self._act(self.supervisor.on_fault(self._monitor_source, f'reports state {msg.state!r}'))
+            self._act(self._supervising.on_fault(self._monitor_source, f'reports state {msg.state!r}'))
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = True
@@ -265,14 +281,17 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if any(j not in index for j in wanted) or len(msg.position) != len(msg.name):
             return   # incomplete message: not used for holding or retracting
         self._joint_names = wanted
-        self._history.add(ns_from_time(msg.header.stamp) * 1e-9, [msg.position[index[j]] for j in wanted])
+        self._recent_joints.add(ns_from_time(msg.header.stamp) * 1e-9, [msg.position[index[j]] for j in wanted])
         self._last_joint_rx = time.monotonic()
         self._seen('joint_states')
 
+    def _seen_message(self, source: str, raw: bytes) -> None:
+        self._seen(source)
+
     def _seen(self, source: str) -> None:
         self._watched[source][1] = time.monotonic()
-        if source in self.supervisor.stale:
-            self._act(self.supervisor.on_fresh(source))
+        if source in self._supervising.stale:
+            self._act(self._supervising.on_fresh(source))
 
     def deliver_violation(self, msg: ViolationEvent) -> None:
         """An event handed over by a monitor in this process, at the moment it
@@ -292,7 +311,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame = msg.end_frame if msg.event == ViolationEvent.EVENT_CLOSED else msg.start_frame
         if msg.event == ViolationEvent.EVENT_OPENED:
             severity = SEVERITY_NAME.get(msg.severity, 'error')
-            actions = self.supervisor.on_violation(msg.instance, msg.property, msg.category, severity)
+            actions = self._supervising.on_violation(msg.instance, msg.property, msg.category, severity)
             self._act(actions)             # the hold first; the alert after it, never before
             self._alerts.submit({
                 'type': 'violation', 'robot': self.get_namespace(), 'property': msg.property,
@@ -302,7 +321,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 'stamp_s': ns_from_time(msg.header.stamp) * 1e-9},
                 key=f'{msg.episode_id}/{msg.instance}/{msg.start_frame}', subject=msg.property)
         elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
-            self._act(self.supervisor.on_recovered(msg.instance))
+            self._act(self._supervising.on_recovered(msg.instance))
 
     def _take_watched(self) -> None:
         """Take every watched message already delivered (rclpy's executor takes
@@ -325,7 +344,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._take_watched()
             limit = float(self.get_parameter('executor_stall_limit_s').value)
             if gap > limit:
-                self._act(self.supervisor.on_stall(gap, limit))
+                self._act(self._supervising.on_stall(gap, limit))
             else:
                 self.get_logger().warning(f'executor stalled for {gap:.2f} s (limit {limit:.2f} s); sensors judged '
                                           f'by what arrived meanwhile')
@@ -335,12 +354,12 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         # A still arm is not a hold while the goal's cancel (or Servo's pause) is unanswered: it may move next.
         if self._confirming is not None and not any(c.pending for c in self._controllers):
             self._check_hold_confirmed(now)
-        if self.supervisor.pending is not None and now - self._last_retry >= self._retry_period_s:
+        if self._supervising.pending is not None and now - self._last_retry >= self._retry_period_s:
             self._last_retry = now
-            self._act(self.supervisor.retry())
+            self._act(self._supervising.retry())
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
-                self._act(self.supervisor.on_stale(source, now - last, limit))
+                self._act(self._supervising.on_stale(source, now - last, limit))
 
     def _check_heartbeats(self, now: float) -> None:
         limit = float(self.get_parameter('executor_stall_limit_s').value)
@@ -352,7 +371,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self._stalled[what] = 'failsafe'
                 if state is None:
                     self._stalls += 1
-                self._act(self.supervisor.on_stall(gap, limit, what, 'no verdicts were produced meanwhile'))
+                self._act(self._supervising.on_stall(gap, limit, what, 'no verdicts were produced meanwhile'))
             elif gap > STALL_REPORT_S and state is None:
                 self._stalled[what] = 'warned'
                 self._stalls += 1
@@ -361,18 +380,20 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 del self._stalled[what]
 
     def _check_hold_confirmed(self, now: float) -> None:
+        if self._confirming is None:
+            return
         action, deadline = self._confirming
         p = self.get_parameter
-        speed = self._history.max_speed_rad_s(float(p('hold_confirm_s').value))
+        speed = self._recent_joints.max_speed_rad_s(float(p('hold_confirm_s').value))
         if speed is not None and speed <= float(p('hold_confirm_speed_rad_s').value):
             self._confirming = None
-            self.supervisor.confirm_hold()
+            self._supervising.confirm_hold()
             self._act([Action('log', action.instance, action.property,
                               f'{action.action} confirmed: the arm stopped (max joint speed {speed:.3f} rad/s)')])
         elif now > deadline:
             self._confirming = None
             # Sent, but the arm did not stop: not a hold.  Retried, then escalated.
-            self.supervisor.command_result(action, delivered=False)
+            self._supervising.command_result(action, delivered=False)
             what = 'no joint states' if speed is None else f'max joint speed {speed:.3f} rad/s'
             self._act([Action('alert', action.instance, action.property,
                               f'{action.action} not confirmed: the arm did not stop ({what}); not holding')])
@@ -388,15 +409,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if action.action in ('pause', 'stop'):
             # Refused or unanswered: the goal may still move the arm; not a hold.  Retried, then escalated.
             self._confirming = None
-            self.supervisor.command_result(action, delivered=False)
+            self._supervising.command_result(action, delivered=False)
             self._act([Action('alert', action.instance, action.property,
                               f'{action.action} not delivered: {"; ".join(failures)}; not holding')])
         else:
             self._act([Action('alert', action.instance, action.property,
                               f'{action.action}: {"; ".join(failures)}')])
 
-    def _ack(self, response, release_stop: bool):
-        actions, message = self.supervisor.acknowledge(release_stop)
+    def _ack(self, response: Any, release_stop: bool) -> Any:
+        actions, message = self._supervising.acknowledge(release_stop)
         self._act(actions)
         response.success = bool(actions)
         response.message = message
@@ -418,12 +439,12 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 # controller interface took the request; a hold that reached nothing is not a hold.
                 ok = held and called and all(reached)
                 delivered = held or (service in self._trigger_clients and called) or any(reached)
-                self.supervisor.command_result(a, delivered)
+                self._supervising.command_result(a, delivered)
                 if held:
                     self._confirming = (a, time.monotonic() + float(self.get_parameter('hold_confirm_timeout_s').value))
             elif a.action == 'retract':
                 ok = self._retract()
-                self.supervisor.command_result(a, ok)
+                self._supervising.command_result(a, ok)
             elif a.action == 'resume':
                 ok = self._call('resume_service')
                 reached = [c.resume() for c in self._controllers]
@@ -452,7 +473,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         return True
 
     def _hold(self) -> bool:
-        q = self._history.latest()
+        q = self._recent_joints.latest()
         if q is None:
             self.get_logger().error('cannot hold: no joint_states received yet')
             return False
@@ -462,7 +483,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _retract(self) -> bool:
         safe = [float(x) for x in self.get_parameter('safe_pose').value]
         speed = float(self.get_parameter('retract_max_speed_rad_s').value)
-        q = self._history.latest()
+        q = self._recent_joints.latest()
         if q is None:
             self.get_logger().error('cannot retract: no joint_states received yet')
             return False
@@ -470,11 +491,11 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             import numpy as np
             path = [(0.0, q), (float(np.max(np.abs(np.asarray(safe) - q))) / speed, np.asarray(safe))]
         else:
-            path = retract_path(self._history, speed)
+            path = retract_path(self._recent_joints, speed)
         self._send(path)
         return True
 
-    def _send(self, points) -> None:
+    def _send(self, points: Iterable[tuple[float, np.ndarray]]) -> None:
         traj = JointTrajectory(joint_names=list(self._joint_names))
         traj.header.stamp = time_from_ns(0)   # zero stamp: execute now
         for t, q in points:

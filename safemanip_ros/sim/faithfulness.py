@@ -24,8 +24,9 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
+from ..audit.schema import Report
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
 from .perception import LEVELS, PerceptionLevel
@@ -90,13 +91,13 @@ def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], Non
 class EpisodeOutcome:
     name: str
     fault: str
-    events: list[dict]
+    events: list[dict[str, Any]]
     violations: dict[str, list[int]]      # property → violation start frames
     flagged: bool = False
     detected: bool = False
 
 
-def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
+def score(report: Report, bags: list[Path], confidence: float = 0.95) -> dict[str, Any]:
     """Compare an audit report of ``bags`` with their truth files."""
     by_source = {Path(e['source']).name: e for e in report['episodes']}
     outcomes = []
@@ -170,8 +171,8 @@ def score(report: dict, bags: list[Path], confidence: float = 0.95) -> dict:
     }
 
 
-def format_table(result: dict) -> str:
-    def f(v, ci=None):
+def format_table(result: dict[str, Any]) -> str:
+    def f(v: float | None, ci: Sequence[float] | None = None) -> str:
         if v is None:
             return '-'
         s = f'{v:.2f}'
@@ -222,7 +223,7 @@ def skills_config(task: str, out_dir: Path) -> Path:
 
 def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
                   progress: Callable[[str], None] = print, levels: tuple[str, ...] = ('truth',),
-                  tasks: tuple[str, ...] = ('Lift', 'PickPlace'), onsets: tuple[str, ...] = ('geometry',)) -> dict:
+                  tasks: tuple[str, ...] = ('Lift', 'PickPlace'), onsets: tuple[str, ...] = ('geometry',)) -> dict[str, Any]:
     """Record (or reuse) the episodes at each perception level of
     :data:`~.perception.LEVELS`, audit them with the shipped configuration,
     score against the truth, overall and per task; writes ``faithfulness.json``.
@@ -238,7 +239,7 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     if unknown:
         raise ValueError(f'unknown perception level(s) {unknown}; known: {", ".join(LEVELS)}')
     plan = episode_plan(episodes, seed, tasks)
-    out: dict = {'episodes': episodes, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
+    out: dict[str, Any] = {'episodes': episodes, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
     for level in levels:
         progress(f'perception level {level}: {LEVELS[level]}')
         bags = record(plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
@@ -265,7 +266,7 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     return out
 
 
-def shortfalls(level_result: dict) -> list[str]:
+def shortfalls(level_result: dict[str, Any]) -> list[str]:
     """Where a level's result misses :data:`TARGETS`, in words (empty: all met)."""
     out = []
     for task, r in level_result['tasks'].items():
@@ -281,10 +282,10 @@ def shortfalls(level_result: dict) -> list[str]:
     return out
 
 
-def format_levels(result: dict) -> str:
+def format_levels(result: dict[str, Any]) -> str:
     """Every level side by side: per task, then per property; then where the
     realistic level misses the targets."""
-    def f(v, ci=None):
+    def f(v: float | None, ci: Sequence[float] | None = None) -> str:
         if v is None:
             return '-'
         return f'{v:.2f}' + (f' [{ci[0]:.2f},{ci[1]:.2f}]' if ci else '')

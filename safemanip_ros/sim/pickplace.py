@@ -60,7 +60,8 @@ def clutter_spot(s: SimSample) -> np.ndarray:
     pairs = [(float(np.linalg.norm(np.subtract(s.poses[a][0][:2], s.poses[b][0][:2]))), a, b)
              for i, a in enumerate(others) for b in others[i + 1:]]
     _, a, b = min(pairs)
-    return (np.array(s.poses[a][0][:2]) + np.array(s.poses[b][0][:2])) / 2
+    mid: np.ndarray = (np.array(s.poses[a][0][:2]) + np.array(s.poses[b][0][:2])) / 2
+    return mid
 
 
 class PickPlacePolicy:

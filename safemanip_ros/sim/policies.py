@@ -40,7 +40,7 @@ class Event:
     start_frame: int
     end_frame: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {'event': self.event, 'start_frame': self.start_frame, 'end_frame': self.end_frame}
 
 
@@ -52,13 +52,14 @@ class Truth:
     events: list[Event] = field(default_factory=list)
     frames: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {'task': self.task, 'fault': self.fault, 'seed': self.seed, 'frames': self.frames,
                 'events': [e.to_dict() for e in self.events]}
 
 
 def _move(eef: np.ndarray, target: np.ndarray, gain: float = 8.0, limit: float = 0.5) -> np.ndarray:
-    return np.clip((target - eef) * gain, -limit, limit)
+    step: np.ndarray = np.clip((target - eef) * gain, -limit, limit)
+    return step
 
 
 RELEASE_FRAMES = 12     # the gripper opens fully within these
@@ -110,6 +111,13 @@ class LiftPolicy:
         self._anchor: np.ndarray | None = None
         self._smash_frames = 0
 
+    @property
+    def anchor(self) -> np.ndarray:
+        """Where the object was when the gripper closed on it."""
+        if self._anchor is None:
+            raise RuntimeError(f'{type(self).__name__}: the carry is planned before the grasp')
+        return self._anchor
+
     def _next(self, phase: str) -> None:
         self.phase, self.phase_frames = phase, 0
 
@@ -117,7 +125,8 @@ class LiftPolicy:
 
     def carry_target(self, s: SimSample) -> np.ndarray:
         """Where the grasped object is carried (end-effector position, lifted)."""
-        return self._anchor + self.carry_offset + [0, 0, self.lift_m]
+        target: np.ndarray = self.anchor + self.carry_offset + [0, 0, self.lift_m]
+        return target
 
     def floor_z(self, s: SimSample) -> float:
         """The object's centre height when it rests where it is set down."""
@@ -146,15 +155,15 @@ class LiftPolicy:
                 self._anchor = cube.copy()
                 self._next('drag' if self.fault == 'drag' else 'lift')
         elif ph == 'lift':
-            target = self._anchor + [0, 0, self.lift_m]
+            target = self.anchor + [0, 0, self.lift_m]
             a[:3] = _move(eef, target, limit=0.4)
             a[6] = grip_closed
             if abs(eef[2] - target[2]) < 0.01 or self.phase_frames > 40:
                 self._next('carry')
         elif ph == 'drag':
-            target = self._anchor + self.carry_offset * 1.5
+            target = self.anchor + self.carry_offset * 1.5
             a[:3] = _move(eef, target, gain=4.0, limit=0.25)
-            a[2] = _move(eef, self._anchor)[2]
+            a[2] = _move(eef, self.anchor)[2]
             a[6] = grip_closed
             if self.phase_frames > 50:
                 self._next('lift_after_drag')
@@ -216,7 +225,7 @@ class StackPolicy(LiftPolicy):
 
     def carry_target(self, s: SimSample) -> np.ndarray:
         b = np.array(s.poses['cubeB_main'][0])
-        return np.array([b[0], b[1], self._anchor[2] + self.lift_m])
+        return np.array([b[0], b[1], self.anchor[2] + self.lift_m])
 
     def floor_z(self, s: SimSample) -> float:
         return float(s.poses['cubeB_main'][0][2]) + self.half_b_m + self.cube_half_m
@@ -259,9 +268,9 @@ class TruthLabeller:
                 self.truth.events.append(ev)
         else:
             self._run.pop(name, None)
-            ev = self._open.pop(name, None)
-            if ev is not None:
-                ev.end_frame = frame - 1
+            closed = self._open.pop(name, None)
+            if closed is not None:
+                closed.end_frame = frame - 1
 
     def update(self, s: SimSample) -> None:
         frame = s.step

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,6 +141,6 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
     return truth
 
 
-def read_truth(bag: Path) -> dict | None:
+def read_truth(bag: Path) -> dict[str, Any] | None:
     path = Path(bag) / TRUTH_FILE
     return json.loads(path.read_text()) if path.exists() else None

@@ -104,7 +104,8 @@ def contacts(types: MessageTypes, s: SimSample) -> Any:
 
 def skill_event(types: MessageTypes, stamp_s: float, skill: str, target: str, phase: int) -> Any:
     """A ``safemanip_ros/SkillEvent`` (``phase``: :data:`START` or :data:`END`)."""
-    return types.SkillEvent(header=types.Header(stamp=stamp(types, stamp_s), frame_id=''), skill=skill,
+    skill_event_type = _present(types.SkillEvent, 'safemanip_ros/msg/SkillEvent')
+    return skill_event_type(header=types.Header(stamp=stamp(types, stamp_s), frame_id=''), skill=skill,
                             target=target, phase=phase)
 
 
@@ -133,4 +134,11 @@ class PhaseEvents:
 
 
 def clock(types: MessageTypes, s: SimSample) -> Any:
-    return types.Clock(clock=stamp(types, s.stamp_s))
+    return _present(types.Clock, 'rosgraph_msgs/msg/Clock')(clock=stamp(types, s.stamp_s))
+
+
+def _present(msg_type: Any | None, name: str) -> Any:
+    """An optional message type the caller needs (a bug when absent: callers check first)."""
+    if msg_type is None:
+        raise RuntimeError(f'{name} is not among the message types')
+    return msg_type
