@@ -55,7 +55,7 @@ def _pct(values: list[float], q: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--minutes', type=float, default=10.0)
-    ap.add_argument('--quick', action='store_true', help='30 s (smoke test)')
+    ap.add_argument('--quick', action='store_true', help='15 s (smoke test)')
     ap.add_argument('--busy', type=int, default=0, metavar='N', help='N busy loops on the machine during the run')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
     ap.add_argument('--robot-priority', type=int, default=30, metavar='P',
@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument('--compare-realtime', action='store_true',
                     help='run twice, without and with --realtime, and print the two side by side')
     args = ap.parse_args()
-    minutes = 0.5 if args.quick else args.minutes
+    minutes = 0.25 if args.quick else args.minutes
     if args.compare_realtime:
         return _compare(minutes, args.busy, args.robot_priority)
     busy = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(args.busy)]

@@ -75,7 +75,7 @@ def main() -> int:
     ap.add_argument('--minutes', type=float, default=60.0)
     ap.add_argument('--instances', type=int, default=1000)
     ap.add_argument('--report-s', type=float, default=30.0)
-    ap.add_argument('--quick', action='store_true', help='1 minute, 200 instances (smoke test)')
+    ap.add_argument('--quick', action='store_true', help='15 s, 200 instances (smoke test)')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
     ap.add_argument('--no-record', action='store_true',
                     help='without the recorder (to tell its share of the RSS slope from the rest of the stack)')
@@ -84,7 +84,7 @@ def main() -> int:
                                                        'grew most, per hour, rewritten to FILE every minute')
     args = ap.parse_args()
     if args.quick:
-        args.minutes, args.instances, args.report_s = 1.0, 200, 20.0
+        args.minutes, args.instances, args.report_s = 0.25, 200, 5.0
 
     import rclpy
 

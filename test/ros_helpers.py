@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -74,10 +74,34 @@ def node_process(executable: str, *ros_args: str, log: Path) -> Iterator[subproc
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         out.close()
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, and SIGKILL if ``proc`` has not ended within ``grace_s``
+    (what is under test has run by then; how fast a loaded machine stops a
+    DDS participant is not)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def echo_process(prefix: str, types: Iterable[str], log: Path) -> Iterator[subprocess.Popen]:
+    """``test/helpers/echo_node.py`` republishing ``types`` under
+    ``prefix``, started and READY; its stderr in the file ``log`` (a pipe
+    nobody reads fills with DDS warnings on a busy graph and blocks it)."""
+    err = open(log, 'w')
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / 'helpers' / 'echo_node.py'),
+                             '--prefix', prefix, *types], stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == 'READY', f'echo node: {line!r}; stderr: {log.read_text()[-2000:]}'
+        yield proc
+    finally:
+        stop_process(proc)
+        err.close()

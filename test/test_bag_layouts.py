@@ -169,62 +169,55 @@ def raw_bag_samples_equal_rosbags(bag: Path) -> int:
 
 
 @pytest.mark.ros
-def test_payloads_from_real_dds_decode_like_rosbags():
+def test_payloads_from_real_dds_decode_like_rosbags(tmp_path):
     """Raw inputs as a bag holds them: payloads received from another
     process over Fast DDS (the bytes a recorder stores), decoded column-wise,
     equal rosbags' deserialization of the same bytes."""
     import importlib
-    import subprocess
-    import sys
     import time
 
     import rclpy
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from test_msgs_dds import REPO, filled
+    from ros_helpers import echo_process
+    from test_msgs_dds import filled
 
-    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), '--prefix', '/roundtrip_layouts', *TOPIC],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node('layouts_dds_test', context=context)
     received: dict[str, list[bytes]] = {t: [] for t in TOPIC}
+    sent = {}
     variants = 4
-    try:
-        assert echo.stdout.readline().strip() == 'READY', echo.stderr.read()
-        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        pubs, sent = {}, {}
-        for msgtype in TOPIC:
-            pkg, _, name = msgtype.split('/')
-            cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
-            node.create_subscription(cls, f'/roundtrip_layouts/out/{name}',
-                                     lambda raw, t=msgtype: received[t].append(bytes(raw)), qos, raw=True)
-            pubs[msgtype] = node.create_publisher(cls, f'/roundtrip_layouts/in/{name}', qos)
-            msgs = [filled(cls, seed) for seed in range(1, variants + 1)]
-            if msgtype == 'sensor_msgs/msg/JointState':
-                msgs[0].effort = []                     # ends on a sequence count: not 8-byte aligned
-                msgs[1].name, msgs[1].position, msgs[1].velocity = ['a', 'bb', 'ccc'], [0.5, 1.5, 2.5], []
-            sent[msgtype] = msgs
-        executor = rclpy.executors.SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        deadline = time.monotonic() + 60
-        published = False
-        while any(len(v) < variants for v in received.values()) and time.monotonic() < deadline:
-            if not published and all(p.get_subscription_count() > 0 for p in pubs.values()):
-                for msgtype, pub in pubs.items():
-                    for msg in sent[msgtype]:
-                        pub.publish(msg)
-                published = True
-            executor.spin_once(timeout_sec=0.05)
-        assert all(len(v) == variants for v in received.values()), {t: len(v) for t, v in received.items()}
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-        echo.terminate()
+    with echo_process('/roundtrip_layouts', TOPIC, tmp_path / 'echo.log'):
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node('layouts_dds_test', context=context)
         try:
-            echo.wait(timeout=60)          # a loaded machine can take long to stop a DDS participant
-        except subprocess.TimeoutExpired:
-            echo.kill()
-            echo.wait()
+            qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            pubs = {}
+            for msgtype in TOPIC:
+                pkg, _, name = msgtype.split('/')
+                cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
+                node.create_subscription(cls, f'/roundtrip_layouts/out/{name}',
+                                         lambda raw, t=msgtype: received[t].append(bytes(raw)), qos, raw=True)
+                pubs[msgtype] = node.create_publisher(cls, f'/roundtrip_layouts/in/{name}', qos)
+                msgs = [filled(cls, seed) for seed in range(1, variants + 1)]
+                if msgtype == 'sensor_msgs/msg/JointState':
+                    msgs[0].effort = []                     # ends on a sequence count: not 8-byte aligned
+                    msgs[1].name, msgs[1].position, msgs[1].velocity = ['a', 'bb', 'ccc'], [0.5, 1.5, 2.5], []
+                sent[msgtype] = msgs
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            deadline = time.monotonic() + 60
+            published = False
+            while any(len(v) < variants for v in received.values()) and time.monotonic() < deadline:
+                if not published and all(p.get_subscription_count() > 0 for p in pubs.values()):
+                    for msgtype, pub in pubs.items():
+                        for msg in sent[msgtype]:
+                            pub.publish(msg)
+                    published = True
+                executor.spin_once(timeout_sec=0.05)
+            assert all(len(v) == variants for v in received.values()), {t: len(v) for t, v in received.items()}
+        finally:
+            node.destroy_node()
+            rclpy.shutdown(context=context)
     ts = typestore()
     for msgtype, raws in received.items():
         conn = type('Conn', (), {'msgtype': msgtype, 'topic': TOPIC[msgtype]})()

@@ -4,14 +4,13 @@ real Fast DDS between two processes unchanged, field by field."""
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 import time
 
 import pytest
 import rclpy  # noqa: E402  the ROS tests need the venv; a missing rclpy is a failure, not a skip
 from conftest import REPO
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from ros_helpers import echo_process
 
 MSG_NAMES = sorted(p.stem for p in (REPO / 'msg').glob('*.msg'))
 TYPES = [f'safemanip_ros/msg/{n}' for n in MSG_NAMES] + ['tf2_msgs/msg/TFMessage']
@@ -79,14 +78,16 @@ def test_filled_messages_differ_from_defaults():
 
 
 @pytest.mark.ros
-def test_every_message_type_round_trips_over_dds():
-    echo = subprocess.Popen([sys.executable, str(REPO / 'test' / 'helpers' / 'echo_node.py'), '--prefix', '/roundtrip_msgs', *TYPES],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_every_message_type_round_trips_over_dds(tmp_path):
+    with echo_process('/roundtrip_msgs', TYPES, tmp_path / 'echo.log'):
+        _round_trip_every_type()
+
+
+def _round_trip_every_type() -> None:
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node('roundtrip_test', context=context)
     try:
-        assert echo.stdout.readline().strip() == 'READY', echo.stderr.read()
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
         received: dict[str, object] = {}
@@ -117,9 +118,3 @@ def test_every_message_type_round_trips_over_dds():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
-        echo.terminate()
-        try:
-            echo.wait(timeout=60)          # a loaded machine can take long to stop a DDS participant
-        except subprocess.TimeoutExpired:
-            echo.kill()
-            echo.wait()

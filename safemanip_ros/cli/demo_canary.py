@@ -4,7 +4,7 @@ the evidence allows.
 Two candidate policies run the robosuite Lift task, each on a DDS domain of
 its own as on a robot of its own: **good** (the scripted policy) and
 **dropper** (the same policy, which drops the cube in mid-air: its fault
-injection).  Every episode is watched by the whole stack (``safemanip run``,
+injection), side by side.  Every episode is watched by the whole stack (``safemanip run``,
 recording a bag), and the bridge ends it with the monitor's
 ``~/end_episode``, so the final metrics go out.  Each canary has its own
 deployment gate, ``safemanip gate --live``, on the rollout violation rate of
@@ -12,9 +12,9 @@ the ``release_stability`` category (releases where nothing supports the
 object) against a limit of 40 % (unit rollout, α = 0.05 for a wrong PASS
 and for a wrong FAIL; the anytime-valid test of ``audit/sequential.py``,
 which needs 8 clean rollouts to PASS and 5
-violating ones in a row to FAIL at that limit).  Episodes alternate between
-the canaries still undecided and a canary stops when its gate decides; its
-decisions also go to a JSON-lines alert sink.
+violating ones in a row to FAIL at that limit).  A canary runs one episode
+after another and stops when its gate decides; its decisions also go to a
+JSON-lines alert sink.
 
 Afterwards each canary's bags are audited (``audit --max-rate``: report.html
 shows the running bound against the limit) and ``gate --sequential`` on the
@@ -32,6 +32,7 @@ import random
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,6 +126,32 @@ def _offline(canary: Canary) -> tuple[str, int | None, str]:
     return GATE_EXIT.get(gate.returncode, f'exit {gate.returncode}'), row['after_rollouts'], ''
 
 
+def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
+    """A canary's episodes, one after another, until its live gate decides
+    (exits) or its budget of rollouts is spent."""
+    assert canary.gate is not None
+    for k in range(MAX_ROLLOUTS):
+        if canary.gate.poll() is not None:
+            return
+        seed = 100 + k
+        bag = canary.folder / 'bags' / f'{k:03d}_lift_{canary.fault}_{seed:03d}'
+        t0 = time.monotonic()
+        truth = _run_episode('Lift', canary.fault, seed, bag, canary.folder / 'logs', args.episode_timeout_s,
+                             canary.env, args.perception,
+                             bridge_params=('end_episode_service:=/monitor/end_episode',))
+        violations, _ = _live_events(bag)
+        canary.bags.append(bag)
+        canary.rollouts += 1
+        hit = sorted({v['property'] for v in violations})
+        canary.violated += bool(hit)
+        _wait_counted(canary)
+        s = canary.state().stream(POOLED, LIMIT[0])
+        _say(f'[{canary.name} {canary.rollouts}] {truth["frames"]} frames, labelled '
+             f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
+             f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
+             f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
+
+
 def run(args: argparse.Namespace) -> int:
     from ..sim.world import import_robosuite
     t_start = time.monotonic()
@@ -146,28 +173,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         for canary in canaries:
             _start_gate(canary)
-        for k in range(MAX_ROLLOUTS):
-            running = [c for c in canaries if c.gate is not None and c.gate.poll() is None]
-            if not running:
-                break
-            for canary in running:
-                seed = 100 + k
-                bag = canary.folder / 'bags' / f'{k:03d}_lift_{canary.fault}_{seed:03d}'
-                t0 = time.monotonic()
-                truth = _run_episode('Lift', canary.fault, seed, bag, canary.folder / 'logs', args.episode_timeout_s,
-                                     canary.env, args.perception,
-                                     bridge_params=('end_episode_service:=/monitor/end_episode',))
-                violations, _ = _live_events(bag)
-                canary.bags.append(bag)
-                canary.rollouts += 1
-                hit = sorted({v['property'] for v in violations})
-                canary.violated += bool(hit)
-                _wait_counted(canary)
-                s = canary.state().stream(POOLED, LIMIT[0])
-                _say(f'[{canary.name} {canary.rollouts}] {truth["frames"]} frames, labelled '
-                     f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
-                     f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
-                     f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
+        # The canaries are robots of their own (a DDS domain each): their episodes run side by side.
+        with ThreadPoolExecutor(len(canaries)) as pool:
+            for done in [pool.submit(_roll_out, canary, args) for canary in canaries]:
+                done.result()
         for canary in canaries:
             assert canary.gate is not None
             try:
