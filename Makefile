@@ -3,9 +3,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
-# Two test workers (pytest-xdist), a file each at a time: the suite waits on DDS,
-# subprocesses and simulated time as much as on the CPU.  TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 2
+# Four test workers (pytest-xdist), a file each at a time: the suite waits on DDS,
+# subprocesses and real-time physics as much as on the CPU (two workers left 43 %
+# of two cores idle).  TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 DEMO_ARGS ?=
 # DDS discovery stays on this machine unless the caller chose otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST

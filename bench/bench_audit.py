@@ -309,7 +309,7 @@ def main() -> int:
         warm_s = medians['local', 1]
         print(f'2 workers: {warm_s / medians["local", 2]:.2f}x one warm worker; {machine_line()}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
-        fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200)
+        fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200, 1 if args.quick else 3)
         raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
         if args.quick:
             fleet_scaling(tmp / 'fleet', cfg, 1, 2, 1, ray_too=False)
@@ -344,7 +344,7 @@ print(t_import, time.perf_counter() - t)
 """
 
 
-def fixed_costs(inputs: list[str], warm_s: float, tmp: Path, traces: int) -> None:
+def fixed_costs(inputs: list[str], warm_s: float, tmp: Path, traces: int, fresh_runs: int = 3) -> None:
     """What one audit process pays once, each beside its baseline in this
     run: importing the audit engine beside importing numpy alone, in fresh
     interpreters; the first audit of the predicate bags in a fresh process
@@ -358,10 +358,10 @@ def fixed_costs(inputs: list[str], warm_s: float, tmp: Path, traces: int) -> Non
         return [float(x) for x in proc.stdout.split()]
 
     numpy_s = min(fresh('import time; t = time.perf_counter(); import numpy; print(time.perf_counter() - t)')[0]
-                  for _ in range(3))
-    cold = [fresh(_COLD_AUDIT, SUITE, SCENE, *inputs) for _ in range(3)]
+                  for _ in range(fresh_runs))
+    cold = [fresh(_COLD_AUDIT, SUITE, SCENE, *inputs) for _ in range(fresh_runs)]
     import_s, first_s = min(c[0] for c in cold), min(c[1] for c in cold)
-    print('\n## Fixed costs of one audit process (best of 3 fresh interpreters)')
+    print(f'\n## Fixed costs of one audit process (best of {fresh_runs} fresh interpreters)')
     print(f'import of the audit engine {import_s:.2f} s; of numpy alone {numpy_s:.2f} s '
           f'({import_s / numpy_s:.1f}x)')
     print(f'first audit of the predicate bags in a fresh process (suite built, layouts parsed) {first_s:.2f} s; '

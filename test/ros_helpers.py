@@ -103,5 +103,5 @@ def echo_process(prefix: str, types: Iterable[str], log: Path) -> Iterator[subpr
         assert line == 'READY', f'echo node: {line!r}; stderr: {log.read_text()[-2000:]}'
         yield proc
     finally:
-        stop_process(proc)
+        stop_process(proc, grace_s=3.0)
         err.close()

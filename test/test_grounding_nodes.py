@@ -16,6 +16,7 @@ import rclpy
 from conftest import REPO
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_helpers import spin_until
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
@@ -263,3 +264,49 @@ def test_camera_node_regions_and_marker_pose(harness_factory):
     t = poses[-1]
     assert t.child_frame_id == 'mug_main' and t.header.frame_id == 'agentview_optical'
     assert math.isclose(t.transform.translation.z, 0.5, abs_tol=0.01)
+
+
+def test_one_process_samples_the_grounding_as_one_chain():
+    """``safemanip run``'s grounding is one component (GroundingChain): handed
+    its nodes in any order, it samples them in SOURCE_ORDER, and each source
+    reads what the ones before it gave at the same frame, with no topic in
+    between: the finger closure the contact grounding needs for a grasp (it
+    has no joint_states subscription of its own in one process), and the
+    grasp the TF grounding reads."""
+    from safemanip_ros.grounding.messages import SOURCE_ORDER
+    from safemanip_ros.nodes.grounding_nodes import (
+        ContactGroundingNode,
+        GroundingChain,
+        JointStateGroundingNode,
+        TfGroundingNode,
+    )
+    rclpy.init(args=['--ros-args', '-r', '__ns:=/chain_test', '-p', f'config:={CONFIG}',
+                     '-p', 'sampled_by_monitor:=true'])
+    try:
+        tf, contacts, joints = TfGroundingNode(), ContactGroundingNode(), JointStateGroundingNode()
+        robot = rclpy.create_node('chain_robot', namespace='/chain_test')
+        ex = rclpy.executors.SingleThreadedExecutor()
+        for n in (tf, contacts, joints, robot):
+            ex.add_node(n)
+        chain = GroundingChain([tf, contacts, joints])
+        assert [n.source for n in chain.nodes] == [s for s in SOURCE_ORDER if s in ('joint_states', 'contacts', 'tf')]
+        js_pub = robot.create_publisher(JointState, 'joint_states', RELIABLE)
+        contact_pub = robot.create_publisher(ContactArray, 'contacts', RELIABLE)
+        assert spin_until(ex, lambda: js_pub.get_subscription_count() and contact_pub.get_subscription_count())
+        stamp = time_from_ns(time.time_ns() - 1_000_000)
+        js = JointState(name=ARM + FINGERS, position=[0.0] * 7 + [0.02, 0.02])
+        js.header.stamp = stamp
+        pairs = [('gripper0_finger1_pad_collision', 'mug_g0'), ('gripper0_finger2_pad_collision', 'mug_g1')]
+        touch = ContactArray(contacts=[Contact(body1=a, body2=b, normal_force_n=2.0) for a, b in pairs])
+        touch.header.stamp = stamp
+        js_pub.publish(js)
+        contact_pub.publish(touch)
+        assert spin_until(ex, lambda: joints.last_arrival_ns and contacts.last_arrival_ns)
+        assert chain.last_arrival_ns == max(joints.last_arrival_ns, contacts.last_arrival_ns)
+        assert tf._grasped['mug'] is None
+        joint_values, contact_values, _ = chain.sample(joints.get_clock().now().nanoseconds)
+        assert joint_values['gripper_closed'] is True
+        assert contact_values['object_grasped_raw_mug'] is True      # the closure of this very frame
+        assert tf._grasped['mug'] is True                            # handed on in-process, not from the topic
+    finally:
+        rclpy.shutdown()

@@ -255,7 +255,7 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
     from sensor_msgs.msg import JointState
 
     from safemanip_ros.msg import VerdictArray
-    from safemanip_ros.nodes.grounding_nodes import JointStateGroundingNode
+    from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
     from safemanip_ros.nodes.monitor_node import MonitorNode
     config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
     suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
@@ -263,7 +263,7 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
                      '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
                      '-p', 'predicate_topics:=[predicates/joint_states]'])
     source, monitor = JointStateGroundingNode(), MonitorNode()
-    monitor.attach_sources([source])
+    monitor.attach_grounding(GroundingChain([source]))
     ex = SingleThreadedExecutor()
     ex.add_node(source)
     ex.add_node(monitor)

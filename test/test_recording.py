@@ -6,6 +6,7 @@ misses at most the last second."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import ros_node, spin_until
 from rosbags.rosbag2 import Reader
 
 from safemanip_ros.bag.typestore import typestore
@@ -106,9 +108,8 @@ class _RecorderProcess:
             args += ['-p', p]
         self.log = tmp_path / 'log'
         self.proc = subprocess.Popen(args, stdout=open(self.log, 'w'), stderr=subprocess.STDOUT)
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.node = rclpy.create_node('recording_test', context=self.ctx)
+        self._ros = contextlib.ExitStack()
+        self.node, _ = self._ros.enter_context(ros_node('recording_test'))
         self.pub = self.node.create_publisher(PredicateArray, 'predicates', RELIABLE)
         deadline = time.monotonic() + 30
         while self.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -116,8 +117,7 @@ class _RecorderProcess:
         assert self.pub.get_subscription_count() > 0, self.log.read_text()
 
     def close(self) -> None:
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.ctx)
+        self._ros.close()
         if self.proc.poll() is None:
             self.proc.kill()
 
@@ -257,25 +257,15 @@ def test_bag_player_replays_a_recording(tmp_path):
                                  data_stamp=Time(sec=i, nanosec=0))])
         w.write('/predicates', i * 50_000_000, ts.serialize_cdr(m, 'safemanip_ros/msg/PredicateArray'))
     w.close()
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('replay_test', context=ctx)
     got = []
-    node.create_subscription(PredicateArray, 'predicates', lambda m: got.append(predicate_values(m) | {'seq': m.seq}),
-                             RELIABLE)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
-                             f'bag:={tmp_path / "bag"}', '-p', 'wait_for_subscribers:=1', '-p', 'rate:=2.0'],
-                            stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while len(got) < 20 and time.monotonic() < deadline:
-            ex.spin_once(timeout_sec=0.05)
+    with ros_node('replay_test') as (node, ex):
+        node.create_subscription(PredicateArray, 'predicates',
+                                 lambda m: got.append(predicate_values(m) | {'seq': m.seq}), RELIABLE)
+        proc = subprocess.Popen([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
+                                 f'bag:={tmp_path / "bag"}', '-p', 'wait_for_subscribers:=1', '-p', 'rate:=2.0'],
+                                stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
+        spin_until(ex, lambda: len(got) >= 20)
         assert proc.wait(timeout=30) == 0
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
     assert got == [{'a': bool(i % 2), 'seq': i} for i in range(20)]
     bad = subprocess.run([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
                           f'bag:={tmp_path / "nope"}'], capture_output=True, text=True, timeout=60)

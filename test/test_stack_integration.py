@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-import rclpy
 from conftest import REPO
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import ros_node
 from rosbags.rosbag2 import Reader
 from trajectory_msgs.msg import JointTrajectory
 
@@ -34,58 +34,52 @@ def test_contact_violation_pauses_the_arm(tmp_path):
                              str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--only', 'no_forbidden_contact',
                              '--controller-topic', 'arm/joint_trajectory', '--bag', str(bag), '--no-camera'],
                             stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('robot_sim', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    trajs, actions, events = [], [], []
-    node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-    node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
-    pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
-    robot = RobotStandIn(node, pose)
-    js, contacts, tick = robot.js, robot.contacts, robot.publish
-
-    def spin(cond, timeout_s=60.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            tick()
-            ex.spin_once(timeout_sec=0.05)
-            if cond():
-                return True
-        return False
-
     try:
-        # Wait until the stack is up (the monitor's verdicts flow), then touch the shelf.
-        assert spin(lambda: js.get_subscription_count() >= 2 and contacts.get_subscription_count() >= 1), \
-            (tmp_path / 'log').read_text()[-3000:]
-        spin(lambda: False, timeout_s=1.5)     # the robot runs normally for a while
-        assert not actions, [a.reason for a in actions]
-        robot.touch()
-        t_touch = time.monotonic()
-        assert spin(lambda: any(a.action == SupervisorAction.ACTION_PAUSE for a in actions) and events), \
-            (tmp_path / 'log').read_text()[-3000:]
-        pause = next(a for a in actions if a.action == SupervisorAction.ACTION_PAUSE)
-        assert pause.reason.startswith('violation of no_forbidden_contact') and pause.success, pause.reason
-        delay = time.monotonic() - t_touch
-        assert 1.0 <= delay < 5.0      # after the 20-frame (1 s) contact tolerance, not before
-        assert any(e.instance == 'no_forbidden_contact' and e.event == ViolationEvent.EVENT_OPENED for e in events), \
-            ([a.reason for a in actions], [(e.instance, e.event) for e in events])
-        hold = trajs[-1]
-        assert hold.joint_names == ARM and list(hold.points[0].positions) == pytest.approx(pose)
+        with ros_node('robot_sim') as (node, ex):
+            trajs, actions, events = [], [], []
+            node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
+            node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+            node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+            pose = [0.1, -0.3, 0.0, -2.0, 0.0, 1.8, 0.7]
+            robot = RobotStandIn(node, pose)
+            js, contacts, tick = robot.js, robot.contacts, robot.publish
+
+            def spin(cond, timeout_s=60.0):
+                deadline = time.monotonic() + timeout_s
+                while time.monotonic() < deadline:
+                    tick()
+                    ex.spin_once(timeout_sec=0.05)
+                    if cond():
+                        return True
+                return False
+
+            # Wait until the stack is up (the monitor's verdicts flow), then touch the shelf.
+            assert spin(lambda: js.get_subscription_count() >= 2 and contacts.get_subscription_count() >= 1), \
+                (tmp_path / 'log').read_text()[-3000:]
+            spin(lambda: False, timeout_s=1.5)     # the robot runs normally for a while
+            assert not actions, [a.reason for a in actions]
+            robot.touch()
+            t_touch = time.monotonic()
+            assert spin(lambda: any(a.action == SupervisorAction.ACTION_PAUSE for a in actions) and events), \
+                (tmp_path / 'log').read_text()[-3000:]
+            pause = next(a for a in actions if a.action == SupervisorAction.ACTION_PAUSE)
+            assert pause.reason.startswith('violation of no_forbidden_contact') and pause.success, pause.reason
+            delay = time.monotonic() - t_touch
+            assert 1.0 <= delay < 5.0      # after the 20-frame (1 s) contact tolerance, not before
+            assert any(e.instance == 'no_forbidden_contact' and e.event == ViolationEvent.EVENT_OPENED for e in events), \
+                ([a.reason for a in actions], [(e.instance, e.event) for e in events])
+            hold = trajs[-1]
+            assert hold.joint_names == ARM and list(hold.points[0].positions) == pytest.approx(pose)
     finally:
-        _stop(node, ctx, proc)
+        _stop(proc)
     with Reader(bag) as r:
         topics = {c.topic for c in r.connections}
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
     assert {'/violations', '/supervisor_actions', '/predicates/contacts'} <= topics
 
 
-def _stop(node, ctx, proc) -> None:
-    """Take the test's node down, then stop the stack as Ctrl-C would (it closes its bag)."""
-    node.destroy_node()
-    rclpy.shutdown(context=ctx)
+def _stop(proc) -> None:
+    """Stop the stack as Ctrl-C would (it closes its bag), after the test's node is down."""
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=20)
@@ -105,49 +99,45 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
                              '--bag', str(bag), '--no-camera', '--no-supervisor'],
                             stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
     from safemanip_ros.msg import VerdictArray
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('robot_sim_identity', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    live_verdicts: dict[int, int] = {}
-    current: list[int] = []
-    events = []
-
-    def on_verdicts(m: VerdictArray) -> None:
-        # The monitor lists the instance when it changes (and every second): known from its first listing on.
-        if m.verdicts:
-            current[:] = [int(m.verdicts[0].verdict)]
-        if current:
-            live_verdicts[int(m.frame)] = current[0]
-
-    node.create_subscription(VerdictArray, 'verdicts', on_verdicts, RELIABLE)
-    node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
-    robot = RobotStandIn(node, [0.0] * 7)
-    tick = robot.publish
-
-    def run_for(seconds):
-        end = time.monotonic() + seconds
-        nxt = time.monotonic()
-        while time.monotonic() < end:
-            if time.monotonic() >= nxt:
-                tick()
-                nxt += 0.05
-            ex.spin_once(timeout_sec=0.01)
-
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not live_verdicts:
-            run_for(0.2)
-        assert live_verdicts, (tmp_path / 'log').read_text()[-3000:]
-        run_for(1.0)
-        for _ in range(2):                      # two touches of 1.5 s: two violations, recovered
-            robot.touch()
-            run_for(1.5)
-            robot.touch(None)
+        with ros_node('robot_sim_identity') as (node, ex):
+            live_verdicts: dict[int, int] = {}
+            current: list[int] = []
+            events = []
+
+            def on_verdicts(m: VerdictArray) -> None:
+                # The monitor lists the instance when it changes (and every second): known from its first listing on.
+                if m.verdicts:
+                    current[:] = [int(m.verdicts[0].verdict)]
+                if current:
+                    live_verdicts[int(m.frame)] = current[0]
+
+            node.create_subscription(VerdictArray, 'verdicts', on_verdicts, RELIABLE)
+            node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+            robot = RobotStandIn(node, [0.0] * 7)
+            tick = robot.publish
+
+            def run_for(seconds):
+                end = time.monotonic() + seconds
+                nxt = time.monotonic()
+                while time.monotonic() < end:
+                    if time.monotonic() >= nxt:
+                        tick()
+                        nxt += 0.05
+                    ex.spin_once(timeout_sec=0.01)
+
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not live_verdicts:
+                run_for(0.2)
+            assert live_verdicts, (tmp_path / 'log').read_text()[-3000:]
             run_for(1.0)
+            for _ in range(2):                      # two touches of 1.5 s: two violations, recovered
+                robot.touch()
+                run_for(1.5)
+                robot.touch(None)
+                run_for(1.0)
     finally:
-        _stop(node, ctx, proc)
+        _stop(proc)
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
     out = tmp_path / 'audit'
     audit = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'audit', str(bag), '--config',

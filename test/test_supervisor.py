@@ -6,17 +6,14 @@ acknowledgement → resume)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import node_process, ros_node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
@@ -71,58 +68,52 @@ def test_retract_path_reverses_within_speed():
 
 
 @pytest.mark.ros
-def test_supervisor_node_over_dds(tmp_path):
+def test_supervisor_node_over_dds(tmp_path, request):
     from test_alerts import Hook
     hook = Hook('hang')          # a webhook that never answers must not delay a hold
+    request.addfinalizer(hook.close)
     policy = tmp_path / 'policy.yaml'
     policy.write_text(f'property:\n  retract_me: retract\nalerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n'
                       f'  webhook: {{url: "{hook.url}", timeout_s: 30}}\n  min_interval_s: 0\n')
-    proc = subprocess.Popen([str(Path(sys.executable).parent / 'supervisor'), '--ros-args',
-                             '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
-                             '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
-                             '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
-                             '-p', f'bag_path:={tmp_path / "bag"}',
-                             '-p', "failsafe_topics:=['predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']"],
-                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT, text=True)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('supervisor_test', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    trajs, actions = [], []
-    node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-    js_pub = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    ev_pub = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
-    k = [0]
+    with node_process('supervisor', '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
+                      '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
+                      '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
+                      '-p', f'bag_path:={tmp_path / "bag"}',
+                      '-p', "failsafe_topics:=['predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']",
+                      log=tmp_path / 'supervisor.log'), ros_node('supervisor_test') as (node, ex):
+        trajs, actions = [], []
+        node.create_subscription(JointTrajectory, 'arm/joint_trajectory', trajs.append, RELIABLE)
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+        js_pub = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        ev_pub = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+        k = [0]
 
-    def publish_joints():
-        k[0] += 1
-        js_pub.publish(JointState(name=['b', 'x', 'a'], position=[-0.02 * k[0], 9.0, 0.01 * k[0]],
-                                  header=_header()))
+        def publish_joints():
+            k[0] += 1
+            js_pub.publish(JointState(name=['b', 'x', 'a'], position=[-0.02 * k[0], 9.0, 0.01 * k[0]],
+                                      header=_header()))
 
-    def spin(cond, timeout_s=30.0, joints=True):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if joints:
-                publish_joints()
-            ex.spin_once(timeout_sec=0.05)
-            if cond():
-                return True
-        return False
+        def spin(cond, timeout_s=30.0, joints=True):
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if joints:
+                    publish_joints()
+                ex.spin_once(timeout_sec=0.05)
+                if cond():
+                    return True
+            return False
 
-    def call(srv_type, name, req):
-        client = node.create_client(srv_type, name)
-        assert client.wait_for_service(timeout_sec=30)
-        fut = client.call_async(req)
-        assert spin(fut.done), f'{name}: ' + (tmp_path / 'supervisor.log').read_text()[-3000:]
-        return fut.result()
+        def call(srv_type, name, req):
+            client = node.create_client(srv_type, name)
+            assert client.wait_for_service(timeout_sec=30)
+            fut = client.call_async(req)
+            assert spin(fut.done), f'{name}: ' + (tmp_path / 'supervisor.log').read_text()[-3000:]
+            return fut.result()
 
-    def event(kind, instance, prop, severity=ViolationEvent.SEVERITY_ERROR):
-        ev_pub.publish(ViolationEvent(event=kind, instance=instance, property=prop, category='c', severity=severity,
-                                      start_frame=5, end_frame=9, recovered=kind == ViolationEvent.EVENT_CLOSED))
+        def event(kind, instance, prop, severity=ViolationEvent.SEVERITY_ERROR):
+            ev_pub.publish(ViolationEvent(event=kind, instance=instance, property=prop, category='c', severity=severity,
+                                          start_frame=5, end_frame=9, recovered=kind == ViolationEvent.EVENT_CLOSED))
 
-    try:
         for t in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
             req = ChangeState.Request()
             req.transition.id = t
@@ -169,16 +160,6 @@ def test_supervisor_node_over_dds(tmp_path):
         assert spin(lambda: any('fail-safe: /predicates/contacts stale' in a.reason for a in actions), joints=False)
         # The retract (held while the webhook still hangs) was alerted too.
         assert spin(lambda: len(alerts_file.read_text().splitlines()) >= 2, joints=False)
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)          # a loaded machine can take long to stop a DDS participant
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        hook.close()
 
 
 def _header():
@@ -218,52 +199,46 @@ def test_delivered_hold_then_stale_sensor_alerts():
 def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
     """A delivered pause is confirmed once the measured arm is still; an arm that
     keeps moving makes it a failed hold: not holding, retried, escalated to stop."""
-    from rclpy.executors import SingleThreadedExecutor
 
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, args=['--ros-args', '-r', '__ns:=/hold_confirm_test', '-p', 'hold_confirm_timeout_s:=0.6'])
-    sup = SupervisorNode(context=ctx)
-    node = rclpy.create_node('hold_test', context=ctx)
-    actions = []
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
-    events = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
-    js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(sup)
-    ex.add_node(node)
-    q = [0.0]
-    try:
-        sup.trigger_configure()
-        sup.trigger_activate()
+    with ros_node('hold_test', ['--ros-args', '-r', '__ns:=/hold_confirm_test',
+                                '-p', 'hold_confirm_timeout_s:=0.6']) as (node, ex):
+        actions = []
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+        events = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
+        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        sup = SupervisorNode(context=node.context)
+        ex.add_node(sup)
+        q = [0.0]
+        try:
+            sup.trigger_configure()
+            sup.trigger_activate()
 
-        def spin(seconds, until=None):
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                if arm_moves:
-                    q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
-                msg = JointState(name=['j1'], position=[q[0]])
-                msg.header.stamp = time_from_ns(time.time_ns())
-                js.publish(msg)
-                ex.spin_once(timeout_sec=0.05)
-                if until is not None and until():
-                    return True
-            return until is None
-        spin(0.5)
-        ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
-                            severity=ViolationEvent.SEVERITY_ERROR)
-        events.publish(ev)
-        if not arm_moves:
-            assert spin(10, lambda: any('pause confirmed: the arm stopped' in a.reason for a in actions)), \
-                [a.reason for a in actions]
-            assert sup.supervisor.held and sup.supervisor.hold_confirmed
-        else:
-            assert spin(15, lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), \
-                [a.reason for a in actions]
-            reasons = [a.reason for a in actions]
-            assert any('not confirmed: the arm did not stop' in r for r in reasons), reasons
-            assert any('escalating to stop' in r for r in reasons), reasons
-    finally:
-        sup.destroy_node()
-        node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+            def spin(seconds, until=None):
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    if arm_moves:
+                        q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
+                    msg = JointState(name=['j1'], position=[q[0]])
+                    msg.header.stamp = time_from_ns(time.time_ns())
+                    js.publish(msg)
+                    ex.spin_once(timeout_sec=0.05)
+                    if until is not None and until():
+                        return True
+                return until is None
+            spin(0.5)
+            ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
+                                severity=ViolationEvent.SEVERITY_ERROR)
+            events.publish(ev)
+            if not arm_moves:
+                assert spin(10, lambda: any('pause confirmed: the arm stopped' in a.reason for a in actions)), \
+                    [a.reason for a in actions]
+                assert sup.supervisor.held and sup.supervisor.hold_confirmed
+            else:
+                assert spin(15, lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), \
+                    [a.reason for a in actions]
+                reasons = [a.reason for a in actions]
+                assert any('not confirmed: the arm did not stop' in r for r in reasons), reasons
+                assert any('escalating to stop' in r for r in reasons), reasons
+        finally:
+            sup.destroy_node()

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from ..nodes.grounding_nodes import (
         CameraGroundingNode,
         ContactGroundingNode,
+        GroundingChain,
         JointStateGroundingNode,
         SkillGroundingNode,
         TfGroundingNode,
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             for factory in factories:
                 nodes.append(created(factory, factory.__name__))    # a name from a parameter ROS refuses: exit 2
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
-            monitor.attach_sources([n for n in nodes if getattr(n, 'sampled_by_monitor', False)])
+            monitor.attach_grounding(GroundingChain(n for n in nodes if getattr(n, 'sampled_by_monitor', False)))
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
             for node in nodes:      # any that does not come up stops the run (exit 2, its reason)
                 if hasattr(node, 'trigger_configure'):

@@ -141,10 +141,15 @@ def sample_of(topic: str, msg: Any) -> Any:
     return msg
 
 
-# How the sources chain, defined once for the offline GroundingSet and the live nodes: the contact
-# grounding reads the joint grounding's finger closure, the TF grounding reads the contact grounding's
-# raw grasps and the skill grounding's pick target (each from the same frame in one process, from the
-# source's topic across processes).
+SOURCE_ORDER = ('joint_states', 'contacts', 'skills', 'tf', 'camera')
+"""The order the grounding sources are evaluated in at one frame, offline
+(:meth:`GroundingSet.view`) and live (``nodes.grounding_nodes.GroundingChain``):
+each reads only sources before it.  The contact grounding reads the joint
+grounding's finger closure (:func:`closure_of`), the TF grounding the contact
+grounding's raw grasps (:func:`grasps_of`) and the skill grounding's pick
+target (:func:`pick_target_of`): from the same frame in one process, from the
+source's topic across processes."""
+
 
 def closure_of(values: Predicates) -> tuple[bool, bool | None]:
     """(given, value) of the finger closure the contact grounding reads:
@@ -252,7 +257,7 @@ class GroundingSet:
     def view(self, now_s: float) -> Predicates:
         """The frame at ``now_s`` as the inputs are now: every predicate but
         the TF ones, which :meth:`flush` adds (for all frames viewed since
-        the last flush at once)."""
+        the last flush at once).  Sources in :data:`SOURCE_ORDER`."""
         out = self.joints.evaluate(now_s)
         if self.fixtures.names:
             out.update(self.fixtures.evaluate(now_s))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from geometry_msgs.msg import TransformStamped, WrenchStamped
@@ -35,6 +35,7 @@ from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
 from ..grounding.messages import (
+    SOURCE_ORDER,
     closure_of,
     command_positions,
     feed_contacts,
@@ -405,6 +406,34 @@ class SkillGroundingNode(GroundingNode):
 
     def evaluate(self, now_s: float) -> Predicates:
         return self.grounding.evaluate(now_s)
+
+
+class GroundingChain:
+    """The grounding nodes of one process as one component the monitor
+    samples at each frame (``safemanip run``): in :data:`SOURCE_ORDER`, each
+    handed what the sources before it gave at the same frame."""
+
+    def __init__(self, nodes: Iterable[GroundingNode]) -> None:
+        self.nodes = sorted(nodes, key=lambda n: SOURCE_ORDER.index(n.source))
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+    @property
+    def last_arrival_ns(self) -> int | None:
+        """``time.monotonic_ns()`` of the newest input of any source (None: none yet)."""
+        return max((n.last_arrival_ns for n in self.nodes if n.last_arrival_ns), default=None)
+
+    def sample(self, now_ns: int) -> list[Predicates]:
+        """Each source's values at ``now_ns`` (node clock), in order; each
+        source also publishes them as usual (:meth:`GroundingNode.sample`)."""
+        upstream: Predicates = {}
+        out = []
+        for node in self.nodes:
+            values = node.sample(now_ns, upstream)
+            upstream.update(values)
+            out.append(values)
+        return out
 
 
 def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:

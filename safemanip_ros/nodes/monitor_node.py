@@ -32,7 +32,7 @@ import functools
 import json
 import secrets
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -61,6 +61,9 @@ from ..resources import default_suites
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
+
+if TYPE_CHECKING:
+    from .grounding_nodes import GroundingChain
 from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
@@ -116,7 +119,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pending: collections.deque[tuple[int, list[str], list[bool], list[bool]]] = collections.deque()
         self._drain_warned = False
         self._frame_timer: Any = None
-        self._sources: list[Any] = []   # in-process grounding nodes sampled at each frame (safemanip run)
+        self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
         self._listeners: list[Any] = []  # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
         self._timer: Any = None
@@ -299,8 +302,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         t0 = time.monotonic()
         if not self._check_armed(t0):
             now_ns = self.get_clock().now().nanoseconds
-            for src in self._sources:       # their publications are how arming hears them
-                src.sample(now_ns)
+            if self._grounding is not None:
+                self._grounding.sample(now_ns)     # its publications are how arming hears it
             if t0 - self._last_metrics >= float(self.get_parameter('metrics_period_s').value):
                 self._last_metrics = t0
                 self._publish_status(self.get_clock().now().nanoseconds)
@@ -343,21 +346,18 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # periods of the clock within the timer's jitter, and the published
         # verdict stamp records that time, so a replay of the recording builds
         # the very same frame.  Caught-up frames keep their scheduled times.
-        if self._sources:
+        if self._grounding:
             # Sampled here and now: the newest frame is at now, and its samples
             # (published, so recorded, with this stamp) are the ones it sees.
             due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=True)
-            upstream: dict[str, Any] = {}
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
-            arrivals = [a for a in (getattr(src, 'last_arrival_ns', None) for src in self._sources) if a]
+            arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
-            for src in self._sources:     # in order: joints, contacts (reads the closure), TF (reads the grasp)
-                values = src.sample(now_ns, upstream)
-                upstream.update(values)
+            for values in self._grounding.sample(now_ns):
                 names = list(values)
                 self._pending.append((now_ns, names, [bool(values[n]) for n in names],
                                       [values[n] is None for n in names]))
-            self._lock_phase(period, (sampled_mono_ns - max(arrivals)) * 1e-9 if arrivals else None)
+            self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         else:
             due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=False)
         self._caught_up += len(due) - 1
@@ -444,11 +444,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame_clock.restart()
         self._tick()
 
-    def attach_sources(self, sources: list[Any]) -> None:
-        """Grounding nodes of this process (``sample(now_ns)`` → values) to
-        sample at each frame's time: the frame sees every input grounded
-        before it, with no second timer and no transport in between."""
-        self._sources = list(sources)
+    def attach_grounding(self, grounding: GroundingChain) -> None:
+        """The grounding of this process, sampled at each frame's time: the
+        frame sees every input grounded before it, with no second timer and
+        no transport in between."""
+        self._grounding = grounding
 
     def attach_listeners(self, listeners: list[Any]) -> None:
         """Nodes of this process (``deliver_violation(msg)``) handed each
