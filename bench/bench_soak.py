@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def main() -> int:
     ap.add_argument('--report-s', type=float, default=30.0)
     ap.add_argument('--quick', action='store_true', help='15 s, 200 instances (smoke test)')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
+    ap.add_argument('--keep', action='store_true', help='keep the bag and logs (deleted at the end by default)')
     ap.add_argument('--no-record', action='store_true',
                     help='without the recorder (to tell its share of the RSS slope from the rest of the stack)')
     ap.add_argument('--profile', metavar='FILE', help='run the stack under cProfile, its statistics to FILE')
@@ -163,6 +165,10 @@ def main() -> int:
           f'{s.max_frame_time_s * 1e3:.1f} ms of {1e3 / RATE_HZ:.0f}')
     print(f'bag: {files} files, {mib:.0f} MiB ({mib / elapsed_s * 3600:.0f} MiB/h, {files / elapsed_s * 3600:.0f} '
           f'files/h); stack exit code {stack.returncode} (0: every split listed)')
+    if args.keep:
+        print(f'kept: {work}')
+    else:
+        shutil.rmtree(work, ignore_errors=True)     # an hour's bag is about 15 GB
     return 0
 
 

@@ -176,48 +176,39 @@ def test_payloads_from_real_dds_decode_like_rosbags(tmp_path):
     import importlib
     import time
 
-    import rclpy
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from ros_helpers import echo_process
+    from ros_helpers import echo_process, ros_node
     from test_msgs_dds import filled
 
     received: dict[str, list[bytes]] = {t: [] for t in TOPIC}
     sent = {}
     variants = 4
-    with echo_process('/roundtrip_layouts', TOPIC, tmp_path / 'echo.log'):
-        context = rclpy.Context()
-        rclpy.init(context=context)
-        node = rclpy.create_node('layouts_dds_test', context=context)
-        try:
-            qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            pubs = {}
-            for msgtype in TOPIC:
-                pkg, _, name = msgtype.split('/')
-                cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
-                node.create_subscription(cls, f'/roundtrip_layouts/out/{name}',
-                                         lambda raw, t=msgtype: received[t].append(bytes(raw)), qos, raw=True)
-                pubs[msgtype] = node.create_publisher(cls, f'/roundtrip_layouts/in/{name}', qos)
-                msgs = [filled(cls, seed) for seed in range(1, variants + 1)]
-                if msgtype == 'sensor_msgs/msg/JointState':
-                    msgs[0].effort = []                     # ends on a sequence count: not 8-byte aligned
-                    msgs[1].name, msgs[1].position, msgs[1].velocity = ['a', 'bb', 'ccc'], [0.5, 1.5, 2.5], []
-                sent[msgtype] = msgs
-            executor = rclpy.executors.SingleThreadedExecutor(context=context)
-            executor.add_node(node)
-            deadline = time.monotonic() + 60
-            published = False
-            while any(len(v) < variants for v in received.values()) and time.monotonic() < deadline:
-                if not published and all(p.get_subscription_count() > 0 for p in pubs.values()):
-                    for msgtype, pub in pubs.items():
-                        for msg in sent[msgtype]:
-                            pub.publish(msg)
-                    published = True
-                executor.spin_once(timeout_sec=0.05)
-            assert all(len(v) == variants for v in received.values()), {t: len(v) for t, v in received.items()}
-        finally:
-            node.destroy_node()
-            rclpy.shutdown(context=context)
+    with echo_process('/roundtrip_layouts', TOPIC, tmp_path / 'echo.log'), \
+            ros_node('layouts_dds_test') as (node, executor):
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pubs = {}
+        for msgtype in TOPIC:
+            pkg, _, name = msgtype.split('/')
+            cls = getattr(importlib.import_module(f'{pkg}.msg'), name)
+            node.create_subscription(cls, f'/roundtrip_layouts/out/{name}',
+                                     lambda raw, t=msgtype: received[t].append(bytes(raw)), qos, raw=True)
+            pubs[msgtype] = node.create_publisher(cls, f'/roundtrip_layouts/in/{name}', qos)
+            msgs = [filled(cls, seed) for seed in range(1, variants + 1)]
+            if msgtype == 'sensor_msgs/msg/JointState':
+                msgs[0].effort = []                     # ends on a sequence count: not 8-byte aligned
+                msgs[1].name, msgs[1].position, msgs[1].velocity = ['a', 'bb', 'ccc'], [0.5, 1.5, 2.5], []
+            sent[msgtype] = msgs
+        deadline = time.monotonic() + 60
+        published = False
+        while any(len(v) < variants for v in received.values()) and time.monotonic() < deadline:
+            if not published and all(p.get_subscription_count() > 0 for p in pubs.values()):
+                for msgtype, pub in pubs.items():
+                    for msg in sent[msgtype]:
+                        pub.publish(msg)
+                published = True
+            executor.spin_once(timeout_sec=0.05)
+        assert all(len(v) == variants for v in received.values()), {t: len(v) for t, v in received.items()}
     ts = typestore()
     for msgtype, raws in received.items():
         conn = type('Conn', (), {'msgtype': msgtype, 'topic': TOPIC[msgtype]})()

@@ -9,6 +9,7 @@ a failed one: retried, then escalated to stop."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
+from ros_helpers import ros_node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -192,19 +194,13 @@ def test_a_cancel_service_that_never_answers_is_a_failed_hold(ros):
                                              'controller_call_timeout_s': '0.5'})
     # A server nobody spins: requests are delivered to it and never answered.
     from action_msgs.srv import CancelGoal
-    silent_ctx = rclpy.Context()
-    rclpy.init(context=silent_ctx)
-    silent = rclpy.create_node('silent_controller', context=silent_ctx)
-    silent.create_service(CancelGoal, f'{action}/_action/cancel_goal', lambda rq, rs: rs)
-    try:
+    with ros_node('silent_controller') as (silent, _):
+        silent.create_service(CancelGoal, f'{action}/_action/cancel_goal', lambda rq, rs: rs)
         actions, send = bring_up(sup, node, thread)
         send(ViolationEvent.EVENT_OPENED)
         reasons = lambda: [a.reason for a in actions]          # noqa: E731
         assert wait_for(lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), reasons()
         assert any('pause not delivered' in r and 'no answer within 0.5 s' in r for r in reasons()), reasons()
-    finally:
-        silent.destroy_node()
-        rclpy.try_shutdown(context=silent_ctx)
 
 
 def bring_up(sup, node, thread) -> tuple[list[SupervisorAction], Callable[[int], None]]:
@@ -298,11 +294,10 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
         # An answer is due within 2 s (a busy machine answers late); the silent manager's test waits 0.5 s.
         'controller_call_timeout_s': '0.5' if manager == 'silent' else '2.0'})
     known = {'forward_position_controller'} | ({'joint_trajectory_controller'} if manager == 'accepting' else set())
+    silent_manager = contextlib.ExitStack()
     if manager == 'silent':
         # A manager nobody spins: requests are delivered and never answered.
-        silent_ctx = rclpy.Context()
-        rclpy.init(context=silent_ctx)
-        silent = rclpy.create_node('silent_manager', context=silent_ctx)
+        silent, _ = silent_manager.enter_context(ros_node('silent_manager'))
         silent.create_service(SwitchController, service, lambda rq, rs: rs)
         cm = None
         Joint(node)                   # a still arm
@@ -344,9 +339,7 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
             assert any('pause not delivered' in r and why in r for r in reasons()), reasons()
             assert not sup.supervisor.hold_confirmed
     finally:
-        if manager == 'silent':
-            silent.destroy_node()
-            rclpy.try_shutdown(context=silent_ctx)
+        silent_manager.close()
 
 
 def test_a_half_configured_switch_stops_the_supervisor(ros):

@@ -3,6 +3,7 @@ expected predicate arrays out (and marker poses on /tf)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import rclpy
 from conftest import REPO
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from ros_helpers import spin_until
+from ros_helpers import ros_node, spin_until, stop_process
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from tf2_msgs.msg import TFMessage
 
@@ -41,11 +42,8 @@ class Harness:
         # A log file, not a pipe: a full pipe would block the node.
         self.log = tempfile.NamedTemporaryFile('w+', suffix=f'-{executable}.log', delete=False)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, text=True)
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node(f'test_{executable}', context=self.context)
-        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
+        self._ros = contextlib.ExitStack()
+        self.node, self.executor = self._ros.enter_context(ros_node(f'test_{executable}'))
         self.latest: dict[str, dict] = {}
 
     def listen(self, topic: str) -> None:
@@ -66,13 +64,8 @@ class Harness:
         return False
 
     def close(self) -> None:
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self._ros.close()
+        stop_process(self.proc)
 
 
 @pytest.fixture

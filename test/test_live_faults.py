@@ -15,6 +15,7 @@ this test as the robot (joint states, TF, contacts at 20 Hz):
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 import rclpy
 from conftest import REPO
-from rclpy.executors import SingleThreadedExecutor
+from ros_helpers import ros_node
 from rosgraph_msgs.msg import Clock
 from trajectory_msgs.msg import JointTrajectory
 
@@ -65,11 +66,8 @@ class Robot:
     """The scripted robot and an observer of the stack, in this process."""
 
     def __init__(self, sim_time: bool = False) -> None:
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.observer = rclpy.create_node('fault_observer', context=self.ctx)
-        self.ex.add_node(self.observer)
+        self._ros = contextlib.ExitStack()
+        self.observer, self.ex = self._ros.enter_context(ros_node('fault_observer'))
         self.actions: list[SupervisorAction] = []
         self.events: list[ViolationEvent] = []
         self.status: list[MonitorStatus] = []
@@ -90,7 +88,7 @@ class Robot:
         self.next_tick = time.monotonic()
 
     def _make_publishers(self) -> None:
-        self.node = rclpy.create_node('robot_driver', context=self.ctx)
+        self.node = rclpy.create_node('robot_driver', context=self.observer.context)
         self.driver = RobotStandIn(self.node)
 
     def restart_publishers(self) -> None:
@@ -138,8 +136,7 @@ class Robot:
 
     def close(self) -> None:
         self.node.destroy_node()
-        self.observer.destroy_node()
-        rclpy.shutdown(context=self.ctx)
+        self._ros.close()
 
 
 @pytest.fixture()

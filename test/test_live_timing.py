@@ -8,6 +8,7 @@ contact began, not 21 *ticks* later."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import rclpy
 from conftest import REPO
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import ros_node
 
 from safemanip_ros.msg import PredicateArray, SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
@@ -32,14 +34,11 @@ class _OutsideProcess:
     once started, and collects what arrives on ``listen`` in ``received``."""
 
     def __init__(self, name: str, msg_type, topic: str, make, listen_type, listen: str) -> None:
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.node = rclpy.create_node(name, context=self.ctx)
+        self._ros = contextlib.ExitStack()
+        self.node, self.executor = self._ros.enter_context(ros_node(name))
         self.pub = self.node.create_publisher(msg_type, topic, RELIABLE)
         self.received: list = []
         self.node.create_subscription(listen_type, listen, self.received.append, RELIABLE)
-        self.executor = SingleThreadedExecutor(context=self.ctx)
-        self.executor.add_node(self.node)
         self.stop = threading.Event()
         self._make = make
         self.worker = threading.Thread(target=self._publish, daemon=True)
@@ -59,8 +58,8 @@ class _OutsideProcess:
 
     def close(self) -> None:
         self.stop.set()
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.ctx)
+        self.worker.join(timeout=5)
+        self._ros.close()
 
 
 def test_windows_are_periods_of_the_clock_under_a_stalled_executor():

@@ -7,10 +7,9 @@ import importlib
 import time
 
 import pytest
-import rclpy  # noqa: E402  the ROS tests need the venv; a missing rclpy is a failure, not a skip
 from conftest import REPO
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
-from ros_helpers import echo_process
+from ros_helpers import echo_process, ros_node
 
 MSG_NAMES = sorted(p.stem for p in (REPO / 'msg').glob('*.msg'))
 TYPES = [f'safemanip_ros/msg/{n}' for n in MSG_NAMES] + ['tf2_msgs/msg/TFMessage']
@@ -84,10 +83,7 @@ def test_every_message_type_round_trips_over_dds(tmp_path):
 
 
 def _round_trip_every_type() -> None:
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node('roundtrip_test', context=context)
-    try:
+    with ros_node('roundtrip_test') as (node, executor):
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
         received: dict[str, object] = {}
@@ -100,8 +96,6 @@ def _round_trip_every_type() -> None:
                                      lambda m, name=name: received.setdefault(name, m), qos)
             pubs[name] = node.create_publisher(cls, f'/roundtrip_msgs/in/{name}', qos)
             sent[name] = filled(cls)
-        executor = rclpy.executors.SingleThreadedExecutor(context=context)
-        executor.add_node(node)
         deadline = time.monotonic() + 60
         published = False
         while len(received) < len(TYPES) and time.monotonic() < deadline:
@@ -115,6 +109,3 @@ def _round_trip_every_type() -> None:
         for name, msg in sent.items():
             assert_fields_equal(msg, received[name], name)
             assert msg == received[name]
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=context)

@@ -13,9 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import rclpy
 from conftest import REPO
-from rclpy.executors import SingleThreadedExecutor
+from ros_helpers import ros_node
 
 sys.path.insert(0, str(REPO / 'tools'))
 import security_policy  # noqa: E402
@@ -78,36 +77,30 @@ def test_every_topic_and_service_of_a_running_stack_is_allowed(tmp_path):
     stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--no-camera',
                               '--bag', str(tmp_path / 'bag')], stdout=open(log, 'w'), stderr=subprocess.STDOUT)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    probe = rclpy.create_node('policy_probe', context=ctx)
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(probe)
-    ours = {'joint_state_grounding', 'contact_grounding', 'tf_grounding', 'monitor', 'supervisor', 'recorder'}
     try:
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            ex.spin_once(timeout_sec=0.1)
-            nodes = {n for n, _ in probe.get_node_names_and_namespaces()}
-            if ours <= nodes and _has(probe.get_service_names_and_types_by_node, 'supervisor', '/supervisor/acknowledge') \
-                    and _has(probe.get_publisher_names_and_types_by_node, 'monitor', '/metrics/final') \
-                    and _has(probe.get_subscriber_names_and_types_by_node, 'recorder', '/supervisor_actions') \
-                    and _has(probe.get_publisher_names_and_types_by_node, 'tf_grounding', '/predicates/tf'):
-                break        # discovered in full, not a graph half seen
-        assert ours <= {n for n, _ in probe.get_node_names_and_namespaces()}, log.read_text()[-2000:]
-        profiles = _profiles()
-        problems = []
-        for node in sorted(ours):
-            rules = profiles[('/safemanip/stack', node)]
-            uses = {'publish': probe.get_publisher_names_and_types_by_node(node, '/'),
-                    'subscribe': probe.get_subscriber_names_and_types_by_node(node, '/'),
-                    'reply': probe.get_service_names_and_types_by_node(node, '/'),
-                    'request': probe.get_client_names_and_types_by_node(node, '/')}
-            for verb, names in uses.items():
-                problems += [f'{node} {verb} {name}' for name, _ in names if not _allowed(name, node, rules[verb])]
-        assert not problems, problems
+        with ros_node('policy_probe') as (probe, ex):
+            ours = {'joint_state_grounding', 'contact_grounding', 'tf_grounding', 'monitor', 'supervisor', 'recorder'}
+            end = time.monotonic() + 120
+            while time.monotonic() < end:
+                ex.spin_once(timeout_sec=0.1)
+                nodes = {n for n, _ in probe.get_node_names_and_namespaces()}
+                if ours <= nodes and _has(probe.get_service_names_and_types_by_node, 'supervisor', '/supervisor/acknowledge') \
+                        and _has(probe.get_publisher_names_and_types_by_node, 'monitor', '/metrics/final') \
+                        and _has(probe.get_subscriber_names_and_types_by_node, 'recorder', '/supervisor_actions') \
+                        and _has(probe.get_publisher_names_and_types_by_node, 'tf_grounding', '/predicates/tf'):
+                    break        # discovered in full, not a graph half seen
+            assert ours <= {n for n, _ in probe.get_node_names_and_namespaces()}, log.read_text()[-2000:]
+            profiles = _profiles()
+            problems = []
+            for node in sorted(ours):
+                rules = profiles[('/safemanip/stack', node)]
+                uses = {'publish': probe.get_publisher_names_and_types_by_node(node, '/'),
+                        'subscribe': probe.get_subscriber_names_and_types_by_node(node, '/'),
+                        'reply': probe.get_service_names_and_types_by_node(node, '/'),
+                        'request': probe.get_client_names_and_types_by_node(node, '/')}
+                for verb, names in uses.items():
+                    problems += [f'{node} {verb} {name}' for name, _ in names if not _allowed(name, node, rules[verb])]
+            assert not problems, problems
     finally:
-        probe.destroy_node()
-        rclpy.shutdown(context=ctx)
         stack.terminate()
         stack.wait(timeout=30)

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from conftest import REPO
+from ros_helpers import ros_node
 from rosbags.rosbag2 import Reader
 from test_bag_layouts import raw_bag_samples_equal_rosbags
 
@@ -172,7 +173,6 @@ def test_doctor_live_graph(world):
     import sys
     import threading
 
-    import rclpy
     from geometry_msgs.msg import Point, Quaternion, Transform, TransformStamped, Vector3
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
@@ -190,31 +190,27 @@ def test_doctor_live_graph(world):
     types = messages.MessageTypes(_Time, Header, JointState, TFMessage, TransformStamped, Transform, Vector3,
                                   Quaternion, Contact, ContactArray, Point, Clock)
     sample = world.reset()
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('fake_robot', context=ctx)
-    pubs = {t: node.create_publisher(k, t, 10) for t, k in (('/joint_states', JointState), ('/tf', TFMessage),
-                                                            ('/contacts', ContactArray))}
-    stop = threading.Event()
+    with ros_node('fake_robot') as (node, _):
+        pubs = {t: node.create_publisher(k, t, 10) for t, k in (('/joint_states', JointState), ('/tf', TFMessage),
+                                                                ('/contacts', ContactArray))}
+        stop = threading.Event()
 
-    def publish():
-        while not stop.is_set():
-            pubs['/joint_states'].publish(messages.joint_state(types, sample))
-            pubs['/tf'].publish(messages.transforms(types, sample, list(sample.poses)))
-            pubs['/contacts'].publish(messages.contacts(types, sample))
-            stop.wait(0.05)
+        def publish():
+            while not stop.is_set():
+                pubs['/joint_states'].publish(messages.joint_state(types, sample))
+                pubs['/tf'].publish(messages.transforms(types, sample, list(sample.poses)))
+                pubs['/contacts'].publish(messages.contacts(types, sample))
+                stop.wait(0.05)
 
-    thread = threading.Thread(target=publish, daemon=True)
-    thread.start()
-    try:
-        exe = [sys.executable, '-m', 'safemanip_ros.cli.main']
-        proc = subprocess.run(exe + ['doctor', '--config', str(ROBOT), '--live', '--listen-s', '4'],
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        stop.set()
-        thread.join()
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
+        thread = threading.Thread(target=publish, daemon=True)
+        thread.start()
+        try:
+            exe = [sys.executable, '-m', 'safemanip_ros.cli.main']
+            proc = subprocess.run(exe + ['doctor', '--config', str(ROBOT), '--live', '--listen-s', '4'],
+                                  capture_output=True, text=True, timeout=120)
+        finally:
+            stop.set()
+            thread.join()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert 'every configured name matches' in proc.stdout
     assert '9 joints' in proc.stdout and '/contacts' in proc.stdout
@@ -280,35 +276,27 @@ def test_bridge_publishes_a_camera_stream(tmp_path):
     import sys
     import time
 
-    import rclpy
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CameraInfo, Image
     from tf2_msgs.msg import TFMessage
 
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('camera_listener', context=ctx)
-    got: dict = {}
-    node.create_subscription(Image, 'image', lambda m: got.setdefault('image', m), qos_profile_sensor_data)
-    node.create_subscription(CameraInfo, 'camera_info', lambda m: got.setdefault('info', m), qos_profile_sensor_data)
-    node.create_subscription(TFMessage, '/tf', lambda m: [got.setdefault('tf', t) for t in m.transforms
-                                                          if t.child_frame_id == 'agentview_optical'], 100)
-    bridge = subprocess.Popen([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
-                               'sys.exit(main())', '--ros-args', '-p', 'camera:=agentview', '-p',
-                               'wait_for_subscribers:=0', '-p', 'max_held_s:=0.1'],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        from rclpy.executors import SingleThreadedExecutor
-        ex = SingleThreadedExecutor(context=ctx)
-        ex.add_node(node)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not {'image', 'info', 'tf'} <= set(got) and bridge.poll() is None:
-            ex.spin_once(timeout_sec=0.1)
-    finally:
-        bridge.terminate()
-        out = bridge.communicate(timeout=60)[0]
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
+    with ros_node('camera_listener') as (node, ex):
+        got: dict = {}
+        node.create_subscription(Image, 'image', lambda m: got.setdefault('image', m), qos_profile_sensor_data)
+        node.create_subscription(CameraInfo, 'camera_info', lambda m: got.setdefault('info', m), qos_profile_sensor_data)
+        node.create_subscription(TFMessage, '/tf', lambda m: [got.setdefault('tf', t) for t in m.transforms
+                                                              if t.child_frame_id == 'agentview_optical'], 100)
+        bridge = subprocess.Popen([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
+                                   'sys.exit(main())', '--ros-args', '-p', 'camera:=agentview', '-p',
+                                   'wait_for_subscribers:=0', '-p', 'max_held_s:=0.1'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not {'image', 'info', 'tf'} <= set(got) and bridge.poll() is None:
+                ex.spin_once(timeout_sec=0.1)
+        finally:
+            bridge.terminate()
+            out = bridge.communicate(timeout=60)[0]
     assert {'image', 'info', 'tf'} <= set(got), out[-2000:]
     img, info = got['image'], got['info']
     assert (img.encoding, img.height, img.width, img.step, len(img.data)) == ('rgb8', 128, 128, 384, 128 * 128 * 3)
@@ -359,72 +347,64 @@ def test_bridge_serves_follow_joint_trajectory_and_a_cancel_holds(tmp_path):
     import sys
     import time
 
-    import rclpy
     from action_msgs.msg import GoalStatus
     from builtin_interfaces.msg import Duration
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectoryPoint
 
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('goal_sender', context=ctx)
-    latest: dict = {}
-    node.create_subscription(JointState, 'fjt/joint_states', lambda m: latest.update(
-        q=dict(zip(m.name, m.position)), t=m.header.stamp.sec + m.header.stamp.nanosec * 1e-9), 10)
-    client = ActionClient(node, FollowJointTrajectory, '/fjt/arm_controller/follow_joint_trajectory')
-    bridge = subprocess.Popen([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
-                               'sys.exit(main())', '--ros-args', '-r', '__ns:=/fjt', '-p', 'wait_for_subscribers:=1',
-                               '-p', 'max_held_s:=60.0', '-p', 'trajectory_action:=arm_controller/follow_joint_trajectory'],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
+    with ros_node('goal_sender') as (node, ex):
+        latest: dict = {}
+        node.create_subscription(JointState, 'fjt/joint_states', lambda m: latest.update(
+            q=dict(zip(m.name, m.position)), t=m.header.stamp.sec + m.header.stamp.nanosec * 1e-9), 10)
+        client = ActionClient(node, FollowJointTrajectory, '/fjt/arm_controller/follow_joint_trajectory')
+        bridge = subprocess.Popen([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
+                                   'sys.exit(main())', '--ros-args', '-r', '__ns:=/fjt', '-p', 'wait_for_subscribers:=1',
+                                   '-p', 'max_held_s:=60.0', '-p', 'trajectory_action:=arm_controller/follow_joint_trajectory'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def spin_until(cond, timeout_s=120.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and bridge.poll() is None:
-            ex.spin_once(timeout_sec=0.05)
-            if cond():
-                return True
-        return cond()
-    try:
-        assert spin_until(lambda: 'q' in latest and client.server_is_ready())
-        arm = [f'robot0_joint{i}' for i in range(1, 8)]
-        start = [latest['q'][j] for j in arm]
-        goal = FollowJointTrajectory.Goal()
-        goal.trajectory.joint_names = arm
-        goal.trajectory.points = [JointTrajectoryPoint(positions=[start[0] + 0.6] + start[1:],
-                                                       time_from_start=Duration(sec=6))]
-        sent = client.send_goal_async(goal)
-        assert spin_until(sent.done) and sent.result().accepted
-        handle = sent.result()
-        assert spin_until(lambda: abs(latest['q'][arm[0]] - start[0]) > 0.05), latest
-        canceled = handle.cancel_goal_async()
-        assert spin_until(canceled.done) and len(canceled.result().goals_canceling) == 1
-        result = handle.get_result_async()
-        assert spin_until(result.done) and result.result().status == GoalStatus.STATUS_CANCELED
-        # The arm settles on the held position within a few simulated steps; the samples this
-        # process has seen by now may still be older than the cancel on a loaded machine.
-        t_cancel = latest['t']
-        assert spin_until(lambda: latest['t'] - t_cancel >= 0.5)
-        t0, q0 = latest['t'], latest['q'][arm[0]]
-        assert spin_until(lambda: latest['t'] - t0 >= 1.0)
-        # Held: the joint moves less in the next simulated second than the goal moved it in 0.1 s.
-        assert abs(latest['q'][arm[0]] - q0) < 0.01, (q0, latest['q'][arm[0]])
-        # A goal without the arm's joints is rejected, as the real controller does.
-        bad = FollowJointTrajectory.Goal()
-        bad.trajectory.joint_names = ['nope']
-        bad.trajectory.points = [JointTrajectoryPoint(positions=[0.0])]
-        refused = client.send_goal_async(bad)
-        assert spin_until(refused.done) and not refused.result().accepted
-    finally:
-        bridge.terminate()
-        out = bridge.communicate(timeout=60)[0]
-        client.destroy()
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
+        def spin_until(cond, timeout_s=120.0) -> bool:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and bridge.poll() is None:
+                ex.spin_once(timeout_sec=0.05)
+                if cond():
+                    return True
+            return cond()
+        try:
+            assert spin_until(lambda: 'q' in latest and client.server_is_ready())
+            arm = [f'robot0_joint{i}' for i in range(1, 8)]
+            start = [latest['q'][j] for j in arm]
+            goal = FollowJointTrajectory.Goal()
+            goal.trajectory.joint_names = arm
+            goal.trajectory.points = [JointTrajectoryPoint(positions=[start[0] + 0.6] + start[1:],
+                                                           time_from_start=Duration(sec=6))]
+            sent = client.send_goal_async(goal)
+            assert spin_until(sent.done) and sent.result().accepted
+            handle = sent.result()
+            assert spin_until(lambda: abs(latest['q'][arm[0]] - start[0]) > 0.05), latest
+            canceled = handle.cancel_goal_async()
+            assert spin_until(canceled.done) and len(canceled.result().goals_canceling) == 1
+            result = handle.get_result_async()
+            assert spin_until(result.done) and result.result().status == GoalStatus.STATUS_CANCELED
+            # The arm settles on the held position within a few simulated steps; the samples this
+            # process has seen by now may still be older than the cancel on a loaded machine.
+            t_cancel = latest['t']
+            assert spin_until(lambda: latest['t'] - t_cancel >= 0.5)
+            t0, q0 = latest['t'], latest['q'][arm[0]]
+            assert spin_until(lambda: latest['t'] - t0 >= 1.0)
+            # Held: the joint moves less in the next simulated second than the goal moved it in 0.1 s.
+            assert abs(latest['q'][arm[0]] - q0) < 0.01, (q0, latest['q'][arm[0]])
+            # A goal without the arm's joints is rejected, as the real controller does.
+            bad = FollowJointTrajectory.Goal()
+            bad.trajectory.joint_names = ['nope']
+            bad.trajectory.points = [JointTrajectoryPoint(positions=[0.0])]
+            refused = client.send_goal_async(bad)
+            assert spin_until(refused.done) and not refused.result().accepted
+        finally:
+            bridge.terminate()
+            out = bridge.communicate(timeout=60)[0]
+            client.destroy()
     assert 'Traceback' not in out, out[-3000:]
 
 

@@ -10,7 +10,7 @@ import argparse
 import os
 
 from ..errors import SafemanipError
-from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE
+from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE, settle_heap
 from ..resources import config_dir, default_suites
 from .options import add_profile, profile_properties
 
@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
             for node in nodes:      # any that does not come up stops the run (exit 2, its reason)
                 if hasattr(node, 'trigger_configure'):
                     bring_up(node)
+            settle_heap()
             # Grounding, monitor and recorder share one executor: rclpy's
             # MultiThreadedExecutor starved subscriptions here (joint states arrived
             # 0.9 s late under recording load), and Python callbacks share the GIL

@@ -24,7 +24,7 @@ import contextlib
 import traceback
 import weakref
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from rclpy.exceptions import NameValidationException
 
@@ -68,6 +68,18 @@ def _remembering(transition: Callable[..., Any]) -> Callable[..., Any]:
     run.__name__ = transition.__name__
     run.__doc__ = transition.__doc__
     return run
+
+
+_Made = TypeVar('_Made')
+
+
+def configured(value: _Made | None, node: str) -> _Made:
+    """``value``, which a lifecycle node makes on configure: a RuntimeError
+    naming ``node`` when a callback reads it before (a bug, counted by the
+    guard like any other)."""
+    if value is None:
+        raise RuntimeError(f'{node} is not configured')
+    return value
 
 
 class CallbackGuard:

@@ -59,13 +59,13 @@ from ..monitor.frames import SampleHold
 from ..monitor.phase import PhaseLock
 from ..resources import default_suites
 from .conversions import ns_from_time, time_from_ns
-from .guard import CallbackGuard
+from .guard import CallbackGuard, configured
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
+from .qos import EVENTS, FINAL_METRICS, RELIABLE
+from .runner import autostarted, run_node, take_delivered, transition_failed
 
 if TYPE_CHECKING:
     from .grounding_nodes import GroundingChain
-from .qos import EVENTS, FINAL_METRICS, RELIABLE
-from .runner import autostarted, run_node, take_delivered, transition_failed
 
 SEVERITY = {'info': ViolationEvent.SEVERITY_INFO, 'warning': ViolationEvent.SEVERITY_WARNING,
             'error': ViolationEvent.SEVERITY_ERROR, 'critical': ViolationEvent.SEVERITY_CRITICAL}
@@ -152,17 +152,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     @property
     def _configured(self) -> Monitor:
-        """The monitor, from configure on (a frame or service before it is a bug)."""
-        if self.monitor is None:
-            raise RuntimeError('the monitor node is not configured')
-        return self.monitor
+        """The monitor, from configure on."""
+        return configured(self.monitor, 'the monitor node')
 
     @property
     def _held(self) -> SampleHold:
         """The held predicate samples, from configure on."""
-        if self._hold is None:
-            raise RuntimeError('the monitor node is not configured')
-        return self._hold
+        return configured(self._hold, 'the monitor node')
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor

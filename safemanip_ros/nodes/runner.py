@@ -18,6 +18,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from ..errors import SafemanipError
+from ..realtime import settle_heap
 from .guard import created
 
 AnyNode = TypeVar('AnyNode', bound=Node)
@@ -69,6 +70,7 @@ def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
             print(f'{name}: error: {err.one_line()}', file=sys.stderr)
             rclpy.try_shutdown()
             return 2
+        settle_heap()
         executor = SingleThreadedExecutor()
         try:
             executor.add_node(node)

@@ -68,7 +68,7 @@ from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retra
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .controllers import ControllerSwitch, ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
-from .guard import CallbackGuard
+from .guard import CallbackGuard, configured
 from .params import RosParameters, check_range
 from .qos import EVENTS, RELIABLE, SENSORS
 from .runner import autostarted, run_node, take_delivered, transition_failed
@@ -145,17 +145,13 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     @property
     def _supervising(self) -> Supervisor:
-        """The response state, from configure on (a callback before it is a bug)."""
-        if self.supervisor is None:
-            raise RuntimeError('the supervisor node is not configured')
-        return self.supervisor
+        """The response state, from configure on."""
+        return configured(self.supervisor, 'the supervisor node')
 
     @property
     def _recent_joints(self) -> JointHistory:
         """The joint positions kept for a retract, from configure on."""
-        if self._history is None:
-            raise RuntimeError('the supervisor node is not configured')
-        return self._history
+        return configured(self._history, 'the supervisor node')
 
     def watch_heartbeat(self, what: str, last_beat: Callable[[], float | None]) -> None:
         """Watch another executor: ``last_beat()`` is the ``time.monotonic()``
