@@ -122,13 +122,16 @@ def background_thread() -> None:
 
 
 def settle_heap() -> None:
-    """Called once the nodes are up: the objects made so far (the nodes,
-    compiled automata, the monitor's tables and kept messages) leave the
-    cyclic garbage collector's passes (``gc.freeze``).  They live as long as
-    the process, yet a full pass traverses every one of them, tens of
-    milliseconds for a stack of a thousand property instances, paid by
-    whichever frame it falls in.  Reference counting still frees any of them
-    that is dropped."""
+    """Called once the nodes are up, and again when the monitor's properties
+    are built anew: the objects alive now (the nodes, compiled automata, the
+    monitor's tables and kept messages) leave the cyclic garbage collector's
+    passes (``gc.freeze``).  They live until the next rebuild, yet a full pass
+    traverses every one of them, tens of milliseconds for a stack of a
+    thousand property instances, paid by whichever frame it falls in.
+    Reference counting still frees any of them that is dropped; what was
+    frozen before is thawed first, so a replaced monitor caught in a
+    reference cycle is collected here, not kept for the life of the process."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
 

@@ -101,8 +101,9 @@ def test_a_bad_priority_is_one_line_exit_2(tmp_path):
 
 def test_settling_the_heap_takes_live_objects_out_of_the_collectors_passes():
     """What the stack made at bring-up is frozen (gc.freeze): a full pass of
-    the cyclic collector no longer traverses it, and reference counting still
-    frees a frozen object that is dropped."""
+    the cyclic collector no longer traverses it, reference counting still
+    frees a frozen object that is dropped, and settling again (a reload)
+    collects a frozen cycle that was dropped meanwhile."""
     import gc
     import weakref
 
@@ -114,10 +115,17 @@ def test_settling_the_heap_takes_live_objects_out_of_the_collectors_passes():
     kept = [Made() for _ in range(1000)]
     dropped = Made()
     gone = weakref.ref(dropped)
+    replaced = Made()                  # a monitor a reload replaces, caught in a reference cycle
+    replaced.me = replaced
+    replaced_gone = weakref.ref(replaced)
     try:
         settle_heap()
         assert gc.get_freeze_count() >= len(kept)
         del dropped
         assert gone() is None
+        del replaced
+        assert replaced_gone() is not None      # frozen: no pass looks at the cycle
+        settle_heap()                           # the next rebuild's settling thaws and collects it
+        assert replaced_gone() is None
     finally:
         gc.unfreeze()

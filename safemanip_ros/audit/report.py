@@ -224,7 +224,7 @@ def _horizon_breakdown(episodes: list[dict[str, Any]], confidence: float, seed: 
         rows = [{'V': sum(p['V'] for p in e['_rows'].values()), 'N': sum(p['N'] for p in e['_rows'].values()),
                  'U': sum(p['U'] for p in e['_rows'].values()), 'T': sum(p['T'] for p in e['_rows'].values()),
                  'V_instances': [v for p in e['_rows'].values() for v in p['V_instances']]} for e in eps]
-        stats_ = {k: v for k, v in _group_stats(rows, confidence, seed).items() if k != 'clusters'}
+        stats_ = {key: v for key, v in _group_stats(rows, confidence, seed).items() if key != 'clusters'}
         out.append({'horizon': ['short', 'medium', 'long'][k],
                     'frames_range': [int(min(e['frames'] for e in eps)), int(max(e['frames'] for e in eps))],
                     **stats_})

@@ -57,6 +57,7 @@ from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
 from ..monitor.frames import SampleHold
 from ..monitor.phase import PhaseLock
+from ..realtime import settle_heap
 from ..resources import default_suites
 from .conversions import ns_from_time, time_from_ns
 from .guard import CallbackGuard, configured
@@ -165,6 +166,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._verdict_msgs = None       # made for these instances at the next frame
         self._verdict_codes = None      # and all of them published then
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
+        # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
+        # tables leave the collector's passes, the replaced ones are collected.
+        settle_heap()
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
