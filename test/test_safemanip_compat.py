@@ -232,7 +232,7 @@ def test_the_live_monitor_node_judges_episodes_by_its_profile(tmp_path, profile,
 
     from ros_helpers import RELIABLE, node_process, ros_node, spin_until
 
-    from safemanip_ros.msg import ViolationEvent
+    from safemanip_ros.msg import VerdictArray, ViolationEvent
     from safemanip_ros.nodes.conversions import predicate_array
     from safemanip_ros.resources import profile_suites
 
@@ -242,14 +242,19 @@ def test_the_live_monitor_node_judges_episodes_by_its_profile(tmp_path, profile,
                       '-p', 'only:=[dropped_object_was_released]', '-p', 'autostart:=true', log=log), \
             ros_node('compat_live_test') as (node, ex):
         events: list = []
+        frames_built: list[int] = []
         node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
+        node.create_subscription(VerdictArray, 'verdicts', lambda m: frames_built.append(m.frame), RELIABLE)
         pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
         frames = {'object_grasped_raw_mug': True, 'object_left_gripper_mug': False, 'gripper_opening': False}
 
         def publish() -> None:
             pub.publish(predicate_array(frames, time.time_ns(), 'test'))
 
-        spin_until(ex, lambda: False, 3.0, each=publish)      # grasped (the debounce needs 5 frames)
+        # Grasped until the armed monitor has built ten frames of it (the debounce needs 5): arming
+        # waits for every input, which takes seconds on a loaded machine.
+        assert spin_until(ex, lambda: bool(frames_built) and frames_built[-1] >= 10, 60.0, each=publish), \
+            log.read_text()[-2000:]
         frames.update(object_grasped_raw_mug=False, object_left_gripper_mug=True)
         assert spin_until(ex, lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events), 60.0,
                           each=publish), log.read_text()[-2000:]
