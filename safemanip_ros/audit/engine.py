@@ -43,11 +43,11 @@ from ..errors import SafemanipError
 from ..gc_pause import gc_paused
 from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
-from ..monitor.core import Monitor, RolloutResult
+from ..monitor.core import Monitor
 from ..spec.suite import InstanceSet
-from .report import timeline_fields, timeline_svg
+from .records import episode_record, source_result, task_success
 from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, read_bag, read_jsonl
-from .schema import SourceResult
+from .schema import EpisodeRecord, SourceResult
 from .stored import detached
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
 
 def audit_sources(paths: list[str], cfg: AuditConfig,
                   store: tuple[str, dict[str, tuple[str, str | None]]] | None = None,
-                  detach_timelines: bool = False) -> list[tuple[str, dict[str, Any] | None, str | None]]:
+                  detach_timelines: bool = False) -> list[tuple[str, SourceResult | None, str | None]]:
     """Monitor every episode of several sources in one batch (one numpy
     operation steps all of them); per source a result or the reason it
     failed.  ``store``: (output folder, path → (file name, result key)):
@@ -190,7 +190,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     mon = _built_monitor(cfg_key, cfg)
     predicates = list(mon.predicates)
     extra = [cfg.success] if cfg.success and cfg.success not in predicates else []
-    out: list[tuple[str, dict[str, Any] | None, str | None]] = []
+    out: list[tuple[str, SourceResult | None, str | None]] = []
     loaded: list[tuple[str, list[Rollout]]] = []
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
@@ -200,7 +200,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
             out.append((path, None, err.one_line()))
         # Anything else is a bug in our code, not a "corrupt bag": it propagates.
     episodes = [ep for _, eps in loaded for ep in eps]
-    summaries: list[dict[str, Any]] = []
+    summaries: list[EpisodeRecord] = []
     if episodes:
         n_pred = len(predicates)
         B, T = len(episodes), max(ep.values.shape[0] for ep in episodes)
@@ -213,18 +213,10 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
             mon.resize(B)
         results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
         for ep, res in zip(episodes, results):
-            success, seen = _success(ep, n_pred, predicates, cfg)
-            summary = {'name': ep.name, 'frames': res.frames, 'success': success, 'success_seen': seen,
-                       'instances': [r.to_dict() for r in res.instances], 'warnings': ep.warnings,
-                       'predicates': _predicate_intervals(ep, res, predicates), 'verdicts': _verdict_runs(res)}
-            fields = timeline_fields(summary)
-            if fields['timeline']:      # report.html's default: a timeline for each episode with a violation
-                # Drawn here, by the worker, so report.html does not draw a thousand timelines after the audit.
-                summary['timeline_svg'] = timeline_svg(fields)
-            summaries.append(summary)
+            summaries.append(episode_record(ep, res, predicates, _success(ep, n_pred, predicates, cfg)))
     k = 0
     for path, eps in loaded:
-        result: dict[str, Any] = {'source': path, 'episodes': summaries[k:k + len(eps)]}
+        result = source_result(path, summaries[k:k + len(eps)])
         k += len(eps)
         if store is not None:
             name, key = keys[path]
@@ -251,7 +243,7 @@ def _chunk_store(out: Path, keys: dict[str, tuple[str, str | None]],
     return str(out), {p: keys[p] for p in chunk}
 
 
-def _store_result(out: Path, name: str, key: str, result: dict[str, Any]) -> Path:
+def _store_result(out: Path, name: str, key: str, result: SourceResult) -> Path:
     """A source's result as ``out/episodes/<name>.json`` (returned), with
     the key a resumed audit checks."""
     path = out / 'episodes' / f'{name}.json'
@@ -259,7 +251,7 @@ def _store_result(out: Path, name: str, key: str, result: dict[str, Any]) -> Pat
     return path
 
 
-def audit_source(path: str, cfg: AuditConfig) -> dict[str, Any]:
+def audit_source(path: str, cfg: AuditConfig) -> SourceResult:
     """Monitor every episode of one source; a JSON-ready result."""
     [(_, result, reason)] = audit_sources([path], cfg)
     if result is None:
@@ -267,63 +259,12 @@ def audit_source(path: str, cfg: AuditConfig) -> dict[str, Any]:
     return result
 
 
-def _predicate_intervals(ep: Rollout, res: RolloutResult, predicates: list[str]) -> dict[str, dict[str, list[list[int]]]]:
-    """For the timelines: the [start, end] frame runs (inclusive) where each
-    grounded predicate read by a violated instance was true, and where it was
-    unknown."""
-    wanted = sorted({p for r in res.instances if r.violations for p in r.unknown_frames})
-    if not wanted:
-        return {}
-    cols = [predicates.index(name) for name in wanted]
-    unknown = ep.unknown[:, cols]
-    true_runs = _runs(ep.values[:, cols] & ~unknown)
-    unknown_runs = _runs(unknown)
-    return {name: {'true': t, 'unknown': u} for name, t, u in zip(wanted, true_runs, unknown_runs)}
-
-
-def _verdict_runs(res: RolloutResult) -> dict[str, list[list[int]]]:
-    """For the timelines: [start, end, verdict code] runs of the main verdict
-    of each instance that was violated."""
-    which = [d for d, r in enumerate(res.instances) if r.violations]
-    if not which or res.verdicts is None or not res.verdicts.shape[0]:
-        return {res.instances[d].instance: [] for d in which}
-    v = res.verdicts[:, which].T                     # [instances, T]
-    change = np.ones((len(which), v.shape[1]), bool)
-    change[:, 1:] = v[:, 1:] != v[:, :-1]            # a run starts at 0 and wherever the verdict changes
-    rows, starts = np.nonzero(change)
-    ends = np.empty_like(starts)
-    ends[:-1] = starts[1:] - 1
-    last = np.append(rows[1:] != rows[:-1], True)    # a row's last run ends at its last frame
-    ends[last] = v.shape[1] - 1
-    runs = np.stack([starts, ends, v[rows, starts].astype(np.int64)], axis=1).tolist()
-    bounds = np.searchsorted(rows, np.arange(len(which) + 1)).tolist()
-    return {res.instances[d].instance: runs[bounds[k]:bounds[k + 1]] for k, d in enumerate(which)}
-
-
-def _runs(series: np.ndarray) -> list[list[list[int]]]:
-    """Per column of ``bool[T, K]``: its [start, end] runs of trues (inclusive)."""
-    T, K = series.shape
-    padded = np.zeros((K, T + 2), np.int8)
-    padded[:, 1:-1] = series.T
-    rows, edges = np.nonzero(np.diff(padded, axis=1))   # per row: rising, falling, rising, ...
-    runs = np.stack([edges[0::2], edges[1::2] - 1], axis=1).tolist()
-    bounds = np.searchsorted(rows[0::2], np.arange(K + 1)).tolist()
-    return [runs[bounds[k]:bounds[k + 1]] for k in range(K)]
-
-
 def _success(ep: Rollout, n_pred: int, predicates: list[str], cfg: AuditConfig) -> tuple[bool | None, bool]:
-    """(task success under the configured reduction, whether the success
-    predicate was known on any frame: a name that never appears is not a
-    failed task but a configuration error the report must show)."""
+    """:func:`~.records.task_success` of the configured success predicate
+    (a column after the suite's, when the suite does not read it)."""
     if not cfg.success:
         return None, False
-    j = n_pred if ep.values.shape[1] > n_pred else predicates.index(cfg.success)
-    known = ~ep.unknown[:, j]
-    col = ep.values[:, j] & known
-    seen = bool(known.any())
-    if cfg.reduction == 'any':
-        return bool(col.any()), seen
-    return (bool(col[-1]) if col.size else False), seen
+    return task_success(ep, n_pred if ep.values.shape[1] > n_pred else predicates.index(cfg.success), cfg.reduction)
 
 
 def _name(path: Path) -> str:
@@ -337,14 +278,14 @@ def _result_key(path: Path, cfg_key: str) -> str:
     return hashlib.sha256(f'{cfg_key}|{source_fingerprint(path)}'.encode()).hexdigest()[:24]
 
 
-def _stored_result(path: Path) -> dict[str, Any] | None:
+def _stored_result(path: Path) -> SourceResult | None:
     """The result stored at ``path`` with its key, or None (none, or
     unreadable or torn: recomputed)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get('key'), str) else None
+    return cast(SourceResult, data) if isinstance(data, dict) and isinstance(data.get('key'), str) else None
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -458,7 +399,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     # source → (file name, content key).  A source with no stored result is fingerprinted by the
     # worker that reads it (in parallel, not here, one after another), just before reading it.
     keys: dict[str, tuple[str, str | None]] = {}
-    reused: dict[str, dict[str, Any]] = {}       # source → its stored result, read once, here
+    reused: dict[str, SourceResult] = {}       # source → its stored result, read once, here
     with gc_paused():
         for src, _ in labelled:
             name = _name(src)
@@ -476,9 +417,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     if progress:
         progress(done, len(labelled))
 
-    computed: dict[str, dict[str, Any]] = {}     # this run's results, not read back from their files
+    computed: dict[str, SourceResult] = {}     # this run's results, not read back from their files
 
-    def record(path: str, result: dict[str, Any] | None, reason: str | None, written: bool = False,
+    def record(path: str, result: SourceResult | None, reason: str | None, written: bool = False,
                key: str | None = None) -> None:
         """A source's outcome; ``written``: its file is already written, else
         ``key`` (or the one computed up front) is what it is stored under."""
@@ -508,9 +449,9 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
         name, key = keys[str(src)]
         sk_file = out / 'skipped' / f'{name}.json'
         if str(src) in computed:
-            results.append(cast(SourceResult, {**computed[str(src)], 'policy': label}))
+            results.append({**computed[str(src)], 'policy': label})
         elif str(src) in reused:
-            results.append(cast(SourceResult, {**reused[str(src)], 'policy': label}))
+            results.append({**reused[str(src)], 'policy': label})
         elif sk_file.exists():
             skipped.append(json.loads(sk_file.read_text()))
     return results, skipped
@@ -541,7 +482,7 @@ _RAY_MARK = '.ray-audit-'
 
 def _ray_chunk(chunk: list[str], cfg: AuditConfig, out: str, keys: dict[str, tuple[str, str | None]],
                token: str, detach_timelines: bool = False
-               ) -> tuple[bool, list[tuple[str, dict[str, Any] | None, str | None, str | None]]]:
+               ) -> tuple[bool, list[tuple[str, SourceResult | None, str | None, str | None]]]:
     """A Ray task: :func:`audit_sources` on a worker.  Where the worker sees
     the audit's output folder (the driver's mark for this run is there), it
     writes the results itself, as a local worker does; elsewhere it

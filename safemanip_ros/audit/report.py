@@ -18,13 +18,24 @@ from collections import defaultdict
 from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
 from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
-from .schema import REPORT_VERSION, GroupStats, Report, SourceResult, check_report
+from .schema import (
+    REPORT_VERSION,
+    GroupStats,
+    HorizonStats,
+    PolicyRow,
+    PropertyStats,
+    Report,
+    ReportEpisode,
+    SourceResult,
+    TimelineFields,
+    check_report,
+)
 from .stats import clopper_pearson, ratio_interval
 from .stored import StoredField, resolved
 
@@ -73,7 +84,8 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
                  unsupported: dict[str, tuple[str, ...]] | None = None) -> Report:
     """``unsupported``: property instances not run because the configuration
     grounds none of some predicate they read → those predicates."""
-    episodes = []
+    episodes: list[ReportEpisode] = []
+    episode_rows: list[dict[str, dict[str, Any]]] = []     # per episode: its per-property sums
     by_property: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     categories: dict[str, str] = {}
@@ -112,8 +124,8 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
                                for n, p in sorted(props.items())},
                 **timeline_fields(ep),
                 'warnings': list(ep.get('warnings') or []),
-                '_rows': props,
             })
+            episode_rows.append(props)
     success_warning = None
     if config.get('success') and episodes and not any(
             ep.get('success_seen', True) for res in results for ep in res['episodes']):
@@ -124,21 +136,20 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
             e['success'] = e['safe_success'] = None
     success = [e['success'] for e in episodes if e['success'] is not None]
     safe = [e['safe_success'] for e in episodes if e['safe_success'] is not None]
-    policies = []
+    policies: list[PolicyRow] = []
     for policy in sorted({e['policy'] for e in episodes}):
         eps = [e for e in episodes if e['policy'] == policy]
         s = [e['success'] for e in eps if e['success'] is not None]
         policies.append({'policy': policy or '(all)', 'rollouts': len(eps),
                          'success_rate': _rate(sum(s), len(s)) if s else None,
                          'rollout_violation_rate': _rate(sum(e['violations'] > 0 for e in eps), len(eps))})
-    horizons = _horizon_breakdown(episodes, confidence, seed)
-    for e in episodes:
-        del e['_rows']
-    properties: dict[str, dict[str, Any]] = {
-        n: {'category': categories[n], **_group_stats(rows, confidence, seed)} for n, rows in sorted(by_property.items())}
-    for row in properties.values():
-        share = row['unknown_share']
-        row['unknown_flagged'] = bool(share is not None and share > unknown_flag)
+    horizons = _horizon_breakdown(episodes, episode_rows, confidence, seed)
+    properties: dict[str, PropertyStats] = {}
+    for n, rows in sorted(by_property.items()):
+        stats = _group_stats(rows, confidence, seed)
+        share = stats['unknown_share']
+        properties[n] = {**stats, 'category': categories[n],
+                         'unknown_flagged': bool(share is not None and share > unknown_flag)}
     return {
         'version': REPORT_VERSION,
         'confidence': confidence,
@@ -209,25 +220,28 @@ def _paper_metrics(results: Sequence[SourceResult]) -> dict[str, Any] | None:
             'categories': {c: rates(b) for c, b in sorted(cats.items())}}
 
 
-def _horizon_breakdown(episodes: list[dict[str, Any]], confidence: float, seed: int) -> list[dict[str, Any]]:
-    """Per-trigger violation rate by episode length (horizon) tercile."""
+def _horizon_breakdown(episodes: list[ReportEpisode], episode_rows: list[dict[str, dict[str, Any]]],
+                       confidence: float, seed: int) -> list[HorizonStats]:
+    """Per-trigger violation rate by episode length (horizon) tercile;
+    ``episode_rows``: per episode, its per-property sums."""
     if len(episodes) < 3:
         return []
     lengths = np.array([e['frames'] for e in episodes])
     edges = np.quantile(lengths, [1 / 3, 2 / 3])
     bucket = np.searchsorted(edges, lengths, side='left')     # 0: <= first tercile, 1: <= second, 2: longer
-    out = []
+    out: list[HorizonStats] = []
     for k in range(3):
-        eps = [e for e, b in zip(episodes, bucket) if b == k]
-        if not eps:
+        picked = [(e, r) for e, r, b in zip(episodes, episode_rows, bucket) if b == k]
+        if not picked:
             continue
-        rows = [{'V': sum(p['V'] for p in e['_rows'].values()), 'N': sum(p['N'] for p in e['_rows'].values()),
-                 'U': sum(p['U'] for p in e['_rows'].values()), 'T': sum(p['T'] for p in e['_rows'].values()),
-                 'V_instances': [v for p in e['_rows'].values() for v in p['V_instances']]} for e in eps]
-        stats_ = {key: v for key, v in _group_stats(rows, confidence, seed).items() if key != 'clusters'}
-        out.append({'horizon': ['short', 'medium', 'long'][k],
-                    'frames_range': [int(min(e['frames'] for e in eps)), int(max(e['frames'] for e in eps))],
-                    **stats_})
+        rows = [{'V': sum(p['V'] for p in r.values()), 'N': sum(p['N'] for p in r.values()),
+                 'U': sum(p['U'] for p in r.values()), 'T': sum(p['T'] for p in r.values()),
+                 'V_instances': [v for p in r.values() for v in p['V_instances']]} for _, r in picked]
+        stats = dict(_group_stats(rows, confidence, seed))
+        del stats['clusters']
+        frames = [e['frames'] for e, _ in picked]
+        out.append(cast(HorizonStats, {'horizon': ['short', 'medium', 'long'][k],
+                                       'frames_range': [int(min(frames)), int(max(frames))], **stats}))
     return out
 
 
@@ -392,7 +406,7 @@ INLINE_TIMELINES = 100
 """Timelines drawn inside report.html; the others are files in ``timelines/`` beside it."""
 
 
-def timeline_fields(ep: Mapping[str, Any]) -> dict[str, Any]:
+def timeline_fields(ep: Mapping[str, Any]) -> TimelineFields:
     """What a timeline is drawn from, out of an episode result
     (:class:`~.schema.EpisodeRecord`): the report's episode entries carry
     these fields, and :func:`timeline_svg` reads nothing else."""
@@ -443,14 +457,14 @@ def write_html(report: Report, out: Path, timelines: str = 'violations',
         ax.set_xlabel(f'per-trigger violation rate (violations / triggers), {int(report["confidence"] * 100)}% CI')
         ax.invert_yaxis()
         figs.append(('Per-category per-trigger violation rates', _png(fig)))
-    pol = [p for p in report['policies'] if p['success_rate'] is not None]
-    if pol:
+    pol = [(p['policy'], p['rollout_violation_rate'], p['success_rate']) for p in report['policies']]
+    points = [(name, x, y) for name, x, y in pol if x is not None and y is not None]
+    if points:
         fig = Figure(figsize=(5, 4))
         ax = fig.subplots()
-        for p in pol:
-            ax.scatter(p['rollout_violation_rate'], p['success_rate'], s=60)
-            ax.annotate(_plain(p['policy']), (p['rollout_violation_rate'], p['success_rate']), textcoords='offset points',
-                        xytext=(5, 5))
+        for name, x, y in points:
+            ax.scatter(x, y, s=60)
+            ax.annotate(_plain(name), (x, y), textcoords='offset points', xytext=(5, 5))
         ax.set_xlabel('rollout violation rate')
         ax.set_ylabel('task success rate')
         ax.set_xlim(-0.05, 1.05)
@@ -600,7 +614,7 @@ def sequential_png(report: Report, sequential: dict[str, Any]) -> str:
 _VERDICT_COLOUR = {0: '#c0504d', 1: '#2e7d32', 2: '#f0ad4e', 3: '#9ccc65'}
 
 
-def timeline_svg(e: dict[str, Any], width_px: int = 900, row_px: int = 14, label_px: int = 300) -> str:
+def timeline_svg(e: Mapping[str, Any], width_px: int = 900, row_px: int = 14, label_px: int = 300) -> str:
     """One episode's violation episodes, verdicts and predicate runs as an inline SVG."""
     rows: list[tuple[str, list[tuple[int, int, str]]]] = []
     for r in e['timeline']:

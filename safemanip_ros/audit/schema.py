@@ -71,14 +71,15 @@ class EpisodeRecord(_EpisodeFields, total=False):
 class _SourceFields(TypedDict):
     source: str
     episodes: list[EpisodeRecord]
-    key: str
 
 
 class SourceResult(_SourceFields, total=False):
-    """``OUT/episodes/<name>.json``: one source's episodes and the key it was
-    computed under; ``policy``: the label ``run_audit`` gives its input
+    """One source's episodes (``records.source_result``); ``key``: the key
+    it was computed under, in its file ``OUT/episodes/<name>.json`` (a resumed
+    audit compares it); ``policy``: the label ``run_audit`` gives its input
     (``label=path``), not stored."""
 
+    key: str
     policy: str
 
 
@@ -87,9 +88,7 @@ class Clusters(TypedDict):
     triggers: list[int]
 
 
-class GroupStats(TypedDict):
-    """Aggregates of a property or category (SEMANTICS.md §5), with intervals."""
-
+class _RateFields(TypedDict):
     rollouts: int
     triggers: int
     violations: int
@@ -106,7 +105,69 @@ class GroupStats(TypedDict):
     unknown_frames: int
     unknown_share: float | None
     pending: int
+
+
+class GroupStats(_RateFields):
+    """Aggregates of a category (SEMANTICS.md §5), with intervals, and the
+    per-rollout counts the gate recomputes intervals from."""
+
     clusters: Clusters
+
+
+class PropertyStats(GroupStats):
+    """Aggregates of a property: a category's, its category, and whether
+    its unknown share passed the report's ``unknown_flag``."""
+
+    category: str
+    unknown_flagged: bool
+
+
+class HorizonStats(_RateFields):
+    """Aggregates over the episodes of one length tercile."""
+
+    horizon: str                    # short, medium or long
+    frames_range: list[int]         # [shortest, longest] episode of the tercile, frames
+
+
+class PolicyRow(TypedDict):
+    policy: str                     # the input's label, ``(all)`` for a single input
+    rollouts: int
+    success_rate: float | None
+    rollout_violation_rate: float | None
+
+
+class EpisodeCounts(TypedDict):
+    violations: int
+    triggers: int
+    unsafe_frames: int
+
+
+class TimelineRun(TypedDict):
+    instance: str
+    episodes: list[EpisodeSpan]
+
+
+class TimelineFields(TypedDict):
+    """What an episode's timeline is drawn from (``report.timeline_fields``)."""
+
+    frames: int
+    timeline: list[TimelineRun]
+    predicate_timeline: dict[str, dict[str, list[list[int]]]]
+    verdict_timeline: dict[str, list[list[int]]]
+
+
+class ReportEpisode(TimelineFields):
+    """One episode row of ``report.json``."""
+
+    policy: str
+    source: str
+    episode: str
+    success: bool | None
+    safe_success: bool | None
+    violations: int
+    coverage: float | None          # share of the rollout's properties that triggered
+    properties: dict[str, EpisodeCounts]
+    warnings: list[str]
 
 
 class TaskSuccess(TypedDict):
@@ -131,11 +192,11 @@ class _ReportFields(TypedDict):
     coverage_mean: float | None
     unknown_flag: float
     unknown_flagged: list[str]
-    properties: dict[str, dict[str, Any]]      # GroupStats + category, unknown_flagged
+    properties: dict[str, PropertyStats]
     categories: dict[str, GroupStats]
-    policies: list[dict[str, Any]]
-    horizons: list[dict[str, Any]]
-    episodes: list[dict[str, Any]]
+    policies: list[PolicyRow]
+    horizons: list[HorizonStats]
+    episodes: list[ReportEpisode]
     skipped: list[dict[str, str]]
     unsupported: dict[str, list[str]]          # instance → predicates nothing grounds (not run)
     safemanip_paper: dict[str, Any] | None     # SafeManip's own metrics (safemanip-compat profile), else None

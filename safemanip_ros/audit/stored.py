@@ -22,9 +22,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import SafemanipError
+
+if TYPE_CHECKING:
+    from .schema import SourceResult
 
 TIMELINE_FIELDS = ('predicates', 'verdicts', 'timeline_svg')
 """An episode result's per-frame fields (see :class:`~.schema.EpisodeRecord`)."""
@@ -77,7 +80,7 @@ def resolved(value: Any) -> Any:
     return value.load() if isinstance(value, StoredField) else value
 
 
-def detached(result: dict[str, Any], file: Path | str, key: str) -> dict[str, Any]:
+def detached(result: SourceResult, file: Path | str, key: str) -> SourceResult:
     """``result`` (a source's, as written to ``file`` under ``key``) with
     each episode's per-frame fields replaced by references into ``file``."""
     counts = {name: sum(name in ep for ep in result['episodes']) for name in TIMELINE_FIELDS}
@@ -90,7 +93,8 @@ def detached(result: dict[str, Any], file: Path | str, key: str) -> dict[str, An
                 light[name] = StoredField(str(file), key, index, name, seen[name], counts[name])
                 seen[name] += 1
         episodes.append(light)
-    return {**result, 'episodes': episodes}
+    # The episodes' per-frame fields are references now (EpisodeRecord says so).
+    return cast('SourceResult', {**result, 'episodes': episodes})
 
 
 _DECODER = json.JSONDecoder()

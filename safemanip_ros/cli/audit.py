@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import SafemanipError
 from ..resources import config_dir, default_suites
@@ -308,7 +308,7 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
         return '-' if x is None else f'{x:.4f}'
 
     for r in rows:
-        entry = report['properties'].get(r.name) or report['categories'].get(r.name) or {}
+        entry: Mapping[str, Any] = report['properties'].get(r.name) or report['categories'].get(r.name) or {}
         why = r.why + ('; decided by unknown_as on a large share of frames' if entry.get('unknown_flagged') else '')
         print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s} '
               f'{f(entry.get("unknown_share")):>8s}  {"PASS" if r.passed else "FAIL":6s}  {why}')
