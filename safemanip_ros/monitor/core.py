@@ -388,10 +388,9 @@ class Monitor:
     def snapshot(self, b: int = 0) -> RolloutSnapshot:
         """Counts so far of rollout ``b`` (live nodes publish these)."""
         def col(a: np.ndarray) -> tuple[int, ...]:
-            return tuple(int(x) for x in a[:, b])
+            return tuple(a[:, b].tolist())      # Python ints (bools), at C speed
         return RolloutSnapshot(int(self.frames[b]), col(self.triggers), col(self.violations), col(self.unsafe),
-                               col(self.unknown_inst), tuple(bool(x) for x in self.violated[:, b]),
-                               col(self.open_start))
+                               col(self.unknown_inst), tuple(self.violated[:, b].tolist()), col(self.open_start))
 
     def _reads_unknown(self, unknown: np.ndarray) -> np.ndarray:
         """``bool[n, D]``: for each row of unknown flags ``bool[n, P]``, the
