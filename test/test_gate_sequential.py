@@ -26,6 +26,22 @@ def test_errors_stay_within_alpha_at_the_limit_checked_after_every_observation(l
     assert exact_run(test, limit / 1.5, MAX_N).fail_by[-1] <= at.fail_by[-1]
 
 
+@pytest.mark.parametrize('limit, alpha', [(0.05, 0.05), (0.05, 0.05 / 8), (0.5, 0.1), (0.9, 0.2)])
+def test_the_boundaries_are_those_of_a_scan_of_every_count(limit, alpha):
+    """boundaries() follows each boundary one step at a time (it moves by at
+    most one violation per observation); scanning every count at every n
+    finds the same ones."""
+    test = SequentialTest(limit, alpha)
+    pass_k, fail_k = test.boundaries(600)
+    for n in range(1, 601):
+        k = np.arange(n + 1)
+        passes = np.flatnonzero(test.log_evidence(n, k, above=False) >= test.threshold)
+        fails = np.flatnonzero(test.log_evidence(n, k, above=True) >= test.threshold)
+        assert pass_k[n - 1] == (passes.max() if len(passes) else -1), n
+        assert fail_k[n - 1] == (fails.min() if len(fails) else n + 1), n
+    assert (pass_k >= 0).any() and (fail_k <= np.arange(1, 601)).any()    # both boundaries were met
+
+
 def test_a_fixed_sample_rule_rechecked_after_every_trigger_does_not():
     """Today's rule (Clopper-Pearson upper bound below the limit, 30
     triggers at least) looked at after every trigger passes a policy at the

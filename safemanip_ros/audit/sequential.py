@@ -107,17 +107,54 @@ class SequentialTest:
 
 @lru_cache(maxsize=64)
 def _boundaries(test: SequentialTest, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each boundary moves by at most one violation per observation, so each
+    n needs the evidence at two counts, not n + 1 of them.  Per unit of
+    evidence: an observation without a violation multiplies the PASS
+    mixture by E[(1-p)/(1-L)] > 1 (its prior lies below L) and the FAIL
+    mixture by a factor < 1; one with a violation multiplies them by
+    E[p/L] < 1 and > 1.  So from n to n + 1 the PASS boundary stays or
+    rises by one and so does the FAIL boundary.  Where rounding breaks that
+    (neither candidate fits), n is scanned whole."""
     pass_k = np.full(max_n, -1, np.int64)
     fail_k = np.arange(1, max_n + 1, dtype=np.int64) + 1
+    last_pass, last_fail = -1, 1          # at n = 0: nothing passes; 1 violation is the fewest conceivable
     for n in range(1, max_n + 1):
-        k = np.arange(n + 1)
-        below = np.flatnonzero(test.log_evidence(n, k, above=False) >= test.threshold)
-        above = np.flatnonzero(test.log_evidence(n, k, above=True) >= test.threshold)
-        if len(below):
-            pass_k[n - 1] = int(below.max())
-        if len(above):
-            fail_k[n - 1] = int(above.min())
+        last_pass = _edge(test, n, last_pass, above=False)
+        last_fail = _edge(test, n, last_fail, above=True)
+        pass_k[n - 1], fail_k[n - 1] = last_pass, last_fail
     return pass_k, fail_k
+
+
+def _edge(test: SequentialTest, n: int, previous: int, above: bool) -> int:
+    """At ``n`` observations: the most violations that PASS (−1: none;
+    ``above=False``) or the fewest that FAIL (n + 1: none; ``above=True``),
+    given the boundary at n − 1 (``previous``)."""
+    candidates = np.array([previous, previous + 1])
+    inside = (candidates >= 0) & (candidates <= n)
+    decided = np.zeros(2, bool)
+    if inside.any():
+        decided[inside] = test.log_evidence(n, candidates[inside], above) >= test.threshold
+    if not above:
+        # previous + 1 passing means previous does too; previous failing to pass (when it did at n - 1) is rounding
+        if decided[1]:
+            return previous + 1
+        if decided[0] or previous < 0:
+            return previous
+    else:
+        # previous failing means the boundary stays; else previous + 1 (it fails, or nothing fails yet)
+        if decided[0]:
+            return previous
+        if decided[1] or previous + 1 > n:
+            return min(previous + 1, n + 1)
+    return _scan(test, n, above)
+
+
+def _scan(test: SequentialTest, n: int, above: bool) -> int:
+    k = np.arange(n + 1)
+    hit = np.flatnonzero(test.log_evidence(n, k, above) >= test.threshold)
+    if above:
+        return int(hit.min()) if len(hit) else n + 1
+    return int(hit.max()) if len(hit) else -1
 
 
 @dataclass
