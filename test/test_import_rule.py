@@ -153,3 +153,20 @@ def test_the_layer_rule_sees_lazy_imports(tmp_path):
     assert _wrong_imports(tmp_path) == ['safemanip_ros/bag/probe.py:6: bag imports audit',
                                         'safemanip_ros/bag/probe.py:7: bag imports monitor',
                                         'safemanip_ros/monitor/core.py:1: monitor imports grounding']
+
+
+def test_property_instances_are_built_only_in_monitor_build():
+    """``spec.suite.instantiate`` (suite + scene → instances) is called by
+    ``monitor/build.py`` alone: every monitor, live, offline or in a
+    Gymnasium wrapper, gets its instances the same way."""
+    import ast
+    users = []
+    for path in sorted((REPO / 'safemanip_ros').rglob('*.py')):
+        rel = path.relative_to(REPO / 'safemanip_ros')
+        if rel.parts[0] == 'spec' or rel == Path('monitor/build.py'):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or '').endswith('suite') and \
+                    any(a.name == 'instantiate' for a in node.names):
+                users.append(f'{rel}:{node.lineno}')
+    assert users == []

@@ -65,17 +65,15 @@ class _Core:
 
     def __init__(self, specs: Mapping[str, str] | Sequence[str] | str | None, suite: Sequence[str] | None,
                  batch: int, robot_config: str = '', scene: str = '') -> None:
-        from ..spec.suite import formula_suite, instantiate
+        from ..monitor.build import build_formula_instances, build_instances
         formulas = _specs_of(specs)
         if not formulas and not suite:
             raise ValueError('give specifications (specs=...) or a property suite (suite=[...])')
         if formulas and suite:
             raise ValueError('give specifications or a property suite, not both')
         if formulas:
-            from ..ltlf import parse
-            iset = instantiate(formula_suite(formulas, {a for f in formulas.values() for a in parse(f).atoms}))
+            iset = build_formula_instances(formulas)
         else:
-            from ..monitor.build import build_instances
             iset = build_instances(list(suite or ()), scene=scene, robot_config=robot_config)
         self.monitor = Monitor(iset, batch=batch)
         self.names = [i.instance for i in self.monitor.instances]

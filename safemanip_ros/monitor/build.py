@@ -111,6 +111,15 @@ def build_instances(properties: Sequence[str | Path], scene: str = '', robot_con
     return iset
 
 
+def build_formula_instances(formulas: Mapping[str, str]) -> InstanceSet:
+    """One instance per plain LTLf specification (name → formula; SpecRLBench's
+    specifications, the Gymnasium wrapper's ``specs``), each reading the
+    propositions its formula names: no scene, no templates."""
+    from ..ltlf import parse
+    from ..spec.suite import formula_suite
+    return instantiate(formula_suite(formulas, {a for f in formulas.values() for a in parse(f).atoms}))
+
+
 def build_monitor(properties: list[str], scene: str = '', robot_config: str = '', only: list[str] | None = None,
                   rate_hz: float | None = None, batch: int = 1, strict: bool = False,
                   keep_episodes: bool = True) -> Monitor:
