@@ -52,6 +52,22 @@ _LONGEST_FIRST = ('test_demo_canary.py', 'test_demo.py', 'test_colcon_build.py',
                   'test_node_fuzz.py')
 
 
+def write_policy_traces(root: Path) -> list[Path]:
+    """Two policies' JSONL predicate traces under ``root`` (one folder each),
+    four rollouts in all: policy_a's run1 enters a closed microwave (a
+    violation); policy_b's run1 enters it open, its batch.jsonl holds two
+    rollouts (the second one reaches task_done)."""
+    a, b = root / 'policy_a', root / 'policy_b'
+    a.mkdir()
+    b.mkdir()
+    (a / 'run1.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n'
+                                  '{"reach_in_microwave": false}\n')
+    (b / 'run1.jsonl').write_text('["fixture_fully_open_microwave"]\n["reach_in_microwave", '
+                                  '"fixture_fully_open_microwave"]\n[]\n')
+    (b / 'batch.jsonl').write_text('[[], ["reach_in_microwave"]]\n[["task_done"]]\n')
+    return [a, b]
+
+
 def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
     """Poll ``cond`` every 10 ms until it holds or ``timeout_s`` passed: tests wait for
     conditions, never for wall-clock luck."""

@@ -17,6 +17,7 @@ import pytest
 from conftest import (
     REPO,  # noqa: E402
     run_cli,
+    write_policy_traces,
 )
 from scipy import stats
 
@@ -290,15 +291,7 @@ def test_ray_task_writes_where_it_sees_the_output_folder(bags, tmp_path):
 
 
 def test_traces_and_policies(tmp_path):
-    a, b = tmp_path / 'policy_a', tmp_path / 'policy_b'
-    a.mkdir()
-    b.mkdir()
-    (a / 'run1.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n'
-                                  '{"reach_in_microwave": false}\n')
-    (b / 'run1.jsonl').write_text('["fixture_fully_open_microwave"]\n["reach_in_microwave", '
-                                  '"fixture_fully_open_microwave"]\n[]\n')
-    (b / 'batch.jsonl').write_text('[[], ["reach_in_microwave"]]\n[["task_done"]]\n')
-    proc = audit([a, b], tmp_path / 'out')
+    proc = audit(write_policy_traces(tmp_path), tmp_path / 'out')
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
     assert report['rollouts'] == 4

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import types
 import typing
-from pathlib import Path
 from typing import Any, Union
 
 import pytest
-from conftest import REPO
+from conftest import REPO, write_policy_traces
 
 from safemanip_ros.audit.engine import AuditConfig, run_audit
 from safemanip_ros.audit.report import build_report, predrawn_timelines, report_json
@@ -67,27 +66,11 @@ def mismatches(value: Any, tp: Any, where: str = '$') -> list[str]:
     return [] if ok else [f'{where}: {value!r}, not {tp.__name__}']
 
 
-def write_traces(root: Path) -> list[Path]:
-    """Two policies' JSONL traces: violations (so timelines are drawn),
-    clean and untriggered rollouts, task success, unknown frames, and four
-    rollouts (so the horizon terciles are filled)."""
-    a, b = root / 'policy_a', root / 'policy_b'
-    a.mkdir()
-    b.mkdir()
-    (a / 'run1.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n'
-                                  '{"reach_in_microwave": false}\n{"reach_in_microwave": false}\n')
-    (b / 'run1.jsonl').write_text('["fixture_fully_open_microwave"]\n["reach_in_microwave", '
-                                  '"fixture_fully_open_microwave"]\n[]\n')
-    (b / 'batch.jsonl').write_text('[[], ["reach_in_microwave"]]\n[["task_done"]]\n'
-                                   '[["task_done"], ["reach_in_microwave"]]\n')
-    return [a, b]
-
-
 @pytest.mark.parametrize('profile', ['default', 'compat'])
 def test_every_record_an_audit_writes_is_what_the_schema_says(tmp_path, profile):
     cfg = AuditConfig((str(SUITES[profile]),), SCENE, success='task_done')
     out = tmp_path / 'out'
-    results, skipped = run_audit([str(p) for p in write_traces(tmp_path)], cfg, out)
+    results, skipped = run_audit([str(p) for p in write_policy_traces(tmp_path)], cfg, out)
     stored = [json.loads(f.read_text()) for f in sorted((out / 'episodes').glob('*.json'))]
     assert len(stored) == 3 and skipped == []
     problems = [m for s in stored for m in mismatches(s, SourceResult, s['source'])]
@@ -101,7 +84,7 @@ def test_every_record_an_audit_writes_is_what_the_schema_says(tmp_path, profile)
     decoded = json.loads(report_json(report))
     problems += mismatches(decoded, Report, 'report.json')
     assert problems == []
-    assert decoded['rollouts'] == 5 and len(decoded['horizons']) >= 2 and len(decoded['policies']) == 2
+    assert decoded['rollouts'] == 4 and len(decoded['horizons']) >= 2 and len(decoded['policies']) == 2
     assert (decoded['safemanip_paper'] is not None) == (profile == 'compat')
 
 
