@@ -33,12 +33,6 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-SWITCH_INTERVAL_S = 0.0005
-"""The interpreter's switch interval under real time: how long a thread that
-holds the GIL keeps it once another thread asks for it (Python's default is
-5 ms).  A background thread running Python code (the bag writer) delays the
-control path's next callback by up to this much, whatever the OS priorities."""
-
 PRIORITY_RANGE = (1, 98)
 """SCHED_FIFO priorities we accept (99 is left to the kernel's own watchdogs)."""
 DEFAULT_PRIORITY = 50
@@ -59,20 +53,15 @@ _STATE = RealtimeState()
 
 
 def enable_realtime(priority: int = DEFAULT_PRIORITY, lock_memory: bool = True) -> RealtimeState:
-    """Put the calling thread under ``SCHED_FIFO`` at ``priority``, lock
+    """Put the calling thread under ``SCHED_FIFO`` at ``priority`` and lock
     the process's memory (``mlockall(MCL_CURRENT | MCL_FUTURE)``: no page
-    fault on the control path) and shorten the interpreter's switch interval
-    to :data:`SWITCH_INTERVAL_S` (the GIL is not priority-aware: a
-    normally scheduled Python thread holding it would otherwise keep a
-    real-time one waiting for up to 5 ms).  A priority outside
-    :data:`PRIORITY_RANGE` is a ValueError; a missing permission is not an
-    error: it is said in the returned warnings and the thread keeps normal
-    scheduling."""
+    fault on the control path).  A priority outside :data:`PRIORITY_RANGE`
+    is a ValueError; a missing permission is not an error: it is said in
+    the returned warnings and the thread keeps normal scheduling."""
     lo, hi = PRIORITY_RANGE
     if not lo <= priority <= hi:
         raise ValueError(f'real-time priority {priority}: expected {lo} to {hi}')
     state = RealtimeState(priority=priority)
-    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
     if not sys.platform.startswith('linux'):
         state.warnings.append(f'real-time scheduling is only set up on Linux (this is {sys.platform}); '
                               f'running at normal priority')

@@ -27,7 +27,6 @@ from conftest import REPO
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),
     ('bench_gate.py', ['false PASS at the limit', 'fixed rule re-checked', 'zero violations pass after',
                        'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise']),
-    ('bench_gil_handoff.py', ['== bench_gil_handoff', 'default', '--realtime', 'ratio --realtime/default']),
 ])
 def test_bench_runs(script, expect):
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / script), '--quick'], capture_output=True,

@@ -129,14 +129,3 @@ def test_settling_the_heap_takes_live_objects_out_of_the_collectors_passes():
         assert replaced_gone() is None
     finally:
         gc.unfreeze()
-
-
-def test_real_time_shortens_the_interpreters_switch_interval():
-    """Whether or not SCHED_FIFO is permitted: the GIL is not priority-aware, so
-    a background Python thread must hand it over within SWITCH_INTERVAL_S."""
-    code = ('import sys; from safemanip_ros.realtime import enable_realtime, SWITCH_INTERVAL_S; '
-            'before = sys.getswitchinterval(); enable_realtime(1, lock_memory=False); '
-            'print(before, sys.getswitchinterval(), SWITCH_INTERVAL_S)')
-    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)
-    before, after, wanted = map(float, proc.stdout.split())
-    assert before == 0.005 and after == wanted <= 0.001, proc.stdout + proc.stderr
