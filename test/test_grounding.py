@@ -277,6 +277,8 @@ def test_tf_stale_and_nan():
     _frame(g, 0.0, [0, 0, 0.71], [0, 0, 1.0])
     g.update(0.05, [('world', 'mug', [math.nan, 0, 0], _yaw(0))])
     assert g.health.nan_values == 1
+    g.update(0.06, [('world', 'mug', [math.inf, 0, 0], _yaw(0)), ('world', 'mug', [0, 0, 0.71], [0, 0, math.inf, 1])])
+    assert g.health.nan_values == 3          # an infinite component is no pose either: dropped and counted
     assert all(v is None for v in g.evaluate(1.0, {'mug': False}).values())
 
 
@@ -296,6 +298,23 @@ def test_fixture_joint_states():
     assert p['fixture_fully_open_microwave'] is None and p['fixture_fully_open_drawer'] is None
     assert g.health.missing_inputs == 1 and g.health.nan_values == 1
     assert all(v is None for v in g.evaluate(1.0).values())                           # stale
+
+
+def test_an_infinite_fixture_joint_is_unknown_live_and_offline():
+    """±inf is a sensor fault, not a fully open door: unknown, as NaN is, in
+    the live grounding and in the shared rule the offline audit runs."""
+    import numpy as np
+
+    from safemanip_ros.grounding.joints import FixtureConfig, FixtureGrounding, fixture_predicates
+    cfg = FixtureConfig({'microwave': ('hinge', 0.0, -1.5)})
+    g = FixtureGrounding(cfg)
+    g.update(0.0, ['hinge'], [-1.0])
+    g.update(0.05, ['hinge'], [float('-inf')])
+    assert all(v is None for v in g.evaluate(0.05).values()) and g.health.nan_values == 1
+    cols = fixture_predicates(cfg, 'microwave', np.array([-np.inf, np.inf, -1.0, -1.2]),
+                              np.array([-1.0, np.inf, np.inf, -1.0]))
+    assert cols['fixture_fully_open_microwave'][1].tolist() == [False, False, True, True]
+    assert cols['fixture_opening_microwave'][1].tolist() == [False, False, False, True]
 
 
 def test_tf_pick_approach():

@@ -450,10 +450,10 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
                              ('translation.x', 'translation.y', 'translation.z',
                               'rotation.x', 'rotation.y', 'rotation.z', 'rotation.w')])
                 q = v[:, 3:]
-                valid = ~np.isnan(v).any(axis=1) & (np.sqrt(q[:, 0] * q[:, 0] + q[:, 1] * q[:, 1] + q[:, 2] * q[:, 2]
+                valid = np.isfinite(v).all(axis=1) & (np.sqrt(q[:, 0] * q[:, 0] + q[:, 1] * q[:, 1] + q[:, 2] * q[:, 2]
                                                             + q[:, 3] * q[:, 3]) > 0)
                 if not valid[inside].all():
-                    raise _NotColumnar      # a NaN transform (counted and dropped live)
+                    raise _NotColumnar      # a NaN or infinite transform (counted and dropped live)
                 known = parent_of.get(child)
                 if known is None:
                     parent_of[child] = (parent, is_static)

@@ -286,7 +286,7 @@ class FixtureConfig:
 class FixtureGrounding:
     """``fixture_fully_open_<f>``, ``fixture_fully_closed_<f>``,
     ``fixture_opening_<f>``, ``fixture_closing_<f>`` from the fixture joints
-    found in JointState samples (unknown when a joint is missing or NaN)."""
+    found in JointState samples (unknown when a joint is missing, NaN or infinite)."""
 
     def __init__(self, config: FixtureConfig) -> None:
         self.config = config
@@ -315,7 +315,7 @@ class FixtureGrounding:
                 self.health.missing_inputs += 1
                 continue
             q = float(positions[i])
-            if math.isnan(q):
+            if not math.isfinite(q):        # ±inf is not a position: unknown, like NaN
                 self.health.nan_values += 1
                 continue
             self._pos[fixture] = q
@@ -336,13 +336,15 @@ def fixture_predicates(cfg: FixtureConfig, fixture: str, q: np.ndarray,
                        prev: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """One fixture's predicates for ``n`` samples at once, each as
     ``(value[n], known[n])``: its joint position ``q`` and the previous
-    sample's ``prev`` (NaN: missing).  The live grounding (one sample) and
-    the offline audit (an episode's samples) compute the same values."""
+    sample's ``prev`` (NaN or ±inf: missing, so unknown).  The live grounding
+    (one sample) and the offline audit (an episode's samples) compute the
+    same values."""
     _, closed, opened = cfg.joints[fixture]
-    known = ~np.isnan(q)
-    frac = (q - closed) / (opened - closed)
-    towards_open = (q - prev) * (1.0 if opened > closed else -1.0)
-    moving_known = known & ~np.isnan(prev)
+    known = np.isfinite(q)
+    with np.errstate(invalid='ignore'):      # inf - inf where unknown: the value is masked by known
+        frac = (q - closed) / (opened - closed)
+        towards_open = (q - prev) * (1.0 if opened > closed else -1.0)
+    moving_known = known & np.isfinite(prev)
     return {f'fixture_fully_open_{fixture}': (frac >= cfg.fully_open_fraction, known),
             f'fixture_fully_closed_{fixture}': (frac <= cfg.fully_closed_fraction, known),
             f'fixture_opening_{fixture}': (towards_open > cfg.motion_per_sample, moving_known),

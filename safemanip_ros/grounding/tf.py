@@ -159,12 +159,13 @@ class TransformTree:
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
         """Add one transform; returns False for an out-of-order dynamic sample
-        or a NaN or zero-norm one."""
+        or one that is not a pose (a NaN or infinite component, a zero-norm
+        rotation)."""
         tx, ty, tz = translation
         qx, qy, qz, qw = rotation_xyzw
         t = (float(tx), float(ty), float(tz))
         q = (float(qx), float(qy), float(qz), float(qw))
-        if any(map(math.isnan, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
+        if not all(map(math.isfinite, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
             return False
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
