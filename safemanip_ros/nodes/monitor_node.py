@@ -105,8 +105,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
-        self._verdict_msgs: list[Verdict] | None = None
-        self._metrics_msgs: list[PropertyMetrics] | None = None     # the running metrics, updated in place
+        # Per instance, its Verdict and running PropertyMetrics message, made when the monitor is built and
+        # updated in place each frame (made in the frame, a thousand of them overran it).
+        self._verdict_msgs: list[Verdict] = []
+        self._metrics_msgs: list[PropertyMetrics] = []
         self._metrics_waited = False      # the periodic messages were due on a full-verdicts frame
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
@@ -165,9 +167,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self._verdict_msgs = None       # made for these instances at the next frame
-        self._metrics_msgs = None
-        self._verdict_codes = None      # and all of them published then
+        self._verdict_msgs = [Verdict(property=i.property, instance=i.instance) for i in monitor.instances]
+        self._metrics_msgs = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category)
+                              for i in monitor.instances]
+        self._verdict_codes = None      # every instance's verdict is published at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
         # tables leave the collector's passes, the replaced ones are collected.
@@ -394,13 +397,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         every instance when a full set is due (an episode's first frame, new
         instances, ``verdicts_full_period_s`` passed, or that period 0), else
         those whose verdict, mode or recovery verdict changed since they were
-        last published.  The messages are made
-        once per instance set and updated in place: building a thousand (two
-        strings each) a frame cost 2.9 ms of a 10 ms period at 100 Hz."""
-        assert self.monitor is not None
-        if self._verdict_msgs is None:
-            self._verdict_msgs = [Verdict(property=i.property, instance=i.instance)
-                                  for i in self.monitor.instances]
+        last published.  The messages are made with the monitor and updated
+        in place: building a thousand (two strings each) a frame cost 2.9 ms
+        of a 10 ms period at 100 Hz."""
         rec = np.where(violated, rec, Verdict.VERDICT_PRESUMABLY_FALSE)
         codes = labels.astype(np.int16) | (violated.astype(np.int16) << 2) | (rec.astype(np.int16) << 3)
         full_period_ns = int(float(self.get_parameter('verdicts_full_period_s').value) * 1e9)
@@ -540,11 +539,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _running_metrics(self, mon: Monitor) -> list[PropertyMetrics]:
         """Every instance's counts so far (rollout 0).  The messages are made
-        once per instance set and their counts updated in place: making a
-        thousand (three strings each) took a third of a 100 Hz period."""
-        if self._metrics_msgs is None:
-            self._metrics_msgs = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category)
-                                  for i in mon.instances]
+        with the monitor and their counts updated in place: making a thousand
+        (three strings each) took a third of a 100 Hz period."""
         frames = int(mon.frames[0])
         for msg, n, v, u, k in zip(self._metrics_msgs, mon.triggers[:, 0].tolist(), mon.violations[:, 0].tolist(),
                                    mon.unsafe[:, 0].tolist(), mon.unknown_inst[:, 0].tolist()):
