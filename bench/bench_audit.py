@@ -333,13 +333,13 @@ def main() -> int:
 
 
 _COLD_AUDIT = """
-import sys, tempfile, time
+import sys, time
 t = time.perf_counter()
 from safemanip_ros.audit.engine import AuditConfig, run_audit
 t_import = time.perf_counter() - t
 cfg = AuditConfig((sys.argv[1],), sys.argv[2], '', (), 20.0, 0.25, '', 'any')
 t = time.perf_counter()
-run_audit(sys.argv[3:], cfg, tempfile.mkdtemp())
+run_audit(sys.argv[4:], cfg, sys.argv[3])
 print(t_import, time.perf_counter() - t)
 """
 
@@ -359,7 +359,7 @@ def fixed_costs(inputs: list[str], warm_s: float, tmp: Path, traces: int, fresh_
 
     numpy_s = min(fresh('import time; t = time.perf_counter(); import numpy; print(time.perf_counter() - t)')[0]
                   for _ in range(fresh_runs))
-    cold = [fresh(_COLD_AUDIT, SUITE, SCENE, *inputs) for _ in range(fresh_runs)]
+    cold = [fresh(_COLD_AUDIT, SUITE, SCENE, str(tmp / f'cold{k}'), *inputs) for k in range(fresh_runs)]
     import_s, first_s = min(c[0] for c in cold), min(c[1] for c in cold)
     print(f'\n## Fixed costs of one audit process (best of {fresh_runs} fresh interpreters)')
     print(f'import of the audit engine {import_s:.2f} s; of numpy alone {numpy_s:.2f} s '

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,10 +63,12 @@ def main() -> int:
                     help='with --busy: SCHED_FIFO priority of this script, the robot (0: normal scheduling)')
     ap.add_argument('--compare-realtime', action='store_true',
                     help='run twice, without and with --realtime, and print the two side by side')
+    ap.add_argument('--keep', action='store_true', help="keep the stack's bag and log (deleted at the end of a "
+                                                        "run that completes, by default)")
     args = ap.parse_args()
     minutes = 0.25 if args.quick else args.minutes
     if args.compare_realtime:
-        return _compare(minutes, args.busy, args.robot_priority)
+        return _compare(minutes, args.busy, args.robot_priority, args.keep)
     busy = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(args.busy)]
     try:
         if args.busy and args.robot_priority:
@@ -73,19 +76,19 @@ def main() -> int:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.robot_priority))
             except OSError as exc:
                 print(f'(the robot stays at normal priority: {exc.strerror})')
-        return _run(minutes, ['--realtime'] if args.realtime else [])
+        return _run(minutes, ['--realtime'] if args.realtime else [], args.keep)
     finally:
         for p in busy:
             p.kill()
 
 
-def _compare(minutes: float, busy: int, robot_priority: int) -> int:
+def _compare(minutes: float, busy: int, robot_priority: int, keep: bool) -> int:
     """The same run without and with --realtime (each in its own process, one after the other); the key figures side by side."""
     keys = ('hold delay beyond', 'false fail-safe', 'monitor verdict period', 'touches:')
     out = {}
     for label, extra in (('without --realtime', []), ('with --realtime', ['--realtime'])):
         proc = subprocess.run([sys.executable, __file__, '--minutes', str(minutes), '--busy', str(busy),
-                               '--robot-priority', str(robot_priority), *extra],
+                               '--robot-priority', str(robot_priority), *extra, *(['--keep'] if keep else [])],
                               capture_output=True, text=True)
         out[label] = [line for line in proc.stdout.splitlines() if line.startswith(keys)]
         if proc.returncode != 0:
@@ -100,7 +103,7 @@ def _compare(minutes: float, busy: int, robot_priority: int) -> int:
     return 0
 
 
-def _run(minutes: float, stack_extra: list[str]) -> int:
+def _run(minutes: float, stack_extra: list[str], keep: bool = False) -> int:
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from std_srvs.srv import Trigger
@@ -248,6 +251,10 @@ def _run(minutes: float, stack_extra: list[str]) -> int:
           f'{failsafe_s * 1e3:.0f} ms after the last sample (limit {FAILSAFE_S * 1e3:.0f} ms + one frame = '
           f'{(FAILSAFE_S + 0.05) * 1e3:.0f} ms)'))
     print(f'stack exit code {stack.returncode} (0: the bag was closed with every split listed)')
+    if keep:
+        print(f'kept: {work}')
+    else:
+        shutil.rmtree(work, ignore_errors=True)     # every run left its bag and log in /tmp
     return 0
 
 

@@ -7,7 +7,6 @@ import contextlib
 import math
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,12 +34,12 @@ pytestmark = pytest.mark.ros
 
 
 class Harness:
-    def __init__(self, executable: str, *params: str) -> None:
+    def __init__(self, log_dir: Path, executable: str, *params: str) -> None:
         args = [str(BIN / executable), '--ros-args', '-p', f'config:={CONFIG}']
         for p in params:
             args += ['-p', p]
-        # A log file, not a pipe: a full pipe would block the node.
-        self.log = tempfile.NamedTemporaryFile('w+', suffix=f'-{executable}.log', delete=False)
+        # A log file, not a pipe: a full pipe would block the node.  In the test's folder: kept on failure.
+        self.log = open(log_dir / f'{executable}.log', 'w+')
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         self._ros = contextlib.ExitStack()
         self.node, self.executor = self._ros.enter_context(ros_node(f'test_{executable}'))
@@ -66,14 +65,15 @@ class Harness:
     def close(self) -> None:
         self._ros.close()
         stop_process(self.proc)
+        self.log.close()
 
 
 @pytest.fixture
-def harness_factory():
+def harness_factory(tmp_path):
     made = []
 
     def make(*a):
-        h = Harness(*a)
+        h = Harness(tmp_path, *a)
         made.append(h)
         return h
     yield make

@@ -192,7 +192,7 @@ def test_the_skill_grounding_node_over_dds(tmp_path):
     from safemanip_ros.msg import SkillEvent
 
     path = config_with_skills(tmp_path, {'actions': ACTIONS, 'topic': 'stack/skills'})
-    h = Harness('skill_grounding', f'config:={path}')
+    h = Harness(tmp_path, 'skill_grounding', f'config:={path}')
     try:
         topic = 'predicates/skills'
         h.listen(topic)
