@@ -18,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import safemanip_ros.audit.sequential as sequential  # noqa: E402  (its step-by-step and scanning boundaries)
 from safemanip_ros.audit.gate import fixed_rule_boundary  # noqa: E402
 from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run, exact_stopping, family  # noqa: E402
 from safemanip_ros.audit.stats import clopper_pearson  # noqa: E402
@@ -72,7 +73,20 @@ def main() -> int:
     t = time.perf_counter()
     for n in range(1, 1001):
         test.decide(n, n // 50)
-    print(f'one decision: {(time.perf_counter() - t) / 1000 * 1e6:.0f} us   ({time.monotonic() - t0:.1f} s in all)')
+    print(f'one decision: {(time.perf_counter() - t) / 1000 * 1e6:.0f} us')
+    # The exact error rates above need both boundaries at every n: followed a step at a time (boundaries())
+    # beside the scan of every count at every n (the way before), on a test not used above (uncached).
+    fresh = SequentialTest(0.2, 0.05)
+    t = time.perf_counter()
+    stepped = sequential._boundaries(fresh, n_max)
+    t_step = time.perf_counter() - t
+    t = time.perf_counter()
+    scanned = ([sequential._scan(fresh, n, above=False) for n in range(1, n_max + 1)],
+               [sequential._scan(fresh, n, above=True) for n in range(1, n_max + 1)])
+    t_scan = time.perf_counter() - t
+    same = stepped[0].tolist() == scanned[0] and stepped[1].tolist() == scanned[1]
+    print(f'boundaries up to n = {n_max}: step by step {t_step:.2f} s, scan of every count {t_scan:.2f} s '
+          f'({t_scan / t_step:.1f}x); identical: {same}   ({time.monotonic() - t0:.1f} s in all)')
     return 0
 
 

@@ -26,7 +26,8 @@ from conftest import REPO
     ('bench_compat.py', ['compat / default: offline throughput', 'live median us']),
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),
     ('bench_gate.py', ['false PASS at the limit', 'fixed rule re-checked', 'zero violations pass after',
-                       'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise']),
+                       'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise',
+                       'identical: True']),
 ])
 def test_bench_runs(script, expect):
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / script), '--quick'], capture_output=True,
