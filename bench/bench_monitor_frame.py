@@ -1,0 +1,121 @@
+"""The parts of a live monitor frame at 100 Hz with the soak's generated
+suite (bench_soak.py; 1,000 instances), each timed in one process on a
+configured MonitorNode, beside the way each was done before:
+
+* the running metrics: messages updated in place, against making every
+  instance's ``PropertyMetrics`` anew (the way before);
+* the status: the violated count read from the monitor, against a snapshot
+  of every count (the way before);
+* the verdicts (every instance, and only those that changed), diagnostics
+  and one ``Monitor.step`` for scale.
+
+    python bench/bench_monitor_frame.py            # 1,000 instances
+    python bench/bench_monitor_frame.py --quick    # 200 (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+
+from bench_soak import generated_suite  # noqa: E402  (beside this script)
+
+
+def _median_ms(fn: Callable[[], object], n: int) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--instances', type=int, default=1000)
+    ap.add_argument('--quick', action='store_true', help='200 instances')
+    args = ap.parse_args()
+    instances = 200 if args.quick else args.instances
+
+    import numpy as np
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from safemanip_ros.msg import PropertyMetrics, VerdictArray
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+
+    with tempfile.TemporaryDirectory() as tmp:
+        suite = Path(tmp) / 'suite.yaml'
+        generated_suite(suite, instances)
+        rclpy.init()
+        node = MonitorNode()
+        node.set_parameters([Parameter('properties', value=[str(suite)]), Parameter('rate_hz', value=100.0),
+                             Parameter('scene', value=str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml'))])
+        node.trigger_configure()
+        node.trigger_activate()
+    mon = node.monitor
+    assert mon is not None
+    P = len(mon.predicates)
+    frames = np.random.default_rng(0).random((400, P)) < 0.3
+    no_unknown = np.zeros(P, bool)
+    k = [0]
+
+    def step() -> None:
+        k[0] += 1
+        mon.step(frames[k[0] % len(frames)], no_unknown)
+
+    step_ms = _median_ms(step, 400)
+    res = mon.step(frames[0], no_unknown)
+
+    def verdicts(full: bool) -> None:
+        if full:
+            node._verdict_codes = None
+        out = VerdictArray(frame=1, episode_id='bench')
+        out.verdicts, _ = node._verdicts(1, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], 0)
+        node._pub_verdicts.publish(out)
+
+    full_ms = _median_ms(lambda: verdicts(True), 200)
+    verdicts(False)
+    delta_ms = _median_ms(lambda: verdicts(False), 200)
+
+    def metrics_anew() -> None:      # the way before: every instance's message made for each publish
+        snap = mon.snapshot(0)
+        msg = node._pub_metrics.msg_type(episode_id='bench', frames=snap.frames)
+        msg.properties = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category,
+                                          triggers=snap.triggers[d], violations=snap.violations[d],
+                                          unsafe_frames=snap.unsafe_frames[d], frames=snap.frames,
+                                          unknown_frames=snap.unknown_frames[d])
+                          for d, i in enumerate(mon.instances)]
+        node._pub_metrics.publish(msg)
+
+    metrics_ms = _median_ms(lambda: node._publish_metrics(None, 0), 50)
+    metrics_anew_ms = _median_ms(metrics_anew, 50)
+    status_ms = _median_ms(lambda: node._publish_status(0), 50)
+    snapshot_count_ms = _median_ms(lambda: mon.snapshot(0).violated_count, 50)
+    direct_count_ms = _median_ms(lambda: int(mon.violated[:, 0].sum()), 50)
+    diag_ms = _median_ms(lambda: node._publish_diagnostics(res.violated[0].tolist(), 0), 50)
+    print(f'== bench_monitor_frame: {len(mon.instances)} instances (the soak suite), medians per call')
+    print(f'Monitor.step {step_ms:.3f} ms; verdicts: every instance {full_ms:.3f} ms, the changed ones '
+          f'{delta_ms:.3f} ms; diagnostics {diag_ms:.3f} ms')
+    print(f'running metrics: updated in place {metrics_ms:.3f} ms, made anew (before) {metrics_anew_ms:.3f} ms '
+          f'({metrics_anew_ms / metrics_ms:.1f}x)')
+    print(f'status {status_ms:.3f} ms; its violated count read directly {direct_count_ms:.4f} ms, from a snapshot '
+          f'(before) {snapshot_count_ms:.4f} ms ({snapshot_count_ms / direct_count_ms:.1f}x)')
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
