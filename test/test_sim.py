@@ -443,3 +443,18 @@ def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path)
         found[name] = sum(i['violations'] for r in results for e in r['episodes'] for i in e['instances']
                           if i['instance'] == 'pick_preconditions_safe')
     assert found == {'skills': 1, 'geometry': 0}
+
+def test_a_seed_builds_the_same_world_every_time(world):
+    """robosuite draws the Lift cube's size when it builds the model: from
+    the seed, so the same seed is the same episode in any process (it was
+    drawn unseeded: another cube every time)."""
+    a, b, c = SimWorld('Lift', seed=11), SimWorld('Lift', seed=11), SimWorld('Lift', seed=12)
+    try:
+        assert np.array_equal(a.env.cube.size, b.env.cube.size)
+        assert not np.array_equal(a.env.cube.size, c.env.cube.size)
+        sa, sb = a.reset(), b.reset()
+        assert all(np.array_equal(sa.poses[k][i], sb.poses[k][i]) for k in sa.poses for i in (0, 1))
+    finally:
+        for w in (a, b, c):
+            w.close()
+

@@ -78,7 +78,10 @@ def import_robosuite() -> Any:
 class SimWorld:
     """One robosuite environment.  ``task``: a robosuite environment name
     (``Lift``, ``PickPlaceBread``, ``Door``, ...); ``seed`` fixes the
-    placement randomisation."""
+    model's randomised sizes (drawn once, when the model is built) and the
+    placements (drawn again at every :meth:`reset`, from ``seed`` as it is
+    then): a new world and a scripted policy give the same episode for the
+    same seed in any process."""
 
     def __init__(self, task: str = 'Lift', seed: int = 0, horizon_frames: int = 2000, camera: str = '') -> None:
         """``camera``: a robosuite camera to render on request (:meth:`render`);
@@ -93,9 +96,11 @@ class SimWorld:
         self.seed = seed
         np.random.seed(seed)   # robosuite's placement samplers draw from numpy's global generator
         try:
+            # robosuite's own generator (``seed``) also draws the model's randomised sizes (the Lift cube):
+            # unseeded, the same seed gave another cube, and another episode, in every process.
             self.env = suite.make(task, robots='Panda', has_renderer=False, has_offscreen_renderer=bool(camera),
                                   use_camera_obs=False, control_freq=int(CONTROL_RATE_HZ), horizon=horizon_frames,
-                                  hard_reset=False, ignore_done=True, reward_shaping=False)
+                                  hard_reset=False, ignore_done=True, reward_shaping=False, seed=seed)
         except Exception as exc:     # robosuite raises bare Exceptions for unknown tasks and robots
             raise SimError(f'robosuite could not make task {task!r}: {exc}') from None
         self.model = self.env.sim.model._model
