@@ -27,6 +27,8 @@ from conftest import REPO
                                 'read directly']),
     ('bench_compat.py', ['compat / default: offline throughput', 'live median us']),
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),
+    ('bench_sim_server.py', ['== bench_sim_server: Lift episodes, 1 afresh and 2 served', 'afresh per episode (before)',
+                             'sim_bridge --serve: first episode', 'less than afresh']),
     ('bench_gate.py', ['false PASS at the limit', 'fixed rule re-checked', 'zero violations pass after',
                        'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise',
                        'identical: True']),

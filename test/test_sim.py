@@ -444,6 +444,7 @@ def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path)
                           if i['instance'] == 'pick_preconditions_safe')
     assert found == {'skills': 1, 'geometry': 0}
 
+
 def test_a_seed_builds_the_same_world_every_time(world):
     """robosuite draws the Lift cube's size when it builds the model: from
     the seed, so the same seed is the same episode in any process (it was
@@ -458,3 +459,46 @@ def test_a_seed_builds_the_same_world_every_time(world):
         for w in (a, b, c):
             w.close()
 
+
+def _bridge(*args: str, stdin: str | None = None):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; '
+                           'sys.exit(main())', *args], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_a_served_episode_is_the_episode_sim_bridge_runs_alone(tmp_path):
+    """``sim_bridge --serve``: one episode per request line, each in a new
+    world and ROS context, answered with its exit code; the second episode
+    of a server gives the same ground truth as ``sim_bridge`` alone (no
+    stack: nothing holds the arm), and its output goes to its own log."""
+    fast = ['-p', 'wait_for_subscribers:=0', '-p', 'real_time_factor:=0.1']
+    alone = _bridge('--ros-args', *fast, '-p', 'fault:=midair_drop', '-p', 'seed:=5',
+                    '-p', f'truth_file:={tmp_path / "alone.json"}')
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    requests = [{'ros_args': ['-p', 'fault:=drag', '-p', 'seed:=1', '-p', f'truth_file:={tmp_path / "first.json"}'],
+                 'log': str(tmp_path / 'first.log')},
+                {'ros_args': ['-p', 'fault:=midair_drop', '-p', 'seed:=5',
+                              '-p', f'truth_file:={tmp_path / "served.json"}'], 'log': str(tmp_path / 'served.log')}]
+    served = _bridge('--serve', '--ros-args', *fast, stdin=''.join(json.dumps(r) + '\n' for r in requests))
+    assert served.returncode == 0, served.stderr[-2000:]
+    assert [json.loads(line) for line in served.stdout.splitlines()] == [{'exit_code': 0}, {'exit_code': 0}]
+    assert json.loads((tmp_path / 'served.json').read_text()) == json.loads((tmp_path / 'alone.json').read_text())
+    assert 'episode Lift/drag/seed 1 starts' in (tmp_path / 'first.log').read_text()
+    assert 'episode Lift/midair_drop/seed 5 starts' in (tmp_path / 'served.log').read_text()
+
+
+@pytest.mark.parametrize('args, stdin, words', [
+    (['--serve'], 'not json\n', ['a request is {"ros_args": [...], "log": PATH}', "'not json'"]),
+    (['--serve'], '{"ros_args": "-p seed:=1", "log": "x"}\n', ['ros_args is not a list']),
+    (['--episodes', '3'], None, ["unknown arguments ['--episodes', '3']", 'usage: sim_bridge [--serve]']),
+])
+def test_sim_bridge_refuses_what_it_cannot_run_in_one_line(args, stdin, words):
+    proc = _bridge(*args, stdin=stdin)
+    assert proc.returncode == 2 and proc.stdout == '', proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and all(w in proc.stderr for w in words), proc.stderr
+
+
+def test_sim_bridge_serve_ends_at_the_end_of_its_requests():
+    proc = _bridge('--serve', stdin='')
+    assert proc.returncode == 0 and proc.stdout == '' and proc.stderr == '', proc.stderr

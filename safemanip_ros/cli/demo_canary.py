@@ -40,7 +40,7 @@ from ..audit.sequential import POOLED, CanaryGate
 from ..errors import SafemanipError
 from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
-from .demo_physics import _exe, _live_events, _run_episode, _say
+from .demo_physics import SimServer, _exe, _live_events, _run_episode, _say
 
 CANARIES = (('good', 'none'), ('dropper', 'midair_drop'))
 LIMIT = ('release_stability', 0.4)
@@ -130,26 +130,27 @@ def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
     """A canary's episodes, one after another, until its live gate decides
     (exits) or its budget of rollouts is spent."""
     assert canary.gate is not None
-    for k in range(MAX_ROLLOUTS):
-        if canary.gate.poll() is not None:
-            return
-        seed = 100 + k
-        bag = canary.folder / 'bags' / f'{k:03d}_lift_{canary.fault}_{seed:03d}'
-        t0 = time.monotonic()
-        truth = _run_episode('Lift', canary.fault, seed, bag, canary.folder / 'logs', args.episode_timeout_s,
-                             canary.env, args.perception,
-                             bridge_params=('end_episode_service:=/monitor/end_episode',))
-        violations, _ = _live_events(bag)
-        canary.bags.append(bag)
-        canary.rollouts += 1
-        hit = sorted({v['property'] for v in violations})
-        canary.violated += bool(hit)
-        _wait_counted(canary)
-        s = canary.state().stream(POOLED, LIMIT[0])
-        _say(f'[{canary.name} {canary.rollouts}] {truth["frames"]} frames, labelled '
-             f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
-             f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
-             f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
+    with SimServer(canary.env, canary.folder / 'logs' / 'sim_bridge.log') as sim:
+        for k in range(MAX_ROLLOUTS):
+            if canary.gate.poll() is not None:
+                return
+            seed = 100 + k
+            bag = canary.folder / 'bags' / f'{k:03d}_lift_{canary.fault}_{seed:03d}'
+            t0 = time.monotonic()
+            truth = _run_episode(sim, 'Lift', canary.fault, seed, bag, canary.folder / 'logs', args.episode_timeout_s,
+                                 canary.env, args.perception,
+                                 bridge_params=('end_episode_service:=/monitor/end_episode',))
+            violations, _ = _live_events(bag)
+            canary.bags.append(bag)
+            canary.rollouts += 1
+            hit = sorted({v['property'] for v in violations})
+            canary.violated += bool(hit)
+            _wait_counted(canary)
+            s = canary.state().stream(POOLED, LIMIT[0])
+            _say(f'[{canary.name} {canary.rollouts}] {truth["frames"]} frames, labelled '
+                 f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
+                 f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
+                 f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
 
 
 def run(args: argparse.Namespace) -> int:

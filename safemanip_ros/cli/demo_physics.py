@@ -4,10 +4,13 @@ watched live over DDS by the whole stack, then audited.
 For each episode two processes run side by side, as on a robot:
 
 * ``sim_bridge`` steps the simulated Panda in real time and publishes
-  ``/clock``, ``joint_states``, ``/tf``, ``/tf_static`` and ``contacts``;
+  ``/clock``, ``joint_states``, ``/tf``, ``/tf_static`` and ``contacts``
+  (one ``sim_bridge --serve`` process for the whole run, each episode in a
+  new world and a ROS context of its own: robosuite is imported once);
 * ``safemanip run --config config/robots/robosuite_lift.yaml`` (grounding,
-  monitor, supervisor, recorder; ``use_sim_time``) monitors it, pauses the
-  simulated arm on a violation whose response is a pause, and records a bag.
+  monitor, supervisor, recorder; ``use_sim_time``), started anew for each
+  episode, monitors it, pauses the simulated arm on a violation whose
+  response is a pause, and records the episode's bag.
 
 The bridge writes the episode's physical ground truth (and the holds it
 obeyed) into the bag folder.  After the last episode the bags are audited
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -70,42 +74,95 @@ def _exe(name: str) -> list[str]:
     return [sys.executable, '-c', f'import sys; from {module} import main; sys.exit(main())']
 
 
-def _run_episode(task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float, env: dict[str, Any],
-                 perception: str = 'truth', bridge_params: tuple[str, ...] = ()) -> dict[str, Any]:
+class SimServer:
+    """A ``sim_bridge --serve`` process (its own output to ``log``): one
+    episode at a time, robosuite loaded once for all of them."""
+
+    def __init__(self, env: dict[str, Any], log: Path) -> None:
+        self._log = open(log, 'w')
+        self.proc = subprocess.Popen(_exe('sim_bridge') + ['--serve'], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log, env=env, text=True,
+                                     start_new_session=True)
+        self.log = log
+
+    def start(self, ros_args: list[str], log: Path) -> None:
+        """Begin an episode: ``sim_bridge``'s ROS arguments, its output to ``log``."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({'ros_args': ros_args, 'log': str(log)}) + '\n')
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise SafemanipError(f'sim_bridge --serve exited ({self.proc.poll()}); log: {self.log}') from None
+
+    def finished(self, wait_s: float) -> int | None:
+        """The episode's exit code once it has ended, else None after up to ``wait_s``."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], wait_s)
+        if not ready:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SafemanipError(f'sim_bridge --serve exited ({self.proc.wait()}); log: {self.log}')
+        return int(json.loads(line)['exit_code'])
+
+    def close(self) -> None:
+        """End the server (it finishes an episode under way first, then sees
+        the end of its requests); SIGINT, then SIGKILL after 30 s."""
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGINT)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> 'SimServer':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _run_episode(sim: SimServer, task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float,
+                 env: dict[str, Any], perception: str = 'truth', bridge_params: tuple[str, ...] = ()
+                 ) -> dict[str, Any]:
     robot = config_path('robots', ROBOT_CONFIGS[task])
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
-    bridge_log = open(log_dir / f'{bag.name}.bridge.log', 'w')
+    bridge_log = log_dir / f'{bag.name}.bridge.log'
     stack = subprocess.Popen(_exe('safemanip') + ['run', '--config', str(robot), '--bag', str(bag), '--no-camera',
                                                   '--reliable-inputs',
                                                   '--ros-args', '-p', 'use_sim_time:=true'],
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    bridge = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', '-p', f'task:={task}', '-p', f'fault:={fault}',
-                                                    '-p', f'seed:={seed}', '-p', f'perception:={perception}',
-                                                    '-p', f'truth_file:={truth_file}', '-p', 'wait_for_subscribers:=2',
-                                                    *[a for kv in bridge_params for a in ('-p', kv)]],
-                              stdout=bridge_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     t0 = time.monotonic()
     try:
-        while bridge.poll() is None:
+        sim.start(['-p', f'task:={task}', '-p', f'fault:={fault}', '-p', f'seed:={seed}',
+                   '-p', f'perception:={perception}', '-p', f'truth_file:={truth_file}',
+                   '-p', 'wait_for_subscribers:=2', *[a for kv in bridge_params for a in ('-p', kv)]], bridge_log)
+        while (code := sim.finished(0.2)) is None:
             if stack.poll() is not None:
                 raise SafemanipError(f'the monitoring stack exited ({stack.returncode}); log: {stack_log.name}')
             if time.monotonic() - t0 > timeout_s:
-                raise SafemanipError(f'episode {bag.name} did not finish in {timeout_s:g} s; logs: {bridge_log.name}')
-            time.sleep(0.2)
-        if bridge.returncode != 0 or not truth_file.exists():
-            raise SafemanipError(f'sim_bridge failed ({bridge.returncode}); log: {bridge_log.name}')
+                raise SafemanipError(f'episode {bag.name} did not finish in {timeout_s:g} s; logs: {bridge_log}')
+        if code != 0 or not truth_file.exists():
+            raise SafemanipError(f'sim_bridge failed ({code}); log: {bridge_log}')
     finally:
-        for proc in (bridge, stack):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-        for proc in (bridge, stack):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        if stack.poll() is None:
+            os.killpg(stack.pid, signal.SIGINT)
+        try:
+            stack.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(stack.pid, signal.SIGKILL)
         stack_log.close()
-        bridge_log.close()
     truth: dict[str, Any] = json.loads(truth_file.read_text())
     if bag.is_dir():
         shutil.copy(truth_file, bag / 'truth.json')
@@ -147,19 +204,21 @@ def run(args: argparse.Namespace) -> int:
          f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')
     rows = []
-    for i, (task, fault, seed) in enumerate(plan):
-        name = f'{task.lower()}_{fault}_{seed:03d}'
-        bag = out / 'bags' / name
-        t0 = time.monotonic()
-        _say(f'[{i + 1}/{len(plan)}] {name}: simulating (about 15 s) ...')
-        truth = _run_episode(task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env, args.perception)
-        violations, actions = _live_events(bag)
-        rows.append((name, truth, violations, actions))
-        holds = [a for a in actions if a['action'] in (2, 3, 4) and a['success']]
-        _say(f'    {truth["frames"]} frames; labelled {[e["event"] for e in truth["events"]] or "nothing"}; '
-             f'live violations {sorted({v["property"] for v in violations}) or "none"}; '
-             f'{len(holds)} hold(s) sent, {len(truth.get("supervisor_holds", []))} obeyed by the arm '
-             f'({time.monotonic() - t0:.0f} s)')
+    with SimServer(env, out / 'logs' / 'sim_bridge.log') as sim:
+        for i, (task, fault, seed) in enumerate(plan):
+            name = f'{task.lower()}_{fault}_{seed:03d}'
+            bag = out / 'bags' / name
+            t0 = time.monotonic()
+            _say(f'[{i + 1}/{len(plan)}] {name}: simulating (about 15 s) ...')
+            truth = _run_episode(sim, task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env,
+                                 args.perception)
+            violations, actions = _live_events(bag)
+            rows.append((name, truth, violations, actions))
+            holds = [a for a in actions if a['action'] in (2, 3, 4) and a['success']]
+            _say(f'    {truth["frames"]} frames; labelled {[e["event"] for e in truth["events"]] or "nothing"}; '
+                 f'live violations {sorted({v["property"] for v in violations}) or "none"}; '
+                 f'{len(holds)} hold(s) sent, {len(truth.get("supervisor_holds", []))} obeyed by the arm '
+                 f'({time.monotonic() - t0:.0f} s)')
     _say('auditing the recorded bags ...')
     audit_lines, audit_rc = [], 0
     for task in sorted({t for t, _, _ in plan}):

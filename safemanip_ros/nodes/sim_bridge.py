@@ -44,9 +44,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 from control_msgs.action import FollowJointTrajectory
@@ -369,8 +374,86 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run one episode and exit when it has finished."""
+    """Run one episode and exit when it has finished; ``sim_bridge --serve``:
+    one episode per request, for as long as requests come (:func:`serve`)."""
+    argv = sys.argv if args is None else args
+    own = argv[1:argv.index('--ros-args')] if '--ros-args' in argv else argv[1:]
+    if own == ['--serve']:
+        return serve(sys.stdin, argv[argv.index('--ros-args') + 1:] if '--ros-args' in argv else [])
+    if own:
+        print(f'sim_bridge: error: unknown arguments {own}; usage: sim_bridge [--serve] [--ros-args ...]',
+              file=sys.stderr)
+        return 2
     return run_node(SimBridgeNode, 'sim_bridge', args, until=lambda n: n.finished)
+
+
+def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
+    """``sim_bridge --serve``: the simulator stays up between episodes, for a
+    harness that runs many of them one after another (``safemanip demo``).
+
+    Each line of ``requests`` is one episode, a JSON object:
+    ``{"ros_args": [...], "log": PATH}`` — the ROS arguments ``sim_bridge``
+    would be started with for it (``-p task:=Lift -p seed:=3 ...``, without
+    ``--ros-args``; after the server's own ``ros_args``, so they win) and the
+    file its output goes to.  The episode runs as
+    ``sim_bridge`` on its own runs it: a new world, in a ROS context of its
+    own (a new DDS participant, as a new process would be), ended when the
+    episode is over.  When it has ended, one JSON line answers on standard
+    output: ``{"exit_code": N}`` (N as ``sim_bridge`` would exit).  What the
+    episodes share is the process: robosuite imported and its kernels
+    compiled once, and MuJoCo's compiled meshes — a new world in a warm
+    process is built several times faster than in a fresh one.  The end of
+    ``requests`` (or SIGINT while idle) ends the server, exit 0; a bug in
+    an episode is answered with exit code 70 and ends it."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), 'w', buffering=1)
+    try:
+        for line in requests:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                if not isinstance(request['ros_args'], list):
+                    raise TypeError('ros_args is not a list')
+                episode_args = [*(ros_args or []), *(str(a) for a in request['ros_args'])]
+                log = Path(request['log'])
+            except (ValueError, KeyError, TypeError) as exc:
+                print(f'sim_bridge --serve: error: a request is {{"ros_args": [...], "log": PATH}}, got '
+                      f'{line.strip()[:200]!r} ({exc})', file=sys.stderr)
+                return 2
+            with _output_to(log):
+                try:
+                    code = run_node(SimBridgeNode, 'sim_bridge', ['sim_bridge', '--ros-args', *episode_args],
+                                    until=lambda n: n.finished, on_exit=lambda n: n.world.close())
+                except Exception:        # a bug: reported in the episode's log, and it ends the server
+                    traceback.print_exc()
+                    code = 70
+            replies.write(json.dumps({'exit_code': code}) + '\n')
+            if code == 70:
+                return 70
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+@contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Standard output and error (the ROS log's console output among them) to
+    ``log`` while inside, at the file-descriptor level."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, 'w') as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
 
 
 __all__ = ['SimBridgeNode']
