@@ -151,6 +151,8 @@ def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
                  f'{[e["event"] for e in truth["events"]] or "nothing"}; live violations {hit or "none"}; gate: '
                  f'{s.decision or "undecided"} ({s.violations} of {s.observations} '
                  f'rollouts violated {LIMIT[0]}) ({time.monotonic() - t0:.0f} s)')
+            if s.decision:       # decided: its state says so before the gate process has exited
+                return
 
 
 def run(args: argparse.Namespace) -> int:
