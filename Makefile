@@ -10,6 +10,11 @@ TEST_WORKERS ?= 4
 DEMO_ARGS ?=
 # DDS discovery stays on this machine unless the caller chose otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+# Python's bytecode cache (__pycache__, ignored by git) is written even where the
+# environment sets PYTHONDONTWRITEBYTECODE: the demo and the suite start hundreds of
+# Python processes, and each compiled every module it imported from source
+# (bench/bench_startup.py).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test bench colcon clean help
 

@@ -29,6 +29,8 @@ from conftest import REPO
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),
     ('bench_sim_server.py', ['== bench_sim_server: Lift episodes, 1 afresh and 2 served', 'afresh per episode (before)',
                              'sim_bridge --serve: first episode', 'less than afresh']),
+    ('bench_startup.py', ['== bench_startup: fresh interpreters', 'command line:', 'live stack:',
+                          'with the bytecode cache', 'without it (before)']),
     ('bench_gate.py', ['false PASS at the limit', 'fixed rule re-checked', 'zero violations pass after',
                        'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise',
                        'identical: True']),
