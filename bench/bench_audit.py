@@ -120,7 +120,7 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
                       robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
     run_audit([str(bags[0])], cfg, out / 'warm')       # suite compiled and cached, as in a long audit
     times = {1: float('inf'), 2: float('inf')}
-    for rep in range(3):        # best of 3, interleaved: these bags take about a second
+    for rep in range(BEST_OF):      # best of 3, interleaved: these bags take about a second
         for workers in times:
             t = time.perf_counter()
             results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}-{rep}', workers=workers)
@@ -133,7 +133,7 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
           f'(joint states, TF, contacts), robosuite_lift.yaml, shipped suites')
     print(f'rosbags read + deserialize only: {t_read:.2f} s ({frames / t_read:,.0f} frames/s)')
     for workers, dt in times.items():
-        print(f'audit (grounded offline, best of 3), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
+        print(f'audit (grounded offline, best of {BEST_OF}), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
               f'{frames / dt / workers:,.0f} per worker), {t_read / dt:.2f}x rosbags\' bare rate; {len(skipped)} '
               f'skipped (target: >= 20,000 frames/s per core)')
     print(f'2 workers: {times[1] / times[2]:.2f}x one worker; {machine}')
@@ -284,6 +284,9 @@ def main() -> int:
     ap.add_argument('--raw-bags', type=Path, help='folder of robosuite Lift bags to reuse or record into')
     ap.add_argument('--raw-only', action='store_true', help='the raw-input section alone')
     args = ap.parse_args()
+    global BEST_OF
+    if args.quick:
+        BEST_OF = 1
     bags, frames = (4, 200) if args.quick else (40, 1200)
     tmp = Path(tempfile.mkdtemp())
     try:
@@ -443,15 +446,20 @@ def _forked_map(work: Callable[[Any], float], jobs: list[Any]) -> list[float]:
         pool.join()
 
 
+BEST_OF = 3
+"""Repeats of the machine line and of the raw-input audits (1 with --quick:
+a smoke run prints every figure once)."""
+
+
 def machine_line() -> str:
     """This machine's throughput with 2 processes at once against 1 (forked,
-    as the audit's workers; best of 3 each), for pure-Python work and for
+    as the audit's workers; best of :data:`BEST_OF` each), for pure-Python work and for
     memory-streaming numpy work: the ceiling of an audit's 2 workers, measured
     now (the machine's speed moves from minute to minute)."""
     parts = []
     for label, work in (('pure Python', _python_work), ('memory-streaming numpy', _streaming_work)):
         one = two = float('inf')
-        for _ in range(3):
+        for _ in range(BEST_OF):
             one = min(one, _forked_map(work, [0])[0])
             two = min(two, max(_forked_map(work, [0, 1])))
         parts.append(f'{label} {2 * one / two:.2f}x')

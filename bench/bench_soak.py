@@ -76,7 +76,7 @@ def main() -> int:
     ap.add_argument('--minutes', type=float, default=60.0)
     ap.add_argument('--instances', type=int, default=1000)
     ap.add_argument('--report-s', type=float, default=30.0)
-    ap.add_argument('--quick', action='store_true', help='15 s, 200 instances (smoke test)')
+    ap.add_argument('--quick', action='store_true', help='9 s, 200 instances (smoke test)')
     ap.add_argument('--realtime', action='store_true', help='the stack with --realtime (SCHED_FIFO)')
     ap.add_argument('--keep', action='store_true', help='keep the bag and logs (deleted at the end by default)')
     ap.add_argument('--no-record', action='store_true',
@@ -86,7 +86,7 @@ def main() -> int:
                                                        'grew most, per hour, rewritten to FILE every minute')
     args = ap.parse_args()
     if args.quick:
-        args.minutes, args.instances, args.report_s = 0.25, 200, 5.0
+        args.minutes, args.instances, args.report_s = 0.15, 200, 3.0
 
     import rclpy
 

@@ -21,7 +21,7 @@ from conftest import REPO
                         "this audit's own ceiling", 'the whole audit on 2 workers', 'as safemanip audit runs it']),
     ('bench_grounding.py', ['## Grounding cost per message', 'one core at 20 Hz']),
     ('bench_live.py', ['touches:', 'hold delay beyond the 1 s tolerance', 'false fail-safe holds', 'RSS']),
-    ('bench_soak.py', ['== bench_soak: 0.25 min at 100 Hz', 'RSS slope over the second half', 'overruns',
+    ('bench_soak.py', ['== bench_soak: 0.15 min at 100 Hz', 'RSS slope over the second half', 'overruns',
                        'bag:', 'stack exit code 0']),
     ('bench_monitor_frame.py', ['== bench_monitor_frame: 200 instances', 'updated in place', 'made anew (before)',
                                 'read directly']),
