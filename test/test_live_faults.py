@@ -195,20 +195,33 @@ def test_input_faults_raise_nothing_and_a_touch_is_still_held(stack):
     _touch_is_held(robot, logs)
 
 
+def _held_for(robot: Robot, source: str) -> SupervisorAction | None:
+    """The supervisor's report that ``source`` holds the arm: its pause; or,
+    where a fail-safe pause for another source came first (a sensor late on
+    a busy machine) and holds the arm already, its alert (a held arm is not
+    paused twice; the operator is told of the new source)."""
+    pauses = robot.holds()
+    named = [a for a in pauses if source in a.reason]
+    if named or not pauses:
+        return named[0] if named else None
+    return next((a for a in robot.actions if a.action == SupervisorAction.ACTION_ALERT and source in a.reason), None)
+
+
 def test_a_killed_grounding_process_holds_the_arm(stack):
     robot, procs, logs = stack
     procs['contact_grounding'].send_signal(signal.SIGKILL)
     # The hold command and the action report travel on two topics: wait for both.
-    assert robot.spin(lambda: any('predicates/contacts' in a.reason for a in robot.holds()) and robot.trajs, 30), \
+    assert robot.spin(lambda: _held_for(robot, 'predicates/contacts') is not None and robot.trajs, 30), \
         ([a.reason for a in robot.actions], logs())
-    hold = next(a for a in robot.holds() if 'predicates/contacts' in a.reason)
-    assert hold.success and 'stale' in hold.reason and robot.trajs, hold.reason
+    hold = _held_for(robot, 'predicates/contacts')
+    assert hold is not None and 'stale' in hold.reason and robot.trajs, hold
+    assert hold.success or hold.action == SupervisorAction.ACTION_ALERT, hold
 
 
 def test_a_killed_monitor_holds_the_arm(stack):
     robot, procs, logs = stack
     procs['monitor'].send_signal(signal.SIGKILL)
-    assert robot.spin(lambda: any('the monitor' in a.reason for a in robot.holds()) and robot.trajs, 30), \
+    assert robot.spin(lambda: _held_for(robot, 'the monitor') is not None and robot.trajs, 30), \
         ([a.reason for a in robot.actions], logs())
     assert robot.trajs and list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
 
