@@ -49,7 +49,8 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
 # The longest files first: `make test` runs them in four workers (pytest-xdist,
 # --dist loadfile), and a two-minute file scheduled last would run alone at the end.
 _LONGEST_FIRST = ('test_demo_canary.py', 'test_demo.py', 'test_colcon_build.py', 'test_bench_smoke.py',
-                  'test_node_fuzz.py')
+                  'test_node_fuzz.py', 'test_sim.py', 'test_audit.py', 'test_live_faults.py',
+                  'test_gate_sequential.py', 'test_bad_input.py', 'test_gate_live.py')
 
 
 def write_policy_traces(root: Path) -> list[Path]:
