@@ -193,6 +193,7 @@ class ObjectTrack:
         self.last_fused: tuple[np.ndarray, np.ndarray, float, float] | None = None
         self.stable: bool | None = None
         self.sliding: bool | None = None
+        self._decided_on = 0        # detections in the fit that last decided (stable, sliding)
         self._means: dict[str, tuple[tuple[float, float, int, bool], tuple[np.ndarray, np.ndarray]]] = {}
 
     def add(self, m: Measurement) -> None:
@@ -364,12 +365,16 @@ class ObjectTrack:
         (with exact poses both are the threshold itself); with no state yet (or after a grasp began or ended) the
         object is stable and not sliding unless shown otherwise.  Unknown
         motion reads unknown and keeps the state for when evidence returns;
-        a fit to fewer than :data:`MIN_SCATTER_SAMPLES` detections keeps it too."""
+        a fit to fewer than :data:`MIN_SCATTER_SAMPLES` detections keeps a
+        state decided on at least that many (not one taken on fewer: the
+        first fits of a track, two or three detections with a wide noise
+        floor, must not hold "stable" for an object already moving)."""
         if not est.known or est.speed_m_s is None or est.angular_rad_s is None or est.horizontal_m_s is None:
             return None, None
         if 0 < est.samples < MIN_SCATTER_SAMPLES and self.config.position_noise_m > 0 and \
-                self.stable is not None and self.sliding is not None:
+                self.stable is not None and self.sliding is not None and self._decided_on >= MIN_SCATTER_SAMPLES:
             return self.stable, self.sliding      # too few detections to change a state on
+        self._decided_on = est.samples
         # Schmitt triggers: a state is left beyond the noise floor, re-entered within half of it.
         fast = est.speed_m_s > linear_m_s + est.speed_floor_m_s or \
             est.angular_rad_s > angular_rad_s + est.angular_floor_rad_s
