@@ -46,7 +46,7 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
                           cwd=cwd)
 
 
-# The longest files first: `make test` runs them in four workers (pytest-xdist,
+# The longest files first: `make test` runs them in five workers (pytest-xdist,
 # --dist loadfile), and a two-minute file scheduled last would run alone at the end.
 _LONGEST_FIRST = ('test_demo_canary.py', 'test_demo.py', 'test_colcon_build.py', 'test_bench_smoke.py',
                   'test_node_fuzz.py', 'test_sim.py', 'test_audit.py', 'test_live_faults.py',
