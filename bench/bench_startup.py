@@ -53,10 +53,9 @@ def _cpu_s(code: str, package_root: Path) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--runs', type=int, default=10)
-    ap.add_argument('--quick', action='store_true', help='1 process each way (smoke test)')
-    args = ap.parse_args()
-    runs = 1 if args.quick else args.runs
+    ap.add_argument('--runs', type=int, default=10, help='fresh interpreters each way (10)')
+    ap.add_argument('--quick', dest='runs', action='store_const', const=1, help='one each way (smoke test)')
+    runs = ap.parse_args().runs
     with tempfile.TemporaryDirectory(prefix='bench_startup-') as tmp:
         ignore = shutil.ignore_patterns('__pycache__')
         cold, warm = Path(tmp) / 'cold', Path(tmp) / 'warm'
