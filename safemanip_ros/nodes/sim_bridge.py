@@ -401,8 +401,8 @@ def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
     episode is over.  When it has ended, one JSON line answers on standard
     output: ``{"exit_code": N}`` (N as ``sim_bridge`` would exit).  What the
     episodes share is the process: robosuite imported and its kernels
-    compiled once, and MuJoCo's compiled meshes — a new world in a warm
-    process is built several times faster than in a fresh one.  The end of
+    compiled once, and MuJoCo's compiled meshes (what that saves:
+    ``bench/bench_sim_server.py``).  The end of
     ``requests`` (or SIGINT while idle) ends the server, exit 0; a bug in
     an episode is answered with exit code 70 and ends it."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), 'w', buffering=1)
