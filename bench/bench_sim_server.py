@@ -17,7 +17,6 @@ speed moves from minute to minute.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -27,14 +26,15 @@ import tempfile
 import time
 from pathlib import Path
 
-BRIDGE = [sys.executable, '-c', 'import sys; from safemanip_ros.nodes.sim_bridge import main; sys.exit(main())']
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from stackproc import proc_stats  # noqa: E402  (beside this script)
+
+from safemanip_ros.cli.demo_physics import SimServer, _exe  # noqa: E402  (the demos' own client of --serve)
+
 STARTS = 'starts'
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process (``/proc/PID/stat``)."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
@@ -53,38 +53,26 @@ def fresh(seed: int, work: Path) -> float:
     """CPU seconds of a new ``sim_bridge`` process up to its episode's start."""
     log = work / f'fresh-{seed}.log'
     with open(log, 'w') as out:
-        proc = subprocess.Popen(BRIDGE + ['--ros-args', *_args(seed, work)], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', *_args(seed, work)], stdout=out,
+                                stderr=subprocess.STDOUT)
         _wait_for(log, STARTS, proc)
-        cpu = _cpu_s(proc.pid)
+        cpu_s, _ = proc_stats(proc.pid)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
-    return cpu
+    return cpu_s
 
 
-class Server:
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.proc = subprocess.Popen(BRIDGE + ['--serve'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(work / 'server.log', 'w'), text=True)
-
-    def episode(self, seed: int) -> float:
-        """CPU seconds the server spends from the request to the episode's start."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        log = self.work / f'served-{seed}.log'
-        before = _cpu_s(self.proc.pid)
-        self.proc.stdin.write(json.dumps({'ros_args': _args(seed, self.work), 'log': str(log)}) + '\n')
-        self.proc.stdin.flush()
-        _wait_for(log, STARTS, self.proc)
-        cpu = _cpu_s(self.proc.pid) - before
-        self.proc.send_signal(signal.SIGINT)        # ends the episode; the server answers and waits for the next
-        reply = json.loads(self.proc.stdout.readline())
-        assert reply == {'exit_code': 0}, reply
-        return cpu
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+def served(server: SimServer, seed: int, work: Path) -> float:
+    """CPU seconds ``server`` spends from the request to the episode's start."""
+    log = work / f'served-{seed}.log'
+    before_s, _ = proc_stats(server.proc.pid)
+    server.start(_args(seed, work), log)
+    _wait_for(log, STARTS, server.proc)
+    cpu_s = proc_stats(server.proc.pid)[0] - before_s
+    server.proc.send_signal(signal.SIGINT)      # ends the episode; the server answers and waits for the next
+    code = server.finished(60.0)
+    assert code == 0, code
+    return cpu_s
 
 
 def main() -> int:
@@ -95,15 +83,12 @@ def main() -> int:
     n = 2 if args.quick else max(2, args.episodes)
     with tempfile.TemporaryDirectory(prefix='bench_sim_server-') as tmp:
         work = Path(tmp)
-        server = Server(work)
-        try:
+        with SimServer(dict(os.environ), work / 'server.log') as server:
             times: dict[str, list[float]] = {'fresh': [], 'served': []}
             for k in range(n):          # interleaved: the same seeds, one way then the other
                 if not (args.quick and k):
                     times['fresh'].append(fresh(100 + k, work))
-                times['served'].append(server.episode(100 + k))
-        finally:
-            server.close()
+                times['served'].append(served(server, 100 + k, work))
     first, later = times['served'][0], times['served'][1:]
     fresh_med = statistics.median(times['fresh'])
     print(f'== bench_sim_server: Lift episodes, {len(times["fresh"])} afresh and {n} served, CPU seconds up to '

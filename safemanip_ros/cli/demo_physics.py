@@ -106,8 +106,9 @@ class SimServer:
         return int(json.loads(line)['exit_code'])
 
     def close(self) -> None:
-        """End the server (it finishes an episode under way first, then sees
-        the end of its requests); SIGINT, then SIGKILL after 30 s."""
+        """End the server: the end of its requests (an idle server exits at
+        once); after 5 s SIGINT (it ends an episode under way), after 30 s
+        more SIGKILL."""
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             try:
