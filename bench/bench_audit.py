@@ -120,7 +120,7 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
                       robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
     run_audit([str(bags[0])], cfg, out / 'warm')       # suite compiled and cached, as in a long audit
     times = {1: float('inf'), 2: float('inf')}
-    for rep in range(BEST_OF):      # best of 3, interleaved: these bags take about a second
+    for rep in range(BEST_OF):      # best of BEST_OF, interleaved: these bags take about a second
         for workers in times:
             t = time.perf_counter()
             results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}-{rep}', workers=workers)
