@@ -6,6 +6,9 @@ configured MonitorNode, beside the way each was done before:
   instance's ``PropertyMetrics`` anew (the way before);
 * the status: the violated count read from the monitor, against a snapshot
   of every count (the way before);
+* a violation event (the soak's frames close up to 250 at once): the
+  instance's message updated in place, against making it anew (the way
+  before), both published;
 * the verdicts (every instance, and only those that changed), diagnostics
   and one ``Monitor.step`` for scale.
 
@@ -50,10 +53,12 @@ def main() -> int:
 
     import numpy as np
     import rclpy
+    from diagnostic_msgs.msg import KeyValue
     from rclpy.parameter import Parameter
 
-    from safemanip_ros.msg import PropertyMetrics, VerdictArray
-    from safemanip_ros.nodes.monitor_node import MonitorNode
+    from safemanip_ros.msg import PropertyMetrics, VerdictArray, ViolationEvent
+    from safemanip_ros.nodes.conversions import time_from_ns
+    from safemanip_ros.nodes.monitor_node import SEVERITY, MonitorNode
 
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / 'suite.yaml'
@@ -82,7 +87,7 @@ def main() -> int:
         if full:
             node._verdict_codes = None
         out = VerdictArray(frame=1, episode_id='bench')
-        out.verdicts, _ = node._verdicts(1, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], 0)
+        out.verdicts = node._verdicts(1, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], 0)
         node._pub_verdicts.publish(out)
 
     full_ms = _median_ms(lambda: verdicts(True), 200)
@@ -99,6 +104,19 @@ def main() -> int:
                           for d, i in enumerate(mon.instances)]
         node._pub_metrics.publish(msg)
 
+    def event_anew() -> None:        # the way before: the message made for each event
+        inst = mon.instances[0]
+        msg = ViolationEvent(event=ViolationEvent.EVENT_CLOSED, property=inst.property, instance=inst.instance,
+                             category=inst.category, severity=SEVERITY[inst.severity], episode_id='bench',
+                             start_frame=1, end_frame=1, recovered=True, count=1)
+        msg.binding = [KeyValue(key=k, value=v) for k, v in inst.binding]
+        msg.header.stamp = time_from_ns(10**9)
+        msg.start_stamp = time_from_ns(10**9)
+        msg.end_stamp = time_from_ns(10**9)
+        node._pub_events.publish(msg)
+
+    event_ms = _median_ms(lambda: node._publish_event(ViolationEvent.EVENT_CLOSED, 0, 1, 1, True, 10**9), 400)
+    event_anew_ms = _median_ms(event_anew, 400)
     metrics_ms = _median_ms(lambda: node._publish_metrics(None, 0), 50)
     metrics_anew_ms = _median_ms(metrics_anew, 50)
     status_ms = _median_ms(lambda: node._publish_status(0), 50)
@@ -110,6 +128,8 @@ def main() -> int:
           f'{delta_ms:.3f} ms; diagnostics {diag_ms:.3f} ms')
     print(f'running metrics: updated in place {metrics_ms:.3f} ms, made anew (before) {metrics_anew_ms:.3f} ms '
           f'({metrics_anew_ms / metrics_ms:.1f}x)')
+    print(f'violation event, published: updated in place {event_ms * 1e3:.1f} us, made anew (before) '
+          f'{event_anew_ms * 1e3:.1f} us ({event_anew_ms / event_ms:.1f}x)')
     print(f'status {status_ms:.3f} ms; its violated count read directly {direct_count_ms:.4f} ms, from a snapshot '
           f'(before) {snapshot_count_ms:.4f} ms ({snapshot_count_ms / direct_count_ms:.1f}x)')
     node.destroy_node()

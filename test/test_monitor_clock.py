@@ -3,6 +3,7 @@ keeps and the audit replays, checked without a node."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from safemanip_ros.monitor.clock import (
     frame_grid,
     period_ns_of,
 )
+from safemanip_ros.monitor.periodic import PeriodicSchedule
 
 P = 50_000_000     # 20 Hz
 
@@ -120,3 +122,71 @@ def test_arming_times_out_and_names_what_it_waited_for():
     assert arming.check(7.0, topics, set(topics)) and arming.timed_out_waiting == ['b']
     never = Arming(timeout_s=0.0)
     assert not never.check(0.0, topics, set(topics)) and not never.check(1e9, topics, set(topics))
+
+
+# ----------------------------------------------------------- periodic messages
+def test_periodic_messages_go_out_in_a_frame_with_room_for_them():
+    sched = PeriodicSchedule(1.0, budget=0.7, max_wait=0.25)
+    frame = 0.010
+    assert sched.publish_now(0.0, 0.002, frame)            # due at once, and room
+    sched.published(0.0, cost_s=0.004)
+    assert not sched.due(0.99) and not sched.publish_now(0.99, 0.0, frame)
+    # Due at 1.0: a frame that already worked 5 ms has no room for 4 ms more (7 ms budget) ...
+    assert sched.due(1.0) and not sched.publish_now(1.0, 0.005, frame)
+    # ... the next frame, lighter, has.
+    assert sched.publish_now(1.01, 0.002, frame)
+    sched.published(1.01, cost_s=0.004)
+    assert sched.due(2.0)          # one period after they were due, not after they went out: no drift
+
+
+def test_periodic_messages_never_published_are_taken_to_need_half_the_budget():
+    # The three of a monitor are all due on its first frame: not all in that one frame.
+    first, second = PeriodicSchedule(1.0), PeriodicSchedule(1.0)
+    assert first.publish_now(0.0, 0.002, 0.010)            # 2 ms + 3.5 ms <= 7 ms
+    first.published(0.0, cost_s=0.003)
+    assert not second.publish_now(0.0, 0.005, 0.010)       # 5 ms + 3.5 ms > 7 ms: the next frame
+    assert second.publish_now(0.01, 0.002, 0.010)
+
+
+def test_periodic_messages_wait_at_most_max_wait_of_their_period():
+    sched = PeriodicSchedule(1.0, budget=0.7, max_wait=0.25)
+    sched.published(0.0, cost_s=0.009)          # costly: never fits beside a frame's work at 10 ms
+    t = 1.0
+    while not sched.publish_now(t, 0.001, 0.010):
+        t += 0.010
+    assert 1.25 <= t < 1.26                       # the heartbeat is late by max_wait at most
+    sched.published(t, cost_s=0.001)
+    assert not sched.due(1.99) and sched.due(2.0)
+
+
+def test_a_stalled_monitor_does_not_publish_a_burst_of_periodic_messages():
+    sched = PeriodicSchedule(0.5)
+    sched.published(0.0, cost_s=0.0)
+    assert sched.publish_now(3.2, 0.0, 0.05)      # six periods missed
+    sched.published(3.2, cost_s=0.0)
+    assert not sched.due(3.69) and sched.due(3.7)
+    sched.restart()
+    assert sched.due(3.71)
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 0.02), st.floats(0.0, 0.02)), min_size=1, max_size=400))
+@settings(max_examples=60, deadline=None)
+def test_periodic_messages_never_later_than_max_wait_nor_in_bursts(frames):
+    """Whatever each frame's load and the messages' cost: due every period
+    from the first, each goes out within max_wait of its due time (plus the
+    frame it falls in), so two are never closer than (1 - max_wait) periods."""
+    sched, period_s, frame_s, t, sent = PeriodicSchedule(0.2, max_wait=0.25), 0.2, 0.01, 0.0, []
+    for used_s, cost_s in frames:
+        if sched.publish_now(t, used_s, frame_s):
+            sched.published(t, cost_s)
+            sent.append(t)
+        t += frame_s
+    for k, when in enumerate(sent):
+        assert k * period_s - 1e-9 <= when <= k * period_s + 0.25 * period_s + frame_s + 1e-9
+    assert len(sent) >= int((t - 0.25 * period_s - frame_s) / period_s)    # none skipped
+
+
+def test_periodic_schedule_rejects_nonsense():
+    for kwargs in ({'period_s': 0.0}, {'period_s': 1.0, 'budget': 0.0}, {'period_s': 1.0, 'max_wait': 1.0}):
+        with pytest.raises(ValueError):
+            PeriodicSchedule(**kwargs)

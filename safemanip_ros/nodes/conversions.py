@@ -17,6 +17,11 @@ def time_from_ns(stamp_ns: int) -> Time:
     return Time(sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S))
 
 
+def set_time_ns(stamp: Time, stamp_ns: int) -> None:
+    """Set ``stamp`` (a message's field, in place) to ``stamp_ns``."""
+    stamp.sec, stamp.nanosec = int(stamp_ns // NS_PER_S), int(stamp_ns % NS_PER_S)
+
+
 def ns_from_time(stamp: Time) -> int:
     return stamp_ns(stamp)
 
