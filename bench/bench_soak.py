@@ -14,6 +14,12 @@ run, MiB per hour), the overruns, and the bag's growth per hour.  Targets
 (issue: fail closed, soak): RSS flat, no frame overruns, bag rotation
 bounded (split files and bytes grow linearly with time, none left open).
 
+Beside the stack runs ``stallprobe.py`` (a thread on each CPU that only
+sleeps 1 ms at a time, at a real-time priority above the stack's): each
+overrun the monitor logs is matched with the stalls of the machine the probe
+saw, so the overruns the stack caused are told from those no program on this
+machine could avoid.
+
     python bench/bench_soak.py                      # 60 minutes
     python bench/bench_soak.py --minutes 3          # a short look
     python bench/bench_soak.py --realtime           # the stack under SCHED_FIFO
@@ -22,8 +28,11 @@ bounded (split files and bytes grow linearly with time, none left open).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
+from stallprobe import coinciding  # noqa: E402
 
 RATE_HZ = 100.0
 TOUCHED = ('shelf', 'table', 'mug', 'microwave')
@@ -69,6 +79,29 @@ def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
     if len(t) < 2:
         return float('nan')
     return float(np.polyfit(t / 3600.0, y, 1)[0])
+
+
+# rclpy's console format: [SEVERITY] [unix time] [node]: message
+_OVERRUN_LINE = re.compile(r'^\[WARN\] \[(\d+\.\d+)\] \[monitor\]: frame overrun: (.*)$')
+
+
+def _attribute_overruns(work: Path, overruns: int) -> None:
+    """The monitor's overrun lines (one a second at most) against the stalls of the machine."""
+    lines = [m for m in map(_OVERRUN_LINE.match, (work / 'stack.log').read_text().splitlines()) if m]
+    probe = json.loads((work / 'stalls.json').read_text()) if (work / 'stalls.json').exists() else None
+    if probe is None:
+        print('stall probe: no result')
+        return
+    stalls = probe['stalls']
+    longest = max((late for _, late, _ in stalls), default=0.0)
+    print(f'machine: {len(stalls)} stalls over 5 ms in {probe["wakeups"]} wake-ups of the stall probe on '
+          f'{probe["cpus"]} CPUs ({sum(late > 10 for _, late, _ in stalls)} over 10 ms, longest {longest:.1f} ms)')
+    matched = coinciding([float(m.group(1)) for m in lines], stalls, slack_s=2.0 / RATE_HZ)
+    print(f'overruns {overruns}: {len(lines)} logged moments (one line a second at most), {matched} of them '
+          f'during a stall of the machine or within two frame periods after it, {len(lines) - matched} '
+          f'not (the stack\'s own: target 0)')
+    for m in lines:
+        print(f'  {m.group(1)}  {m.group(2)}')
 
 
 def main() -> int:
@@ -124,6 +157,7 @@ def main() -> int:
         ticks[0] += 1
 
     samples: list[tuple[float, float, float]] = []      # (t_s, rss MiB, cpu s)
+    probe: subprocess.Popen[bytes] | None = None
     try:
         deadline = time.monotonic() + 120
         while not (status and status[-1].state == 'active'):
@@ -132,6 +166,8 @@ def main() -> int:
             if time.monotonic() > deadline or stack.poll() is not None:
                 print('the stack did not come up; log:\n' + (work / 'stack.log').read_text()[-3000:])
                 return 1
+        probe = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / 'stallprobe.py'),
+                                  str(work / 'stalls.json')])
         t0 = time.monotonic()
         next_tick, next_report = t0, t0
         print(f'== bench_soak: {args.minutes:g} min at {RATE_HZ:g} Hz, {status[-1].instances} property instances, '
@@ -157,12 +193,16 @@ def main() -> int:
         elapsed_s = time.monotonic() - t0
     finally:
         stop_stack(node, stack, timeout_s=60)
+        if probe is not None:
+            probe.send_signal(signal.SIGINT)
+            probe.wait(timeout=30)
     s = status[-1]
     files, mib = _bag(bag)
     print(f'RSS slope over the second half: {_slope_per_hour([t for t, _, _ in samples], [r for _, r, _ in samples]):+.1f} '
           f'MiB/h (target: flat); RSS {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MiB')
     print(f'frames {s.frames} ({s.frames / elapsed_s:.1f}/s), overruns {s.overruns} (target 0), longest frame '
           f'{s.max_frame_time_s * 1e3:.1f} ms of {1e3 / RATE_HZ:.0f}')
+    _attribute_overruns(work, s.overruns)
     print(f'bag: {files} files, {mib:.0f} MiB ({mib / elapsed_s * 3600:.0f} MiB/h, {files / elapsed_s * 3600:.0f} '
           f'files/h); stack exit code {stack.returncode} (0: every split listed)')
     if args.keep:
