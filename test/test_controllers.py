@@ -29,6 +29,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from safemanip_ros.msg import SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import time_from_ns
 from safemanip_ros.nodes.qos import RELIABLE
+from safemanip_ros.nodes.runner import spin_until_shutdown
 
 pytestmark = pytest.mark.ros
 SPEED_RAD_S = 0.3
@@ -103,18 +104,21 @@ def ros():
         ex = MultiThreadedExecutor(num_threads=4, context=ctx)
         ex.add_node(sup)
         ex.add_node(node)
-        made.update(sup=sup, node=node, ex=ex)
-        thread = threading.Thread(target=ex.spin, daemon=True)
+        stop = threading.Event()
+        made.update(sup=sup, node=node, ex=ex, stop=stop)
+        thread = threading.Thread(target=spin_until_shutdown, args=(ex, stop), daemon=True)
         made['thread'] = thread
         return sup, node, thread
 
     yield start
     if made:
-        # The spinning thread ends before the nodes go (destroyed under it, an action client raised in
-        # that thread).  rclpy's executor shutdown itself can still race the thread's last wait: a warning.
-        made['ex'].shutdown(timeout_sec=5)
+        # The spinning thread ends before the executor and the nodes go: destroyed under it, an action
+        # client raised in that thread, and rclpy's executor shutdown raced its last wait (a guard
+        # condition destroyed while the thread triggered it).
+        made['stop'].set()
         if made['thread'].ident is not None:
             made['thread'].join(timeout=10)
+        made['ex'].shutdown(timeout_sec=5)
         made['sup'].destroy_node()
         made['node'].destroy_node()
         rclpy.try_shutdown(context=ctx)
