@@ -306,9 +306,16 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
         stop.set()
         worker.join(timeout=5)
         assert monitor._phase.shifts >= 1, monitor._phase
-        # The last 20 frames: how long after the newest published message each one came.
-        lags = sorted((t - max(p for p in published_ns if p <= t)) * 1e-6 for t in ticks_ns[-20:])
-        assert lags[10] < 20, lags
+
+        def lags_ms(ticks: list[int]) -> list[float]:
+            """How long after the newest published message each frame came."""
+            return sorted((t - max(p for p in published_ns if p <= t)) * 1e-6 for t in ticks)
+        # Frames 6-20 come before any shift (the lock needs 20 frames of steady evidence after the robot
+        # phased at the third): ~35 ms late.  The last 20 frames come ~10 ms after: the medians at least
+        # half of those 25 ms apart, compared with each other under the same load (a busy machine delays
+        # both), not with a wall-clock figure.
+        before, after = lags_ms(ticks_ns[5:20]), lags_ms(ticks_ns[-20:])
+        assert after[10] <= before[7] - 12.5, (before, after)
     finally:
         stop.set()
         source.destroy_node()

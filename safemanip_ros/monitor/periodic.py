@@ -10,11 +10,10 @@ violations closing at once — the two together overran the frame period.
 A :class:`PeriodicSchedule` (one per message) therefore lets a message
 wait, once due, for a frame that leaves room for it: the frame's work so far
 plus what the message cost the last time within ``budget`` of the frame
-period.  They never wait longer than
-``max_wait`` of their own period (then they go out whatever the frame's
-load: the status is the monitor's heartbeat), and the schedule does not
-drift: the next is due one period after this one was due, not after it
-went out.
+period.  It never waits longer than ``max_wait`` of its own period (then it
+goes out whatever the frame's load: the status is the monitor's heartbeat),
+and the schedule does not drift: the next is due one period after this one
+was due, not after it went out.
 
 Pure and deterministic: seconds on any monotonic clock, given by the caller.
 """
@@ -45,15 +44,15 @@ class PeriodicSchedule:
             raise ValueError(f'max_wait {self.max_wait}: expected a share of the period in [0, 1)')
 
     def due(self, now_s: float) -> bool:
-        """Whether the messages are due at ``now_s``."""
+        """Whether the message is due at ``now_s``."""
         return self._due_s is None or now_s >= self._due_s
 
     def publish_now(self, now_s: float, used_s: float, frame_period_s: float) -> bool:
         """Whether a frame that started at ``now_s`` and has worked ``used_s``
-        so far publishes them: due, and either room for them in the frame
-        (``used_s + cost_s <= budget * frame_period_s``; never published yet,
-        they are taken to need half the budget) or waited ``max_wait``
-        already."""
+        so far publishes the message: due, and either room for it in the
+        frame (``used_s + cost_s <= budget * frame_period_s``; never
+        published yet, it is taken to need half the budget) or waited
+        ``max_wait`` already."""
         if not self.due(now_s):
             return False
         if self._due_s is None:
@@ -64,13 +63,9 @@ class PeriodicSchedule:
         return now_s - self._due_s >= self.max_wait * self.period_s
 
     def published(self, now_s: float, cost_s: float) -> None:
-        """They went out at ``now_s`` and took ``cost_s``: the next are due one
-        period after these were (one period after ``now_s`` when they were
+        """It went out at ``now_s`` and took ``cost_s``: the next is due one
+        period after this one was (one period after ``now_s`` when it was
         more than a period late: a stalled monitor does not publish a burst)."""
         self.cost_s = cost_s
         due = now_s if self._due_s is None else self._due_s
         self._due_s = due + self.period_s if now_s - due < self.period_s else now_s + self.period_s
-
-    def restart(self) -> None:
-        """Due now (a new episode, a new configuration)."""
-        self._due_s = None

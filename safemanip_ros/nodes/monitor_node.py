@@ -112,10 +112,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
-        # Per instance, its Verdict and running PropertyMetrics message, made when the monitor is built and
-        # updated in place each frame (made in the frame, a thousand of them overran it).
+        # Per instance, its Verdict, running PropertyMetrics and ViolationEvent message, made when the
+        # monitor is built and updated in place each frame (made in the frame, a thousand of them overran it).
         self._verdict_msgs: list[Verdict] = []
         self._metrics_msgs: list[PropertyMetrics] = []
+        self._event_msgs: list[ViolationEvent] = []
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
@@ -416,8 +417,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                   now_ns: int) -> list[Verdict]:
         """This frame's Verdict messages: every instance when a full set is due
         (an episode's first frame, new instances, ``verdicts_full_period_s``
-        passed, or that period 0), else those whose verdict, mode or recovery verdict changed since they were
-        last published.  The messages are made with the monitor and updated
+        passed, or that period 0), else those whose verdict, mode or recovery
+        verdict changed since they were last published.  The messages are made with the monitor and updated
         in place: building a thousand (two strings each) a frame cost 2.9 ms
         of a 10 ms period at 100 Hz."""
         rec = np.where(violated, rec, Verdict.VERDICT_PRESUMABLY_FALSE)
