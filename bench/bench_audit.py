@@ -98,7 +98,7 @@ def raw_input_bags(root: Path, episodes: int) -> list[Path]:
     return record(episode_plan(episodes, 4000, ('Lift',)), root, progress=lambda line: None)
 
 
-def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> None:
+def raw_throughput(root: Path, episodes: int, out: Path, best_of: int, copies: int = 4) -> None:
     """The raw-input audit of ``episodes`` recorded Lift episodes, each
     audited ``copies`` times (as copies under other names: recording costs
     about 4 s an episode, and an audit of a dozen short bags would weigh a
@@ -120,20 +120,20 @@ def raw_throughput(root: Path, episodes: int, out: Path, copies: int = 4) -> Non
                       robot_config=str(config_path('robots', 'robosuite_lift.yaml')))
     run_audit([str(bags[0])], cfg, out / 'warm')       # suite compiled and cached, as in a long audit
     times = {1: float('inf'), 2: float('inf')}
-    for rep in range(BEST_OF):      # best of BEST_OF, interleaved: these bags take about a second
+    for rep in range(best_of):      # interleaved: these bags take about a second
         for workers in times:
             t = time.perf_counter()
             results, skipped = run_audit([str(b) for b in bags], cfg, out / f'audit{workers}-{rep}', workers=workers)
             times[workers] = min(times[workers], time.perf_counter() - t)
     frames = sum(e['frames'] for r in results for e in r['episodes'])
     grounding = grounding_only(recorded, cfg)
-    machine = machine_line()
+    machine = machine_line(best_of)
     print(f'\n## Raw-input audit: {len(bags)} robosuite Lift bags ({len(recorded)} episodes recorded in '
           f'{t_record:.0f} s, each audited {copies} times under other names), {frames} frames, {n_msgs} messages '
           f'(joint states, TF, contacts), robosuite_lift.yaml, shipped suites')
     print(f'rosbags read + deserialize only: {t_read:.2f} s ({frames / t_read:,.0f} frames/s)')
     for workers, dt in times.items():
-        print(f'audit (grounded offline, best of {BEST_OF}), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
+        print(f'audit (grounded offline, best of {best_of}), {workers} worker(s): {dt:.2f} s ({frames / dt:,.0f} frames/s, '
               f'{frames / dt / workers:,.0f} per worker), {t_read / dt:.2f}x rosbags\' bare rate; {len(skipped)} '
               f'skipped (target: >= 20,000 frames/s per core)')
     print(f'2 workers: {times[1] / times[2]:.2f}x one worker; {machine}')
@@ -269,7 +269,7 @@ def fleet_scaling(root: Path, cfg: AuditConfig, per_length: int, copies: int, re
           f'alone: {ceiling:.2f}x (alone {statistics.median(alone):.2f} s, both {statistics.median(pair):.2f} s). '
           f'2 workers reach {one / median["2 workers"] / ceiling:.0%} of it'
           + (f', Ray {one / median["Ray, 2 workers"] / ceiling:.0%}' if ray_too else '')
-          + f'; {machine_line()}')
+          + f'; {machine_line(repeats)}')
     # The same comparison in wall time: the halves at once are the least this machine can take for
     # the whole audit on two processes (the ratio above also carries the fork's cost into `alone`).
     both = statistics.median(pair)
@@ -284,14 +284,12 @@ def main() -> int:
     ap.add_argument('--raw-bags', type=Path, help='folder of robosuite Lift bags to reuse or record into')
     ap.add_argument('--raw-only', action='store_true', help='the raw-input section alone')
     args = ap.parse_args()
-    global BEST_OF
-    if args.quick:
-        BEST_OF = 1
+    best_of = 1 if args.quick else 3       # the machine line and the raw-input audits
     bags, frames = (4, 200) if args.quick else (40, 1200)
     tmp = Path(tempfile.mkdtemp())
     try:
         if args.raw_only:
-            raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
+            raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit', best_of)
             return 0
         inputs = make_bags(tmp / 'bags', bags, frames)
         t = time.perf_counter()
@@ -310,10 +308,10 @@ def main() -> int:
         _, medians = audit_lines(inputs, cfg, tmp, [('local', 1, 'again, warm'), ('local', 2, '')], n, t_read,
                                  repeat)
         warm_s = medians['local', 1]
-        print(f'2 workers: {warm_s / medians["local", 2]:.2f}x one warm worker; {machine_line()}')
+        print(f'2 workers: {warm_s / medians["local", 2]:.2f}x one warm worker; {machine_line(best_of)}')
         report_time(results, tmp / 'report', 100 if args.quick else 1000)
         fixed_costs(inputs, warm_s, tmp, 20 if args.quick else 200, 1 if args.quick else 3)
-        raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit')
+        raw_throughput(args.raw_bags or tmp / 'raw', 1 if args.quick else 12, tmp / 'raw_audit', best_of)
         if args.quick:
             fleet_scaling(tmp / 'fleet', cfg, 1, 2, 1, ray_too=False)
         else:      # last: Ray's processes outlive ray.shutdown() for a while
@@ -327,7 +325,7 @@ def main() -> int:
                   f'{time.perf_counter() - t:.1f} s, not counted)')
             _, medians = audit_lines(inputs, cfg, tmp / 'ray', [('ray', 2, ''), ('local', 1, 'warm')], n, t_read, 5)
             print(f'Ray, 2 workers: {medians["local", 1] / medians["ray", 2]:.2f}x one warm local worker; '
-                  f'{machine_line()}')
+                  f'{machine_line(best_of)}')
             fleet_scaling(tmp / 'fleet', cfg, 2, 16, 3, ray_too=True)
             ray.shutdown()
     finally:
@@ -446,20 +444,15 @@ def _forked_map(work: Callable[[Any], float], jobs: list[Any]) -> list[float]:
         pool.join()
 
 
-BEST_OF = 3
-"""Repeats of the machine line and of the raw-input audits (1 with --quick:
-a smoke run prints every figure once)."""
-
-
-def machine_line() -> str:
+def machine_line(best_of: int) -> str:
     """This machine's throughput with 2 processes at once against 1 (forked,
-    as the audit's workers; best of :data:`BEST_OF` each), for pure-Python work and for
+    as the audit's workers; best of ``best_of`` each), for pure-Python work and for
     memory-streaming numpy work: the ceiling of an audit's 2 workers, measured
     now (the machine's speed moves from minute to minute)."""
     parts = []
     for label, work in (('pure Python', _python_work), ('memory-streaming numpy', _streaming_work)):
         one = two = float('inf')
-        for _ in range(BEST_OF):
+        for _ in range(best_of):
             one = min(one, _forked_map(work, [0])[0])
             two = min(two, max(_forked_map(work, [0, 1])))
         parts.append(f'{label} {2 * one / two:.2f}x')

@@ -395,14 +395,13 @@ def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
     ``{"ros_args": [...], "log": PATH}`` — the ROS arguments ``sim_bridge``
     would be started with for it (``-p task:=Lift -p seed:=3 ...``, without
     ``--ros-args``; after the server's own ``ros_args``, so they win) and the
-    file its output goes to.  The episode runs as
-    ``sim_bridge`` on its own runs it: a new world, in a ROS context of its
-    own (a new DDS participant, as a new process would be), ended when the
-    episode is over.  When it has ended, one JSON line answers on standard
-    output: ``{"exit_code": N}`` (N as ``sim_bridge`` would exit).  What the
-    episodes share is the process: robosuite imported and its kernels
-    compiled once, and MuJoCo's compiled meshes (what that saves:
-    ``bench/bench_sim_server.py``).  The end of
+    file its output goes to.  The episode runs as ``sim_bridge`` alone runs
+    it: a new world, in a ROS context of its own (a new DDS participant, as
+    a new process would be), ended when the episode is over.  When it has
+    ended, one JSON line answers on standard output: ``{"exit_code": N}`` (N
+    as ``sim_bridge`` would exit).  What the episodes share is the process:
+    robosuite imported and its kernels compiled once, and MuJoCo's compiled
+    meshes (what that saves: ``bench/bench_sim_server.py``).  The end of
     ``requests`` (or SIGINT while idle) ends the server, exit 0; a bug in
     an episode is answered with exit code 70 and ends it."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), 'w', buffering=1)
