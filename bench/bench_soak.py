@@ -2,14 +2,14 @@
 instances and recording on, beside a scripted robot over DDS.
 
 ``safemanip run --config panda_demo.yaml --properties <generated suite>
---ros-args -p rate_hz:=100.0`` in one process (grounding, monitor,
-supervisor off, recorder); this script publishes joint states, TF and
+--ros-args -p rate_hz:=100.0`` (grounding and monitor in one process,
+supervisor off, the recorder in a process of its own); this script publishes joint states, TF and
 contacts at 100 Hz, touching the shelf, the table and the mug in turn so the
 properties trigger, violate and recover all the time.
 
-Prints every ``--report-s``: the stack's RSS, its CPU share, the monitor's
+Prints every ``--report-s``: the stack's and the recorder's RSS and CPU share, the monitor's
 frames and overruns (from its ``status``), and the bag's split files and
-size; at the end the RSS slope (least squares over the second half of the
+size; at the end the RSS slopes (least squares over the second half of the
 run, MiB per hour), the overruns, and the bag's growth per hour.  Targets
 (issue: fail closed, soak): RSS flat, no frame overruns, bag rotation
 bounded (split files and bytes grow linearly with time, none left open).
@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
-from stackproc import proc_stats, stop_stack  # noqa: E402  (beside this script)
+from stackproc import children, proc_stats, stop_stack  # noqa: E402  (beside this script)
 from stallprobe import coinciding  # noqa: E402
 
 RATE_HZ = 100.0
@@ -156,7 +156,7 @@ def main() -> int:
         robot.publish()
         ticks[0] += 1
 
-    samples: list[tuple[float, float, float]] = []      # (t_s, rss MiB, cpu s)
+    samples: list[tuple[float, float, float, float, float]] = []   # (t_s, rss MiB, cpu s) of stack, recorder
     probe: subprocess.Popen[bytes] | None = None
     try:
         deadline = time.monotonic() + 120
@@ -168,6 +168,7 @@ def main() -> int:
                 return 1
         probe = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / 'stallprobe.py'),
                                   str(work / 'stalls.json')])
+        recorder = children(stack.pid)[:1]
         t0 = time.monotonic()
         next_tick, next_report = t0, t0
         print(f'== bench_soak: {args.minutes:g} min at {RATE_HZ:g} Hz, {status[-1].instances} property instances, '
@@ -181,11 +182,14 @@ def main() -> int:
                 next_tick = max(next_tick + period, now)
             if now >= next_report:
                 cpu_s, rss = proc_stats(stack.pid)
-                samples.append((now - t0, rss, cpu_s))
+                rec_cpu_s, rec_rss = proc_stats(recorder[0]) if recorder else (0.0, 0.0)
+                samples.append((now - t0, rss, cpu_s, rec_rss, rec_cpu_s))
                 files, mib = _bag(bag)
                 s = status[-1]
                 cpu_share = ((cpu_s - samples[0][2]) / (now - t0) * 100) if now > t0 else 0.0
-                print(f'  {(now - t0) / 60:5.1f} min  RSS {rss:6.1f} MiB  CPU {cpu_share:4.0f} %  frames {s.frames}  '
+                rec_share = ((rec_cpu_s - samples[0][4]) / (now - t0) * 100) if now > t0 else 0.0
+                print(f'  {(now - t0) / 60:5.1f} min  RSS {rss:6.1f} MiB  CPU {cpu_share:4.0f} %  '
+                      f'recorder RSS {rec_rss:5.1f} MiB CPU {rec_share:3.0f} %  frames {s.frames}  '
                       f'overruns {s.overruns}  max frame {s.max_frame_time_s * 1e3:.1f} ms  violated {s.violated}  '
                       f'bag {files} files {mib:.1f} MiB', flush=True)
                 next_report += args.report_s
@@ -198,8 +202,13 @@ def main() -> int:
             probe.wait(timeout=30)
     s = status[-1]
     files, mib = _bag(bag)
-    print(f'RSS slope over the second half: {_slope_per_hour([t for t, _, _ in samples], [r for _, r, _ in samples]):+.1f} '
+    times = [sample[0] for sample in samples]
+    print(f'RSS slope over the second half: {_slope_per_hour(times, [sample[1] for sample in samples]):+.1f} '
           f'MiB/h (target: flat); RSS {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MiB')
+    if not args.no_record:
+        print(f'recorder RSS slope over the second half: '
+              f'{_slope_per_hour(times, [sample[3] for sample in samples]):+.1f} MiB/h (target: flat); RSS '
+              f'{samples[0][3]:.0f} -> {samples[-1][3]:.0f} MiB')
     print(f'frames {s.frames} ({s.frames / elapsed_s:.1f}/s), overruns {s.overruns} (target 0), longest frame '
           f'{s.max_frame_time_s * 1e3:.1f} ms of {1e3 / RATE_HZ:.0f}')
     _attribute_overruns(work, s.overruns)

@@ -22,6 +22,15 @@ def proc_stats(pid: int) -> tuple[float, float]:
     return cpu_s, rss_mib
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started and that still run (``safemanip run``'s recorder)."""
+    try:
+        with open(f'/proc/{pid}/task/{pid}/children') as fh:
+            return [int(c) for c in fh.read().split()]
+    except OSError:
+        return []
+
+
 def stop_stack(node, stack: subprocess.Popen, timeout_s: float = 30.0) -> None:
     """Take this script's node down, then SIGINT the stack and wait (kill past ``timeout_s``)."""
     import rclpy

@@ -1,6 +1,6 @@
 """``safemanip run --realtime``: the control path under SCHED_FIFO where the
-machine permits it (the DDS and executor threads inherit it, the bag writer
-goes back to normal scheduling), one warning and a running stack where it
+machine permits it (the DDS and executor threads inherit it; the recorder,
+a process of its own, keeps normal scheduling), one warning and a running stack where it
 does not, and bad priorities refused with one line."""
 
 from __future__ import annotations
@@ -55,8 +55,12 @@ def test_the_control_path_runs_fifo_and_the_bag_writer_does_not(tmp_path):
         threads = thread_policies(proc.pid)
         main = next(v for k, v in threads.items() if k.endswith(f':{proc.pid}'))
         assert main == (os.SCHED_FIFO, 20), threads
-        recorder = {k: v for k, v in threads.items() if k.startswith('recorder')}
-        assert recorder and all(policy == os.SCHED_OTHER for policy, _ in recorder.values()), threads
+        # The recorder is a process of its own, started before --realtime took effect: every thread of it,
+        # the bag writer's among them, runs under normal scheduling.
+        children = [int(c) for c in Path(f'/proc/{proc.pid}/task/{proc.pid}/children').read_text().split()]
+        assert len(children) == 1, children
+        recorder = thread_policies(children[0])
+        assert len(recorder) >= 3 and all(policy == os.SCHED_OTHER for policy, _ in recorder.values()), recorder
         # Every thread ROS started inherited it: Fast DDS's (named dds.*) and our executors' and the
         # supervisor's (Python threads, named after the process). A thread started at import time, before
         # --realtime took effect (OpenBLAS's worker), keeps normal scheduling: it is not on the control path.

@@ -1,13 +1,16 @@
 """``safemanip run --config ROBOT.yaml``: the whole monitoring stack in one
 process (as a ROS 2 component container would), for machines without
 ``ros2 launch``: the four grounding nodes, the monitor and the supervisor,
-all configured and activated, talking over real DDS with any other process.
+all configured and activated, talking over real DDS with any other process;
+the recorder beside it in a process of its own (as ``ros2 bag record``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from typing import Any
 
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE, settle_heap
@@ -58,32 +61,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('--realtime', nargs='?', type=int, const=DEFAULT_PRIORITY, metavar='PRIORITY',
                    help=f'run the control path (DDS, grounding, monitor, supervisor) under SCHED_FIFO at this '
                         f'priority ({PRIORITY_RANGE[0]}-{PRIORITY_RANGE[1]}, default {DEFAULT_PRIORITY}) with memory '
-                        f'locked, where permitted (else one warning); the bag writer stays at normal priority')
+                        f'locked, where permitted (else one warning); the recorder, a process of its own, stays at '
+                        f'normal priority')
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    if args.realtime is not None:
-        _realtime(args.realtime)       # before any ROS thread exists: they inherit the policy
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
     from ..grounding.config import load_robot_config
     from ..monitor.build import build_instances
-    from ..nodes.grounding_nodes import (
-        CameraGroundingNode,
-        ContactGroundingNode,
-        GroundingChain,
-        JointStateGroundingNode,
-        SkillGroundingNode,
-        TfGroundingNode,
-    )
-    from ..nodes.guard import created
-    from ..nodes.monitor_node import MonitorNode
-    from ..nodes.recorder_node import RecorderNode
-    from ..nodes.runner import WatchdogThread, bring_up, initialised, past_shutdown, spin_until_shutdown
-    from ..nodes.supervisor_node import SupervisorNode
 
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
     properties = profile_properties(args)
@@ -108,17 +94,67 @@ def run(args: argparse.Namespace) -> int:
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
-    # Ctrl-C and SIGTERM stop the spin, and the recorder takes what was delivered to it and closes
-    # its bag while the context is still up (runner.initialised).
-    with initialised(['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))]
-                     + list(getattr(args, 'ros_args', []) or [])) as stop:
+    ros_args = ['--ros-args'] + [a for k, v in overrides.items() for a in ('-p', _param(k, v))] \
+        + list(getattr(args, 'ros_args', []) or [])
+    recorder = None
+    if not args.no_record:
+        from ..nodes.recorder_process import RecorderProcess
+        # Before --realtime: a child inherits its parent's scheduling, and the bag writer is not on the control path.
+        recorder = RecorderProcess.start(ros_args, on_early_exit=_recorder_ended)
+    try:
+        if args.realtime is not None:
+            _realtime(args.realtime)       # before any ROS thread exists: they inherit the policy
+        _run_stack(args, robot, ros_args, recorder)
+    except BaseException:
+        if recorder is not None:
+            recorder.discard()             # our error is the one line: not the recorder's output too
+        raise
+    if recorder is None:
+        return 0
+    if recorder.ended_early is not None:
+        return 1        # said when it happened (_recorder_ended)
+    if recorder.proc.returncode != 0:
+        print(f'safemanip run: error: the recorder process exited with {recorder.proc.returncode} while closing '
+              f'its bag (its output is above)', file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _recorder_ended(code: int) -> None:
+    """The recorder process ended before it was stopped: said at once (the
+    stack keeps monitoring and holding; only the bag stops), and the run
+    exits 1."""
+    print(f'safemanip run: error: the recorder process ended (exit {code}); monitoring goes on without '
+          f'recording', file=sys.stderr, flush=True)
+
+
+def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], recorder: Any) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from ..nodes.grounding_nodes import (
+        CameraGroundingNode,
+        ContactGroundingNode,
+        GroundingChain,
+        JointStateGroundingNode,
+        SkillGroundingNode,
+        TfGroundingNode,
+    )
+    from ..nodes.guard import created
+    from ..nodes.monitor_node import MonitorNode
+    from ..nodes.recorder_process import wait_acked
+    from ..nodes.runner import WatchdogThread, bring_up, initialised, past_shutdown, spin_until_shutdown
+    from ..nodes.supervisor_node import SupervisorNode
+
+    # Ctrl-C and SIGTERM stop the spin; what was published reaches the recorder, which is then stopped
+    # and closes its bag (the recorder's session is its own: a terminal's Ctrl-C reaches only us).
+    with initialised(ros_args) as stop:
         nodes = []
         watchdog = None
+        publishers: list[Any] = []
         try:
-            # The recorder first: its subscriptions are matched before anyone publishes; the grounding
-            # in the order each hands its values on (skills name the pick target TF judges).
-            factories = ([] if args.no_record else [RecorderNode]) + \
-                [JointStateGroundingNode, ContactGroundingNode] + \
+            # The grounding in the order each hands its values on (skills name the pick target TF judges).
+            factories = [JointStateGroundingNode, ContactGroundingNode] + \
                 ([SkillGroundingNode] if robot.skills.topic else []) + [TfGroundingNode] + \
                 ([] if args.no_camera else [CameraGroundingNode]) + [MonitorNode] + \
                 ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
@@ -127,16 +163,25 @@ def run(args: argparse.Namespace) -> int:
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
             monitor.attach_grounding(GroundingChain(n for n in nodes if getattr(n, 'sampled_by_monitor', False)))
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
-            for node in nodes:      # any that does not come up stops the run (exit 2, its reason)
-                if hasattr(node, 'trigger_configure'):
-                    bring_up(node)
+            lifecycle = [n for n in nodes if hasattr(n, 'trigger_configure')]
+            for node in lifecycle:      # any that does not come up stops the run (exit 2, its reason)
+                bring_up(node, ('configure',))
+            publishers = [p for n in nodes for p in n.publishers]
+            if recorder is not None:
+                # Activated only once the recorder has every publisher it records matched:
+                # the bag holds the first frame on.
+                if recorder.wait_matched(publishers, monitor, cancelled=stop.is_set) is None:
+                    return                    # Ctrl-C while starting: stopped below, its bag closed
+                recorder.release()
+            for node in lifecycle:
+                bring_up(node, ('activate',))
             settle_heap()
-            # Grounding, monitor and recorder share one executor: rclpy's
-            # MultiThreadedExecutor starved subscriptions here (joint states arrived
-            # 0.9 s late under recording load), and Python callbacks share the GIL
-            # anyway.  The supervisor spins on a thread of its own: its watchdog
-            # judges the sensors by their arrival and the main executor by its
-            # heartbeat, and neither waits for a stalled grounding or monitor turn.
+            # Grounding and monitor share one executor: rclpy's MultiThreadedExecutor
+            # starved subscriptions here (joint states arrived 0.9 s late under
+            # recording load), and Python callbacks share the GIL anyway.  The
+            # supervisor spins on a thread of its own: its watchdog judges the
+            # sensors by their arrival and the main executor by its heartbeat, and
+            # neither waits for a stalled grounding or monitor turn.
             executor = SingleThreadedExecutor()
             supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
             for node in nodes:
@@ -144,18 +189,19 @@ def run(args: argparse.Namespace) -> int:
                     executor.add_node(node)
             watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \
                 if supervisors else None
-            print(f'safemanip run: {len(nodes)} nodes up ({", ".join(n.get_name() for n in nodes)}); Ctrl-C to stop',
-                  flush=True)
+            names = [n.get_name() for n in nodes] + ([] if recorder is None else ['recorder (its own process)'])
+            print(f'safemanip run: {len(names)} nodes up ({", ".join(names)}); Ctrl-C to stop', flush=True)
             spin_until_shutdown(executor, stop)
         finally:
             if watchdog is not None:
                 watchdog.stop()
+            if recorder is not None and nodes and nodes[-1].context.ok():
+                wait_acked(publishers)        # the last moments are in the recorder's hands
+            if recorder is not None:
+                recorder.stop()               # it takes what was delivered, lists every split
             for node in nodes:
-                if isinstance(node, RecorderNode):
-                    node.close_bag()          # what was delivered taken, every split listed, before the end
                 past_shutdown(node.destroy_node)
             past_shutdown(rclpy.try_shutdown)
-    return 0
 
 
 def _realtime(priority: int) -> None:

@@ -20,6 +20,8 @@ contacts), ``suite`` and ``config`` (written to the bag's custom data),
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import time
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -31,6 +33,7 @@ from .conversions import message_class
 from .guard import CallbackGuard
 from .params import RosParameters
 from .qos import EVENTS, RECORDING
+from .recorder_process import READY_ENV, READY_PREFIX
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
 DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
@@ -111,6 +114,11 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
         return TransitionCallbackReturn.SUCCESS
 
+    @property
+    def recorded_topics(self) -> list[str]:
+        """The topics recorded, resolved (empty until configured)."""
+        return [topic for _, topic in self._recorded]
+
     def _record(self, topic: str, raw: bytes) -> None:
         if self.recorder is not None:
             self.recorder.put(topic, self.get_clock().now().nanoseconds, raw)
@@ -139,7 +147,16 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(autostarted(RecorderNode), 'recorder', args, on_exit=lambda node: node.close_bag())
+    def make() -> RecorderNode:
+        node = autostarted(RecorderNode)()
+        if os.environ.get(READY_ENV):        # started by safemanip run: it waits for this line
+            print(READY_PREFIX, *node.recorded_topics, flush=True)
+        return node
+    return run_node(make, 'recorder', args, on_exit=lambda node: node.close_bag())
+
+
+if __name__ == '__main__':
+    sys.exit(main())
 
 
 __all__ = ['RecorderNode']

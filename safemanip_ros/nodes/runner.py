@@ -51,8 +51,9 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     A configuration error at start-up is printed as one line and exits 2.
     With ``SAFEMANIP_REALTIME_PRIORITY`` set (the launch files' ``realtime_priority``)
     the node runs under SCHED_FIFO at that priority where permitted
-    (:mod:`safemanip_ros.realtime`)."""
-    if not realtime_from_environment(name):
+    (:mod:`safemanip_ros.realtime`); with ``SAFEMANIP_PARENT_PID`` set, it
+    stops as on SIGTERM when that process ends (:func:`bind_to_parent`)."""
+    if not realtime_from_environment(name) or not bind_to_parent():
         return 2
     try:
         return _run_node(factory, name, args, until, on_exit)
@@ -100,6 +101,25 @@ def realtime_from_environment(name: str) -> bool:
         return False
     announce(state, name, 'SAFEMANIP_REALTIME_PRIORITY')
     return True
+
+
+def bind_to_parent() -> bool:
+    """With ``SAFEMANIP_PARENT_PID`` set (by ``safemanip run`` for its
+    recorder), ask the kernel for SIGTERM when the parent ends, however it
+    ends (``PR_SET_PDEATHSIG``): the child then closes as it would on
+    Ctrl-C, instead of outliving a killed stack.  False when that parent is
+    already gone (nothing to serve); True otherwise, also where the kernel
+    call is missing (not Linux)."""
+    value = os.environ.get('SAFEMANIP_PARENT_PID', '').strip()
+    if not value.isdigit():
+        return True
+    try:
+        import ctypes
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return True
+    return os.getppid() == int(value)     # checked after the request: a parent gone before it was missed
 
 
 class RosArgumentsError(SafemanipError):
@@ -171,11 +191,12 @@ def transition_failed(node: Node, step: str, why: str) -> TransitionCallbackRetu
     return TransitionCallbackReturn.FAILURE
 
 
-def bring_up(node: Node) -> None:
-    """Configure and activate a lifecycle node, or raise a SafemanipError
-    naming the node and why: a node that is not active must stop whoever
-    started it (fail closed: no stack runs with its monitor off)."""
-    for step in ('configure', 'activate'):
+def bring_up(node: Node, steps: tuple[str, ...] = ('configure', 'activate')) -> None:
+    """Configure and activate a lifecycle node (or take only the ``steps``
+    given), or raise a SafemanipError naming the node and why: a node that
+    is not active must stop whoever started it (fail closed: no stack runs
+    with its monitor off)."""
+    for step in steps:
         result = getattr(node, f'trigger_{step}')()
         if result == TransitionCallbackReturn.SUCCESS:
             continue
