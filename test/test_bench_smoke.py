@@ -23,7 +23,7 @@ from conftest import REPO
     ('bench_live.py', ['touches:', 'hold delay beyond the 1 s tolerance', 'false fail-safe holds', 'RSS']),
     ('bench_soak.py', ['== bench_soak: 0.15 min at 100 Hz', 'RSS slope over the second half', 'overruns',
                        'wake-ups of the stall probe', 'logged moments', 'bag:', 'stack exit code 0']),
-    ('bench_monitor_frame.py', ['== bench_monitor_frame: 200 instances', 'updated in place', 'made anew (before)',
+    ('bench_monitor_frame.py', ['== bench_monitor_frame: 200 instances', 'running metrics, published: as bytes', 'made anew (before)',
                                 'violation event, published', 'read directly']),
     ('bench_compat.py', ['compat / default: offline throughput', 'live median us']),
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),

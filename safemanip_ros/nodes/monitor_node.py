@@ -64,6 +64,7 @@ from ..realtime import settle_heap
 from ..resources import default_suites
 from .conversions import ns_from_time, set_time_ns, time_from_ns
 from .guard import CallbackGuard, configured
+from .metrics_wire import COUNT_FIELDS, RunningMetricsWire
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
 from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
@@ -112,10 +113,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
-        # Per instance, its Verdict, running PropertyMetrics and ViolationEvent message, made when the
-        # monitor is built and updated in place each frame (made in the frame, a thousand of them overran it).
+        # Per instance, its Verdict and ViolationEvent message and its running metrics' encoded strings,
+        # made when the monitor is built and updated in place (made in the frame, a thousand overran it).
         self._verdict_msgs: list[Verdict] = []
-        self._metrics_msgs: list[PropertyMetrics] = []
+        self._metrics_wire = RunningMetricsWire([])
+        self._metrics_counts = np.zeros((0, len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs: list[ViolationEvent] = []
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
@@ -176,8 +178,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
         self._verdict_msgs = [Verdict(property=i.property, instance=i.instance) for i in monitor.instances]
-        self._metrics_msgs = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category)
-                              for i in monitor.instances]
+        self._metrics_wire = RunningMetricsWire([(i.property, i.instance, i.category) for i in monitor.instances])
+        self._metrics_counts = np.zeros((len(monitor.instances), len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs = [ViolationEvent(property=i.property, instance=i.instance, category=i.category,
                                            severity=SEVERITY[i.severity],
                                            binding=[KeyValue(key=k, value=v) for k, v in i.binding])
@@ -542,32 +544,28 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             listener.deliver_violation(msg)
 
     def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:
-        mon = self._configured
-        msg = MonitorMetrics(episode_id=self._episode, final=final is not None)
+        if final is None:
+            self._pub_metrics.publish(self._running_metrics(self._configured, stamp_ns))
+            return
+        msg = MonitorMetrics(episode_id=self._episode, final=True, frames=final.frames)
         msg.header.stamp = time_from_ns(stamp_ns)
-        if final is not None:
-            msg.frames = final.frames
-            msg.properties = [PropertyMetrics(property=r.name, instance=r.instance, category=r.category,
-                                              triggers=r.triggers, violations=r.violations,
-                                              unsafe_frames=r.unsafe_frames, frames=r.frames,
-                                              pending=int(r.pending), unknown_frames=r.unknown_any_frames)
-                              for r in final.instances]
-        else:
-            msg.frames = int(mon.frames[0])
-            msg.properties = self._running_metrics(mon)
+        msg.properties = [PropertyMetrics(property=r.name, instance=r.instance, category=r.category,
+                                          triggers=r.triggers, violations=r.violations,
+                                          unsafe_frames=r.unsafe_frames, frames=r.frames,
+                                          pending=int(r.pending), unknown_frames=r.unknown_any_frames)
+                          for r in final.instances]
         self._pub_metrics.publish(msg)
-        if final is not None:
-            self._pub_final.publish(msg)
+        self._pub_final.publish(msg)
 
-    def _running_metrics(self, mon: Monitor) -> list[PropertyMetrics]:
-        """Every instance's counts so far (rollout 0).  The messages are made
-        with the monitor and their counts updated in place: making a thousand
-        (three strings each) took a third of a 100 Hz period."""
+    def _running_metrics(self, mon: Monitor, stamp_ns: int) -> bytes:
+        """Every instance's counts so far (rollout 0) as a serialized
+        MonitorMetrics (:mod:`.metrics_wire`): rclpy converting a thousand
+        nested messages field by field took most of a 100 Hz frame."""
         frames = int(mon.frames[0])
-        for msg, n, v, u, k in zip(self._metrics_msgs, mon.triggers[:, 0].tolist(), mon.violations[:, 0].tolist(),
-                                   mon.unsafe[:, 0].tolist(), mon.unknown_inst[:, 0].tolist()):
-            msg.triggers, msg.violations, msg.unsafe_frames, msg.frames, msg.unknown_frames = n, v, u, frames, k
-        return self._metrics_msgs
+        counts = self._metrics_counts
+        counts[:, 0], counts[:, 1], counts[:, 2] = mon.triggers[:, 0], mon.violations[:, 0], mon.unsafe[:, 0]
+        counts[:, 3], counts[:, 5] = frames, mon.unknown_inst[:, 0]        # pending (4): 0 while running
+        return self._metrics_wire.encode(stamp_ns, self._episode, frames, counts)
 
     def _publish_status(self, stamp_ns: int) -> None:
         mon = self._configured
