@@ -168,6 +168,34 @@ def test_sigterm_closes_the_bag_with_everything_sent(tmp_path):
 
 
 @pytest.mark.ros
+def test_a_burst_of_violation_events_is_recorded_whole(tmp_path):
+    """A frame can open or close one violation per instance: 600 events
+    published at once, with the monitor's QoS, all reach the bag (with the
+    events' depth of 100 the recorder lost part of such a burst)."""
+    from safemanip_ros.msg import ViolationEvent
+    from safemanip_ros.nodes.qos import EVENTS
+    bag = tmp_path / 'bag'
+    rec = _RecorderProcess(tmp_path, bag)
+    proc = rec.proc
+    try:
+        pub = rec.node.create_publisher(ViolationEvent, 'violations', EVENTS)
+        deadline = time.monotonic() + 30
+        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for i in range(600):
+            pub.publish(ViolationEvent(instance=f'p[{i}]', count=i + 1))
+        assert pub.wait_for_all_acked(rclpy.duration.Duration(seconds=20))
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0, rec.log.read_text()
+    finally:
+        rec.close()
+    ts = typestore()
+    with Reader(bag) as r:
+        counts = [ts.deserialize_cdr(raw, c.msgtype).count for c, _, raw in r.messages() if c.topic == '/violations']
+    assert counts == list(range(1, 601)), (len(counts), rec.log.read_text())
+
+
+@pytest.mark.ros
 def test_closing_the_bag_takes_what_was_delivered_and_not_yet_spun(tmp_path):
     """Messages the recorder's reader has acknowledged but its executor has
     not taken (it takes one per wake-up; here it never runs) are written when

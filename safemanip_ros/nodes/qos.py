@@ -7,7 +7,8 @@ profile from here, so a publisher and its subscribers always match.
   joiners (the recorder, a restarted supervisor, dashboards).
 * :data:`STATIC_TF` — ``/tf_static``, transient local as tf2 keeps it.
 * :data:`RECORDING` — what the recorder subscribes and the players publish
-  (a deeper queue: a burst is recorded, not dropped).
+  (a deeper queue: a burst is recorded, not dropped); :data:`RECORDED_EVENTS`
+  — the recorder's subscription to the event topics.
 * :data:`SENSORS` — robot inputs by default (best effort matches every
   publisher); :data:`RELIABLE_INPUTS` where the robot's publishers are
   reliable (ros2_control's joint_state_broadcaster, simulators).
@@ -44,6 +45,9 @@ FINAL_METRICS = latched(100)
 """An episode's final metrics (``metrics/final``): a gate that comes up late still counts the last 100."""
 STATIC_TF = latched(100)
 RECORDING = reliable(100)
+RECORDED_EVENTS = latched(5000)
+"""A frame can open or close one violation per instance (the soak's close up to 250 at once, faster than
+the recorder takes them): with the events' depth of 100, a burst lost some before it was recorded."""
 SENSORS = qos_profile_sensor_data
 RELIABLE_INPUTS = reliable(10)
 SKILL_EVENTS = reliable(100)

@@ -32,7 +32,7 @@ from ..errors import SafemanipError
 from .conversions import message_class
 from .guard import CallbackGuard
 from .params import RosParameters
-from .qos import EVENTS, RECORDING
+from .qos import RECORDED_EVENTS, RECORDING, STATIC_TF
 from .recorder_process import READY_ENV, READY_PREFIX
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
@@ -108,7 +108,8 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         for cls, topic, resolved in subscriptions:
             # Event topics are published transient-local by our nodes: recorded even when
             # the event came before this subscription matched (a busy start-up).
-            qos = EVENTS if resolved in ('/tf_static', '/violations', '/supervisor_actions') else RECORDING
+            qos = STATIC_TF if resolved == '/tf_static' else \
+                RECORDED_EVENTS if resolved in ('/violations', '/supervisor_actions') else RECORDING
             sub = self.create_subscription(cls, topic, lambda raw, t=resolved: self._record(t, raw), qos, raw=True)
             self._recorded.append((sub, resolved))
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
