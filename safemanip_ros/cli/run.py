@@ -168,9 +168,9 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
                 bring_up(node, ('configure',))
             publishers = [p for n in nodes for p in n.publishers]
             if recorder is not None:
-                # Activated only once the recorder has every publisher it records matched:
-                # the bag holds the first frame on.
-                if recorder.wait_matched(publishers, monitor, cancelled=stop.is_set) is None:
+                # Activated only once the recorder and every publisher it records have matched
+                # each other: the bag holds the first frame on.
+                if recorder.wait_matched(publishers, cancelled=stop.is_set) is None:
                     return                    # Ctrl-C while starting: stopped below, its bag closed
                 recorder.release()
             for node in lifecycle:

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import sys
 import time
+from typing import Any
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
@@ -33,7 +35,7 @@ from .conversions import message_class
 from .guard import CallbackGuard
 from .params import RosParameters
 from .qos import RECORDED_EVENTS, RECORDING, STATIC_TF
-from .recorder_process import READY_ENV, READY_PREFIX
+from .recorder_process import MATCHED_PREFIX, READY_ENV, READY_PREFIX
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
 DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
@@ -74,7 +76,7 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         self.declare_parameter('config', '')
         self.declare_parameter('autostart', False)
         self.recorder: ThreadedRecorder | None = None
-        self._recorded: list[tuple[object, str]] = []     # (subscription, resolved topic)
+        self._recorded: list[tuple[Any, str]] = []     # (subscription, resolved topic)
         self._active = False
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -120,6 +122,10 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         """The topics recorded, resolved (empty until configured)."""
         return [topic for _, topic in self._recorded]
 
+    def subscriptions_by_topic(self) -> list[tuple[Any, str]]:
+        """(subscription, resolved topic) of each recorded topic."""
+        return list(self._recorded)
+
     def _record(self, topic: str, raw: bytes) -> None:
         if self.recorder is not None:
             self.recorder.put(topic, self.get_clock().now().nanoseconds, raw)
@@ -147,11 +153,29 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
                 self.get_logger().info(text)
 
 
+def wait_for_publishers(node: RecorderNode, timeout_s: float = 60.0) -> None:
+    """For ``safemanip run`` (:mod:`.recorder_process`): say which topics
+    are recorded, read the ones the stack publishes (one line on standard
+    input), wait until each of those subscriptions has matched a publisher
+    (a reader drops what a writer it does not know yet sends), and say so,
+    naming any that had none after ``timeout_s``."""
+    print(READY_PREFIX, *node.recorded_topics, flush=True)
+    wanted = set(sys.stdin.readline().split())      # '' when the stack is gone: nothing to wait for
+    subs = [sub for sub, topic in node.subscriptions_by_topic() if topic in wanted]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(sub.get_publisher_count() < 1 for sub in subs):
+        if select.select([sys.stdin], [], [], 0.02)[0]:
+            break                                     # its standard input closed: the stack is stopping
+    missing = sorted(topic for sub, topic in node.subscriptions_by_topic()
+                     if topic in wanted and sub.get_publisher_count() < 1)
+    print(MATCHED_PREFIX, *missing, flush=True)
+
+
 def main(args: list[str] | None = None) -> int:
     def make() -> RecorderNode:
         node = autostarted(RecorderNode)()
-        if os.environ.get(READY_ENV):        # started by safemanip run: it waits for this line
-            print(READY_PREFIX, *node.recorded_topics, flush=True)
+        if os.environ.get(READY_ENV):        # started by safemanip run, which waits for this
+            wait_for_publishers(node)
         return node
     return run_node(make, 'recorder', args, on_exit=lambda node: node.close_bag())
 

@@ -10,9 +10,9 @@ delivers every message to it as to any other subscriber.
 :class:`RecorderProcess` starts ``python -m safemanip_ros.nodes.recorder_node``
 (autostarted, normal scheduling, its own session so a terminal's Ctrl-C
 reaches only the stack, which stops it last), holds its output until it is
-up so a failed start-up is one line, waits until each of the stack's
-publishers it records has matched it (nothing the stack publishes after
-activation is missed), and on stop sends SIGINT and waits for the bag to be
+up so a failed start-up is one line, waits until it and each of the
+stack's publishers it records have matched each other (nothing the stack
+publishes after activation is missed), and on stop sends SIGINT and waits for the bag to be
 closed with every split listed.  Should the stack die, even by SIGKILL, the
 recorder gets SIGTERM (``SAFEMANIP_PARENT_PID``, :func:`.runner.bind_to_parent`)
 and closes its bag the same way.
@@ -35,6 +35,9 @@ READY_ENV = 'SAFEMANIP_RECORDER_READY'
 """Set (to 1) in the recorder's environment: once configured it prints
 :data:`READY_PREFIX` and the topics it records, resolved, on one line."""
 READY_PREFIX = 'safemanip-recorder-ready:'
+MATCHED_PREFIX = 'safemanip-recorder-matched:'
+"""Printed once each topic named on the recorder's standard input (one line)
+has a publisher matched, or, after a time, followed by those that have not."""
 PARENT_ENV = 'SAFEMANIP_PARENT_PID'
 NODE_NAME = 'recorder'
 
@@ -56,6 +59,9 @@ class RecorderProcess:
         self.ended_early: int | None = None     # its exit code, when it ended while the stack ran
         self.topics: list[str] | None = None    # resolved names, once the recorder said it is ready
         self._ready = threading.Event()
+        self._matched = threading.Event()
+        self.matched_problem: str | None = None  # topics the recorder saw no publisher of, in time
+        self._started = time.monotonic()
         self._reader = threading.Thread(target=self._forward, name='recorder-output', daemon=True)
 
     @classmethod
@@ -68,7 +74,7 @@ class RecorderProcess:
         env.update({READY_ENV: '1', PARENT_ENV: str(os.getpid()), 'PYTHONUNBUFFERED': '1'})
         args = list(ros_args) or ['--ros-args']
         proc = subprocess.Popen([sys.executable, '-m', 'safemanip_ros.nodes.recorder_node', *args,
-                                 '-p', 'autostart:=true'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 '-p', 'autostart:=true'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
         rec = cls(proc, out, on_early_exit)
         rec._reader.start()
@@ -83,6 +89,10 @@ class RecorderProcess:
                 self.topics = line[len(READY_PREFIX):].split()
                 self._ready.set()
                 continue
+            if line.startswith(MATCHED_PREFIX):
+                self.matched_problem = ' '.join(line[len(MATCHED_PREFIX):].split()) or None
+                self._matched.set()
+                continue
             with self._lock:
                 if self._held is not None:
                     self._held.append(line)
@@ -92,6 +102,7 @@ class RecorderProcess:
             self._write(line)
         code = self.proc.wait()
         self._ready.set()              # whoever waits for it learns it ended
+        self._matched.set()
         with self._lock:
             running = self._held is None and not self._discarding and not self._stopping
         if running:                    # (while starting, wait_matched reports it)
@@ -124,44 +135,80 @@ class RecorderProcess:
         return RuntimeError(f'the recorder process exited with {code} while starting (its output is above)')
 
     # --------------------------------------------------------------- start-up
-    def wait_matched(self, publishers: Iterable[Any], graph: Any, timeout_s: float = 60.0,
+    def wait_matched(self, publishers: Iterable[Any], timeout_s: float = 60.0,
                      cancelled: Callable[[], bool] = lambda: False) -> list[str] | None:
-        """Wait until the recorder is configured and each of ``publishers``
-        (rclpy publishers of the stack) on a topic it records has matched
-        it, as ``graph`` (a node of the stack) sees it; returns those
-        topics, or None as soon as ``cancelled()`` (Ctrl-C meanwhile).  A
-        recorder that exits meanwhile raises its one-line error
-        (SafemanipError, exit 2) or, if it crashed, a RuntimeError; one that
-        takes longer than ``timeout_s`` raises a SafemanipError."""
+        """Wait until the recorder is configured and matched both ways with
+        each of ``publishers`` (rclpy publishers of the stack) on a topic it
+        records: each publisher has matched a subscription, and the recorder's
+        subscription to its topic has matched a publisher (a reader drops
+        what a writer it does not know yet sends; DDS discovery runs each
+        way on its own).  Returns those topics, or None as soon as
+        ``cancelled()`` (Ctrl-C meanwhile).  A recorder that exits meanwhile
+        raises its one-line error (SafemanipError, exit 2) or, if it
+        crashed, a RuntimeError; one that takes longer than ``timeout_s``
+        raises a SafemanipError naming what was not matched."""
         deadline = time.monotonic() + timeout_s
-        while not self._ready.wait(timeout=0.05):
-            if cancelled():
-                return None
-            if time.monotonic() > deadline:
-                raise SafemanipError(f'the recorder process did not come up within {timeout_s:.0f} s')
+        if not self._wait(self._ready, deadline, cancelled):
+            return None
         if self.topics is None:
             raise self._startup_failure(self.proc.wait())
         recorded = set(self.topics)
         pending = [p for p in publishers if p.topic_name in recorded]
         topics = sorted({p.topic_name for p in pending})
+        assert self.proc.stdin is not None
+        try:                            # the topics the recorder waits to have a publisher matched on
+            self.proc.stdin.write((' '.join(topics) + '\n').encode())
+            self.proc.stdin.flush()
+        except OSError:                 # it ended: said below
+            pass
+        if not self._wait(self._matched, deadline, cancelled):
+            return None
+        code = self.proc.poll()
+        if code is not None:
+            raise self._startup_failure(code)
+        if self.matched_problem is not None:
+            raise SafemanipError(f'the recorder process did not match {self.matched_problem} within '
+                                 f'{timeout_s:.0f} s')
         while pending:
             if cancelled():
                 return None
             code = self.proc.poll()
             if code is not None:
                 raise self._startup_failure(code)
-            pending = [p for p in pending if not _matched(p, graph)]
+            pending = [p for p in pending if p.get_subscription_count() < 1]
             if pending and time.monotonic() > deadline:
                 raise SafemanipError(f'the recorder process did not subscribe to '
                                      f'{", ".join(sorted({p.topic_name for p in pending}))} within {timeout_s:.0f} s')
             time.sleep(0.02)
         return topics
 
+    def _wait(self, event: threading.Event, deadline: float, cancelled: Callable[[], bool]) -> bool:
+        """Wait for ``event`` (False if cancelled first); the recorder's
+        end or ``deadline`` passing raise as :meth:`wait_matched` says."""
+        while not event.wait(timeout=0.05):
+            if cancelled():
+                return False
+            code = self.proc.poll()
+            if code is not None:
+                self._reader.join(timeout=5.0)
+                if event.is_set():
+                    break
+                raise self._startup_failure(code)
+            if time.monotonic() > deadline:
+                raise SafemanipError('the recorder process did not come up within '
+                                     f'{deadline - self._started:.0f} s')
+        return True
+
     # ------------------------------------------------------------------- stop
     def stop(self, timeout_s: float = 60.0) -> int:
         """SIGINT, then wait until the recorder closed its bag (SIGKILL after
         ``timeout_s``); its exit code."""
         self._stopping = True
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()   # a recorder still waiting for the stack's topics stops waiting
+            except OSError:
+                pass
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -180,14 +227,6 @@ class RecorderProcess:
         with self._lock:
             self._held, self._discarding = None, True
         self.stop(timeout_s=10.0)
-
-
-def _matched(publisher: Any, graph: Any) -> bool:
-    """Whether the recorder node subscribes to ``publisher``'s topic in the
-    graph and the publisher has matched a subscription.  Both are DDS
-    discovery of the same endpoint; the graph names the node."""
-    infos = graph.get_subscriptions_info_by_topic(publisher.topic_name)
-    return any(i.node_name == NODE_NAME for i in infos) and publisher.get_subscription_count() >= 1
 
 
 def wait_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
