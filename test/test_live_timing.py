@@ -312,10 +312,11 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
             return sorted((t - max(p for p in published_ns if p <= t)) * 1e-6 for t in ticks)
         # Frames 6-20 come before any shift (the lock needs 20 frames of steady evidence after the robot
         # phased at the third): ~35 ms late.  The last 20 frames come ~10 ms after: the medians at least
-        # half of those 25 ms apart, compared with each other under the same load (a busy machine delays
-        # both), not with a wall-clock figure.
+        # a third of those 25 ms apart (a lock that does not move leaves them equal), compared with each
+        # other under the same load, not with a wall-clock figure.  In a full make test the robot's thread
+        # wakes late (it shares this process and the machine), which brings the two closer: 27 -> 18 ms.
         before, after = lags_ms(ticks_ns[5:20]), lags_ms(ticks_ns[-20:])
-        assert after[10] <= before[7] - 12.5, (before, after)
+        assert after[10] <= before[7] - 25 / 3, (before, after)
     finally:
         stop.set()
         source.destroy_node()
