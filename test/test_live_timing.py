@@ -296,6 +296,15 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
                 while next_ns < time.time_ns():
                     next_ns += 50_000_000
     worker = threading.Thread(target=publish, daemon=True)
+    # What the lock works on: each frame's lag from the newest input's arrival (ms), and the shifts so far.
+    observed: list[tuple[int, float]] = []
+    lock_phase = monitor._lock_phase
+
+    def noting(period_s: float, lag_s: float | None) -> None:
+        if lag_s is not None and monitor._phase is not None:
+            observed.append((monitor._phase.shifts, lag_s * 1e3))
+        lock_phase(period_s, lag_s)
+    monitor._lock_phase = noting
     try:
         monitor.trigger_configure()
         monitor.trigger_activate()
@@ -307,16 +316,15 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
         worker.join(timeout=5)
         assert monitor._phase.shifts >= 1, monitor._phase
 
-        def lags_ms(ticks: list[int]) -> list[float]:
-            """How long after the newest published message each frame came."""
-            return sorted((t - max(p for p in published_ns if p <= t)) * 1e-6 for t in ticks)
-        # Frames 6-20 come before any shift (the lock needs 20 frames of steady evidence after the robot
-        # phased at the third): ~35 ms late.  The last 20 frames come ~10 ms after: the medians at least
-        # a third of those 25 ms apart (a lock that does not move leaves them equal), compared with each
-        # other under the same load, not with a wall-clock figure.  In a full make test the robot's thread
-        # wakes late (it shares this process and the machine), which brings the two closer: 27 -> 18 ms.
-        before, after = lags_ms(ticks_ns[5:20]), lags_ms(ticks_ns[-20:])
-        assert after[10] <= before[7] - 25 / 3, (before, after)
+        # Before the first shift the frames are sampled ~35 ms after the newest input arrived (the robot
+        # publishes 15 ms after a tick); the last 20 frames ~10 ms after (the lock's target).  The medians
+        # at least half of those 25 ms apart, compared with each other under the same load.  Lags from the
+        # input's arrival, as the lock sees them: in a full make test beside busy loops, delivery within
+        # this process took up to 20 ms, which lags from the publication time counted in.
+        before = sorted(lag for shifts, lag in observed[5:] if shifts == 0)
+        after = sorted(lag for _, lag in observed[-20:])
+        assert len(before) >= 10 and observed[-1][0] >= 1, observed
+        assert after[10] <= before[len(before) // 2] - 12.5, (before, after)
     finally:
         stop.set()
         source.destroy_node()
