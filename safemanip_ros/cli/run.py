@@ -152,6 +152,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
         nodes = []
         watchdog = None
         publishers: list[Any] = []
+        failed = False
         try:
             # The grounding in the order each hands its values on (skills name the pick target TF judges).
             factories = [JointStateGroundingNode, ContactGroundingNode] + \
@@ -192,12 +193,15 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             names = [n.get_name() for n in nodes] + ([] if recorder is None else ['recorder (its own process)'])
             print(f'safemanip run: {len(names)} nodes up ({", ".join(names)}); Ctrl-C to stop', flush=True)
             spin_until_shutdown(executor, stop)
+        except BaseException:
+            failed = True                     # the recorder is discarded by run(): our error is the one line
+            raise
         finally:
             if watchdog is not None:
                 watchdog.stop()
-            if recorder is not None and nodes and nodes[-1].context.ok():
-                wait_acked(publishers)        # the last moments are in the recorder's hands
-            if recorder is not None:
+            if recorder is not None and not failed:
+                if nodes and nodes[-1].context.ok():
+                    wait_acked(publishers)    # the last moments are in the recorder's hands
                 recorder.stop()               # it takes what was delivered, lists every split
             for node in nodes:
                 past_shutdown(node.destroy_node)

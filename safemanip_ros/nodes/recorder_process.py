@@ -12,7 +12,8 @@ delivers every message to it as to any other subscriber.
 reaches only the stack, which stops it last), holds its output until it is
 up so a failed start-up is one line, waits until it and each of the
 stack's publishers it records have matched each other (nothing the stack
-publishes after activation is missed), and on stop sends SIGINT and waits for the bag to be
+publishes after activation is missed), and on stop sends SIGTERM (taken as
+Ctrl-C, and silent while it is still importing) and waits for the bag to be
 closed with every split listed.  Should the stack die, even by SIGKILL, the
 recorder gets SIGTERM (``SAFEMANIP_PARENT_PID``, :func:`.runner.bind_to_parent`)
 and closes its bag the same way.
@@ -201,7 +202,7 @@ class RecorderProcess:
 
     # ------------------------------------------------------------------- stop
     def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGINT, then wait until the recorder closed its bag (SIGKILL after
+        """SIGTERM, then wait until the recorder closed its bag (SIGKILL after
         ``timeout_s``); its exit code."""
         self._stopping = True
         if self.proc.stdin is not None:
@@ -210,7 +211,7 @@ class RecorderProcess:
             except OSError:
                 pass
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(signal.SIGTERM)   # as SIGINT, and no traceback while it imports
         try:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
