@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE, settle_heap
 from ..resources import config_dir, default_suites
 from .options import add_profile, profile_properties
+
+if TYPE_CHECKING:
+    from ..nodes.recorder_process import RecorderProcess
 
 CONFIG = config_dir()
 
@@ -128,7 +131,7 @@ def _recorder_ended(code: int) -> None:
           f'recording', file=sys.stderr, flush=True)
 
 
-def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], recorder: Any) -> None:
+def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], recorder: RecorderProcess | None) -> None:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 

@@ -14,7 +14,9 @@ from ..stamps import NS_PER_S, stamp_ns
 
 
 def time_from_ns(stamp_ns: int) -> Time:
-    return Time(sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S))
+    stamp = Time()
+    set_time_ns(stamp, stamp_ns)
+    return stamp
 
 
 def set_time_ns(stamp: Time, stamp_ns: int) -> None:

@@ -117,13 +117,8 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().info(f'recording {len(subscriptions)} topics to {path} ({p("bag_storage").value})')
         return TransitionCallbackReturn.SUCCESS
 
-    @property
-    def recorded_topics(self) -> list[str]:
-        """The topics recorded, resolved (empty until configured)."""
-        return [topic for _, topic in self._recorded]
-
     def subscriptions_by_topic(self) -> list[tuple[Any, str]]:
-        """(subscription, resolved topic) of each recorded topic."""
+        """(subscription, resolved topic) of each recorded topic (none until configured)."""
         return list(self._recorded)
 
     def _record(self, topic: str, raw: bytes) -> None:
@@ -159,16 +154,15 @@ def wait_for_publishers(node: RecorderNode, timeout_s: float = 60.0) -> None:
     input), wait until each of those subscriptions has matched a publisher
     (a reader drops what a writer it does not know yet sends), and say so,
     naming any that had none after ``timeout_s``."""
-    print(READY_PREFIX, *node.recorded_topics, flush=True)
+    recorded = node.subscriptions_by_topic()
+    print(READY_PREFIX, *(topic for _, topic in recorded), flush=True)
     wanted = set(sys.stdin.readline().split())      # '' when the stack is gone: nothing to wait for
-    subs = [sub for sub, topic in node.subscriptions_by_topic() if topic in wanted]
+    waited = [(sub, topic) for sub, topic in recorded if topic in wanted]
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(sub.get_publisher_count() < 1 for sub in subs):
+    while time.monotonic() < deadline and any(sub.get_publisher_count() < 1 for sub, _ in waited):
         if select.select([sys.stdin], [], [], 0.02)[0]:
             break                                     # its standard input closed: the stack is stopping
-    missing = sorted(topic for sub, topic in node.subscriptions_by_topic()
-                     if topic in wanted and sub.get_publisher_count() < 1)
-    print(MATCHED_PREFIX, *missing, flush=True)
+    print(MATCHED_PREFIX, *sorted(topic for sub, topic in waited if sub.get_publisher_count() < 1), flush=True)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ MATCHED_PREFIX = 'safemanip-recorder-matched:'
 """Printed once each topic named on the recorder's standard input (one line)
 has a publisher matched, or, after a time, followed by those that have not."""
 PARENT_ENV = 'SAFEMANIP_PARENT_PID'
+"""The stack's process id, in the recorder's environment (:func:`.runner.bind_to_parent`)."""
 NODE_NAME = 'recorder'
 
 

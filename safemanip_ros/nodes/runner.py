@@ -20,6 +20,7 @@ from rclpy.signals import SignalHandlerOptions
 from ..errors import SafemanipError
 from ..realtime import settle_heap
 from .guard import created
+from .recorder_process import PARENT_ENV
 
 AnyNode = TypeVar('AnyNode', bound=Node)
 
@@ -110,7 +111,7 @@ def bind_to_parent() -> bool:
     Ctrl-C, instead of outliving a killed stack.  False when that parent is
     already gone (nothing to serve); True otherwise, also where the kernel
     call is missing (not Linux)."""
-    value = os.environ.get('SAFEMANIP_PARENT_PID', '').strip()
+    value = os.environ.get(PARENT_ENV, '').strip()
     if not value.isdigit():
         return True
     try:
