@@ -7,9 +7,10 @@ configured MonitorNode, beside the way each was done before:
   and converted by rclpy (the way before), both published;
 * the status: the violated count read from the monitor, against a snapshot
   of every count (the way before);
-* a violation event (the soak's frames close up to 250 at once): the
-  instance's message updated in place, against making it anew (the way
-  before), both published;
+* a burst of violation events (the soak's frames open or close hundreds at
+  once), published to a subscriber in another process as the recorder is:
+  encoded as bytes (``nodes/event_wire.py``), against each instance's
+  message updated in place and converted by rclpy (the way before);
 * the verdicts (every instance, and only those that changed), diagnostics
   and one ``Monitor.step`` for scale.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +36,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from bench_soak import generated_suite  # noqa: E402  (beside this script)
+
+# A subscriber of the events in a process of its own, as the recorder of `safemanip run` is.
+SUBSCRIBER = """
+import rclpy
+from safemanip_ros.msg import ViolationEvent
+from safemanip_ros.nodes.qos import RECORDED_EVENTS
+from rclpy.executors import ExternalShutdownException
+rclpy.init()
+node = rclpy.create_node('bench_event_subscriber')
+node.create_subscription(ViolationEvent, 'violations', lambda msg: None, RECORDED_EVENTS)
+try:
+    rclpy.spin(node)
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
+BURST_EVENTS = 500
 
 
 def _median_ms(fn: Callable[[], object], n: int) -> float:
@@ -54,12 +72,11 @@ def main() -> int:
 
     import numpy as np
     import rclpy
-    from diagnostic_msgs.msg import KeyValue
     from rclpy.parameter import Parameter
 
     from safemanip_ros.msg import PropertyMetrics, VerdictArray, ViolationEvent
-    from safemanip_ros.nodes.conversions import time_from_ns
-    from safemanip_ros.nodes.monitor_node import SEVERITY, MonitorNode
+    from safemanip_ros.nodes.conversions import set_time_ns
+    from safemanip_ros.nodes.monitor_node import MonitorNode
 
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / 'suite.yaml'
@@ -107,19 +124,39 @@ def main() -> int:
         msg.properties = in_place
         node._pub_metrics.publish(msg)
 
-    def event_anew() -> None:        # the way before: the message made for each event
-        inst = mon.instances[0]
-        msg = ViolationEvent(event=ViolationEvent.EVENT_CLOSED, property=inst.property, instance=inst.instance,
-                             category=inst.category, severity=SEVERITY[inst.severity], episode_id='bench',
-                             start_frame=1, end_frame=1, recovered=True, count=1)
-        msg.binding = [KeyValue(key=k, value=v) for k, v in inst.binding]
-        msg.header.stamp = time_from_ns(10**9)
-        msg.start_stamp = time_from_ns(10**9)
-        msg.end_stamp = time_from_ns(10**9)
-        node._pub_events.publish(msg)
+    burst = min(BURST_EVENTS, len(mon.instances))
 
-    event_ms = _median_ms(lambda: node._publish_event(ViolationEvent.EVENT_CLOSED, 0, 1, 1, True, 10**9), 400)
-    event_anew_ms = _median_ms(event_anew, 400)
+    def events_as_bytes() -> None:
+        for d in range(burst):
+            node._publish_event(ViolationEvent.EVENT_CLOSED, d, 1, 1, True, 10**9)
+
+    def events_in_place() -> None:   # the way before: each instance's message updated, rclpy converts it
+        for d in range(burst):
+            msg = node._event_msgs[d]
+            msg.event, msg.episode_id, msg.start_frame, msg.end_frame = ViolationEvent.EVENT_CLOSED, 'bench', 1, 1
+            msg.recovered, msg.count = True, 1
+            for stamp in (msg.header.stamp, msg.start_stamp, msg.end_stamp):
+                set_time_ns(stamp, 10**9)
+            node._pub_events.publish(msg)
+
+    subscriber = subprocess.Popen([sys.executable, '-c', SUBSCRIBER])
+    try:
+        deadline = time.monotonic() + 30.0
+        while node._pub_events.get_subscription_count() == 0:
+            if time.monotonic() > deadline or subscriber.poll() is not None:
+                raise SystemExit('bench_monitor_frame: the event subscriber did not come up')
+            time.sleep(0.05)
+        time.sleep(0.5)
+        # Interleaved, a burst every 50 ms (a burst frame, then frames without events).
+        as_bytes, in_place_times = [], []
+        for _ in range(20):
+            for fn, out in ((events_as_bytes, as_bytes), (events_in_place, in_place_times)):
+                out.append(_median_ms(fn, 1))
+                time.sleep(0.05)
+        burst_ms, burst_before_ms = statistics.median(as_bytes), statistics.median(in_place_times)
+    finally:
+        subscriber.terminate()
+        subscriber.wait(10)
     metrics_ms = _median_ms(lambda: node._publish_metrics(None, 0), 50)
     metrics_before_ms = _median_ms(metrics_in_place, 50)
     status_ms = _median_ms(lambda: node._publish_status(0), 50)
@@ -131,8 +168,9 @@ def main() -> int:
           f'{delta_ms:.3f} ms; diagnostics {diag_ms:.3f} ms')
     print(f'running metrics, published: as bytes {metrics_ms:.3f} ms, messages updated in place (before) '
           f'{metrics_before_ms:.3f} ms ({metrics_before_ms / metrics_ms:.1f}x)')
-    print(f'violation event, published: updated in place {event_ms * 1e3:.1f} us, made anew (before) '
-          f'{event_anew_ms * 1e3:.1f} us ({event_anew_ms / event_ms:.1f}x)')
+    print(f'a burst of {burst} violation events, published to a subscriber in another process: as bytes '
+          f'{burst_ms:.3f} ms, messages updated in place (before) {burst_before_ms:.3f} ms '
+          f'({burst_before_ms / burst_ms:.1f}x)')
     print(f'status {status_ms:.3f} ms; its violated count read directly {direct_count_ms:.4f} ms, from a snapshot '
           f'(before) {snapshot_count_ms:.4f} ms ({snapshot_count_ms / direct_count_ms:.1f}x)')
     node.destroy_node()

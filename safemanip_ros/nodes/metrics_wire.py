@@ -20,16 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-_ENCAPSULATION = b'\x00\x01\x00\x00'       # CDR, little endian
+from .cdr import ENCAPSULATION, padding, string
+
 COUNT_FIELDS = ('triggers', 'violations', 'unsafe_frames', 'frames', 'pending', 'unknown_frames')
 """The uint32 fields of ``PropertyMetrics``, in message order (columns of the counts)."""
-
-
-def _string(text: str, offset: int) -> bytes:
-    """A CDR string at ``offset`` (from the start of the body): padding to 4,
-    length with the terminating NUL, the UTF-8 bytes, the NUL."""
-    data = text.encode('utf-8') + b'\x00'
-    return b'\x00' * (-offset % 4) + struct.pack('<I', len(data)) + data
 
 
 class RunningMetricsWire:
@@ -44,8 +38,8 @@ class RunningMetricsWire:
         for names in instances:
             out = b''
             for text in names:
-                out += _string(text, len(out))
-            self._prefixes.append(out + b'\x00' * (-len(out) % 4))
+                out += string(text, len(out))
+            self._prefixes.append(out + padding(len(out), 4))
         self._count = struct.pack('<I', len(self._prefixes))
         self._parts: list[bytes] = [b''] * (2 * len(self._prefixes))
         self._parts[0::2] = self._prefixes
@@ -58,11 +52,11 @@ class RunningMetricsWire:
         if counts.shape != (len(self._prefixes), len(COUNT_FIELDS)):
             raise ValueError(f'counts of shape {counts.shape}: expected ({len(self._prefixes)}, {len(COUNT_FIELDS)})')
         sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-        head = struct.pack('<iI', sec, nanosec) + _string('', 8)
-        head += _string(episode_id, len(head))
-        head += b'\x00' * (-len(head) % 8) + struct.pack('<Q', frames) + b'\x00'    # frames, final
-        head += b'\x00' * (-len(head) % 4) + self._count
+        head = struct.pack('<iI', sec, nanosec) + string('', 8)
+        head += string(episode_id, len(head))
+        head += padding(len(head), 8) + struct.pack('<Q', frames) + b'\x00'    # frames, final
+        head += padding(len(head), 4) + self._count
         rows = np.ascontiguousarray(counts, dtype='<u4').tobytes()
         size = 4 * len(COUNT_FIELDS)
         self._parts[1::2] = [rows[i:i + size] for i in range(0, len(rows), size)]
-        return _ENCAPSULATION + head + b''.join(self._parts)
+        return ENCAPSULATION + head + b''.join(self._parts)

@@ -63,6 +63,7 @@ from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
 from ..resources import default_suites
 from .conversions import ns_from_time, set_time_ns, time_from_ns
+from .event_wire import EventInstance, ViolationEventWire
 from .guard import CallbackGuard, configured
 from .metrics_wire import COUNT_FIELDS, RunningMetricsWire
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
@@ -113,12 +114,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
-        # Per instance, its Verdict and ViolationEvent message and its running metrics' encoded strings,
+        # Per instance, its Verdict and ViolationEvent message and its metrics' and events' encoded parts,
         # made when the monitor is built and updated in place (made in the frame, a thousand overran it).
         self._verdict_msgs: list[Verdict] = []
         self._metrics_wire = RunningMetricsWire([])
         self._metrics_counts = np.zeros((0, len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs: list[ViolationEvent] = []
+        self._event_wire = ViolationEventWire([])
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
@@ -184,6 +186,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                            severity=SEVERITY[i.severity],
                                            binding=[KeyValue(key=k, value=v) for k, v in i.binding])
                             for i in monitor.instances]
+        self._event_wire = ViolationEventWire([EventInstance(i.property, i.instance, tuple(i.binding), i.category,
+                                                             SEVERITY[i.severity]) for i in monitor.instances])
         self._verdict_codes = None      # every instance's verdict is published at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
@@ -525,22 +529,28 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().warning(f'violation {verb}: {"; ".join(shown)}{more}')
 
     def _publish_event(self, kind: int, d: int, start: int, end: int, recovered: bool, stamp_ns: int) -> None:
-        """Publish instance ``d``'s event.  Its message is made with the monitor
-        and updated in place (hundreds of instances recovering in one frame:
-        making each anew took 17 us of the frame's time apiece)."""
+        """Publish instance ``d``'s event, encoded as bytes (``event_wire``);
+        in-process listeners are handed the instance's message, made with the
+        monitor and updated in place (hundreds of instances recovering in one
+        frame: making each anew took 17 us of the frame's time apiece)."""
         # Two counts of rollout 0, read directly: a whole snapshot per event (every instance's counts as
         # tuples) took a quarter of the frame time with a thousand instances.
         violations, frames = int(self._configured.violations[d, 0]), int(self._configured.frames[0])
         period_ns = self._frame_clock.period_ns
-        msg = self._event_msgs[d]
+        frame_now = frames - 1
+        start_ns = stamp_ns - (frame_now - start) * period_ns
+        end_ns = stamp_ns - (frame_now - end) * period_ns
+        self._pub_events.publish(self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns,
+                                                         end_ns, recovered, violations))
+        if not self._listeners:
+            return
+        msg = self._event_msgs[d]     # a supervisor in this process acts on the event now
         msg.event, msg.episode_id, msg.start_frame, msg.end_frame = kind, self._episode, start, end
         msg.recovered, msg.count = recovered, violations
-        frame_now = frames - 1
         set_time_ns(msg.header.stamp, stamp_ns)
-        set_time_ns(msg.start_stamp, stamp_ns - (frame_now - start) * period_ns)
-        set_time_ns(msg.end_stamp, stamp_ns - (frame_now - end) * period_ns)
-        self._pub_events.publish(msg)
-        for listener in self._listeners:      # a supervisor in this process acts on the event now
+        set_time_ns(msg.start_stamp, start_ns)
+        set_time_ns(msg.end_stamp, end_ns)
+        for listener in self._listeners:
             listener.deliver_violation(msg)
 
     def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:

@@ -1,0 +1,23 @@
+"""Pieces of classic CDR (little endian), the encoding rmw_fastrtps writes,
+for the messages the monitor publishes as bytes it encodes itself
+(``metrics_wire``, ``event_wire``).  Offsets count from the start of the
+body, after the encapsulation header, as CDR aligns them."""
+
+from __future__ import annotations
+
+import struct
+
+ENCAPSULATION = b'\x00\x01\x00\x00'
+"""The encapsulation header: CDR, little endian."""
+
+
+def padding(offset: int, alignment: int) -> bytes:
+    """The zero bytes that bring ``offset`` to a multiple of ``alignment``."""
+    return b'\x00' * (-offset % alignment)
+
+
+def string(text: str, offset: int) -> bytes:
+    """A CDR string at ``offset``: padding to 4, length with the terminating
+    NUL, the UTF-8 bytes, the NUL."""
+    data = text.encode('utf-8') + b'\x00'
+    return padding(offset, 4) + struct.pack('<I', len(data)) + data
