@@ -50,7 +50,7 @@ def client():
         yield pair
 
 
-def test_monitor_node_end_to_end(monitor_proc, client):
+def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     node, ex = client
     events, verdicts, metrics, status, diags = [], [], [], [], []
     node.create_subscription(ViolationEvent, 'violations', events.append, RELIABLE)
@@ -94,6 +94,12 @@ def test_monitor_node_end_to_end(monitor_proc, client):
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
     closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
     assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
+    # The operator sees each event in the log (written once the frame's outputs are out).
+    instance = 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
+    lines = [f'violation opened: {instance} [{opened.start_frame}, {opened.start_frame}]',
+             f'violation closed (recovered): {instance} [{closed.start_frame}, {closed.end_frame}]']
+    assert spin_until(ex, lambda: all(line in (tmp_path / 'monitor.log').read_text() for line in lines), 30.0), \
+        (tmp_path / 'monitor.log').read_text()[-2000:]
     answer = _call(node, ex, Trigger, '/monitor/status', Trigger.Request())
     assert json.loads(answer.message)['instances'] == 3
     answer = _call(node, ex, Trigger, '/monitor/end_episode', Trigger.Request())
