@@ -18,9 +18,9 @@ bag reader sees an ordinary ``ViolationEvent``.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
+from ..spec.suite import Instance
 from .cdr import ENCAPSULATION, padding, string
 
 NS_PER_S = 1_000_000_000
@@ -32,20 +32,7 @@ _EVENT_OFFSET = 8 + len(_EMPTY_FRAME_ID)
 _TAIL = struct.Struct('<QQiIiI?3xI')
 
 
-@dataclass(frozen=True)
-class EventInstance:
-    """The fields of an instance's events that the instance fixes."""
-
-    property: str
-    instance: str
-    binding: tuple[tuple[str, str], ...]
-    """(template variable, entity) pairs, as ``diagnostic_msgs/KeyValue``."""
-    category: str
-    severity: int
-    """One of ``ViolationEvent.SEVERITY_*``."""
-
-
-def _fixed_part(inst: EventInstance) -> bytes:
+def _fixed_part(inst: Instance, severity: int) -> bytes:
     """property through severity, encoded from just after the event code."""
     out = b''
     for text in (inst.property, inst.instance):
@@ -55,14 +42,15 @@ def _fixed_part(inst: EventInstance) -> bytes:
         for text in (key, value):
             out += string(text, _EVENT_OFFSET + 1 + len(out))
     out += string(inst.category, _EVENT_OFFSET + 1 + len(out))
-    return out + bytes((inst.severity,))
+    return out + bytes((severity,))
 
 
 class ViolationEventWire:
-    """Encodes ``ViolationEvent`` for a fixed list of instances."""
+    """Encodes ``ViolationEvent`` for a fixed list of property instances;
+    ``severity_codes`` maps their severity names to ``ViolationEvent.SEVERITY_*``."""
 
-    def __init__(self, instances: Sequence[EventInstance]) -> None:
-        self._fixed = [_fixed_part(inst) for inst in instances]
+    def __init__(self, instances: Sequence[Instance], severity_codes: Mapping[str, int]) -> None:
+        self._fixed = [_fixed_part(inst, severity_codes[inst.severity]) for inst in instances]
         self._episode: str | None = None
         self._with_episode: list[bytes | None] = [None] * len(self._fixed)
 

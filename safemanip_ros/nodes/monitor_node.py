@@ -63,7 +63,7 @@ from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
 from ..resources import default_suites
 from .conversions import ns_from_time, set_time_ns, time_from_ns
-from .event_wire import EventInstance, ViolationEventWire
+from .event_wire import ViolationEventWire
 from .guard import CallbackGuard, configured
 from .metrics_wire import COUNT_FIELDS, RunningMetricsWire
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
@@ -120,7 +120,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._metrics_wire = RunningMetricsWire([])
         self._metrics_counts = np.zeros((0, len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs: list[ViolationEvent] = []
-        self._event_wire = ViolationEventWire([])
+        self._event_wire = ViolationEventWire([], SEVERITY)
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
@@ -187,8 +187,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                            severity=SEVERITY[i.severity],
                                            binding=[KeyValue(key=k, value=v) for k, v in i.binding])
                             for i in monitor.instances]
-        self._event_wire = ViolationEventWire([EventInstance(i.property, i.instance, tuple(i.binding), i.category,
-                                                             SEVERITY[i.severity]) for i in monitor.instances])
+        self._event_wire = ViolationEventWire(monitor.instances, SEVERITY)
         self._verdict_codes = None      # every instance's verdict is published at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
