@@ -85,6 +85,8 @@ def test_a_clean_fleet_passes_as_early_as_the_evidence_allows(fleet, tmp_path):
         assert gate.wait(timeout=30) == 0, (tmp_path / 'gate.log').read_text()
     finally:
         gate.kill()
+    # The gate exits once its final decisions are acknowledged: taken here even if this executor had not yet.
+    assert fleet.spin_until(lambda: fleet.decisions[('', 'p')].decision == GateDecision.PASS, 10)
     pooled = fleet.decisions[('', 'p')]
     # Pooled 5 triggers a rollout, no violation: the replay of the same rollouts decides at the same point.
     expected = replay(SequentialTest(0.05, 0.05), [(5, 0)] * 40)
@@ -143,6 +145,7 @@ def test_a_restarted_gate_continues_from_its_state(fleet, tmp_path):
         assert second.wait(timeout=30) == 0
     finally:
         second.kill()
+    assert fleet.spin_until(lambda: fleet.decisions[('', 'p')].decision == GateDecision.PASS, 10)
     assert fleet.decisions[('', 'p')].decided_after == 75 and fleet.decisions[('', 'p')].rollouts == 15
     assert 'continuing from' in (tmp_path / 'gate.log').read_text()
 

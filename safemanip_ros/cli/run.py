@@ -145,8 +145,14 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
     )
     from ..nodes.guard import created
     from ..nodes.monitor_node import MonitorNode
-    from ..nodes.recorder_process import wait_acked
-    from ..nodes.runner import WatchdogThread, bring_up, initialised, past_shutdown, spin_until_shutdown
+    from ..nodes.runner import (
+        WatchdogThread,
+        bring_up,
+        initialised,
+        past_shutdown,
+        spin_until_shutdown,
+        wait_acked,
+    )
     from ..nodes.supervisor_node import SupervisorNode
 
     # Ctrl-C and SIGTERM stop the spin; what was published reaches the recorder, which is then stopped

@@ -52,7 +52,7 @@ from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .params import RosParameters
 from .qos import FINAL_METRICS, RELIABLE, latched
-from .runner import run_node
+from .runner import run_node, wait_acked
 
 EXIT = {PASS: 0, FAIL: 1, None: 4}
 _CODES = {None: GateDecision.UNDECIDED, PASS: GateDecision.PASS, FAIL: GateDecision.FAIL}
@@ -211,6 +211,9 @@ def main(args: list[str] | None = None) -> int:
 
     def on_exit(node: GateNode) -> None:
         node._diagnostics()
+        # The final decisions are latched only while this process lives: acknowledged
+        # by the subscribers before it exits, as the players and `safemanip run` do.
+        wait_acked([node._pub, node._pub_diag])
         node.alerts.close(timeout_s=2.0)      # give the decision a moment to leave
         result['rc'] = EXIT[node.outcome] if node.finished else 4
 

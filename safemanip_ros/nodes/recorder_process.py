@@ -229,20 +229,3 @@ class RecorderProcess:
         with self._lock:
             self._held, self._discarding = None, True
         self.stop(timeout_s=10.0)
-
-
-def wait_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
-    """Wait (up to ``timeout_s`` in all) until every reliable publisher's
-    messages are acknowledged by its matched subscriptions (the recorder's
-    among them): what the stack published last is in the recorder's hands
-    before it is told to close."""
-    from rclpy.duration import Duration
-    deadline = time.monotonic() + timeout_s
-    for pub in publishers:
-        left_s = deadline - time.monotonic()
-        if left_s <= 0:
-            return
-        try:
-            pub.wait_for_all_acked(Duration(nanoseconds=int(left_s * 1e9)))
-        except Exception:       # a publisher already destroyed, or a context shut down: nothing more to wait for
-            continue

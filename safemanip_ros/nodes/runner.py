@@ -8,10 +8,11 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import rclpy
 from rclpy.clock import Clock, ClockType  # type: ignore[attr-defined]  # its own module only after Humble
+from rclpy.duration import Duration
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
@@ -287,3 +288,19 @@ class WatchdogThread:
         """Stop spinning and join the thread (the node is left to its owner)."""
         self.executor.shutdown(timeout_sec=timeout_s / 2)
         self.thread.join(timeout=timeout_s)
+
+
+def wait_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
+    """Wait (up to ``timeout_s`` in all) until every reliable publisher's
+    messages are acknowledged by its matched subscriptions: what a process
+    published last is in its subscribers' hands before it closes (a
+    recorder told to stop, a gate's final decisions)."""
+    deadline = time.monotonic() + timeout_s
+    for pub in publishers:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            return
+        try:
+            pub.wait_for_all_acked(Duration(nanoseconds=int(left_s * 1e9)))
+        except Exception:       # a publisher already destroyed, or a context shut down: nothing more to wait for
+            continue
