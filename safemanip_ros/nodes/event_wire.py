@@ -5,8 +5,7 @@ A frame can open or close a violation for hundreds of instances at once,
 and every event is its own message on ``violations`` (subscribers and bags
 see one event per message).  Converting each event's Python message field
 by field cost rclpy about as much as sending it to a subscriber in another
-process (the recorder): a burst of 500 took 7-10 ms of a 10 ms frame.  An
-instance's names, binding, category and severity never change, and its
+process (the recorder), in the frame's deadline work.  An instance's names, binding, category and severity never change, and its
 episode id only with the episode, so :class:`ViolationEventWire` encodes
 them once and, per event, packs the stamps, frames, flags and count around
 them; rclpy publishes bytes as they are (``Publisher.publish(bytes)``).
@@ -23,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from ..spec.suite import Instance
 from .cdr import ENCAPSULATION, padding, string
 
-NS_PER_S = 1_000_000_000
+_NS_PER_S = 1_000_000_000
 # header.stamp, then header.frame_id (empty: length 1, the NUL): the event code lands at offset 13.
 _HEAD = struct.Struct('<iI')
 _EMPTY_FRAME_ID = string('', 8)
@@ -75,9 +74,9 @@ class ViolationEventWire:
         and ``end_ns``, ``recovered`` and the instance's ``count``.  Times are
         in nanoseconds and split as ``builtin_interfaces/Time`` does (the
         seconds floored, the nanoseconds 0 to 10**9 - 1)."""
-        sec, nanosec = divmod(stamp_ns, NS_PER_S)
-        start_sec, start_nanosec = divmod(start_ns, NS_PER_S)
-        end_sec, end_nanosec = divmod(end_ns, NS_PER_S)
+        sec, nanosec = divmod(stamp_ns, _NS_PER_S)
+        start_sec, start_nanosec = divmod(start_ns, _NS_PER_S)
+        end_sec, end_nanosec = divmod(end_ns, _NS_PER_S)
         return b''.join((ENCAPSULATION, _HEAD.pack(sec, nanosec), _EMPTY_FRAME_ID, bytes((event,)),
                          self._middle(d, episode_id),
                          _TAIL.pack(start_frame, end_frame, start_sec, start_nanosec, end_sec, end_nanosec,
