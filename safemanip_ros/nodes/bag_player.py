@@ -18,7 +18,6 @@ import contextlib
 import time
 from typing import Any
 
-from rclpy.duration import Duration
 from rclpy.node import Node
 
 from ..bag import open_bag
@@ -26,7 +25,7 @@ from ..errors import SafemanipError
 from .conversions import message_class
 from .params import RosParameters, check_range
 from .qos import RECORDING, STATIC_TF
-from .runner import run_node
+from .runner import run_node, wait_acked
 
 
 class BagPlayer(RosParameters, Node):
@@ -76,9 +75,9 @@ class BagPlayer(RosParameters, Node):
                     self._pending = next(self._messages)
                 except StopIteration:
                     self._open.close()
-                    # Reliable subscribers get the last messages before we exit.
-                    for pub in self.publishers_by_topic.values():
-                        pub.wait_for_all_acked(Duration(seconds=2))
+                    # Reliable subscribers get the last messages before we exit (2 s a topic).
+                    publishers = list(self.publishers_by_topic.values())
+                    wait_acked(publishers, timeout_s=2.0 * len(publishers))
                     self.done = True
                     return
             conn, stamp_ns, raw = self._pending

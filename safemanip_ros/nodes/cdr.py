@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import struct
 
+from ..stamps import NS_PER_S
+
 ENCAPSULATION = b'\x00\x01\x00\x00'
 """The encapsulation header: CDR, little endian."""
 
@@ -21,3 +23,11 @@ def string(text: str, offset: int) -> bytes:
     NUL, the UTF-8 bytes, the NUL."""
     data = text.encode('utf-8') + b'\x00'
     return padding(offset, 4) + struct.pack('<I', len(data)) + data
+
+
+def header(stamp_ns: int) -> bytes:
+    """A ``std_msgs/Header`` at the start of the body: the stamp (seconds
+    floored, nanoseconds 0 to 10**9 - 1, as ``builtin_interfaces/Time``) and
+    an empty frame_id; 13 bytes."""
+    sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
+    return struct.pack('<iI', sec, nanosec) + string('', 8)

@@ -5,10 +5,10 @@ A frame can open or close a violation for hundreds of instances at once,
 and every event is its own message on ``violations`` (subscribers and bags
 see one event per message).  Converting each event's Python message field
 by field cost rclpy about as much as sending it to a subscriber in another
-process (the recorder), in the frame's deadline work.  An instance's names, binding, category and severity never change, and its
-episode id only with the episode, so :class:`ViolationEventWire` encodes
-them once and, per event, packs the stamps, frames, flags and count around
-them; rclpy publishes bytes as they are (``Publisher.publish(bytes)``).
+process (the recorder), in the frame's deadline work.  An instance's names,
+binding, category and severity never change, and its episode id only with
+the episode, so :class:`ViolationEventWire` encodes them once and, per
+event, packs the stamps, frames, flags and count around them; rclpy publishes bytes as they are (``Publisher.publish(bytes)``).
 The bytes are those rclpy would make (checked against
 ``rclpy.serialization`` and rosbags in the tests), so every subscriber and
 bag reader sees an ordinary ``ViolationEvent``.
@@ -20,13 +20,10 @@ import struct
 from collections.abc import Mapping, Sequence
 
 from ..spec.suite import Instance
-from .cdr import ENCAPSULATION, padding, string
+from ..stamps import NS_PER_S
+from .cdr import ENCAPSULATION, header, padding, string
 
-_NS_PER_S = 1_000_000_000
-# header.stamp, then header.frame_id (empty: length 1, the NUL): the event code lands at offset 13.
-_HEAD = struct.Struct('<iI')
-_EMPTY_FRAME_ID = string('', 8)
-_EVENT_OFFSET = 8 + len(_EMPTY_FRAME_ID)
+_EVENT_OFFSET = len(header(0))      # the event code follows the header
 # start_frame, end_frame (8-aligned), start_stamp, end_stamp, recovered, count (4-aligned).
 _TAIL = struct.Struct('<QQiIiI?3xI')
 
@@ -74,10 +71,9 @@ class ViolationEventWire:
         and ``end_ns``, ``recovered`` and the instance's ``count``.  Times are
         in nanoseconds and split as ``builtin_interfaces/Time`` does (the
         seconds floored, the nanoseconds 0 to 10**9 - 1)."""
-        sec, nanosec = divmod(stamp_ns, _NS_PER_S)
-        start_sec, start_nanosec = divmod(start_ns, _NS_PER_S)
-        end_sec, end_nanosec = divmod(end_ns, _NS_PER_S)
-        return b''.join((ENCAPSULATION, _HEAD.pack(sec, nanosec), _EMPTY_FRAME_ID, bytes((event,)),
+        start_sec, start_nanosec = divmod(start_ns, NS_PER_S)
+        end_sec, end_nanosec = divmod(end_ns, NS_PER_S)
+        return b''.join((ENCAPSULATION, header(stamp_ns), bytes((event,)),
                          self._middle(d, episode_id),
                          _TAIL.pack(start_frame, end_frame, start_sec, start_nanosec, end_sec, end_nanosec,
                                     recovered, count)))

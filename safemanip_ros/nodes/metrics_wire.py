@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .cdr import ENCAPSULATION, padding, string
+from .cdr import ENCAPSULATION, header, padding, string
 
 COUNT_FIELDS = ('triggers', 'violations', 'unsafe_frames', 'frames', 'pending', 'unknown_frames')
 """The uint32 fields of ``PropertyMetrics``, in message order (columns of the counts)."""
@@ -51,8 +51,7 @@ class RunningMetricsWire:
         (instances x :data:`COUNT_FIELDS`, values 0 to 2**32-1)."""
         if counts.shape != (len(self._prefixes), len(COUNT_FIELDS)):
             raise ValueError(f'counts of shape {counts.shape}: expected ({len(self._prefixes)}, {len(COUNT_FIELDS)})')
-        sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-        head = struct.pack('<iI', sec, nanosec) + string('', 8)
+        head = header(stamp_ns)
         head += string(episode_id, len(head))
         head += padding(len(head), 8) + struct.pack('<Q', frames) + b'\x00'    # frames, final
         head += padding(len(head), 4) + self._count

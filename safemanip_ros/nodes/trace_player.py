@@ -18,7 +18,6 @@ Parameters:
 
 from __future__ import annotations
 
-from rclpy.duration import Duration
 from rclpy.node import Node
 
 from safemanip_ros.msg import PredicateArray
@@ -28,7 +27,7 @@ from ..ltlf.trace import read_traces
 from .conversions import predicate_array
 from .params import MIN_RATE_HZ, RosParameters, check_range
 from .qos import RECORDING
-from .runner import run_node
+from .runner import run_node, wait_acked
 
 
 class TracePlayer(RosParameters, Node):
@@ -67,7 +66,7 @@ class TracePlayer(RosParameters, Node):
         if self._index >= len(self._frames):
             if not self._loop:
                 self._timer.cancel()
-                self._pub.wait_for_all_acked(Duration(seconds=2))   # deliver the last step before exiting
+                wait_acked([self._pub])   # deliver the last step before exiting
                 self.done = True
                 return
             self._index = 0
