@@ -1,7 +1,7 @@
 """Python packaging of safemanip_ros (pip and editable installs).
 
 On a ROS 2 distro, colcon builds the package through CMakeLists.txt (it also
-generates msg/); pip installs only the Python package and its executables.
+generates msg/ and srv/); pip installs only the Python package and its executables.
 """
 
 import pathlib

@@ -6,7 +6,8 @@ supervisor (both lifecycle nodes, started with autostart).
 
 ``realtime_priority:=50`` runs every node (grounding, monitor, supervisor)
 under SCHED_FIFO at that priority with memory locked, where permitted (0, the
-default: normal scheduling; safemanip_ros/realtime.py).
+default: normal scheduling; safemanip_ros/realtime.py).  A supervisor that
+dies is started again after 1 s (it holds again for violations still open).
 """
 
 import os
@@ -70,5 +71,8 @@ def generate_launch_description():
                                            # A grounding process that dies silences its predicates: a fail-safe
                                            # hold, as for a silent sensor (a live one publishes unknowns instead).
                                            'failsafe_topics': GROUNDING_OUTPUTS,
-                                           'autostart': True}], output='screen', additional_env=realtime),
+                                           'autostart': True}], output='screen', additional_env=realtime,
+                      # Nothing else holds the arm: a supervisor that dies is started again, and asks the
+                      # monitor for the violations still open (monitor/open_violations).
+                      respawn=True, respawn_delay=1.0),
     ])

@@ -9,6 +9,9 @@ this test as the robot (joint states, TF, contacts at 20 Hz):
 * a grounding process killed (SIGKILL) silences its predicates: the
   supervisor holds the arm, naming the topic;
 * the monitor killed: the supervisor holds, naming the monitor;
+* the supervisor killed and started again: with no violation open it does
+  nothing; with one open (the arm still touching) it learns it from the
+  monitor and holds the arm again, though no event is published anew;
 * under ``use_sim_time``, ``/clock`` jumping backwards and forwards raises
   no violation and no hold, and a touch is still held.
 """
@@ -41,10 +44,9 @@ PERIOD_S = 0.05
 GROUNDING_OUTPUTS = [f'predicates/{s}:safemanip_ros/msg/PredicateArray:0.5' for s in ('joint_states', 'contacts', 'tf')]
 
 
-def _processes(tmp_path: Path, sim_time: bool = False) -> dict[str, subprocess.Popen]:
-    """The launch file's processes (camera grounding left out: this robot has no camera)."""
-    common = ['-p', f'use_sim_time:={str(sim_time).lower()}']
-    specs = {
+def _specs() -> dict[str, list[str]]:
+    """The launch file's processes' arguments (camera grounding left out: this robot has no camera)."""
+    return {
         'joint_state_grounding': ['-p', f'config:={CONFIG}'],
         'contact_grounding': ['-p', f'config:={CONFIG}', '-p', "wrench_topic:=''"],
         'tf_grounding': ['-p', f'config:={CONFIG}', '-p', 'grasp_topic:=predicates/contacts'],
@@ -57,9 +59,17 @@ def _processes(tmp_path: Path, sim_time: bool = False) -> dict[str, subprocess.P
                        '-p', f'failsafe_topics:=[{", ".join(repr(t) for t in GROUNDING_OUTPUTS)}]',
                        '-p', f'joints:=[{", ".join(ARM)}]'],
     }
-    return {name: subprocess.Popen([str(BIN / name), '--ros-args', *common, *args],
-                                   stdout=open(tmp_path / f'{name}.log', 'w'), stderr=subprocess.STDOUT)
-            for name, args in specs.items()}
+
+
+def _start(tmp_path: Path, name: str, sim_time: bool = False, log: str = '') -> subprocess.Popen:
+    """Process ``name`` of the launch file, its output in ``<log or name>.log``."""
+    common = ['-p', f'use_sim_time:={str(sim_time).lower()}']
+    return subprocess.Popen([str(BIN / name), '--ros-args', *common, *_specs()[name]],
+                            stdout=open(tmp_path / f'{log or name}.log', 'w'), stderr=subprocess.STDOUT)
+
+
+def _processes(tmp_path: Path, sim_time: bool = False) -> dict[str, subprocess.Popen]:
+    return {name: _start(tmp_path, name, sim_time) for name in _specs()}
 
 
 class Robot:
@@ -224,6 +234,41 @@ def test_a_killed_monitor_holds_the_arm(stack):
     assert robot.spin(lambda: _held_for(robot, 'the monitor') is not None and robot.trajs, 30), \
         ([a.reason for a in robot.actions], logs())
     assert robot.trajs and list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
+
+
+def _restart_supervisor(robot: Robot, procs, tmp_path: Path, log: str) -> str:
+    """SIGKILL the supervisor and start it again; wait until the new one has
+    asked the monitor for its open violations.  Its log so far."""
+    procs['supervisor'].send_signal(signal.SIGKILL)
+    procs['supervisor'].wait(timeout=20)
+    procs['supervisor'] = _start(tmp_path, 'supervisor', log=log)
+    path = tmp_path / f'{log}.log'
+    assert robot.spin(lambda: 'the monitor has' in path.read_text(), 60), path.read_text()[-2000:]
+    return path.read_text()
+
+
+def test_a_restarted_supervisor_holds_an_open_violation_again(stack, tmp_path):
+    robot, procs, logs = stack
+    # Nothing open: the new supervisor learns so, and does nothing.
+    text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-2')
+    assert 'the monitor has no open violation' in text, text[-2000:]
+    robot.run_for(1.0)
+    assert not robot.actions and not robot.events, ([a.reason for a in robot.actions], logs())
+    # A touch opens a violation and is held; the supervisor dies while the arm still touches.
+    robot.touching = True
+    assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact') for a in robot.holds())
+                      and robot.trajs, 30), ([a.reason for a in robot.actions], logs())
+    opened = [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED]
+    holds, trajs = len(robot.holds()), len(robot.trajs)
+    text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-3')
+    # The restarted one heard no event: it holds the arm again for the violation the monitor lists as open.
+    assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact')
+                                  for a in robot.holds()[holds:]) and len(robot.trajs) > trajs, 30), \
+        ([a.reason for a in robot.actions], (tmp_path / 'supervisor-3.log').read_text()[-2000:], logs())
+    assert 'the monitor has 1 open violation(s)' in text and '1 not heard of before' in text, text[-2000:]
+    assert [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED] == opened     # none published anew
+    assert list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
+    robot.touching = False
 
 
 @pytest.mark.parametrize('stack', [True], indirect=True, ids=['sim_time'])

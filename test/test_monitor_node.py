@@ -18,7 +18,8 @@ from std_srvs.srv import Trigger
 
 from safemanip_ros.cli.watch import VerdictBoard
 from safemanip_ros.msg import MonitorMetrics, MonitorStatus, VerdictArray, ViolationEvent
-from safemanip_ros.nodes.conversions import predicate_array
+from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
+from safemanip_ros.srv import OpenViolations
 
 pytestmark = pytest.mark.ros
 
@@ -89,11 +90,25 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
     assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
     assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]
+    # Asked while it is open, the monitor lists the episode as the event that opened it (a supervisor
+    # started now learns it there); the inputs keep coming meanwhile, or they would go stale.
+    open_client = node.create_client(OpenViolations, '/monitor/open_violations')
+    assert open_client.wait_for_service(timeout_sec=30.0)
+    future = open_client.call_async(OpenViolations.Request())
+    assert spin_publish(future.done)
+    listed = future.result()
+    assert listed.episode_id == opened.episode_id and len(listed.open) == 1, listed
+    same = listed.open[0]
+    assert same == opened, (same, opened)      # field for field, its stamps included
+    assert ns_from_time(listed.header.stamp) >= ns_from_time(opened.header.stamp)
     assert spin_publish(lambda: any(d.level == b'\x02' for d in diags[-1].status))
     frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the episode
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
     closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
     assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
+    future = open_client.call_async(OpenViolations.Request())
+    assert spin_publish(future.done)
+    assert future.result().episode_id == opened.episode_id and not future.result().open, future.result()
     # The operator sees each event in the log (written once the frame's outputs are out).
     instance = 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
     lines = [f'violation opened: {instance} [{opened.start_frame}, {opened.start_frame}]',

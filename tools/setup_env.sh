@@ -126,10 +126,11 @@ if ! "$PY" -c 'import controller_manager_msgs.srv' >/dev/null 2>&1; then
 fi
 
 # ------------------------------------------------------------ 5. msg/ build
-msg_hash=$(hash_of "$ROOT"/msg/*.msg "$ROOT/CMakeLists.txt" "$ROOT/package.xml")
+msg_hash=$(hash_of "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv "$ROOT/CMakeLists.txt" "$ROOT/package.xml")
 PURELIB=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-if ! stamp_ok interfaces "$msg_hash" || [ ! -f "$PURELIB/safemanip_ros/msg/__init__.py" ]; then
-  say "generating msg/ with rosidl (about 30 s)"
+if ! stamp_ok interfaces "$msg_hash" || [ ! -f "$PURELIB/safemanip_ros/msg/__init__.py" ] \
+     || [ ! -f "$PURELIB/safemanip_ros/srv/__init__.py" ]; then
+  say "generating msg/ and srv/ with rosidl (about 30 s)"
   cmake_build "$ROOT" "$BUILD/interfaces" -DSAFEMANIP_INTERFACES_ONLY=ON
   # rosidl installs an empty safemanip_ros/__init__.py into site-packages; removing it
   # lets the editable source package own the name and splice msg/ in (see
@@ -167,6 +168,6 @@ apt_need mona mona "MONA differential tests"
 apt_need chromium chromium "report.html in headless Chromium"
 
 # Final check: the environment imports what the tests need.
-"$PY" -c 'import rclpy, safemanip_ros.msg, tf2_msgs.msg, controller_manager_msgs.srv, sensor_msgs.msg, rosbags, numpy' \
+"$PY" -c 'import rclpy, safemanip_ros.msg, safemanip_ros.srv, tf2_msgs.msg, controller_manager_msgs.srv, sensor_msgs.msg, rosbags, numpy' \
   || die "the environment in $VENV does not import rclpy/safemanip_ros.msg; remove $VENV/.stamps and re-run"
 say "environment ready in $VENV"

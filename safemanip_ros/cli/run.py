@@ -92,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
         'joints': robot.joints.arm_joints,   # the supervisor holds and retracts the arm joints
         'sampled_by_monitor': True,          # grounding sampled on the monitor's frame clock: one hop
         'input_reliability': 'reliable' if args.reliable_inputs else 'best_effort',
-        # One process: the supervisor watches the monitor's executor itself (WatchdogThread), not its status topic.
+        # One process: the supervisor watches the monitor's executor itself (WatchdogThread), not its status
+        # topic, and is handed every event in-process from the first frame (nothing to ask the monitor for).
         'monitor_status_topic': '',
+        'monitor_open_violations_service': '',
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.

@@ -24,7 +24,10 @@
   manager needed);
 * services (std_srvs/Trigger): ``~/start_episode``, ``~/end_episode``,
   ``~/reload`` (rebuild from the files; on failure the running monitor is
-  kept and the reply says why) and ``~/status`` (JSON in the reply).
+  kept and the reply says why) and ``~/status`` (JSON in the reply); and
+  ``~/open_violations`` (safemanip_ros/OpenViolations): every violation
+  episode open now, as the event that opened it — how a supervisor that
+  started after they opened (restarted, or up after the monitor) learns them.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from safemanip_ros.msg import (
     VerdictArray,
     ViolationEvent,
 )
+from safemanip_ros.srv import OpenViolations
 
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
@@ -147,6 +151,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # restarted stack counts from 1 again): node name, start time (UTC) and a random tag.
         self._run_id = f'{time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())}-{secrets.token_hex(2)}'
         self._frames_total = 0
+        self._last_frame_ns: int | None = None     # the newest frame's time, this episode
+        # Per instance, the (header, start) stamps in ns of the event that opened its last episode.
+        self._opened_ns = np.zeros((0, 2), dtype=np.int64)
         self._overruns = 0
         self._max_frame_s = 0.0
         self._last_tick: float | None = None
@@ -188,6 +195,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                            binding=[KeyValue(key=k, value=v) for k, v in i.binding])
                             for i in monitor.instances]
         self._event_wire = ViolationEventWire(monitor.instances, SEVERITY)
+        self._opened_ns = np.zeros((len(monitor.instances), 2), dtype=np.int64)
         self._verdict_codes = None      # every instance's verdict is published at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
@@ -222,6 +230,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._srvs = [self.create_service(Trigger, f'~/{name}', cb) for name, cb in (
             ('start_episode', self._srv_start), ('end_episode', self._srv_end), ('reload', self._srv_reload),
             ('status', self._srv_status))]
+        self._srvs.append(self.create_service(OpenViolations, '~/open_violations', self._srv_open_violations))
         self.get_logger().info(f'configured: {len(self._configured.instances)} property instances over '
                                f'{len(self._configured.predicates)} predicates')
         return TransitionCallbackReturn.SUCCESS
@@ -512,6 +521,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         """Monitor the frame at ``frame_ns`` and publish its episode events."""
         values, unknown = self._frame(frame_ns)
         res = self._configured.step(values, unknown)
+        self._last_frame_ns = frame_ns
         for verb, kind, events in (('opened', ViolationEvent.EVENT_OPENED, res.opened),
                                    ('closed (recovered)', ViolationEvent.EVENT_CLOSED, res.closed)):
             if not events:
@@ -547,6 +557,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         end_ns = stamp_ns - (frame_now - end) * period_ns
         self._pub_events.publish(self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns,
                                                          end_ns, recovered, violations))
+        if kind == ViolationEvent.EVENT_OPENED:
+            self._opened_ns[d] = stamp_ns, start_ns      # listed as it was published while it stays open
         if not self._listeners:
             return
         msg = self._event_msgs[d]     # a supervisor in this process acts on the event now
@@ -645,6 +657,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._episode_count += 1
         self._episode = f'{self.get_name()}-{self._run_id}-{self._episode_count:04d}'
         self._configured.reset()
+        self._last_frame_ns = None
         self._verdict_codes = None      # an episode's first frame lists every instance
         return self._episode
 
@@ -696,6 +709,30 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
                                                 if v],
             'unsupported': {} if mon is None else {k: list(v) for k, v in sorted(mon.unsupported.items())}})
+        return response
+
+    def _srv_open_violations(self, request: Any, response: Any) -> Any:
+        """Every open violation episode as the EVENT_OPENED event that
+        opened it, field for field (``count``, the instance's violations this
+        episode, has not changed while it stays open); the header stamp is
+        the newest frame's time."""
+        mon, last_ns = self.monitor, self._last_frame_ns
+        response.episode_id = self._episode
+        if mon is None or not self._episode or last_ns is None:
+            return response
+        set_time_ns(response.header.stamp, last_ns)
+        for d in np.flatnonzero(mon.open_start[:, 0] >= 0).tolist():
+            start = int(mon.open_start[d, 0])
+            proto = self._event_msgs[d]
+            msg = ViolationEvent(property=proto.property, instance=proto.instance, category=proto.category,
+                                 severity=proto.severity, binding=list(proto.binding),
+                                 event=ViolationEvent.EVENT_OPENED, episode_id=self._episode,
+                                 start_frame=start, end_frame=start, count=int(mon.violations[d, 0]))
+            stamp_ns, start_ns = (int(x) for x in self._opened_ns[d])
+            set_time_ns(msg.header.stamp, stamp_ns)
+            set_time_ns(msg.start_stamp, start_ns)
+            set_time_ns(msg.end_stamp, start_ns)
+            response.open.append(msg)
         return response
 
 

@@ -42,6 +42,11 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   so a stalled grounding/monitor executor neither delays the fail-safe nor
   goes unreported (a stall beyond the limit pauses: verdicts were not
   produced meanwhile).
+* **open violations at start**: events are not kept for a subscriber that
+  arrives later, so on each activation the supervisor asks the monitor's
+  ``monitor_open_violations_service`` (``~/open_violations``) for the
+  violation episodes open now and acts on each as on its event: a
+  supervisor restarted while a violation is open holds the arm again.
 
 Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_node`).
 """
@@ -61,6 +66,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
+from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
@@ -81,6 +87,12 @@ ACTION_CODE = {'log': SupervisorAction.ACTION_LOG, 'alert': SupervisorAction.ACT
 WATCHDOG_PERIOD_S = 0.02
 # An executor turn later than this is a stall worth reporting (counted, logged).
 STALL_REPORT_S = 0.25
+# An open-violations request not answered in this time is sent again (the monitor may have restarted).
+OPEN_VIOLATIONS_RETRY_S = 2.0
+# A hold trajectory holds the measured position: the open violations are asked for once joint states
+# arrive, or after this long without them (a new process discovers the robot's publisher in seconds on
+# a busy machine; asked sooner, the hold fails and escalates to stop).
+OPEN_VIOLATIONS_JOINTS_WAIT_S = 5.0
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
@@ -127,6 +139,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         # is a fail-safe condition.  '' turns it off (safemanip run watches its own executor instead).
         self.declare_parameter('monitor_status_topic', 'status')
         self.declare_parameter('monitor_status_limit_s', 3.0)
+        # The monitor's service listing the violations open now, asked on activation: a supervisor
+        # (re)started after they opened heard none of their events.  '' turns it off (safemanip run
+        # hands the supervisor every event in-process, from the monitor's first frame).
+        self.declare_parameter('monitor_open_violations_service', 'monitor/open_violations')
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
@@ -142,6 +158,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._callback_lock = threading.RLock()
         self._heartbeats: dict[str, Callable[[], float | None]] = {}
         self._stalled: dict[str, str] = {}   # watched executor → 'warned' or 'failsafe' during a stall
+        self._open_client: Any = None
+        self._open_request: tuple[Any, float] | None = None    # (future, monotonic time sent) while asking
+        self._open_synced = False          # the monitor's open violations learned since activation
+        self._activated_at = 0.0
 
     @property
     def _supervising(self) -> Supervisor:
@@ -238,6 +258,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
             self._watched[self._monitor_source] = [float(p('monitor_status_limit_s').value), None]
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
+        open_service = p('monitor_open_violations_service').value
+        self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
         self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
         return TransitionCallbackReturn.SUCCESS
 
@@ -252,6 +274,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = True
+        self._open_synced, self._open_request = self._open_client is None, None
+        self._activated_at = time.monotonic()
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -301,6 +325,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         key = (msg.episode_id, msg.instance, msg.event, msg.start_frame)
         if key in self._seen_events:
             return                     # delivered in-process already
+        if (msg.event == ViolationEvent.EVENT_OPENED
+                and (msg.episode_id, msg.instance, ViolationEvent.EVENT_CLOSED, msg.start_frame) in self._seen_events):
+            return                     # listed as open by the monitor, but its close arrived first
         self._seen_events[key] = None
         while len(self._seen_events) > 4096:
             self._seen_events.pop(next(iter(self._seen_events)))
@@ -346,6 +373,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                           f'by what arrived meanwhile')
             now = time.monotonic()
         self._check_heartbeats(now)
+        if not self._open_synced:
+            self._sync_open_violations(now)
         self._poll_controllers(now)
         # A still arm is not a hold while the goal's cancel (or Servo's pause) is unanswered: it may move next.
         if self._confirming is not None and not any(c.pending for c in self._controllers):
@@ -356,6 +385,47 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
                 self._act(self._supervising.on_stale(source, now - last, limit))
+
+    def _sync_open_violations(self, now: float) -> None:
+        """Ask the monitor for the violations open now, once it serves, and
+        act on each one not heard of as on its event (a request unanswered
+        for OPEN_VIOLATIONS_RETRY_S is sent again).  Asked once a hold can be
+        delivered: joint states heard (a hold trajectory holds the measured
+        position), a pause service or controller interface configured, or
+        OPEN_VIOLATIONS_JOINTS_WAIT_S passed."""
+        client = self._open_client
+        if self._open_request is not None:
+            future, sent = self._open_request
+            if future.done():
+                self._open_request = None
+                response = future.result()
+                if response is not None:
+                    self._open_synced = True
+                    self._learn_open(response)
+                    return
+            elif now - sent < OPEN_VIOLATIONS_RETRY_S:
+                return
+            else:
+                client.remove_pending_request(future)
+                self._open_request = None
+        can_hold = (self._recent_joints.latest() is not None or bool(self._controllers)
+                    or 'pause_service' in self._trigger_clients
+                    or now - self._activated_at >= OPEN_VIOLATIONS_JOINTS_WAIT_S)
+        if can_hold and client.service_is_ready():
+            self._open_request = (client.call_async(OpenViolations.Request()), now)
+
+    def _learn_open(self, response: Any) -> None:
+        fresh = [e for e in response.open
+                 if not any((e.episode_id, e.instance, kind, e.start_frame) in self._seen_events
+                            for kind in (ViolationEvent.EVENT_OPENED, ViolationEvent.EVENT_CLOSED))]
+        if not response.open:
+            self.get_logger().info(f'the monitor has no open violation (episode {response.episode_id!r})')
+        else:
+            self.get_logger().warning(
+                f'the monitor has {len(response.open)} open violation(s) in episode {response.episode_id!r}, '
+                f'{len(fresh)} not heard of before: acting on them now')
+        for event in fresh:
+            self._on_violation(event)
 
     def _check_heartbeats(self, now: float) -> None:
         limit = float(self.get_parameter('executor_stall_limit_s').value)
