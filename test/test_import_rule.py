@@ -12,13 +12,13 @@ from conftest import REPO
 
 import safemanip_ros
 
-ROS_ONLY = ('safemanip_ros.nodes', 'safemanip_ros.sim.bridge', 'safemanip_ros.msg')
+ROS_ONLY = ('safemanip_ros.nodes', 'safemanip_ros.sim.bridge', 'safemanip_ros.msg', 'safemanip_ros.srv')
 
 BLOCKER = r'''
 import importlib.abc, sys
 BLOCKED = ("rclpy", "rosidl_runtime_py", "rosidl_parser", "builtin_interfaces", "std_msgs", "geometry_msgs",
            "sensor_msgs", "tf2_msgs", "tf2_ros", "trajectory_msgs", "diagnostic_msgs", "std_srvs",
-           "lifecycle_msgs", "launch", "launch_ros", "rosbag2_py", "safemanip_ros.msg")
+           "lifecycle_msgs", "launch", "launch_ros", "rosbag2_py", "safemanip_ros.msg", "safemanip_ros.srv")
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if any(name == b or name.startswith(b + ".") for b in BLOCKED):

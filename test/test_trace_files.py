@@ -104,3 +104,26 @@ def test_other_formats_go_to_the_reader(tmp_path):
     with pytest.raises(AuditInputError, match='empty trace'):
         read_jsonl(empty, ['a'])
     assert read_step_lists(Path(tmp_path / 'missing.jsonl')) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(_NAMES, min_size=1, max_size=6), spaces=st.sampled_from(['', ' ', '\t']),
+       batch=st.booleans())
+def test_a_predicate_given_twice_in_one_step_is_an_error(tmp_path_factory, keys, spaces, batch):
+    """A frame object naming a predicate twice is ambiguous (Python's JSON
+    decoder would keep the last value): the reader names the file, the line
+    and the name, however the line is spaced; a frame naming each once reads
+    as before."""
+    path = tmp_path_factory.mktemp('t') / 'trace.jsonl'
+    pairs = [f'{json.dumps(k)}{spaces}:{spaces}{json.dumps(i % 2 == 0)}' for i, k in enumerate(keys)]
+    step = '{' + ', '.join(pairs) + '}'
+    path.write_text(('[{"a": true}, ' + step + ']' if batch else '{"a": true}\n' + step) + '\n', encoding='utf-8')
+    repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    if repeated is None:
+        traces = read_traces(path, allow_unknown=True)
+        assert [dict(f.values) for f in traces[0].frames][-1] == {k: i % 2 == 0 for i, k in enumerate(keys)}
+        return
+    line = 1 if batch else 2
+    with pytest.raises(TraceError, match=f'trace.jsonl:{line}: .* is given twice in one step') as err:
+        read_traces(path, allow_unknown=True)
+    assert repr(repeated) in str(err.value)
