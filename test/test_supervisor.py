@@ -242,3 +242,51 @@ def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
                 assert any('escalating to stop' in r for r in reasons), reasons
         finally:
             sup.destroy_node()
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('complete_too', [False, True], ids=['only_unusable', 'gripper_messages_beside'])
+def test_joint_states_the_arm_cannot_be_held_with_hold_the_arm(complete_too):
+    """A driver whose joint_states lack the configured joints (a wrong
+    ``joints`` parameter) never makes the arm holdable: the supervisor says
+    so and, no usable message coming, holds by its fail-safe instead of
+    waiting for a violation it could not act on.  Gripper-only messages
+    beside complete ones (drivers publish them so) are normal: no action."""
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    ns = f'/unusable_joints_{int(complete_too)}'
+    with ros_node('joints_test', ['--ros-args', '-r', f'__ns:={ns}', '-p', 'joints:=[j1, j2]',
+                                  '-p', "monitor_open_violations_service:=''"]) as (node, ex):
+        actions = []
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+        js = node.create_publisher(JointState, 'joint_states', RELIABLE)
+        sup = SupervisorNode(context=node.context)
+        ex.add_node(sup)
+        try:
+            sup.trigger_configure()
+            sup.trigger_activate()
+
+            def spin(seconds, until=None):
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    messages = [JointState(name=['j1', 'finger'], position=[0.0, 0.01])]     # no j2
+                    if complete_too:
+                        messages.append(JointState(name=['j1', 'j2'], position=[0.0, 0.5]))
+                    for msg in messages:
+                        msg.header.stamp = time_from_ns(time.time_ns())
+                        js.publish(msg)
+                    ex.spin_once(timeout_sec=0.05)
+                    if until is not None and until():
+                        return True
+                return until is None
+            if complete_too:
+                assert spin(10, lambda: sup._recent_joints.latest() is not None)
+                spin(1.5)
+                assert not actions, [a.reason for a in actions]
+            else:
+                assert spin(10, lambda: any(a.action == SupervisorAction.ACTION_PAUSE
+                                            and 'fail-safe: joint_states stale' in a.reason for a in actions)), \
+                    [a.reason for a in actions]
+                assert sup._joints_warned == {'lacks joints j2 (joints parameter)'}
+        finally:
+            ex.remove_node(sup)
+            sup.destroy_node()

@@ -162,6 +162,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._open_request: tuple[Any, float] | None = None    # (future, monotonic time sent) while asking
         self._open_synced = False          # the monitor's open violations learned since activation
         self._activated_at = 0.0
+        self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
 
     @property
     def _supervising(self) -> Supervisor:
@@ -298,12 +299,30 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _on_joints(self, msg: JointState) -> None:
         wanted = [j for j in self.get_parameter('joints').value if j] or list(msg.name)
         index = {n: i for i, n in enumerate(msg.name)}
-        if any(j not in index for j in wanted) or len(msg.position) != len(msg.name):
+        missing = [j for j in wanted if j not in index]
+        if missing or len(msg.position) != len(msg.name):
+            self._unusable_joints(missing, len(msg.name), len(msg.position))
             return   # incomplete message: not used for holding or retracting
         self._joint_names = wanted
         self._recent_joints.add(ns_from_time(msg.header.stamp) * 1e-9, [msg.position[index[j]] for j in wanted])
         self._last_joint_rx = time.monotonic()
         self._seen('joint_states')
+
+    def _unusable_joints(self, missing: list[str], names: int, positions: int) -> None:
+        """A joint_states message the arm cannot be held with (some drivers
+        publish the gripper's joints in messages of their own: those are
+        normal beside complete ones).  Said once per cause; while no usable
+        message came, the first unusable one starts the stale clock, so a
+        driver publishing only such messages is a fail-safe hold after
+        ``failsafe_staleness_s``, never a silent arm nobody can hold."""
+        why = (f'lacks joints {", ".join(missing)} (joints parameter)' if missing else
+               f'has {positions} positions for {names} names')
+        if why not in self._joints_warned:
+            self._joints_warned.add(why)
+            self.get_logger().error(f'joint_states message {why}: not usable for holding or retracting')
+        entry = self._watched['joint_states']
+        if entry[1] is None:
+            entry[1] = time.monotonic()
 
     def _seen_message(self, source: str, raw: bytes) -> None:
         self._seen(source)
