@@ -77,6 +77,42 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
     assert fast[0].unknown[:, 4].all()                     # never published: unknown
 
 
+@pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
+def test_a_name_given_twice_in_a_message_is_unknown_where_they_disagree(tmp_path, storage, monkeypatch):
+    """A publisher's bug: one message names a predicate twice.  Both readers
+    give it once — unknown where its two values disagree or either is
+    unknown, else their value — and warn naming the topic and the name."""
+    ts = typestore()
+    rng = np.random.default_rng(3)
+    w = SplitBagWriter(tmp_path / 'bag', storage, split_s=3.0)
+    w.add_topic('/predicates/a', TYPE)
+    t = 1_700_000_000_000_000_000
+    sent = []
+    for k in range(200):
+        t += 50_000_000
+        msg = _msg(ts, rng, ['p1', 'p2', 'p1'] if k % 2 else ['p1', 'p2'], t, k)
+        sent.append([(p.name, bool(p.value), bool(p.unknown)) for p in msg.predicates])
+        w.write('/predicates/a', t, ts.serialize_cdr(msg, TYPE))
+    w.close()
+    fast = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    monkeypatch.setattr(rollouts_mod, '_predicate_columns_episodes', lambda *a, **k: None)
+    slow = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    [f], [s] = fast, slow
+    assert np.array_equal(f.values, s.values) and np.array_equal(f.unknown, s.unknown) and f.warnings == s.warnings
+    assert any("topic /predicates/a: a message names 'p1' twice" in w for w in f.warnings), f.warnings
+    # Frame k holds message k's values (one message per period, stamped on the frame's time).
+    checked = 0
+    for k, given in enumerate(sent):
+        if len(given) < 3 or k >= len(f.values):
+            continue
+        (_, v1, u1), (_, v2, u2) = given[0], given[2]
+        expect_unknown = u1 or u2 or v1 != v2
+        assert f.unknown[k, 0] == expect_unknown, (k, given)
+        assert f.values[k, 0] == (not expect_unknown and v1), (k, given)
+        checked += 1
+    assert checked > 90
+
+
 def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
     """A source string that changes in every message makes every message a
     layout of its own: past the decoder's limit the column path gives up
@@ -229,3 +265,22 @@ def test_frame_segments_equal_the_message_loop(seed):
     assert got == _segments_message_by_message(t, period_ns, 2_000_000_000)
     if seed == 0:
         assert len(got) > 2
+
+
+def test_sample_hold_gives_a_repeated_name_once():
+    """The live monitor's path: SampleHold.update_many with a name listed
+    twice — agreeing values hold, disagreeing or unknown ones are unknown;
+    a later sample of a layout without the repeat reads as usual."""
+    from safemanip_ros.monitor.frames import SampleHold
+    hold = SampleHold(['a', 'b'], staleness_s=1.0)
+    for values, unknown, expect_value, expect_unknown in (
+            ([True, False, True], [False, False, False], True, False),
+            ([False, False, False], [False, False, False], False, False),
+            ([True, False, False], [False, False, False], False, True),
+            ([True, False, True], [False, False, True], False, True)):
+        hold.update_many(['a', 'b', 'a'], values, unknown, 0.0)
+        v, u = hold.frame(0.0)
+        assert (bool(v[0]), bool(u[0])) == (expect_value, expect_unknown), (values, unknown)
+        assert (bool(v[1]), bool(u[1])) == (False, False)
+    hold.update_many(['a'], [True], [False], 0.1)
+    assert hold.frame(0.1)[0].tolist() == [True, False]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ from ..bag.bulk import read_all, read_batches
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of
-from ..monitor.frames import SampleHold
+from ..monitor.frames import SampleHold, merge_repeated
 from ..stamps import stamp_ns as stamp_to_ns
 
 if TYPE_CHECKING:
@@ -162,10 +162,21 @@ class _NameRule:
 
 
 class _NamesSeen(dict[str, set[str]]):
-    """Topic → the predicate names its messages gave."""
+    """Topic → the predicate names its messages gave (and, apart, the names
+    a message of the topic gave twice)."""
 
-    def add(self, topic: str, names: Iterable[str]) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: dict[str, set[str]] = {}
+
+    def add(self, topic: str, names: list[str] | tuple[str, ...]) -> None:
         self.setdefault(topic, set()).update(names)
+        if len(set(names)) != len(names):
+            self.repeated.setdefault(topic, set()).update(n for n in names if names.count(n) > 1)
+
+    def repeat_warnings(self, path: Path) -> list[str]:
+        return [f'{path}: topic {topic}: a message names {", ".join(map(repr, sorted(names)))} twice; '
+                f'unknown where its values disagree' for topic, names in sorted(self.repeated.items())]
 
 
 def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predicates: list[str], rate_hz: float,
@@ -309,6 +320,8 @@ def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predic
     if grounding is not None:
         warnings.extend(grounding.name_warnings(str(path)))
     close(name)
+    for ep in episodes:                 # every episode of this bag: the bag's names given twice
+        ep.warnings.extend(seen.repeat_warnings(path))
     if grounding is not None:
         for ep in episodes:      # every episode of this bag carries the bag's name warnings
             ep.warnings[:] = list(dict.fromkeys(ep.warnings + warnings))
@@ -362,6 +375,7 @@ def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predi
         for topic in {batch.connections[i].topic for i in g.rows.tolist()}:
             seen.add(topic, g.layout.names)
     names.check(path, seen)
+    warnings.extend(seen.repeat_warnings(path))
     t = batch.time_ns
     period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
@@ -384,7 +398,9 @@ def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predi
             inside = (g.rows >= lo) & (g.rows < hi)
             if not inside.any():
                 continue
-            cols = np.array([index.get(n, -1) for n in g.layout.names], np.intp)
+            # A layout naming a predicate twice gives it once, as SampleHold does.
+            given, g_values, g_unknown = merge_repeated(g.layout.names, g.values, g.unknown)
+            cols = np.array([index.get(n, -1) for n in given], np.intp)
             keep = cols >= 0
             if not keep.any():
                 continue
@@ -398,8 +414,8 @@ def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predi
             cand_row = np.where(has, rows[i], -1)[:, None]
             take = has[:, None] & ((cand_t > best_t[:, cols]) | ((cand_t == best_t[:, cols]) &
                                                                   (cand_row > best_row[:, cols])))
-            v = g.values[inside][i][:, keep]
-            u = g.unknown[inside][i][:, keep]
+            v = g_values[inside][i][:, keep]
+            u = g_unknown[inside][i][:, keep]
             sub_t, sub_r = best_t[:, cols], best_row[:, cols]
             sub_v, sub_k = val[:, cols], known[:, cols]
             sub_t[take] = np.broadcast_to(cand_t, take.shape)[take]
@@ -455,6 +471,7 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     except ReaderError as err:
         raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
     names.check(path, seen)
+    warnings.extend(seen.repeat_warnings(path))
     samples.sort(key=lambda s: (s[0], s[1]))
     clock = FrameClock.at_rate(rate_hz)
     hold = SampleHold(predicates, staleness_s)

@@ -99,6 +99,30 @@ def read_frames(path: str | Path, predicates: list[str], allow_unknown: bool = F
     return traces[0][1], traces[0][2]
 
 
+def merge_repeated(names: tuple[str, ...] | list[str], values: np.ndarray, unknown: np.ndarray
+                   ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Predicate samples whose names list one more than once (a publisher's
+    bug), each name once: ``values``/``unknown`` are ``bool[N, len(names)]``
+    (N samples of that layout); a repeated name is *unknown* where any of its
+    entries is unknown or they disagree (which would hold?), else their
+    value.  Names in order of first appearance; the arrays as given when
+    no name repeats."""
+    column = _columns(list(names))
+    if len(column) == len(names):
+        return list(names), values, unknown
+    at: dict[str, list[int]] = {}
+    for j, name in enumerate(names):
+        at.setdefault(name, []).append(j)
+    out_v = np.empty((values.shape[0], len(column)), bool)
+    out_u = np.empty((values.shape[0], len(column)), bool)
+    for name, k in column.items():
+        js = at[name]
+        v, u = values[:, js], unknown[:, js]
+        out_u[:, k] = u.any(axis=1) | (v.any(axis=1) != v.all(axis=1))
+        out_v[:, k] = v.all(axis=1) & ~out_u[:, k]
+    return list(column), out_v, out_u
+
+
 class SampleHold:
     """Frames from asynchronous predicate samples (SEMANTICS.md §1).
 
@@ -107,7 +131,8 @@ class SampleHold:
     unknown flags for ``predicates``: a predicate is unknown when it was never
     seen, was published as unknown, or its newest sample is older than
     ``staleness_s``.  The live monitor node feeds it with receive times, the
-    offline audit with bag times — the same frames either way.
+    offline audit with bag times — the same frames either way.  A sample
+    naming a predicate twice gives it once (:func:`merge_repeated`).
     """
 
     def __init__(self, predicates: list[str], staleness_s: float) -> None:
@@ -117,7 +142,8 @@ class SampleHold:
         self._value = np.zeros(len(self.predicates), bool)
         self._known = np.zeros(len(self.predicates), bool)
         self._time = np.full(len(self.predicates), -np.inf)
-        self._layouts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, bool]] = {}
+        # names of a sample → (their columns kept, which are kept, all kept, a name repeated)
+        self._layouts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, bool, bool]] = {}
 
     def update(self, name: str, value: bool | None, time_s: float) -> None:
         j = self.index.get(name)
@@ -132,14 +158,18 @@ class SampleHold:
         key = tuple(names)
         cached = self._layouts.get(key)
         if cached is None:   # publishers repeat their layout: resolve the names once
-            idx = np.array([self.index.get(n, -1) for n in names], dtype=np.intp)
+            once = list(dict.fromkeys(names))
+            idx = np.array([self.index.get(n, -1) for n in once], dtype=np.intp)
             keep = idx >= 0
-            cached = self._layouts[key] = (idx[keep], keep, bool(keep.all()))
-        idx, keep, everything = cached
+            cached = self._layouts[key] = (idx[keep], keep, bool(keep.all()), len(once) != len(names))
+        idx, keep, everything, repeated = cached
         if not idx.size:
             return
         unk = np.array(unknown, dtype=bool)
         val = np.array(values, dtype=bool)
+        if repeated:
+            _, merged_v, merged_u = merge_repeated(names, val[None], unk[None])
+            val, unk = merged_v[0], merged_u[0]
         if not everything:
             unk, val = unk[keep], val[keep]
         self._known[idx] = ~unk
