@@ -181,10 +181,28 @@ def test_a_failed_hold_is_not_a_hold():
     assert retry.action == 'pause' and '(retry 2)' in retry.reason
     sup.command_result(retry, delivered=False)
     [escalated] = sup.retry()
-    assert escalated.action == 'stop' and 'escalating to stop' in escalated.reason and sup.stopped
+    assert escalated.action == 'stop' and sup.stopped
+    assert escalated.reason == 'pause failed 3 times; escalating to stop (violation of i2 (c, error))'
+    sup.command_result(escalated, delivered=False)      # the stop fails too: retried, its reason whole
+    assert [a.reason for a in sup.retry()] == [f'{escalated.reason} (retry 4)']
     sup.command_result(escalated, delivered=True)
     assert sup.held and sup.pending is None and sup.retry() == []
     assert [a.action for a in sup.on_violation('i3', 'p', 'c', 'error')] == ['alert']   # now truly holding
+
+
+def test_repeated_lines_are_said_once_a_period_with_the_count_left_out():
+    """A hold that cannot be delivered is retried every 0.25 s: its log
+    line (less the retry count) is said at once, then once a period with
+    how many were left out; another kind of line is said at once."""
+    from safemanip_ros.nodes.supervisor_node import _RepeatedLines
+    lines = _RepeatedLines(period_s=5.0)
+    said = [lines.admit(f'stop: escalating (violation of p (c, error)) (retry {k}) (FAILED)', 0.25 * k)
+            for k in range(4, 44)]
+    assert said[0] == 'stop: escalating (violation of p (c, error)) (retry 4) (FAILED)'
+    kept = [s for s in said if s is not None]
+    assert kept[1:] == ['stop: escalating (violation of p (c, error)) (retry 24) (FAILED) (19 more like it left out)']
+    assert lines.admit('cannot hold: no joint_states received yet', 1.0) == \
+        'cannot hold: no joint_states received yet'
 
 
 def test_delivered_hold_then_stale_sensor_alerts():

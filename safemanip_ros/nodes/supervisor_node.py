@@ -54,8 +54,10 @@ Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_nod
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -95,6 +97,30 @@ OPEN_VIOLATIONS_RETRY_S = 2.0
 OPEN_VIOLATIONS_JOINTS_WAIT_S = 5.0
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
+
+
+# A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
+REPEATED_LINE_PERIOD_S = 5.0
+_RETRY_COUNT = re.compile(r' \(retry \d+\)')
+
+
+@dataclass
+class _RepeatedLines:
+    """Log lines that repeat: the first of a kind (its text less retry
+    counts) is said at once, the same kind again at most once a period,
+    with how many were left out; every action is still published."""
+
+    period_s: float
+    _said: dict[str, tuple[float, int]] = field(default_factory=dict)    # kind → (when said, left out since)
+
+    def admit(self, text: str, now_s: float) -> str | None:
+        kind = _RETRY_COUNT.sub('', text)
+        said = self._said.get(kind)
+        if said is not None and now_s - said[0] < self.period_s:
+            self._said[kind] = (said[0], said[1] + 1)
+            return None
+        self._said[kind] = (now_s, 0)
+        return text if said is None or not said[1] else f'{text} ({said[1]} more like it left out)'
 
 
 # Float parameters: (name, low, high, low bound excluded).
@@ -163,6 +189,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._open_synced = False          # the monitor's open violations learned since activation
         self._activated_at = 0.0
         self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
+        self._repeats = _RepeatedLines(REPEATED_LINE_PERIOD_S)
 
     @property
     def _supervising(self) -> Supervisor:
@@ -544,15 +571,27 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             # rclpy ties a call site to one severity, hence two call sites.
             if a.action == 'log':
                 self.get_logger().info(text)
-            else:
+            elif ok:
                 self.get_logger().warning(text)
+            else:
+                self._warn_repeated(text)
+
+    def _warn_repeated(self, text: str, error: bool = False) -> None:
+        """A line that may repeat every retry, said as _RepeatedLines allows."""
+        said = self._repeats.admit(text, time.monotonic())
+        if said is None:
+            return
+        if error:
+            self.get_logger().error(said)
+        else:
+            self.get_logger().warning(said)
 
     def _call(self, name: str) -> bool:
         client = self._trigger_clients.get(name)
         if client is None:
             return True
         if not client.service_is_ready():
-            self.get_logger().error(f'{name} {client.srv_name} is not available')
+            self._warn_repeated(f'{name} {client.srv_name} is not available', error=True)
             return False
         client.call_async(Trigger.Request())
         return True
@@ -560,7 +599,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _hold(self) -> bool:
         q = self._recent_joints.latest()
         if q is None:
-            self.get_logger().error('cannot hold: no joint_states received yet')
+            self._warn_repeated('cannot hold: no joint_states received yet', error=True)
             return False
         self._send([(0.0, q)])
         return True
@@ -570,7 +609,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         speed = float(self.get_parameter('retract_max_speed_rad_s').value)
         q = self._recent_joints.latest()
         if q is None:
-            self.get_logger().error('cannot retract: no joint_states received yet')
+            self._warn_repeated('cannot retract: no joint_states received yet', error=True)
             return False
         if len(safe) == len(q):
             import numpy as np

@@ -23,6 +23,7 @@ to ``stop``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -30,6 +31,7 @@ RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
 _RANK = {'log': 0, 'alert': 1, 'pause': 2, 'retract': 3, 'stop': 4}
 HOLDS = ('pause', 'retract', 'stop')
+_RETRIED = re.compile(r' \(retry \d+\)$')      # the count a retried action's reason ends with
 
 
 @dataclass(frozen=True)
@@ -164,11 +166,12 @@ class Supervisor:
         if self.pending is None or self.held:
             return []
         p = self.pending
+        first = _RETRIED.sub('', p.reason)      # the reason as first given, without a retry count
         if self.failed_holds >= self.max_hold_failures and p.action != 'stop':
             self.stopped = True
             return [Action('stop', p.instance, p.property,
-                           f'{p.action} failed {self.failed_holds} times; escalating to stop ({p.reason})')]
-        return [replace(p, reason=f'{p.reason.split(" (retry")[0]} (retry {self.failed_holds})')]
+                           f'{p.action} failed {self.failed_holds} times; escalating to stop ({first})')]
+        return [replace(p, reason=f'{first} (retry {self.failed_holds})')]
 
     def on_fresh(self, source: str) -> list[Action]:
         if source in self.stale:
