@@ -4,7 +4,9 @@ profile from here, so a publisher and its subscribers always match.
 * :data:`RELIABLE` — our own streams between nodes: predicate arrays,
   verdicts, metrics, status, diagnostics, trajectories to the controller.
 * :data:`EVENTS` — violation events and supervisor actions, kept for late
-  joiners (the recorder, a restarted supervisor, dashboards).
+  joiners (the recorder, dashboards).  A supervisor subscribes volatile:
+  what is open when it starts it asks the monitor (``~/open_violations``),
+  not a history that may hold episodes long closed or ended.
 * :data:`STATIC_TF` — ``/tf_static``, transient local as tf2 keeps it.
 * :data:`RECORDING` — what the recorder subscribes and the players publish
   (a deeper queue: a burst is recorded, not dropped); :data:`RECORDED_EVENTS`
