@@ -153,7 +153,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frames_total = 0
         self._last_frame_ns: int | None = None     # the newest frame's time, this episode
         # Per instance, the (header, start) stamps in ns of the event that opened its last episode.
-        self._opened_ns = np.zeros((0, 2), dtype=np.int64)
+        self._opened_ns: list[tuple[int, int]] = []
         self._overruns = 0
         self._max_frame_s = 0.0
         self._last_tick: float | None = None
@@ -195,7 +195,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                            binding=[KeyValue(key=k, value=v) for k, v in i.binding])
                             for i in monitor.instances]
         self._event_wire = ViolationEventWire(monitor.instances, SEVERITY)
-        self._opened_ns = np.zeros((len(monitor.instances), 2), dtype=np.int64)
+        self._opened_ns = [(0, 0)] * len(monitor.instances)
         self._verdict_codes = None      # every instance's verdict is published at the next frame
         self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
@@ -558,7 +558,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_events.publish(self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns,
                                                          end_ns, recovered, violations))
         if kind == ViolationEvent.EVENT_OPENED:
-            self._opened_ns[d] = stamp_ns, start_ns      # listed as it was published while it stays open
+            self._opened_ns[d] = (stamp_ns, start_ns)      # listed as it was published while it stays open
         if not self._listeners:
             return
         msg = self._event_msgs[d]     # a supervisor in this process acts on the event now
@@ -728,7 +728,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                  severity=proto.severity, binding=list(proto.binding),
                                  event=ViolationEvent.EVENT_OPENED, episode_id=self._episode,
                                  start_frame=start, end_frame=start, count=int(mon.violations[d, 0]))
-            stamp_ns, start_ns = (int(x) for x in self._opened_ns[d])
+            stamp_ns, start_ns = self._opened_ns[d]
             set_time_ns(msg.header.stamp, stamp_ns)
             set_time_ns(msg.start_stamp, start_ns)
             set_time_ns(msg.end_stamp, start_ns)
