@@ -203,6 +203,9 @@ def test_repeated_lines_are_said_once_a_period_with_the_count_left_out():
     assert kept[1:] == ['stop: escalating (violation of p (c, error)) (retry 24) (FAILED) (19 more like it left out)']
     assert lines.admit('cannot hold: no joint_states received yet', 1.0) == \
         'cannot hold: no joint_states received yet'
+    for k in range(1000):             # a long run's many kinds: a bounded memory of them
+        lines.admit(f'pause: violation of p{k} (FAILED)', 20.0)
+    assert len(lines._said) == 256
 
 
 def test_delivered_hold_then_stale_sensor_alerts():

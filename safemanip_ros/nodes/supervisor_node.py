@@ -101,6 +101,7 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 
 # A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
 REPEATED_LINE_PERIOD_S = 5.0
+REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
 _RETRY_COUNT = re.compile(r' \(retry \d+\)')
 
 
@@ -119,7 +120,10 @@ class _RepeatedLines:
         if said is not None and now_s - said[0] < self.period_s:
             self._said[kind] = (said[0], said[1] + 1)
             return None
-        self._said[kind] = (now_s, 0)
+        self._said.pop(kind, None)
+        self._said[kind] = (now_s, 0)          # newest last: the oldest kinds are forgotten first
+        while len(self._said) > REPEATED_KINDS:
+            self._said.pop(next(iter(self._said)))
         return text if said is None or not said[1] else f'{text} ({said[1]} more like it left out)'
 
 
