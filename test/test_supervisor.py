@@ -5,6 +5,7 @@ acknowledgement → resume)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -215,54 +216,68 @@ def test_delivered_hold_then_stale_sensor_alerts():
     assert [a.action for a in sup.on_stale('joint_states', 0.6, 0.5)] == ['alert']
 
 
+@contextlib.contextmanager
+def _supervisor_beside(name: str, *ros_args: str):
+    """A SupervisorNode, configured and active, beside a test node in this
+    process: (test node, executor, supervisor, the actions it published)."""
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    with ros_node(name, ['--ros-args', *ros_args]) as (node, ex):
+        actions: list[SupervisorAction] = []
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+        sup = SupervisorNode(context=node.context)
+        ex.add_node(sup)
+        try:
+            sup.trigger_configure()
+            sup.trigger_activate()
+            yield node, ex, sup, actions
+        finally:
+            ex.remove_node(sup)
+            sup.destroy_node()
+
+
+def _spin_publishing(ex, pub, messages, seconds: float, until=None) -> bool:
+    """Spin up to ``seconds``, publishing ``messages()`` (stamped now) each
+    turn, until ``until()`` holds (None: the whole time)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for msg in messages():
+            msg.header.stamp = time_from_ns(time.time_ns())
+            pub.publish(msg)
+        ex.spin_once(timeout_sec=0.05)
+        if until is not None and until():
+            return True
+    return until is None
+
+
 @pytest.mark.ros
 @pytest.mark.parametrize('arm_moves', [False, True])
 def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
     """A delivered pause is confirmed once the measured arm is still; an arm that
     keeps moving makes it a failed hold: not holding, retried, escalated to stop."""
-
-    from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    with ros_node('hold_test', ['--ros-args', '-r', '__ns:=/hold_confirm_test',
-                                '-p', 'hold_confirm_timeout_s:=0.6']) as (node, ex):
-        actions = []
-        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    with _supervisor_beside('hold_test', '-r', '__ns:=/hold_confirm_test',
+                            '-p', 'hold_confirm_timeout_s:=0.6') as (node, ex, sup, actions):
         events = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
         js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        sup = SupervisorNode(context=node.context)
-        ex.add_node(sup)
         q = [0.0]
-        try:
-            sup.trigger_configure()
-            sup.trigger_activate()
 
-            def spin(seconds, until=None):
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    if arm_moves:
-                        q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
-                    msg = JointState(name=['j1'], position=[q[0]])
-                    msg.header.stamp = time_from_ns(time.time_ns())
-                    js.publish(msg)
-                    ex.spin_once(timeout_sec=0.05)
-                    if until is not None and until():
-                        return True
-                return until is None
-            spin(0.5)
-            ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
-                                severity=ViolationEvent.SEVERITY_ERROR)
-            events.publish(ev)
-            if not arm_moves:
-                assert spin(10, lambda: any('pause confirmed: the arm stopped' in a.reason for a in actions)), \
-                    [a.reason for a in actions]
-                assert sup.supervisor.held and sup.supervisor.hold_confirmed
-            else:
-                assert spin(15, lambda: any(a.action == SupervisorAction.ACTION_STOP for a in actions)), \
-                    [a.reason for a in actions]
-                reasons = [a.reason for a in actions]
-                assert any('not confirmed: the arm did not stop' in r for r in reasons), reasons
-                assert any('escalating to stop' in r for r in reasons), reasons
-        finally:
-            sup.destroy_node()
+        def arm():
+            if arm_moves:
+                q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
+            return [JointState(name=['j1'], position=[q[0]])]
+        _spin_publishing(ex, js, arm, 0.5)
+        ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
+                            severity=ViolationEvent.SEVERITY_ERROR)
+        events.publish(ev)
+        if not arm_moves:
+            assert _spin_publishing(ex, js, arm, 10, lambda: any('pause confirmed: the arm stopped' in a.reason
+                                                                 for a in actions)), [a.reason for a in actions]
+            assert sup.supervisor.held and sup.supervisor.hold_confirmed
+        else:
+            assert _spin_publishing(ex, js, arm, 15, lambda: any(a.action == SupervisorAction.ACTION_STOP
+                                                                 for a in actions)), [a.reason for a in actions]
+            reasons = [a.reason for a in actions]
+            assert any('not confirmed: the arm did not stop' in r for r in reasons), reasons
+            assert any('escalating to stop' in r for r in reasons), reasons
 
 
 @pytest.mark.ros
@@ -273,41 +288,22 @@ def test_joint_states_the_arm_cannot_be_held_with_hold_the_arm(complete_too):
     so and, no usable message coming, holds by its fail-safe instead of
     waiting for a violation it could not act on.  Gripper-only messages
     beside complete ones (drivers publish them so) are normal: no action."""
-    from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    ns = f'/unusable_joints_{int(complete_too)}'
-    with ros_node('joints_test', ['--ros-args', '-r', f'__ns:={ns}', '-p', 'joints:=[j1, j2]',
-                                  '-p', "monitor_open_violations_service:=''"]) as (node, ex):
-        actions = []
-        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    with _supervisor_beside('joints_test', '-r', f'__ns:=/unusable_joints_{int(complete_too)}',
+                            '-p', 'joints:=[j1, j2]', '-p', "monitor_open_violations_service:=''") \
+            as (node, ex, sup, actions):
         js = node.create_publisher(JointState, 'joint_states', RELIABLE)
-        sup = SupervisorNode(context=node.context)
-        ex.add_node(sup)
-        try:
-            sup.trigger_configure()
-            sup.trigger_activate()
 
-            def spin(seconds, until=None):
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    messages = [JointState(name=['j1', 'finger'], position=[0.0, 0.01])]     # no j2
-                    if complete_too:
-                        messages.append(JointState(name=['j1', 'j2'], position=[0.0, 0.5]))
-                    for msg in messages:
-                        msg.header.stamp = time_from_ns(time.time_ns())
-                        js.publish(msg)
-                    ex.spin_once(timeout_sec=0.05)
-                    if until is not None and until():
-                        return True
-                return until is None
+        def driver():
+            messages = [JointState(name=['j1', 'finger'], position=[0.0, 0.01])]     # no j2
             if complete_too:
-                assert spin(10, lambda: sup._recent_joints.latest() is not None)
-                spin(1.5)
-                assert not actions, [a.reason for a in actions]
-            else:
-                assert spin(10, lambda: any(a.action == SupervisorAction.ACTION_PAUSE
-                                            and 'fail-safe: joint_states stale' in a.reason for a in actions)), \
-                    [a.reason for a in actions]
-                assert sup._joints_warned == {'lacks joints j2 (joints parameter)'}
-        finally:
-            ex.remove_node(sup)
-            sup.destroy_node()
+                messages.append(JointState(name=['j1', 'j2'], position=[0.0, 0.5]))
+            return messages
+        if complete_too:
+            assert _spin_publishing(ex, js, driver, 10, lambda: sup._recent_joints.latest() is not None)
+            _spin_publishing(ex, js, driver, 1.5)
+            assert not actions, [a.reason for a in actions]
+        else:
+            assert _spin_publishing(ex, js, driver, 10, lambda: any(
+                a.action == SupervisorAction.ACTION_PAUSE and 'fail-safe: joint_states stale' in a.reason
+                for a in actions)), [a.reason for a in actions]
+            assert sup._joints_warned == {'lacks joints j2 (joints parameter)'}
