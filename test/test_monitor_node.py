@@ -98,6 +98,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert spin_publish(future.done)
     listed = future.result()
     assert listed.episode_id == opened.episode_id and len(listed.open) == 1, listed
+    assert list(listed.heard_topics) == ['/predicates'], listed.heard_topics
     same = listed.open[0]
     assert same == opened, (same, opened)      # field for field, its stamps included
     assert ns_from_time(listed.header.stamp) >= ns_from_time(opened.header.stamp)

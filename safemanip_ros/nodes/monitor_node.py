@@ -143,6 +143,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
         self._listeners: list[Any] = []  # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
+        self._heard_topics: dict[str, None] = {}     # predicate topics with a sample since configure, in order
         self._timer: Any = None
         self._hold: SampleHold | None = None
         self._episode = ''
@@ -265,6 +266,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         for s in self._srvs:
             self.destroy_service(s)
         self._subs, self._srvs, self._sub_topics = [], [], []
+        self._heard_topics.clear()
         for pub in (self._pub_verdicts, self._pub_events, self._pub_metrics, self._pub_final, self._pub_status,
                     self._pub_diag):
             self.destroy_publisher(pub)
@@ -275,6 +277,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _on_predicates(self, msg: PredicateArray, topic: str = '') -> None:
         if self._hold is None:
             return
+        self._heard_topics[topic] = None
         preds = msg.predicates
         stamp_ns = ns_from_time(msg.header.stamp)
         if stamp_ns == 0:
@@ -715,9 +718,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         """Every open violation episode as the EVENT_OPENED event that
         opened it, field for field (``count``, the instance's violations this
         episode, has not changed while it stays open); the header stamp is
-        the newest frame's time."""
+        the newest frame's time; and the predicate topics heard since
+        configure."""
         mon, last_ns = self.monitor, self._last_frame_ns
         response.episode_id = self._episode
+        response.heard_topics = [self.resolve_topic_name(t) for t in self._heard_topics if t]
         if mon is None or not self._episode or last_ns is None:
             return response
         set_time_ns(response.header.stamp, last_ns)

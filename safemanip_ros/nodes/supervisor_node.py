@@ -46,7 +46,9 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   arrives later, so on each activation the supervisor asks the monitor's
   ``monitor_open_violations_service`` (``~/open_violations``) for the
   violation episodes open now and acts on each as on its event: a
-  supervisor restarted while a violation is open holds the arm again.
+  supervisor restarted while a violation is open holds the arm again.  The
+  predicate topics the monitor has heard count as heard for
+  ``failsafe_topics``: one gone silent before the restart still holds.
 
 Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_node`).
 """
@@ -465,6 +467,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._open_request = (client.call_async(OpenViolations.Request()), now)
 
     def _learn_open(self, response: Any) -> None:
+        """Act on the monitor's open violations not heard of, and count each
+        watched topic the monitor has heard as heard now: one that stays
+        silent (its publisher died before this supervisor started) is a
+        fail-safe hold after its limit, as it was for the one before."""
+        now = time.monotonic()
+        for topic in response.heard_topics:
+            entry = self._watched.get(topic)
+            if entry is not None and entry[1] is None:
+                entry[1] = now
         fresh = [e for e in response.open
                  if not any((e.episode_id, e.instance, kind, e.start_frame) in self._seen_events
                             for kind in (ViolationEvent.EVENT_OPENED, ViolationEvent.EVENT_CLOSED))]
