@@ -1,7 +1,7 @@
 """The repository builds as a ROS 2 package with colcon (against the venv's
 ROS 2 prefix from the PyPI wheels) and its installed executables run from
 install/safemanip_ros/lib/safemanip_ros/, importing the installed package
-and its generated messages."""
+and its generated messages and services."""
 
 from __future__ import annotations
 
@@ -63,13 +63,14 @@ def test_installed_executable_runs_from_install(colcon_install: Path, tmp_path: 
 
 
 def test_installed_package_and_messages_are_the_installed_ones(colcon_install: Path, tmp_path: Path):
-    code = ('import safemanip_ros, safemanip_ros.msg as m; '
-            'print(safemanip_ros.__file__); print(m.__file__); print(m.Verdict.VERDICT_PRESUMABLY_TRUE)')
+    code = ('import safemanip_ros, safemanip_ros.msg as m, safemanip_ros.srv as s; '
+            'print(safemanip_ros.__file__); print(m.__file__); print(s.__file__); '
+            'print(m.Verdict.VERDICT_PRESUMABLY_TRUE); print(len(s.OpenViolations.Response().open))')
     proc = _in_install(colcon_install, f'python -c "{code}"', tmp_path)
     assert proc.returncode == 0, proc.stderr
-    pkg_file, msg_file, const = proc.stdout.split()
-    assert pkg_file.startswith(str(colcon_install)) and msg_file.startswith(str(colcon_install))
-    assert const == '3'
+    pkg_file, msg_file, srv_file, const, n_open = proc.stdout.split()
+    assert all(f.startswith(str(colcon_install)) for f in (pkg_file, msg_file, srv_file))
+    assert const == '3' and n_open == '0'
 
 
 def test_installed_resources_monitor_recorder_and_audit(colcon_install: Path, tmp_path: Path):
