@@ -710,6 +710,13 @@ def test_a_report_read_without_episodes_is_the_report_less_its_episodes(tmp_path
     bad.write_text(report_json(layouts['middle'])[:-3])
     with pytest.raises(SafemanipError, match=f'{bad}: cannot read report'):
         read_report(bad, episodes=False)
+    # A key given twice (a hand edit, a bad merge) is an error, not its last value, in every layout.
+    for how, text in {'audit': report_json(layouts['middle']), 'compact': json.dumps(layouts['middle'])}.items():
+        repeated = tmp_path / f'repeated-{how}.json'
+        repeated.write_text(text.replace('"rollouts": 3', '"rollouts": 30, "rollouts": 3', 1))
+        for episodes in (False, True):
+            with pytest.raises(SafemanipError, match=f"{repeated}: cannot read report: 'rollouts' is given twice"):
+                read_report(repeated, episodes=episodes)
 
 
 def test_gate_baseline_interval_is_its_definition_to_the_bit():

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..atomic_file import write_text_atomically
 from ..errors import SafemanipError
+from ..json_keys import unique_keys
 from .schema import (
     REPORT_VERSION,
     GroupStats,
@@ -283,7 +284,7 @@ def read_report(path: Path | str, episodes: bool = True) -> Report:
     path = Path(path)
     try:
         if episodes:
-            data = json.loads(path.read_text(encoding='utf-8'))
+            data = json.loads(path.read_text(encoding='utf-8'), object_pairs_hook=unique_keys)
         else:
             data = _decoded_without_episodes(path)
     except (OSError, ValueError) as err:
@@ -307,13 +308,14 @@ def _decoded_without_episodes(path: Path) -> object:
                 kept.append(line)
     if skipped and not skipping:
         try:
-            data = json.loads(''.join(kept))
+            data = json.loads(''.join(kept), object_pairs_hook=unique_keys)
         except ValueError:
             data = None
         if isinstance(data, dict) and data.get('episodes', 0) is None:
             del data['episodes']
             return data
-    return json.loads(path.read_text(encoding='utf-8'))     # laid out otherwise: decoded whole (its own error)
+    # Laid out otherwise: decoded whole (its own error).
+    return json.loads(path.read_text(encoding='utf-8'), object_pairs_hook=unique_keys)
 
 
 def _report_lines(report: Report) -> Iterator[str]:

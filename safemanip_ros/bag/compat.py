@@ -18,6 +18,8 @@ import importlib
 import json
 from typing import Any
 
+from ..json_keys import unique_keys
+
 OLDEST = '0.11.6'
 """The oldest release supported: the first whose MCAP reader exposes
 ``decompress`` and ``read_exact`` (and has Kilted's type store, from 0.10.10)."""
@@ -90,18 +92,11 @@ def load_metadata(text: str) -> Any:
     text that is not YAML."""
     if text.lstrip()[:1] == '{':
         try:
-            return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_not_yaml)
+            return json.loads(text, object_pairs_hook=unique_keys, parse_constant=_not_yaml)
         except ValueError:
             pass
     from ruamel.yaml import YAML
     return YAML(typ='safe').load(text)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise ValueError('repeated key')
-    return out
 
 
 def _not_yaml(token: str) -> Any:

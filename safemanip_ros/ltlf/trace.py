@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Collection, Iterator
 
 from ..errors import TraceError
+from ..json_keys import RepeatedKeyError, unique_keys
 
 Step = frozenset[str]
 """The atoms true in one step of a plain LTLf trace (``check``)."""
@@ -104,21 +105,6 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise TraceError(f'{path}: not UTF-8 text ({err.reason} at byte {err.start})') from err
 
 
-class _RepeatedKey(ValueError):
-    """A JSON object names a key twice (Python's decoder keeps the last)."""
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKey(key)
-            seen.add(key)
-    return out
-
-
 def _objects_keys(value: object) -> int:
     """How many keys the step objects of a decoded line hold."""
     if isinstance(value, dict):
@@ -134,10 +120,10 @@ def _decode(path: Path, number: int, line: str) -> object:
     try:
         value = json.loads(line)
         if line.count('":') != _objects_keys(value):
-            value = json.loads(line, object_pairs_hook=_unique_keys)
+            value = json.loads(line, object_pairs_hook=unique_keys)
         return value
-    except _RepeatedKey as err:
-        raise TraceError(f'{path}:{number}: {err.args[0]!r} is given twice in one step') from err
+    except RepeatedKeyError as err:
+        raise TraceError(f'{path}:{number}: {err.key!r} is given twice in one step') from err
     except json.JSONDecodeError as err:
         raise TraceError(f'{path}:{number}: invalid JSON: {err.msg} at column {err.colno}') from err
     except RecursionError as err:
