@@ -183,6 +183,50 @@ def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path,
         proc.wait(timeout=30)
 
 
+def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
+    """Under ros2 launch a monitor whose configure fails exits 2 and the
+    other processes run on: a supervisor that never hears a monitor holds
+    the arm once ``monitor_startup_limit_s`` passed, and lets go of that
+    condition when a monitor is heard (the hold waits for the operator)."""
+    from safemanip_ros.msg import MonitorStatus, SupervisorAction
+    from safemanip_ros.nodes.qos import RELIABLE
+    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
+                             '-p', 'monitor_startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
+                             '-r', '__ns:=/no_monitor'],
+                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('operator', namespace='/no_monitor', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    actions: list = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not actions:
+            ex.spin_once(timeout_sec=0.05)
+        assert actions, (tmp_path / 'supervisor.log').read_text()[-2000:]
+        pause = actions[0]          # (not delivered here: no joint states; retried and escalated as usual)
+        assert pause.action == SupervisorAction.ACTION_PAUSE, pause
+        assert pause.reason == ("fail-safe: the monitor (/no_monitor/status) not heard within 1.5 s of the "
+                                "supervisor's start (did it fail to come up?)"), pause.reason
+
+        def fresh() -> bool:
+            return any(a.action == SupervisorAction.ACTION_LOG and 'fresh again' in a.reason for a in actions)
+        deadline = time.monotonic() + 60        # a monitor comes up: the condition is over, the hold stays
+        while time.monotonic() < deadline and not fresh():
+            status.publish(MonitorStatus(state='arming'))
+            ex.spin_once(timeout_sec=0.05)
+        assert fresh(), [a.reason for a in actions]
+        assert SupervisorAction.ACTION_RESUME not in [a.action for a in actions]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_an_exception_in_a_transition_is_a_bug_reported_as_one():
     """rclpy turns an exception in on_configure into a silent ERROR; bring_up
     used to report it as "configure returned ERROR" (exit 2, as if the user

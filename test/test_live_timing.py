@@ -125,7 +125,7 @@ def _supervisor_beside(stall, period_s: float, seconds: float, own_thread: bool)
     from safemanip_ros.nodes.runner import WatchdogThread
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
     rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'failsafe_staleness_s:=0.5',
-                     '-p', 'executor_stall_limit_s:=1.0'])
+                     '-p', 'executor_stall_limit_s:=1.0', '-p', "monitor_status_topic:=''"])
     sup = SupervisorNode()
     staller = rclpy.create_node('main_executor')
     staller.create_timer(period_s, stall)

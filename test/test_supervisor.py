@@ -77,7 +77,7 @@ def test_supervisor_node_over_dds(tmp_path, request):
     policy.write_text(f'property:\n  retract_me: retract\nalerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n'
                       f'  webhook: {{url: "{hook.url}", timeout_s: 30}}\n  min_interval_s: 0\n')
     with node_process('supervisor', '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
-                      '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5',
+                      '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5', '-p', "monitor_status_topic:=''",
                       '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
                       '-p', f'bag_path:={tmp_path / "bag"}',
                       '-p', "failsafe_topics:=['predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']",
@@ -221,7 +221,7 @@ def _supervisor_beside(name: str, *ros_args: str):
     """A SupervisorNode, configured and active, beside a test node in this
     process: (test node, executor, supervisor, the actions it published)."""
     from safemanip_ros.nodes.supervisor_node import SupervisorNode
-    with ros_node(name, ['--ros-args', *ros_args]) as (node, ex):
+    with ros_node(name, ['--ros-args', '-p', "monitor_status_topic:=''", *ros_args]) as (node, ex):
         actions: list[SupervisorAction] = []
         node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
         sup = SupervisorNode(context=node.context)
