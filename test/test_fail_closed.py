@@ -189,7 +189,7 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     the arm once ``monitor_startup_limit_s`` passed, and lets go of that
     condition when a monitor is heard (the hold waits for the operator)."""
     from safemanip_ros.msg import MonitorStatus, SupervisorAction
-    from safemanip_ros.nodes.qos import RELIABLE
+    from safemanip_ros.nodes.qos import EVENTS, RELIABLE
     proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
                              '-p', 'monitor_startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
                              '-r', '__ns:=/no_monitor'],
@@ -200,7 +200,9 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
     actions: list = []
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, RELIABLE)
+    # The actions' history too (they are kept for late joiners): matched late on a busy machine, the
+    # first one is still the first read.
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
     status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
     try:
         deadline = time.monotonic() + 60
