@@ -107,20 +107,18 @@ def merge_repeated(names: tuple[str, ...] | list[str], values: np.ndarray, unkno
     entries is unknown or they disagree (which would hold?), else their
     value.  Names in order of first appearance; the arrays as given when
     no name repeats."""
-    column = _columns(list(names))
-    if len(column) == len(names):
-        return list(names), values, unknown
-    at: dict[str, list[int]] = {}
+    at: dict[str, list[int]] = {}          # each name's columns, names in order of first appearance
     for j, name in enumerate(names):
         at.setdefault(name, []).append(j)
-    out_v = np.empty((values.shape[0], len(column)), bool)
-    out_u = np.empty((values.shape[0], len(column)), bool)
-    for name, k in column.items():
-        js = at[name]
+    if len(at) == len(names):
+        return list(names), values, unknown
+    out_v = np.empty((values.shape[0], len(at)), bool)
+    out_u = np.empty((values.shape[0], len(at)), bool)
+    for k, js in enumerate(at.values()):
         v, u = values[:, js], unknown[:, js]
         out_u[:, k] = u.any(axis=1) | (v.any(axis=1) != v.all(axis=1))
         out_v[:, k] = v.all(axis=1) & ~out_u[:, k]
-    return list(column), out_v, out_u
+    return list(at), out_v, out_u
 
 
 class SampleHold:

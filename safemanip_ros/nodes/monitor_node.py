@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import json
 import secrets
@@ -564,14 +565,21 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._opened_ns[d] = (stamp_ns, start_ns)      # listed as it was published while it stays open
         if not self._listeners:
             return
-        msg = self._event_msgs[d]     # a supervisor in this process acts on the event now
+        # A supervisor in this process acts on the event now.
+        msg = self._event_message(self._event_msgs[d], kind, start, end, recovered, violations, stamp_ns, start_ns,
+                                  end_ns)
+        for listener in self._listeners:
+            listener.deliver_violation(msg)
+
+    def _event_message(self, msg: ViolationEvent, kind: int, start: int, end: int, recovered: bool, count: int,
+                       stamp_ns: int, start_ns: int, end_ns: int) -> ViolationEvent:
+        """``msg``, an instance's event message, filled in place for this episode."""
         msg.event, msg.episode_id, msg.start_frame, msg.end_frame = kind, self._episode, start, end
-        msg.recovered, msg.count = recovered, violations
+        msg.recovered, msg.count = recovered, count
         set_time_ns(msg.header.stamp, stamp_ns)
         set_time_ns(msg.start_stamp, start_ns)
         set_time_ns(msg.end_stamp, end_ns)
-        for listener in self._listeners:
-            listener.deliver_violation(msg)
+        return msg
 
     def _publish_metrics(self, final: RolloutResult | None, stamp_ns: int) -> None:
         if final is None:
@@ -728,16 +736,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         set_time_ns(response.header.stamp, last_ns)
         for d in np.flatnonzero(mon.open_start[:, 0] >= 0).tolist():
             start = int(mon.open_start[d, 0])
-            proto = self._event_msgs[d]
-            msg = ViolationEvent(property=proto.property, instance=proto.instance, category=proto.category,
-                                 severity=proto.severity, binding=list(proto.binding),
-                                 event=ViolationEvent.EVENT_OPENED, episode_id=self._episode,
-                                 start_frame=start, end_frame=start, count=int(mon.violations[d, 0]))
             stamp_ns, start_ns = self._opened_ns[d]
-            set_time_ns(msg.header.stamp, stamp_ns)
-            set_time_ns(msg.start_stamp, start_ns)
-            set_time_ns(msg.end_stamp, start_ns)
-            response.open.append(msg)
+            # A copy: the instance's message is the in-process listeners', filled anew at each event.
+            response.open.append(self._event_message(copy.deepcopy(self._event_msgs[d]), ViolationEvent.EVENT_OPENED,
+                                                     start, start, False, int(mon.violations[d, 0]), stamp_ns,
+                                                     start_ns, start_ns))
         return response
 
 

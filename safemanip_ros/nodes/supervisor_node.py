@@ -60,7 +60,6 @@ Recording is the ``recorder`` node's job (:mod:`safemanip_ros.nodes.recorder_nod
 from __future__ import annotations
 
 import functools
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -78,7 +77,7 @@ from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
-from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path
+from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path, without_retry_count
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .controllers import ControllerSwitch, ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
@@ -108,7 +107,6 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 # A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
 REPEATED_LINE_PERIOD_S = 5.0
 REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
-_RETRY_COUNT = re.compile(r' \(retry \d+\)')
 
 
 @dataclass
@@ -121,7 +119,7 @@ class _RepeatedLines:
     _said: dict[str, tuple[float, int]] = field(default_factory=dict)    # kind → (when said, left out since)
 
     def admit(self, text: str, now_s: float) -> str | None:
-        kind = _RETRY_COUNT.sub('', text)
+        kind = without_retry_count(text)
         said = self._said.get(kind)
         if said is not None and now_s - said[0] < self.period_s:
             self._said[kind] = (said[0], said[1] + 1)
@@ -365,8 +363,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if why not in self._joints_warned:
             self._joints_warned.add(why)
             self.get_logger().error(f'joint_states message {why}: not usable for holding or retracting')
-        entry = self._watched['joint_states']
-        if entry[1] is None:
+        self._heard_before('joint_states')
+
+    def _heard_before(self, source: str) -> None:
+        """Start a watched source's stale clock now if it never ran: a source
+        is watched once heard, and this one counts as heard (by the monitor,
+        or through messages the arm cannot be held with), so its silence from
+        here on is a fail-safe hold after its limit."""
+        entry = self._watched.get(source)
+        if entry is not None and entry[1] is None:
             entry[1] = time.monotonic()
 
     def _seen_message(self, source: str, raw: bytes) -> None:
@@ -386,13 +391,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _on_violation(self, msg: ViolationEvent) -> None:
         if not self._active:
             return
-        key = (msg.episode_id, msg.instance, msg.event, msg.start_frame)
-        if key in self._seen_events:
-            return                     # delivered in-process already
-        if (msg.event == ViolationEvent.EVENT_OPENED
-                and (msg.episode_id, msg.instance, ViolationEvent.EVENT_CLOSED, msg.start_frame) in self._seen_events):
-            return                     # listed as open by the monitor, but its close arrived first
-        self._seen_events[key] = None
+        if self._heard_of(msg):
+            return                     # delivered in-process already, or listed as open after its close came
+        self._seen_events[(msg.episode_id, msg.instance, msg.event, msg.start_frame)] = None
         while len(self._seen_events) > 4096:
             self._seen_events.pop(next(iter(self._seen_events)))
         self._frame = msg.end_frame if msg.event == ViolationEvent.EVENT_CLOSED else msg.start_frame
@@ -409,6 +410,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 key=f'{msg.episode_id}/{msg.instance}/{msg.start_frame}', subject=msg.property)
         elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
             self._act(self._supervising.on_recovered(msg.instance))
+
+    def _heard_of(self, msg: ViolationEvent) -> bool:
+        """Whether this event was acted on already: the same event, or (for
+        an opening the monitor lists as open) its episode's close."""
+        if (msg.episode_id, msg.instance, msg.event, msg.start_frame) in self._seen_events:
+            return True
+        return (msg.event == ViolationEvent.EVENT_OPENED and
+                (msg.episode_id, msg.instance, ViolationEvent.EVENT_CLOSED, msg.start_frame) in self._seen_events)
 
     def _take_watched(self) -> None:
         """Take every watched message already delivered (rclpy's executor takes
@@ -488,14 +497,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         watched topic the monitor has heard as heard now: one that stays
         silent (its publisher died before this supervisor started) is a
         fail-safe hold after its limit, as it was for the one before."""
-        now = time.monotonic()
         for topic in response.heard_topics:
-            entry = self._watched.get(topic)
-            if entry is not None and entry[1] is None:
-                entry[1] = now
-        fresh = [e for e in response.open
-                 if not any((e.episode_id, e.instance, kind, e.start_frame) in self._seen_events
-                            for kind in (ViolationEvent.EVENT_OPENED, ViolationEvent.EVENT_CLOSED))]
+            self._heard_before(topic)
+        fresh = [e for e in response.open if not self._heard_of(e)]
         if not response.open:
             self.get_logger().info(f'the monitor has no open violation (episode {response.episode_id!r})')
         else:

@@ -31,7 +31,12 @@ RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
 _RANK = {'log': 0, 'alert': 1, 'pause': 2, 'retract': 3, 'stop': 4}
 HOLDS = ('pause', 'retract', 'stop')
-_RETRIED = re.compile(r' \(retry \d+\)$')      # the count a retried action's reason ends with
+_RETRY_COUNT = re.compile(r' \(retry \d+\)')
+
+
+def without_retry_count(reason: str) -> str:
+    """A retried action's reason as first given: without its ``(retry N)``."""
+    return _RETRY_COUNT.sub('', reason)
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class Supervisor:
         if self.pending is None or self.held:
             return []
         p = self.pending
-        first = _RETRIED.sub('', p.reason)      # the reason as first given, without a retry count
+        first = without_retry_count(p.reason)
         if self.failed_holds >= self.max_hold_failures and p.action != 'stop':
             self.stopped = True
             return [Action('stop', p.instance, p.property,
