@@ -258,8 +258,10 @@ def test_a_restarted_supervisor_holds_an_open_violation_again(stack, tmp_path):
     assert not robot.actions and not robot.events, ([a.reason for a in robot.actions], logs())
     # A touch opens a violation and is held; the supervisor dies while the arm still touches.
     robot.touching = True
+    # The test's own subscription may hear the event after the supervisor held for it: wait for both.
     assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact') for a in robot.holds())
-                      and robot.trajs, 30), ([a.reason for a in robot.actions], logs())
+                      and robot.trajs and any(e.event == ViolationEvent.EVENT_OPENED for e in robot.events), 30), \
+        ([a.reason for a in robot.actions], logs())
     opened = [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED]
     holds, trajs = len(robot.holds()), len(robot.trajs)
     text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-3')
