@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import time
 from pathlib import Path
@@ -331,4 +332,179 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
         monitor.destroy_node()
         robot.destroy_node()
         rclpy.try_shutdown(context=ctx)
+        rclpy.try_shutdown()
+
+
+def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
+    """``safemanip run`` samples its grounding at each frame.  A tick that
+    catches up after a stall samples it at each missed frame's time, from
+    the inputs stamped up to it: a gripper motion that begins and ends
+    within a stall is still seen, and no input is unknown for the stall
+    (the executor stalled, the sensor did not).  Sampled once at the tick,
+    a clean release during a 0.55 s stall read as a drop (the demo)."""
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+    suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
+    ns = f'{NS}_catch_up'
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={ns}', '-p', f'config:={config}', '-p', f'robot_config:={config}',
+                     '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
+                     '-p', 'predicate_topics:=[predicates/joint_states]'])
+    source, monitor = JointStateGroundingNode(), MonitorNode()
+    monitor.attach_grounding(GroundingChain([source]))
+    staller = rclpy.create_node('staller')
+    stalls: list[float] = []
+
+    def stall() -> None:
+        t = time.monotonic()
+        time.sleep(0.45)
+        stalls.append(time.monotonic() - t)
+    ex = SingleThreadedExecutor()
+    for node in (source, monitor, staller):
+        ex.add_node(node)
+    names = [f'robot0_joint{i}' for i in range(1, 8)] + ['gripper0_finger_joint1', 'gripper0_finger_joint2']
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    robot = rclpy.create_node('catch_up_robot', context=ctx)
+    pub = robot.create_publisher(JointState, f'{ns}/joint_states', RELIABLE)
+    samples: list[PredicateArray] = []
+    robot.create_subscription(PredicateArray, f'{ns}/predicates/joint_states', samples.append, RELIABLE)
+    rex = SingleThreadedExecutor(context=ctx)
+    rex.add_node(robot)
+    motions_ns: list[tuple[int, int]] = []      # (first, last) stamp of each finger motion
+    stop = threading.Event()
+
+    def publish() -> None:
+        """20 Hz; every 0.35 s the fingers move 4 mm over three messages, out then in."""
+        k, t0, finger, moved_ns = 0, time.monotonic(), 0.02, []
+        while not stop.is_set():
+            time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
+            step = k % 7
+            if 1 <= step <= 3:
+                finger += (0.004 / 3) * (1 if (k // 7) % 2 == 0 else -1)
+            stamp_ns = time.time_ns()
+            msg = JointState(name=names, position=[0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0, finger, finger])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+            pub.publish(msg)
+            if 1 <= step <= 3:
+                moved_ns.append(stamp_ns)
+            if step == 3:
+                motions_ns.append((moved_ns[0], moved_ns[-1]))
+                moved_ns = []
+            k += 1
+            rex.spin_once(timeout_sec=0.0)
+    worker = threading.Thread(target=publish, daemon=True)
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        worker.start()
+        # Stalls start once the monitor builds frames.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not monitor._frames_total:
+            ex.spin_once(timeout_sec=0.02)
+        staller.create_timer(0.7, stall)
+        started_ns = time.time_ns()
+        while time.monotonic() < deadline and len(stalls) < 8:
+            ex.spin_once(timeout_sec=0.02)
+        stop.set()
+        worker.join(timeout=5)
+        ex.spin_once(timeout_sec=0.1)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and (not samples or ns_from_time(samples[-1].header.stamp) < motions_ns[-1][1]):
+            rex.spin_once(timeout_sec=0.05)
+        assert len(stalls) >= 8 and monitor._caught_up >= 8 * 5, (stalls, monitor._caught_up)
+        seen = [(ns_from_time(s.header.stamp), {p.name: None if p.unknown else p.value for p in s.predicates})
+                for s in samples if ns_from_time(s.header.stamp) >= started_ns]
+        unknown = [(t, v) for t, v in seen if v['gripper_open'] is None or v['joint_near_limit'] is None]
+        assert not unknown, unknown[:3]
+        motions = [m for m in motions_ns if started_ns < m[0] and m[1] < seen[-1][0] - 100_000_000]
+        missed = [m for m in motions
+                  if not any(m[0] <= t <= m[1] + 60_000_000 and (v['gripper_opening'] or v['gripper_closing'])
+                             for t, v in seen)]
+        assert len(motions) >= 8 and not missed, (len(motions), missed)
+    finally:
+        stop.set()
+        for node in (source, monitor, staller):
+            node.destroy_node()
+        robot.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        rclpy.try_shutdown()
+
+
+def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
+    """A stall of the whole machine (a virtual machine's host, swapping)
+    stops the grounding with the monitor: the frames the monitor catches up
+    on have no samples of their own.  They hold the samples of the tick's
+    first frame, not call them stale: a stalled monitor is not a stale
+    sensor.  The frame built now judges staleness as always."""
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    ns = f'{NS}_machine_stall'
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={ns}',
+                     '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                     '-p', 'only:=[no_forbidden_contact]', '-p', 'staleness_s:=0.2'])
+    monitor = MonitorNode()
+    staller = rclpy.create_node('staller')
+    machine_stalled = threading.Event()
+    stalls: list[float] = []
+
+    def stall() -> None:
+        machine_stalled.set()
+        t = time.monotonic()
+        time.sleep(0.45)
+        stalls.append(time.monotonic() - t)
+        machine_stalled.clear()
+    ex = SingleThreadedExecutor()
+    ex.add_node(monitor)
+    ex.add_node(staller)
+    frames: list[tuple[bool, int]] = []          # (caught up after the tick's first frame, predicates unknown)
+    later: set[int] = set()                      # frames a tick caught up on after its first
+    frame = monitor._frame
+
+    def ticking(now_ns, tick):
+        out = tick(now_ns)
+        later.update(out.due_ns[1:-1])
+        return out
+
+    def noting(frame_ns=None, aged_at_ns=None):
+        values, unknown = frame(frame_ns, aged_at_ns)
+        frames.append((frame_ns in later, int(unknown.sum())))
+        return values, unknown
+    monitor._frame = noting
+    stop = threading.Event()
+
+    def publish() -> None:
+        with ros_node('machine_stall_robot') as (node, _):
+            pub = node.create_publisher(PredicateArray, f'{ns}/predicates', RELIABLE)
+            k, t0 = 0, time.monotonic()
+            while not stop.is_set():
+                time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
+                k += 1
+                if not machine_stalled.is_set():
+                    pub.publish(predicate_array({'forbidden_contact': False}, time.time_ns(), 'test', seq=k))
+    worker = threading.Thread(target=publish, daemon=True)
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        worker.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not monitor._arming.armed:
+            ex.spin_once(timeout_sec=0.02)
+        armed_at = len(frames)
+        monitor._frame_clock.tick = functools.partial(ticking, tick=monitor._frame_clock.tick)
+        staller.create_timer(0.7, stall)
+        while time.monotonic() < deadline and len(stalls) < 6:
+            ex.spin_once(timeout_sec=0.02)
+        assert len(stalls) >= 6 and monitor._caught_up >= 6 * 5, (stalls, monitor._caught_up)
+        caught_up = [unknown for later, unknown in frames[armed_at + 1:] if later]
+        assert len(caught_up) >= 6 * 4 and not any(caught_up), caught_up
+        # The newest frame of a tick right after the stall may find the input not yet resumed: stale, as live.
+        now_unknown = [unknown for later, unknown in frames[armed_at + 1:] if not later and unknown]
+        assert len(now_unknown) <= len(stalls) + 1, now_unknown
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+        monitor.destroy_node()
+        staller.destroy_node()
         rclpy.try_shutdown()

@@ -12,6 +12,7 @@ from safemanip_ros.monitor.clock import (
     MAX_CATCH_UP_FRAMES,
     Arming,
     FrameClock,
+    ageing_ns,
     frame_grid,
     period_ns_of,
 )
@@ -84,6 +85,28 @@ def test_replayed_frames_fill_caught_up_frames_from_the_first_recorded():
     published = {2: 10 * P - FRAME_CUTOFF_NS, 3: 11 * P + 17, 6: 14 * P + 3}
     times = clock.replayed(published)
     assert times == [8 * P, 9 * P, published[2], published[3], 12 * P, 13 * P, published[6]]
+
+
+def test_caught_up_frames_age_their_samples_at_the_ticks_first_frame():
+    assert ageing_ns([5 * P]) == [5 * P]
+    assert ageing_ns([5 * P, 6 * P]) == [5 * P, 6 * P]
+    assert ageing_ns([5 * P, 6 * P, 7 * P, 8 * P + 3]) == [5 * P, 5 * P, 5 * P, 8 * P + 3]
+
+
+def test_a_replay_ages_samples_as_the_live_ticks_did():
+    """Ticks of a live run, each publishing its newest frame: the replay
+    finds each tick's frames from the published ones and ages them alike."""
+    clock = FrameClock(P)
+    c = FRAME_CUTOFF_NS        # the newest frame of a tick is built less the cutoff; caught-up ones as scheduled
+    ticks = [[-c], [P - c], [2 * P, 3 * P, 4 * P, 5 * P - c], [6 * P - c], [7 * P, 8 * P - c], [9 * P - c]]
+    published = {}
+    for due in ticks:
+        published[sum(len(t) for t in ticks[:ticks.index(due) + 1]) - 1] = due[-1]
+    assert clock.replayed(published) == [t for due in ticks for t in due]
+    assert clock.replayed_ageing(published) == [a for due in ticks for a in ageing_ns(due)]
+    # Frames before the first recorded one are each their own.
+    late = {k: t for k, t in published.items() if k >= 3}
+    assert clock.replayed_ageing(late)[:3] == clock.replayed(late)[:3]
 
 
 def test_period_and_grid():
@@ -188,3 +211,12 @@ def test_periodic_schedule_rejects_nonsense():
     for kwargs in ({'period_s': 0.0}, {'period_s': 1.0, 'budget': 0.0}, {'period_s': 1.0, 'max_wait': 1.0}):
         with pytest.raises(ValueError):
             PeriodicSchedule(**kwargs)
+
+
+def test_a_sample_is_judged_stale_at_the_ageing_time():
+    from safemanip_ros.monitor.frames import SampleHold
+    hold = SampleHold(['a'], staleness_s=0.2)
+    hold.update('a', True, 1.0)
+    assert hold.frame(1.5)[1].tolist() == [True]                      # stale at its own time
+    assert hold.frame(1.5, aged_at_s=1.05)[0].tolist() == [True]      # held through a caught-up frame
+    assert hold.frame(1.5, aged_at_s=1.05)[1].tolist() == [False]

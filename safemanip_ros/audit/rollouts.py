@@ -441,8 +441,9 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     receive time) and builds frame ``k`` of an episode at time ``T_k``: the
     stamp of the verdicts it published for that frame, or — for a frame a late
     tick caught up on, whose verdicts were not published — its scheduled time
-    ``T_0 + k / rate_hz``.  The same samples at the same times give the same
-    frames, so the audit reports what the monitor reported live."""
+    ``T_0 + k / rate_hz``, its samples' age judged as the tick judged it
+    (:meth:`FrameClock.replayed_ageing`).  The same samples at the same times
+    give the same frames, so the audit reports what the monitor reported live."""
     from rosbags.rosbag2 import ReaderError
     from rosbags.serde import SerdeError
 
@@ -483,12 +484,12 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
             warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')
         rows_v, rows_u = [], []
-        for t_k in clock.replayed(frames):
+        for t_k, aged_k in zip(clock.replayed(frames), clock.replayed_ageing(frames)):
             while i < len(samples) and samples[i][0] <= t_k:
                 _, _, given, values, unknown = samples[i]
                 hold.update_many(given, values, unknown, samples[i][0] * 1e-9)
                 i += 1
-            v, u = hold.frame(t_k * 1e-9)
+            v, u = hold.frame(t_k * 1e-9, aged_k * 1e-9)
             rows_v.append(v)
             rows_u.append(u)
         episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),

@@ -12,6 +12,8 @@ of a frame, and nothing else:
   It also fixes the time of the newest frame a tick builds
   (:meth:`FrameClock.newest_frame_ns`), and, offline, the times of the
   frames of a recorded live run (:meth:`FrameClock.replayed`).
+* :func:`ageing_ns` — the time at which each frame of a tick judges its
+  samples' age: the monitor's own stall does not age them.
 * :func:`frame_grid` and :func:`frame_segments` — the offline schedule of a
   recording without the monitor's stamps: frames every period from the
   first message, a hole longer than ``max_gap_ns`` ending the episode.
@@ -109,6 +111,29 @@ class FrameClock:
         first = min(published_ns)
         anchor = published_ns[first] + FRAME_CUTOFF_NS - first * self.period_ns
         return [published_ns.get(k, anchor + k * self.period_ns) for k in range(max(published_ns) + 1)]
+
+    def replayed_ageing(self, published_ns: dict[int, int]) -> list[int]:
+        """When each frame of :meth:`replayed` judged its samples' age
+        (:func:`ageing_ns`).  A tick published its newest frame only: the
+        unpublished frames before a published one are the rest of its tick.
+        Frames before the first recorded one are not a tick's: each its own."""
+        times = self.replayed(published_ns)
+        first = min(published_ns)
+        out: list[int] = []
+        for k, t_k in enumerate(times):
+            caught_up_after_another = k > first and k not in published_ns and k - 1 not in published_ns
+            out.append(out[-1] if caught_up_after_another else t_k)
+        return out
+
+
+def ageing_ns(due_ns: list[int]) -> list[int]:
+    """When each frame of one tick (``due_ns``, oldest first) judges how old
+    its samples are (their staleness): the frames a late tick catches up on
+    at the tick's first frame, the newest at its own time.  A stalled monitor
+    is not a stale sensor: the samples it could not take during its stall
+    still hold, and each frame takes those stamped at or before it; only the
+    frame built now calls a silent input stale."""
+    return [due_ns[0]] * (len(due_ns) - 1) + [due_ns[-1]]
 
 
 def frame_grid(first_ns: int, last_ns: int, period_ns: int) -> np.ndarray:

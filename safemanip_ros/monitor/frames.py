@@ -174,6 +174,8 @@ class SampleHold:
         self._value[idx] = val & ~unk
         self._time[idx] = time_s
 
-    def frame(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
-        fresh = self._known & (now_s - self._time <= self.staleness_s)
+    def frame(self, now_s: float, aged_at_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The frame at ``now_s``; samples are judged stale at ``aged_at_s``
+        (default ``now_s``; a caught-up frame's: :func:`~safemanip_ros.monitor.clock.ageing_ns`)."""
+        fresh = self._known & ((now_s if aged_at_s is None else aged_at_s) - self._time <= self.staleness_s)
         return self._value & fresh, ~fresh

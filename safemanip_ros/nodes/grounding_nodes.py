@@ -54,7 +54,7 @@ from ..stamps import stamp_s
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
-from .qos import RELIABLE, RELIABLE_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
+from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
 
@@ -103,7 +103,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
             raise SafemanipError(f'{node_name}: input_reliability {reliability!r}: expected best_effort or reliable')
         # Sensor inputs: best effort (matches every publisher) unless the robot's publishers are reliable
         # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
-        self.input_qos = SENSORS if reliability == 'best_effort' else RELIABLE_INPUTS
+        self.input_qos = SENSOR_INPUTS if reliability == 'best_effort' else RELIABLE_INPUTS
         rate = (check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0) if self.get_parameter('rate_hz').value != 0
                 else self.robot.rate_hz)    # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
@@ -248,8 +248,7 @@ class ContactGroundingNode(GroundingNode):
             # frame (upstream()): a second JointState subscription would only repeat its work.
             self.create_subscription(JointState, 'joint_states', self._on_joint_state, self.input_qos)
         if self._use_wrench:
-            self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench,
-                                     SENSORS)
+            self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench, self.input_qos)
 
     def _on_contacts(self, msg: ContactArray) -> None:
         feed_contacts(self.grounding, msg)

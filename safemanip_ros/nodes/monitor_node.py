@@ -60,7 +60,7 @@ from safemanip_ros.srv import OpenViolations
 
 from ..errors import SafemanipError
 from ..monitor.build import build_monitor
-from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock
+from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
 from ..monitor.frames import SampleHold
 from ..monitor.periodic import PeriodicSchedule
@@ -320,9 +320,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().info(f'armed after {now - (arming.since_s or now):.2f} s')
         return True
 
-    def _frame(self, frame_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _frame(self, frame_ns: int | None = None, aged_at_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The frame at ``frame_ns`` (node clock; default now): sample stamps
-        are compared with it for freshness."""
+        are compared with ``aged_at_ns`` (default ``frame_ns``) for freshness."""
         if frame_ns is None:
             frame_ns = self.get_clock().now().nanoseconds
         pending = self._pending
@@ -331,7 +331,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         while pending and pending[0][0] <= frame_ns:
             stamp_ns, names, values, unknown = pending.popleft()
             self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
-        return self._held.frame(frame_ns * 1e-9)
+        return self._held.frame(frame_ns * 1e-9, None if aged_at_ns is None else aged_at_ns * 1e-9)
 
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
@@ -392,16 +392,20 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
-            for values in self._grounding.sample(now_ns):
-                names = list(values)
-                self._pending.append((now_ns, names, [bool(values[n]) for n in names],
-                                      [values[n] is None for n in names]))
+            # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
+            # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
+            # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
+            for frame_ns in due:
+                for values in self._grounding.sample(frame_ns):
+                    names = list(values)
+                    self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
+                                          [values[n] is None for n in names]))
             self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         else:
             due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=False)
         self._caught_up += len(due) - 1
-        for frame_ns in due:
-            res = self._step_frame(frame_ns)
+        for frame_ns, aged_at_ns in zip(due, ageing_ns(due)):
+            res = self._step_frame(frame_ns, aged_at_ns)
         stamp_ns = due[-1]
         frame = int(res.frame[0])
         out = VerdictArray(frame=frame, episode_id=self._episode)
@@ -521,9 +525,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                     self.get_logger().warning('cannot take messages directly; frames may miss samples still queued')
                 return
 
-    def _step_frame(self, frame_ns: int) -> StepResult:
-        """Monitor the frame at ``frame_ns`` and publish its episode events."""
-        values, unknown = self._frame(frame_ns)
+    def _step_frame(self, frame_ns: int, aged_at_ns: int | None = None) -> StepResult:
+        """Monitor the frame at ``frame_ns`` (samples aged at ``aged_at_ns``)
+        and publish its episode events."""
+        values, unknown = self._frame(frame_ns, aged_at_ns)
         res = self._configured.step(values, unknown)
         self._last_frame_ns = frame_ns
         for verb, kind, events in (('opened', ViolationEvent.EVENT_OPENED, res.opened),

@@ -11,9 +11,12 @@ profile from here, so a publisher and its subscribers always match.
 * :data:`RECORDING` — what the recorder subscribes and the players publish
   (a deeper queue: a burst is recorded, not dropped); :data:`RECORDED_EVENTS`
   — the recorder's subscription to the event topics.
-* :data:`SENSORS` — robot inputs by default (best effort matches every
-  publisher); :data:`RELIABLE_INPUTS` where the robot's publishers are
-  reliable (ros2_control's joint_state_broadcaster, simulators).
+* :data:`SENSOR_INPUTS` — the grounding's robot inputs by default (best
+  effort matches every publisher); :data:`RELIABLE_INPUTS` where the
+  robot's publishers are reliable (ros2_control's joint_state_broadcaster,
+  simulators).  Both keep :data:`INPUT_DEPTH` messages.  :data:`SENSORS`
+  (ROS's sensor-data profile, 5 deep) is for images and for what only the
+  newest message matters of (the supervisor's joint states).
 * :data:`SKILL_EVENTS` — the robot stack's skill START/END events: sparse
   and each one decides an onset, so reliable with a deep queue.
 * :data:`ACTION_STATUS` — an action server's ``_action/status`` (rcl_action's
@@ -51,6 +54,13 @@ RECORDED_EVENTS = latched(5000)
 """A frame can open or close one violation per instance (the soak's close up to 250 at once, faster than
 the recorder takes them): with the events' depth of 100, a burst lost some before it was recorded."""
 SENSORS = qos_profile_sensor_data
-RELIABLE_INPUTS = reliable(10)
+INPUT_DEPTH = 100
+"""Inputs a grounding keeps while its executor is busy: a frame a late tick
+catches up on is grounded from the inputs of its time (a second of them at
+100 Hz, the supervisor's default stall limit).  With the sensor-data
+profile's 5, a 0.45 s stall of a 20 Hz robot lost four inputs a time and the
+frames caught up on called the sensor stale."""
+SENSOR_INPUTS = QoSProfile(depth=INPUT_DEPTH, reliability=ReliabilityPolicy.BEST_EFFORT)
+RELIABLE_INPUTS = reliable(INPUT_DEPTH)
 SKILL_EVENTS = reliable(100)
 ACTION_STATUS = qos_profile_action_status_default
