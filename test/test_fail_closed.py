@@ -186,12 +186,12 @@ def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path,
 def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     """Under ros2 launch a monitor whose configure fails exits 2 and the
     other processes run on: a supervisor that never hears a monitor holds
-    the arm once ``monitor_startup_limit_s`` passed, and lets go of that
+    the arm once ``startup_limit_s`` passed, and lets go of that
     condition when a monitor is heard (the hold waits for the operator)."""
     from safemanip_ros.msg import MonitorStatus, SupervisorAction
     from safemanip_ros.nodes.qos import EVENTS, RELIABLE
     proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
-                             '-p', 'monitor_startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
+                             '-p', 'startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
                              '-r', '__ns:=/no_monitor'],
                             stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
     ctx = Context()
@@ -222,6 +222,51 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
             ex.spin_once(timeout_sec=0.05)
         assert fresh(), [a.reason for a in actions]
         assert SupervisorAction.ACTION_RESUME not in [a.action for a in actions]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
+    """Under ros2 launch a grounding process whose configure fails exits 2
+    and the others run on: its predicates are never heard.  A topic of
+    ``failsafe_topics`` is watched once heard, so without a start-up limit
+    the arm ran with that grounding missing; one never heard within
+    ``startup_limit_s`` holds it, and the topics that were heard do not."""
+    from safemanip_ros.msg import PredicateArray, SupervisorAction
+    from safemanip_ros.nodes.conversions import predicate_array
+    from safemanip_ros.nodes.qos import EVENTS, RELIABLE
+    watched = "['predicates/joint_states:safemanip_ros/msg/PredicateArray:0.5', " \
+              "'predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']"
+    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
+                             '-p', 'startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
+                             '-p', "monitor_status_topic:=''", '-p', f'failsafe_topics:={watched}',
+                             '-r', '__ns:=/no_grounding'],
+                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('grounding', namespace='/no_grounding', context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    actions: list = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
+    joints = node.create_publisher(PredicateArray, 'predicates/joint_states', RELIABLE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not actions:
+            joints.publish(predicate_array({'arm_moving': False}, time.time_ns(), 'joint_states'))
+            ex.spin_once(timeout_sec=0.05)
+        assert actions, (tmp_path / 'supervisor.log').read_text()[-2000:]
+        end = time.monotonic() + 1.0         # anything else it has to say
+        while time.monotonic() < end:
+            joints.publish(predicate_array({'arm_moving': False}, time.time_ns(), 'joint_states'))
+            ex.spin_once(timeout_sec=0.05)
+        assert actions[0].action == SupervisorAction.ACTION_PAUSE, actions[0]
+        assert actions[0].reason == ("fail-safe: /no_grounding/predicates/contacts not heard within 1.5 s of the "
+                                     "supervisor's start (did it fail to come up?)"), actions[0].reason
+        assert not [a.reason for a in actions if 'joint_states' in a.reason], [a.reason for a in actions]
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)

@@ -26,13 +26,14 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   ``~/acknowledge`` was called; ``~/acknowledge_stop`` also releases a stop)
   calls ``resume_service`` if set;
 * **the monitor watched** (``monitor_status_topic``): a monitor whose status
-  says it is not active, that falls silent for ``monitor_status_limit_s``
-  once heard, or that is never heard within ``monitor_startup_limit_s`` of
-  activation (its configure failed) pauses with the reason;
+  says it is not active, or that falls silent for ``monitor_status_limit_s``
+  once heard, pauses with the reason;
 * **fail-safe**: ``joint_states`` older than ``failsafe_staleness_s``, or a
   sensor of ``failsafe_topics`` (``topic:package/msg/Type:limit_s``) older
-  than its limit (once
-  seen) pauses with the reason;
+  than its limit (once seen) pauses with the reason;
+* **start-up**: the monitor or a topic of ``failsafe_topics`` never heard
+  within ``startup_limit_s`` of activation (under ``ros2 launch`` a node
+  whose configure failed exits and the others run on) pauses with the reason;
 * every action is published on ``supervisor_actions`` (SupervisorAction) and
   logged.  The response policy comes from ``policy_file`` (YAML with
   ``property``/``category``/``severity`` tables) over severity defaults.
@@ -136,7 +137,7 @@ _RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0
            ('failsafe_staleness_s', 0.0, 60.0, True), ('executor_stall_limit_s', 0.0, 60.0, True),
            ('hold_confirm_speed_rad_s', 0.0, 10.0, True), ('hold_confirm_s', 0.0, 60.0, False),
            ('hold_confirm_timeout_s', 0.0, 600.0, True), ('monitor_status_limit_s', 0.0, 600.0, True),
-           ('controller_call_timeout_s', 0.0, 60.0, True), ('monitor_startup_limit_s', 0.0, 3600.0, True))
+           ('controller_call_timeout_s', 0.0, 60.0, True), ('startup_limit_s', 0.0, 3600.0, True))
 
 
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
@@ -173,9 +174,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         # is a fail-safe condition.  '' turns it off (safemanip run watches its own executor instead).
         self.declare_parameter('monitor_status_topic', 'status')
         self.declare_parameter('monitor_status_limit_s', 3.0)
-        # A monitor never heard at all (its configure failed, its process never started) is no monitor:
-        # a fail-safe condition once this long has passed since activation (room for compiling a suite).
-        self.declare_parameter('monitor_startup_limit_s', 30.0)
+        # A monitor or grounding never heard at all (its configure failed, its process never started)
+        # watches nothing: a fail-safe condition once this long has passed since activation (room for
+        # compiling a suite).  Applies to the monitor's status and to failsafe_topics.
+        self.declare_parameter('startup_limit_s', 30.0)
         # The monitor's service listing the violations open now, asked on activation: a supervisor
         # (re)started after they opened heard none of their events.  '' turns it off (safemanip run
         # hands the supervisor every event in-process, from the monitor's first frame).
@@ -199,7 +201,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._open_request: tuple[Any, float] | None = None    # (future, monotonic time sent) while asking
         self._open_synced = False          # the monitor's open violations learned since activation
         self._activated_at = 0.0
-        self._monitor_awaited_since: float | None = None    # activation time while no monitor status was heard
+        self._startup_sources: list[str] = []     # watched sources that must be heard within startup_limit_s
+        self._startup_checked = True              # this activation's start-up check is done
         self._monitor_source = ''            # the watched monitor's name ('' when not watched)
         self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
         self._repeats = _RepeatedLines(REPEATED_LINE_PERIOD_S)
@@ -279,6 +282,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
         self._watched: dict[str, list[Any]] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
+        self._startup_sources = []
         for spec in p('failsafe_topics').value:
             if not spec:
                 continue
@@ -291,6 +295,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
+            self._startup_sources.append(source)
             seen = functools.partial(self._seen_message, source)
             sub = self.create_subscription(cls, topic, seen, SENSORS, raw=True)
             self._watched_subs.append((sub, seen))
@@ -298,6 +303,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if status_topic:
             self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
             self._watched[self._monitor_source] = [float(p('monitor_status_limit_s').value), None]
+            self._startup_sources.append(self._monitor_source)
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         open_service = p('monitor_open_violations_service').value
         self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
@@ -307,7 +313,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _on_monitor_status(self, msg: MonitorStatus) -> None:
         """An active or arming monitor is alive; any other state (inactive,
         unconfigured) holds the arm: no stack runs with its monitor off."""
-        self._monitor_awaited_since = None
         if msg.state in ('active', 'arming'):
             self._seen(self._monitor_source)
         elif self._active:
@@ -318,8 +323,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = True
         self._open_synced, self._open_request = self._open_client is None, None
         self._activated_at = time.monotonic()
-        monitor = self._watched.get(self._monitor_source)
-        self._monitor_awaited_since = self._activated_at if monitor is not None and monitor[1] is None else None
+        self._startup_checked = False
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -458,11 +462,13 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         for source, (limit, last) in self._watched.items():
             if last is not None and now - last > limit:   # only sensors that have been seen
                 self._act(self._supervising.on_stale(source, now - last, limit))
-        startup_s = float(self.get_parameter('monitor_startup_limit_s').value)
-        if self._monitor_awaited_since is not None and now - self._monitor_awaited_since > startup_s:
-            self._monitor_awaited_since = None
-            self._act(self._supervising.on_fault(self._monitor_source, f'not heard within {startup_s:.1f} s of '
-                                                 f'the supervisor\'s start (did it fail to come up?)'))
+        startup_s = float(self.get_parameter('startup_limit_s').value)
+        if not self._startup_checked and now - self._activated_at > startup_s:
+            self._startup_checked = True
+            for source in self._startup_sources:
+                if self._watched[source][1] is None:
+                    self._act(self._supervising.on_fault(source, f'not heard within {startup_s:.1f} s of the '
+                                                         f'supervisor\'s start (did it fail to come up?)'))
 
     def _sync_open_violations(self, now: float) -> None:
         """Ask the monitor for the violations open now, once it serves, and
