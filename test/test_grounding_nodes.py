@@ -150,6 +150,32 @@ def test_joint_state_node_survives_malformed_messages(harness_factory):
     assert h.proc.poll() is None
 
 
+def test_joint_states_on_another_clock_are_named_once(harness_factory):
+    """Joint states stamped 1000 s behind the node's clock (a simulator's
+    /clock against a grounding on the system time) are stale on arrival:
+    the predicates are unknown, and the node says why, once."""
+    h = harness_factory('joint_state_grounding')
+    topic = 'predicates/joint_states'
+    h.listen(topic)
+    pub = h.node.create_publisher(JointState, 'joint_states', RELIABLE)
+
+    def send():
+        msg = JointState()
+        msg.header.stamp = time_from_ns(time.time_ns() - 1000 * 10**9)
+        msg.name = ARM + FINGERS
+        msg.position = [0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0, 0.04, 0.04]
+        pub.publish(msg)
+    assert h.spin_until(lambda: 'gripper_open' in h.latest.get(topic, {}), each=send)
+    for _ in range(20):
+        send()
+        h.executor.spin_once(timeout_sec=0.05)
+    assert all(v is None for v in h.latest[topic].values()), h.latest[topic]
+    h.log.flush()
+    h.log.seek(0)
+    said = [line for line in h.log.read().splitlines() if 'behind this node' in line]
+    assert len(said) == 1 and '/joint_states: a sample stamped 1000' in said[0] and 'use_sim_time' in said[0], said
+
+
 def test_contact_node(harness_factory):
     h = harness_factory('contact_grounding')
     topic = 'predicates/contacts'

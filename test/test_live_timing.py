@@ -508,3 +508,40 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
         monitor.destroy_node()
         staller.destroy_node()
         rclpy.try_shutdown()
+
+
+def test_samples_far_ahead_of_the_clock_are_kept_one_per_topic():
+    """A publisher on another clock, stamping 1000 s ahead: no frame sees
+    its samples until the clock gets there.  Kept all, they grew the
+    monitor's queue by every message for as long as it ran; the newest of
+    each topic is kept, and seen once the clock reaches its stamp (a
+    forward jump of /clock)."""
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    ns = f'{NS}_ahead'
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={ns}',
+                     '-p', f'properties:=[{REPO / "config" / "properties" / "safemanip.yaml"}]',
+                     '-p', 'only:=[no_forbidden_contact]'])
+    monitor = MonitorNode()
+    ex = SingleThreadedExecutor()
+    ex.add_node(monitor)
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        ahead_ns = 1000 * 10**9
+        with ros_node('ahead_robot') as (node, rex):
+            pub = node.create_publisher(PredicateArray, f'{ns}/predicates', RELIABLE)
+            sent = 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and monitor._skew.counts.get(f'{ns}/predicates', 0) < 300:
+                pub.publish(predicate_array({'forbidden_contact': True}, time.time_ns() + ahead_ns, 'test', seq=sent))
+                sent += 1
+                ex.spin_once(timeout_sec=0.005)
+            assert monitor._skew.counts.get(f'{ns}/predicates', 0) >= 300, monitor._skew.counts
+        assert len(monitor._pending) <= 2 and len(monitor._ahead) == 1, (len(monitor._pending), len(monitor._ahead))
+        values, unknown = monitor._frame(time.time_ns())
+        assert unknown.all()                                   # not yet
+        values, unknown = monitor._frame(time.time_ns() + ahead_ns)     # the clock got there
+        assert values.all() and not unknown.any() and not monitor._ahead
+    finally:
+        monitor.destroy_node()
+        rclpy.try_shutdown()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import REPO
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 from ros_helpers import RELIABLE, call_service, node_process, ros_node, spin_until
@@ -77,7 +77,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert any(not m.verdicts for m in verdicts[1:])
     assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access',
                                                    'safemanip/callbacks', 'safemanip/timing',
-                                                   'safemanip/unsupported'}
+                                                   'safemanip/unsupported', 'safemanip/clock'}
     frames['reach_in_microwave'] = True        # gripper enters a closed microwave
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_OPENED for e in events))
     opened = next(e for e in events if e.event == ViolationEvent.EVENT_OPENED)
@@ -209,3 +209,30 @@ def test_a_long_run_makes_no_timers_per_frame():
         monitor.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_samples_on_another_clock_are_named_once(monitor_proc, client, tmp_path):
+    """Samples stamped 1000 s ahead of the monitor's clock (a publisher on
+    the system time against a monitor on /clock, or the reverse) are seen
+    by no frame: the predicate reads as unknown, and the monitor says why,
+    once, in its log and in ``/diagnostics``."""
+    node, ex = client
+    status, diags = [], []
+    node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
+    pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
+    _configure_and_activate(node, ex)
+    frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
+              'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+
+    def clock(d):
+        return [s for s in d.status if s.name == 'safemanip/clock']
+    assert spin_until(ex, lambda: any(clock(d) and clock(d)[0].level == DiagnosticStatus.WARN and int(clock(d)[0].values[0].value) >= 20
+                                      for d in diags), 30,
+                      each=lambda: pub.publish(predicate_array(frames, time.time_ns() + 1000 * 10**9, 'test')))
+    warned = next(clock(d)[0] for d in reversed(diags) if clock(d) and clock(d)[0].level == DiagnosticStatus.WARN)
+    assert warned.values[0].key == '/predicates' and 'off this node' in warned.message, warned
+    assert status and 'forbidden_contact' in status[-1].unknown_predicates, status[-1]
+    log = (tmp_path / 'monitor.log').read_text()
+    said = [line for line in log.splitlines() if 'ahead of this node' in line]
+    assert len(said) == 1 and '/predicates: a sample stamped' in said[0] and 'use_sim_time' in said[0], log[-2000:]

@@ -50,7 +50,7 @@ from ..grounding.messages import (
 )
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
-from ..stamps import stamp_s
+from ..stamps import StampSkew, stamp_s
 from .conversions import ns_from_time, predicate_array, predicate_values
 from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
@@ -86,6 +86,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
         self._deferred: list[tuple[int, int, Callable[[Any], None], Any]] = []
         self._deferred_seq = itertools.count()
+        self._skew = StampSkew()       # inputs stamped on another clock than ours
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
         super().__init__(node_name)
         self.declare_parameter('config', '')
@@ -146,6 +147,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
             if stamp_ns is None:
                 _cb(msg)
                 return
+            self._check_clock(topic, stamp_ns)
             # Through the queue whenever it holds anything, so inputs are applied in stamp order.
             heapq.heappush(self._deferred, (stamp_ns, next(self._deferred_seq), _cb, msg))
             if len(self._deferred) > MAX_DEFERRED:
@@ -158,6 +160,16 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         sub = super().create_subscription(msg_type, topic, deferring, *args, **kwargs)
         self._inputs.append(sub)
         return sub
+
+    def _check_clock(self, topic: str, stamp_ns: int) -> None:
+        """Say once per input when its stamps are on another clock than
+        ours: its predicates read as unknown, and this is why."""
+        now_ns = self.get_clock().now().nanoseconds
+        skew_s = self._skew.check(topic, stamp_ns, now_ns) if now_ns else None   # 0: /clock not heard yet
+        if skew_s is not None and self._skew.first(topic):
+            sim = bool(self.get_parameter('use_sim_time').value)
+            self.get_logger().error(StampSkew.explain(self.resolve_topic_name(topic), skew_s,
+                                                      'ROS time from /clock' if sim else 'ROS time, the system clock'))
 
     def _release_deferred(self, now_ns: int) -> None:
         """Apply held-back inputs whose stamp the clock has reached, in stamp order."""

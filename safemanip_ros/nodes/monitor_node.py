@@ -67,6 +67,7 @@ from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
 from ..resources import default_suites
+from ..stamps import StampSkew
 from .conversions import ns_from_time, set_time_ns, time_from_ns
 from .event_wire import ViolationEventWire
 from .guard import CallbackGuard, configured
@@ -139,6 +140,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._unlogged: list[tuple[str, Sequence[EpisodeEvent]]] = []    # this tick's events, logged after it
         # (stamp ns, names, values, unknown) of predicate samples not yet applied
         self._pending: collections.deque[tuple[int, list[str], list[bool], list[bool]]] = collections.deque()
+        # Per topic, its newest sample stamped far ahead of our clock (another clock): kept until the
+        # clock gets there, the newest only; kept all, they grew the queue by every message for good.
+        self._ahead: dict[str, tuple[int, list[str], list[bool], list[bool]]] = {}
+        self._skew = StampSkew()
         self._drain_warned = False
         self._frame_timer: Any = None
         self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
@@ -289,12 +294,23 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self.get_logger().warning(f'{topic or "predicates"}: header stamp 0; taking receive time as the '
                                           f'sample time (warned once)')
         names, values, unknown = [p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds]
+        now_ns = self.get_clock().now().nanoseconds
+        # (A clock at 0 is /clock not heard yet: nothing to compare with.)
+        skew_s = self._skew.check(self.resolve_topic_name(topic or 'predicates'), stamp_ns, now_ns) \
+            if now_ns and abs(stamp_ns - now_ns) > self._skew.limit_ns else None
+        if skew_s is not None and self._skew.first(self.resolve_topic_name(topic or 'predicates')):
+            sim = bool(self.get_parameter('use_sim_time').value)
+            self.get_logger().error(StampSkew.explain(self.resolve_topic_name(topic or 'predicates'), skew_s,
+                                                      'ROS time from /clock' if sim else 'ROS time, the system clock'))
         if self._timer is None:          # not active: no frames to keep samples for
             self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
             return
         # Applied when the frames are built, each frame seeing exactly the
         # samples stamped at or before it (a late tick stays causal).
-        self._pending.append((stamp_ns, names, values, unknown))
+        if skew_s is not None and skew_s > 0:
+            self._ahead[topic] = (stamp_ns, names, values, unknown)
+        else:
+            self._pending.append((stamp_ns, names, values, unknown))
         if not self._arming.armed:
             read = self._held.index
             mine = [p for p in preds if p.name in read]
@@ -326,6 +342,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if frame_ns is None:
             frame_ns = self.get_clock().now().nanoseconds
         pending = self._pending
+        for topic, sample in list(self._ahead.items()):
+            if sample[0] <= frame_ns:        # the clock got there (a forward jump of /clock)
+                pending.append(sample)
+                del self._ahead[topic]
         if pending and len(pending) > 1 and any(pending[i][0] > pending[i + 1][0] for i in range(len(pending) - 1)):
             self._pending = pending = collections.deque(sorted(pending, key=lambda item: item[0]))
         while pending and pending[0][0] <= frame_ns:
@@ -656,6 +676,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                      else 'every property instance is grounded'),
             hardware_id=self.get_name(),
             values=[KeyValue(key=k, value=', '.join(v)) for k, v in sorted(unsupported.items())]))
+        skewed = self._skew.counts
+        arr.status.append(DiagnosticStatus(
+            level=DiagnosticStatus.WARN if skewed else DiagnosticStatus.OK, name='safemanip/clock',
+            message=(f'{sum(skewed.values())} sample(s) stamped more than {self._skew.limit_s:g} s off this '
+                     f'node\'s clock' if skewed else 'every sample stamped on this node\'s clock'),
+            hardware_id=self.get_name(), values=[KeyValue(key=k, value=str(n)) for k, n in sorted(skewed.items())]))
         errors = self.error_summary()
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if errors else DiagnosticStatus.OK, name='safemanip/callbacks',
