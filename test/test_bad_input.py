@@ -225,6 +225,39 @@ def test_a_live_recording_with_grounded_predicates_the_suite_does_not_read_is_au
     assert report['properties'][NAME]['triggers'] == 1 and report['properties'][NAME]['violations'] == 0
 
 
+def test_a_live_recording_at_another_rate_is_named_not_rebuilt_wrong(tmp_path):
+    """A recording of a monitor run at 100 Hz (``-p rate_hz:=100``), audited
+    at the suite's 20 Hz, rebuilt its frames five periods to one: every
+    window another length, other episodes, and no word.  The bag is now
+    skipped with the rate to audit it at, and audits at that rate."""
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    P, PA = ts.types['safemanip_ros/msg/Predicate'], ts.types['safemanip_ros/msg/PredicateArray']
+    VA = ts.types['safemanip_ros/msg/VerdictArray']
+    names = ['reach_in_microwave', 'fixture_fully_open_microwave']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    w.add_topic('/verdicts', 'safemanip_ros/msg/VerdictArray')
+    for k in range(50):
+        ns = 10**9 + k * 10_000_000
+        stamp = T(sec=ns // 10**9, nanosec=ns % 10**9)
+        msg = PA(header=Header(stamp=stamp, frame_id=''), seq=k,
+                 predicates=[P(name=n, value=False, unknown=False, source='test', data_stamp=stamp) for n in names])
+        w.write('/predicates', ns, ts.serialize_cdr(msg, 'safemanip_ros/msg/PredicateArray'))
+        w.write('/verdicts', ns + 1, ts.serialize_cdr(VA(header=Header(stamp=stamp, frame_id=''), frame=k,
+                                                         episode_id='monitor-x-0001', verdicts=[]),
+                                                      'safemanip_ros/msg/VerdictArray'))
+    w.close()
+    args = ['audit', str(tmp_path / 'bag'), '--scene', str(SCENE), '--only', NAME, '--quiet']
+    proc = run_cli(*args, '--out', str(tmp_path / 'o'))
+    assert proc.returncode == 3 and 'audited 0 rollouts' in proc.stdout, proc.stdout + proc.stderr
+    assert ("episode monitor-x-0001: the live monitor built its frames at 100 Hz, this audit at 20 Hz: its "
+            "episodes would not be the monitor's (audit it with --rate-hz 100)") in proc.stdout, proc.stdout
+    proc = run_cli(*args, '--out', str(tmp_path / 'o2'), '--rate-hz', '100')
+    assert proc.returncode == 0 and 'audited 1 rollouts (50 frames)' in proc.stdout, proc.stdout + proc.stderr
+
+
 def _raw_bag(path: Path, contacts_type: str = 'safemanip_ros/msg/ContactArray',
              bodies: tuple[str, ...] = ('robot0_link1', 'cube_main')) -> None:
     """Joint states, a TF tree and contacts between ``bodies`` (or a

@@ -335,13 +335,17 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
         rclpy.try_shutdown()
 
 
-def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
+@pytest.mark.parametrize('machine_wide', [False, True], ids=['executor_stall', 'machine_stall'])
+def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wide):
     """``safemanip run`` samples its grounding at each frame.  A tick that
     catches up after a stall samples it at each missed frame's time, from
     the inputs stamped up to it: a gripper motion that begins and ends
     within a stall is still seen, and no input is unknown for the stall
     (the executor stalled, the sensor did not).  Sampled once at the tick,
-    a clean release during a 0.55 s stall read as a drop (the demo)."""
+    a clean release during a 0.55 s stall read as a drop (the demo).  In a
+    stall of the whole machine the robot is silent too: the frames caught
+    up on hold its inputs of the tick's first frame (only frames built at
+    and after the tick may find the input not yet resumed)."""
     from sensor_msgs.msg import JointState
 
     from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
@@ -356,11 +360,15 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
     monitor.attach_grounding(GroundingChain([source]))
     staller = rclpy.create_node('staller')
     stalls: list[float] = []
+    machine_stalled = threading.Event()
 
     def stall() -> None:
+        if machine_wide:
+            machine_stalled.set()
         t = time.monotonic()
         time.sleep(0.45)
         stalls.append(time.monotonic() - t)
+        machine_stalled.clear()
     ex = SingleThreadedExecutor()
     for node in (source, monitor, staller):
         ex.add_node(node)
@@ -387,6 +395,10 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
             stamp_ns = time.time_ns()
             msg = JointState(name=names, position=[0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0, finger, finger])
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+            if machine_stalled.is_set():       # not published: a motion whose messages were not sent is not one
+                moved_ns = moved_ns if not 1 <= step <= 3 else []
+                k += 1
+                continue
             pub.publish(msg)
             if 1 <= step <= 3:
                 moved_ns.append(stamp_ns)
@@ -404,6 +416,14 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not monitor._frames_total:
             ex.spin_once(timeout_sec=0.02)
+        later: set[int] = set()        # frames a tick caught up on after its first
+        tick = monitor._frame_clock.tick
+
+        def ticking(now_ns):
+            out = tick(now_ns)
+            later.update(out.due_ns[1:-1])
+            return out
+        monitor._frame_clock.tick = ticking
         staller.create_timer(0.7, stall)
         started_ns = time.time_ns()
         while time.monotonic() < deadline and len(stalls) < 8:
@@ -417,8 +437,11 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time():
         assert len(stalls) >= 8 and monitor._caught_up >= 8 * 5, (stalls, monitor._caught_up)
         seen = [(ns_from_time(s.header.stamp), {p.name: None if p.unknown else p.value for p in s.predicates})
                 for s in samples if ns_from_time(s.header.stamp) >= started_ns]
-        unknown = [(t, v) for t, v in seen if v['gripper_open'] is None or v['joint_near_limit'] is None]
-        assert not unknown, unknown[:3]
+        unknown = [t for t, v in seen if v['gripper_open'] is None or v['joint_near_limit'] is None]
+        assert sum(t in later for t, _ in seen) >= 8 * 4 and not [t for t in unknown if t in later], unknown
+        # After a machine stall the robot's next message may come a period after the tick: a frame or two
+        # built then find the input silent for longer than its staleness limit, as they should.
+        assert len(unknown) <= (2 * len(stalls) + 2 if machine_wide else 0), unknown
         motions = [m for m in motions_ns if started_ns < m[0] and m[1] < seen[-1][0] - 100_000_000]
         missed = [m for m in motions
                   if not any(m[0] <= t <= m[1] + 60_000_000 and (v['gripper_opening'] or v['gripper_closing'])

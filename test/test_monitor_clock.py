@@ -15,6 +15,7 @@ from safemanip_ros.monitor.clock import (
     ageing_ns,
     frame_grid,
     period_ns_of,
+    recorded_period_ns,
 )
 from safemanip_ros.monitor.periodic import PeriodicSchedule
 
@@ -220,3 +221,9 @@ def test_a_sample_is_judged_stale_at_the_ageing_time():
     assert hold.frame(1.5)[1].tolist() == [True]                      # stale at its own time
     assert hold.frame(1.5, aged_at_s=1.05)[0].tolist() == [True]      # held through a caught-up frame
     assert hold.frame(1.5, aged_at_s=1.05)[1].tolist() == [False]
+
+
+def test_the_recorded_period_is_the_median_step_of_consecutive_published_frames():
+    published = {0: 0, 1: 10_000_000, 2: 20_000_000, 6: 60_500_000, 7: 70_000_000, 8: 80_100_000}
+    assert recorded_period_ns(published) == 10_000_000
+    assert recorded_period_ns({0: 0, 1: 10_000_000, 5: 50_000_000}) is None     # too few steps to tell

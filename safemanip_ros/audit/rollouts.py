@@ -37,7 +37,7 @@ from ..bag.bulk import messages as bag_messages
 from ..bag.bulk import read_all, read_batches
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
-from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of
+from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of, recorded_period_ns
 from ..monitor.frames import SampleHold, merge_repeated
 from ..stamps import stamp_ns as stamp_to_ns
 
@@ -480,6 +480,13 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     i = 0
     for episode_id in order:
         frames = published[episode_id]
+        # Rebuilt at another rate, the frames are not the monitor's: every window another length.
+        live_ns = recorded_period_ns(frames)
+        if live_ns is not None and abs(live_ns - clock.period_ns) > 0.2 * clock.period_ns:
+            live_hz = 1e9 / live_ns
+            raise AuditInputError(f'{path}: episode {episode_id}: the live monitor built its frames at '
+                                  f'{live_hz:.4g} Hz, this audit at {rate_hz:g} Hz: its episodes would not be the '
+                                  f'monitor\'s (audit it with --rate-hz {live_hz:.4g})')
         if 0 not in frames:
             warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')

@@ -56,6 +56,10 @@ class Freshness:
     health: InputHealth = field(default_factory=InputHealth)
     last_stamp_s: float | None = None
     reset_needed: bool = False
+    judged_at_s: float | None = None
+    """Set while a frame a late tick caught up on is evaluated: the newest
+    sample's age is taken at this time (the tick's first frame), not at the
+    frame's; a stalled process is not a stale sensor."""
     _rejected_since: float | None = None
 
     def accept(self, stamp_s: float) -> bool:
@@ -78,8 +82,10 @@ class Freshness:
 
     def fresh(self, now_s: float) -> bool:
         last = self.last_stamp_s
+        aged_at_s = now_s if self.judged_at_s is None else min(now_s, self.judged_at_s)
         # A sample stamped (by rounding) a hair after now still counts as fresh.
-        ok = last is not None and -1e-6 <= now_s - last <= self.staleness_s and self._rejected_since is None
+        ok = (last is not None and -1e-6 <= now_s - last and aged_at_s - last <= self.staleness_s
+              and self._rejected_since is None)
         if not ok:
             self.health.stale_evaluations += 1
         return ok

@@ -126,6 +126,15 @@ class FrameClock:
         return out
 
 
+def recorded_period_ns(published_ns: dict[int, int]) -> int | None:
+    """The frame period a live run was monitored at, from the stamps its
+    verdicts were published with (frame → ns): the median step between
+    consecutive frames both published (a tick that caught up published its
+    newest frame only).  None with fewer than three such steps."""
+    steps = [published_ns[k + 1] - published_ns[k] for k in published_ns if k + 1 in published_ns]
+    return int(np.median(steps)) if len(steps) >= 3 else None
+
+
 def ageing_ns(due_ns: list[int]) -> list[int]:
     """When each frame of one tick (``due_ns``, oldest first) judges how old
     its samples are (their staleness): the frames a late tick catches up on

@@ -29,7 +29,7 @@ from trajectory_msgs.msg import JointTrajectory
 from safemanip_ros.msg import ContactArray, PredicateArray, SkillEvent
 
 from ..errors import SafemanipError
-from ..grounding.base import Predicates
+from ..grounding.base import Freshness, Predicates
 from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
@@ -87,6 +87,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._deferred: list[tuple[int, int, Callable[[Any], None], Any]] = []
         self._deferred_seq = itertools.count()
         self._skew = StampSkew()       # inputs stamped on another clock than ours
+        self._inputs_freshness: list[Freshness] | None = None
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
         super().__init__(node_name)
         self.declare_parameter('config', '')
@@ -182,21 +183,38 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         one at the same frame (a source that reads another's predicates
         takes them from here instead of from the topic, one frame late)."""
 
-    def sample(self, now_ns: int, upstream: Predicates | None = None) -> Predicates:
+    def sample(self, now_ns: int, upstream: Predicates | None = None, aged_at_ns: int | None = None) -> Predicates:
         """Evaluate at ``now_ns`` (node clock), publish as usual, and return
         the values (the monitor's frame, in one process).  Inputs already
         delivered are taken first: the executor takes one message per
-        subscription per wake-up, so under load they would wait behind it."""
+        subscription per wake-up, so under load they would wait behind it.
+        ``aged_at_ns``: a caught-up frame's inputs are judged stale at that
+        time (:func:`~safemanip_ros.monitor.clock.ageing_ns`)."""
         for sub in self._inputs:
             take_delivered(sub, sub.callback)
         self._release_deferred(now_ns)
         if upstream:
             self.upstream(upstream)
-        values = self.evaluate(now_ns * 1e-9)
+        inputs = self._freshness()
+        for f in inputs:
+            f.judged_at_s = None if aged_at_ns is None else aged_at_ns * 1e-9
+        try:
+            values = self.evaluate(now_ns * 1e-9)
+        finally:
+            for f in inputs:
+                f.judged_at_s = None
         self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
         self._seq += 1
         self._last_pub_ns = now_ns
         return values
+
+    def _freshness(self) -> list[Freshness]:
+        """The freshness of each input this node grounds (its groundings'
+        ``freshness``), found once."""
+        if self._inputs_freshness is None:
+            self._inputs_freshness = [v.freshness for v in vars(self).values()
+                                      if isinstance(getattr(v, 'freshness', None), Freshness)]
+        return self._inputs_freshness
 
     def _tick(self) -> None:
         now_ns = self.get_clock().now().nanoseconds
@@ -435,13 +453,14 @@ class GroundingChain:
         """``time.monotonic_ns()`` of the newest input of any source (None: none yet)."""
         return max((n.last_arrival_ns for n in self.nodes if n.last_arrival_ns), default=None)
 
-    def sample(self, now_ns: int) -> list[Predicates]:
-        """Each source's values at ``now_ns`` (node clock), in order; each
-        source also publishes them as usual (:meth:`GroundingNode.sample`)."""
+    def sample(self, now_ns: int, aged_at_ns: int | None = None) -> list[Predicates]:
+        """Each source's values at ``now_ns`` (node clock; inputs aged at
+        ``aged_at_ns``, default ``now_ns``), in order; each source also
+        publishes them as usual (:meth:`GroundingNode.sample`)."""
         upstream: Predicates = {}
         out = []
         for node in self.nodes:
-            values = node.sample(now_ns, upstream)
+            values = node.sample(now_ns, upstream, aged_at_ns)
             upstream.update(values)
             out.append(values)
         return out

@@ -415,8 +415,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
             # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
-            for frame_ns in due:
-                for values in self._grounding.sample(frame_ns):
+            for frame_ns, aged_at_ns in zip(due, ageing_ns(due)):
+                for values in self._grounding.sample(frame_ns, aged_at_ns):
                     names = list(values)
                     self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
                                           [values[n] is None for n in names]))
