@@ -378,11 +378,19 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
     robot = rclpy.create_node('catch_up_robot', context=ctx)
     pub = robot.create_publisher(JointState, f'{ns}/joint_states', RELIABLE)
     samples: list[PredicateArray] = []
-    robot.create_subscription(PredicateArray, f'{ns}/predicates/joint_states', samples.append, RELIABLE)
+    # Every sample heard, bursts of caught-up frames too: a deep queue and an executor spinning on its own.
+    robot.create_subscription(PredicateArray, f'{ns}/predicates/joint_states', samples.append,
+                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
     rex = SingleThreadedExecutor(context=ctx)
     rex.add_node(robot)
+    stop, heard = threading.Event(), threading.Event()
+
+    def hear() -> None:
+        while not heard.is_set():
+            rex.spin_once(timeout_sec=0.02)
+    listener = threading.Thread(target=hear, daemon=True)
+    listener.start()
     motions_ns: list[tuple[int, int]] = []      # (first, last) stamp of each finger motion
-    stop = threading.Event()
 
     def publish() -> None:
         """20 Hz; every 0.35 s the fingers move 4 mm over three messages, out then in."""
@@ -406,7 +414,6 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
                 motions_ns.append((moved_ns[0], moved_ns[-1]))
                 moved_ns = []
             k += 1
-            rex.spin_once(timeout_sec=0.0)
     worker = threading.Thread(target=publish, daemon=True)
     try:
         monitor.trigger_configure()
@@ -416,14 +423,14 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not monitor._frames_total:
             ex.spin_once(timeout_sec=0.02)
-        later: set[int] = set()        # frames a tick caught up on after its first
-        tick = monitor._frame_clock.tick
+        later: set[int] = set()        # frames a tick caught up on after its first (their samples' stamps)
+        step = monitor._step_frame
 
-        def ticking(now_ns):
-            out = tick(now_ns)
-            later.update(out.due_ns[1:-1])
-            return out
-        monitor._frame_clock.tick = ticking
+        def stepping(frame_ns, aged_at_ns=None):
+            if aged_at_ns is not None and aged_at_ns != frame_ns:
+                later.add(frame_ns)
+            return step(frame_ns, aged_at_ns)
+        monitor._step_frame = stepping
         staller.create_timer(0.7, stall)
         started_ns = time.time_ns()
         while time.monotonic() < deadline and len(stalls) < 8:
@@ -433,7 +440,7 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         ex.spin_once(timeout_sec=0.1)
         end = time.monotonic() + 5
         while time.monotonic() < end and (not samples or ns_from_time(samples[-1].header.stamp) < motions_ns[-1][1]):
-            rex.spin_once(timeout_sec=0.05)
+            time.sleep(0.05)                 # the robot's executor takes what is still on its way
         assert len(stalls) >= 8 and monitor._caught_up >= 8 * 5, (stalls, monitor._caught_up)
         seen = [(ns_from_time(s.header.stamp), {p.name: None if p.unknown else p.value for p in s.predicates})
                 for s in samples if ns_from_time(s.header.stamp) >= started_ns]
@@ -446,9 +453,12 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         missed = [m for m in motions
                   if not any(m[0] <= t <= m[1] + 60_000_000 and (v['gripper_opening'] or v['gripper_closing'])
                              for t, v in seen)]
-        assert len(motions) >= 8 and not missed, (len(motions), missed)
+        # (A machine stall keeps 0.45 s of each 0.7 s silent: few whole motions are published then.)
+        assert len(motions) >= (1 if machine_wide else 8) and not missed, (len(motions), missed, len(motions_ns))
     finally:
         stop.set()
+        heard.set()
+        listener.join(timeout=5)
         for node in (source, monitor, staller):
             node.destroy_node()
         robot.destroy_node()
