@@ -258,6 +258,46 @@ def test_a_live_recording_at_another_rate_is_named_not_rebuilt_wrong(tmp_path):
     assert proc.returncode == 0 and 'audited 1 rollouts (50 frames)' in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_live_recording_is_rebuilt_with_the_monitors_staleness(tmp_path):
+    """The monitor's status records the staleness it held samples for (here
+    1 s, samples every 0.5 s): audited with the default 0.25 s every other
+    frame read unknown, other frames than the monitor's and no word.  The
+    audit holds them as the monitor did, and says so."""
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    P, PA = ts.types['safemanip_ros/msg/Predicate'], ts.types['safemanip_ros/msg/PredicateArray']
+    VA, MS = ts.types['safemanip_ros/msg/VerdictArray'], ts.types['safemanip_ros/msg/MonitorStatus']
+    names = ['reach_in_microwave', 'fixture_fully_open_microwave']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    for topic, msgtype in (('/predicates', 'safemanip_ros/msg/PredicateArray'),
+                           ('/verdicts', 'safemanip_ros/msg/VerdictArray'), ('/status', 'safemanip_ros/msg/MonitorStatus')):
+        w.add_topic(topic, msgtype)
+    for k in range(60):                               # 20 Hz frames; a sample every 10th
+        ns = 10**9 + k * 50_000_000
+        stamp = T(sec=ns // 10**9, nanosec=ns % 10**9)
+        h = Header(stamp=stamp, frame_id='')
+        if k % 10 == 0:
+            msg = PA(header=h, seq=k, predicates=[P(name=n, value=False, unknown=False, source='test', data_stamp=stamp)
+                                                  for n in names])
+            w.write('/predicates', ns, ts.serialize_cdr(msg, 'safemanip_ros/msg/PredicateArray'))
+            w.write('/status', ns + 2, ts.serialize_cdr(MS(
+                header=h, state='active', episode_id='monitor-x-0001', frames=k, overruns=0, max_frame_time_s=0.0,
+                instances=1, violated=0, unknown_predicates=[], suite='', config='', rate_hz=20.0, staleness_s=1.0),
+                'safemanip_ros/msg/MonitorStatus'))
+        w.write('/verdicts', ns + 1, ts.serialize_cdr(VA(header=h, frame=k, episode_id='monitor-x-0001', verdicts=[]),
+                                                      'safemanip_ros/msg/VerdictArray'))
+    w.close()
+    proc = run_cli('audit', str(tmp_path / 'bag'), '--scene', str(SCENE), '--only', NAME, '--quiet',
+                   '--out', str(tmp_path / 'o'))
+    assert proc.returncode == 0 and 'audited 1 rollouts (60 frames)' in proc.stdout, proc.stdout + proc.stderr
+    # The cabinet's predicates are never given (half the frames' reads); the microwave's none held too long.
+    assert '50% of its frames were decided by unknown_as (60 of 120)' in proc.stderr, proc.stderr
+    [episode] = json.loads((tmp_path / 'o' / 'report.json').read_text())['episodes']
+    assert any('samples held 1 s, as the live monitor held them (not --staleness-s 0.25)' in w
+               for w in episode['warnings']), episode['warnings']
+
+
 def _raw_bag(path: Path, contacts_type: str = 'safemanip_ros/msg/ContactArray',
              bodies: tuple[str, ...] = ('robot0_link1', 'cube_main')) -> None:
     """Joint states, a TF tree and contacts between ``bodies`` (or a

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..grounding.messages import GroundingSet
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
+STATUS_TYPE = 'safemanip_ros/msg/MonitorStatus'
 EPISODE_TOPIC = '/episode'
 
 
@@ -451,8 +452,12 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     seen = _NamesSeen()
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
+    # The monitor's status says the rate and staleness it ran with (recordings made before it did: inferred).
+    status_conns = [c for c in reader.connections if c.msgtype == STATUS_TYPE and 'staleness_s' in _msgdef_text(c)]
+    recorded: dict[str, tuple[float, float]] = {}       # episode → (rate_hz, staleness_s)
     try:
-        for seq, (conn, bag_ns, raw) in enumerate(bag_messages(reader, list(conns) + list(verdict_conns))):
+        for seq, (conn, bag_ns, raw) in enumerate(bag_messages(reader, list(conns) + list(verdict_conns)
+                                                               + status_conns)):
             try:
                 msg = ts.deserialize_cdr(raw, conn.msgtype)
             except (SerdeError, *_BAD_BYTES) as err:
@@ -464,6 +469,10 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
                     published[msg.episode_id] = {}
                     order.append(msg.episode_id)
                 published[msg.episode_id][int(msg.frame)] = stamp_ns
+                continue
+            if conn.msgtype == STATUS_TYPE:
+                if msg.episode_id and msg.rate_hz > 0:
+                    recorded.setdefault(msg.episode_id, (float(msg.rate_hz), float(msg.staleness_s)))
                 continue
             preds = msg.predicates
             given = [p.name for p in preds]
@@ -481,12 +490,20 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     for episode_id in order:
         frames = published[episode_id]
         # Rebuilt at another rate, the frames are not the monitor's: every window another length.
-        live_ns = recorded_period_ns(frames)
-        if live_ns is not None and abs(live_ns - clock.period_ns) > 0.2 * clock.period_ns:
-            live_hz = 1e9 / live_ns
+        live_hz, live_staleness_s = recorded.get(episode_id, (None, None))
+        if live_hz is None:
+            live_ns = recorded_period_ns(frames)
+            live_hz = None if live_ns is None or abs(live_ns - clock.period_ns) <= 0.2 * clock.period_ns \
+                else 1e9 / live_ns
+        if live_hz is not None and abs(live_hz - rate_hz) > 1e-6 * rate_hz:
             raise AuditInputError(f'{path}: episode {episode_id}: the live monitor built its frames at '
                                   f'{live_hz:.4g} Hz, this audit at {rate_hz:g} Hz: its episodes would not be the '
                                   f'monitor\'s (audit it with --rate-hz {live_hz:.4g})')
+        # Samples held as long as the monitor held them: its frames, not others.
+        hold.staleness_s = staleness_s if live_staleness_s is None else live_staleness_s
+        if live_staleness_s is not None and live_staleness_s != staleness_s:
+            warnings.append(f'{path}: episode {episode_id}: samples held {live_staleness_s:g} s, as the live '
+                            f'monitor held them (not --staleness-s {staleness_s:g}): its frames rebuilt')
         if 0 not in frames:
             warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')
@@ -502,6 +519,13 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
         episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
                                 list(warnings)))
     return episodes
+
+
+def _msgdef_text(conn: Any) -> str:
+    """A connection's message definition as text ('' where the bag has none;
+    older rosbags give the text itself, newer an object holding it)."""
+    msgdef = getattr(conn, 'msgdef', None)
+    return str(getattr(msgdef, 'data', msgdef) or '')
 
 
 def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Rollout]:

@@ -637,7 +637,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
                             instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
                             suite=','.join(self.get_parameter('properties').value),
-                            config=self.get_parameter('robot_config').value or self.get_parameter('scene').value)
+                            config=self.get_parameter('robot_config').value or self.get_parameter('scene').value,
+                            rate_hz=float(self.get_parameter('rate_hz').value), staleness_s=self._held.staleness_s)
         values, unknown = self._held.frame(stamp_ns * 1e-9)     # the held state; pending samples stay queued
         msg.unknown_predicates = [p for p, u in zip(mon.predicates, unknown.tolist()) if u]
         msg.header.stamp = time_from_ns(stamp_ns)
