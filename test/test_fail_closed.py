@@ -4,6 +4,7 @@ users give them (real processes, real rclpy, real DDS)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -183,28 +184,44 @@ def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path,
         proc.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def _lone_supervisor(tmp_path, ns: str, *params: str):
+    """A supervisor process in namespace ``ns`` (``-p`` params besides
+    autostart, one joint and a 30 s joint staleness) and a node of the test
+    beside it, hearing its actions' history too (matched late on a busy
+    machine, the first one is still the first read).  Yields (node,
+    executor, actions)."""
+    from safemanip_ros.msg import SupervisorAction
+    from safemanip_ros.nodes.qos import EVENTS
+    args = ['autostart:=true', 'joints:=[a]', 'failsafe_staleness_s:=30.0', *params]
+    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', *[x for p in args for x in ('-p', p)],
+                             '-r', f'__ns:={ns}'],
+                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('beside', namespace=ns, context=ctx)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    actions: list = []
+    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
+    try:
+        yield node, ex, actions
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     """Under ros2 launch a monitor whose configure fails exits 2 and the
     other processes run on: a supervisor that never hears a monitor holds
     the arm once ``startup_limit_s`` passed, and lets go of that
     condition when a monitor is heard (the hold waits for the operator)."""
     from safemanip_ros.msg import MonitorStatus, SupervisorAction
-    from safemanip_ros.nodes.qos import EVENTS, RELIABLE
-    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
-                             '-p', 'startup_limit_s:=1.5', '-p', 'failsafe_staleness_s:=30.0',
-                             '-r', '__ns:=/no_monitor'],
-                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
-    ctx = Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('operator', namespace='/no_monitor', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    actions: list = []
-    # The actions' history too (they are kept for late joiners): matched late on a busy machine, the
-    # first one is still the first read.
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
-    status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
-    try:
+    from safemanip_ros.nodes.qos import RELIABLE
+    with _lone_supervisor(tmp_path, '/no_monitor', 'startup_limit_s:=1.5') as (node, ex, actions):
+        status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not actions:
             ex.spin_once(timeout_sec=0.05)
@@ -222,11 +239,6 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
             ex.spin_once(timeout_sec=0.05)
         assert fresh(), [a.reason for a in actions]
         assert SupervisorAction.ACTION_RESUME not in [a.action for a in actions]
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
@@ -237,42 +249,26 @@ def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
     ``startup_limit_s`` holds it, and the topics that were heard do not."""
     from safemanip_ros.msg import PredicateArray, SupervisorAction
     from safemanip_ros.nodes.conversions import predicate_array
-    from safemanip_ros.nodes.qos import EVENTS, RELIABLE
+    from safemanip_ros.nodes.qos import RELIABLE
     watched = "['predicates/joint_states:safemanip_ros/msg/PredicateArray:0.5', " \
               "'predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']"
-    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p', 'joints:=[a]',
-                             # Room for discovery on a busy machine: the heard topic must be heard in time.
-                             '-p', 'startup_limit_s:=8.0', '-p', 'failsafe_staleness_s:=30.0',
-                             '-p', "monitor_status_topic:=''", '-p', f'failsafe_topics:={watched}',
-                             '-r', '__ns:=/no_grounding'],
-                            stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
-    ctx = Context()
-    rclpy.init(context=ctx)
-    node = rclpy.create_node('grounding', namespace='/no_grounding', context=ctx)
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    actions: list = []
-    node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
-    joints = node.create_publisher(PredicateArray, 'predicates/joint_states', RELIABLE)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not actions:
-            joints.publish(predicate_array({'arm_moving': False}, time.time_ns(), 'joint_states'))
-            ex.spin_once(timeout_sec=0.05)
+    # 8 s: room for discovery on a busy machine (the heard topic must be heard in time).
+    with _lone_supervisor(tmp_path, '/no_grounding', 'startup_limit_s:=8.0', "monitor_status_topic:=''",
+                          f'failsafe_topics:={watched}') as (node, ex, actions):
+        joints = node.create_publisher(PredicateArray, 'predicates/joint_states', RELIABLE)
+
+        def publish_for(seconds: float, until=lambda: False) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not until():
+                joints.publish(predicate_array({'arm_moving': False}, time.time_ns(), 'joint_states'))
+                ex.spin_once(timeout_sec=0.05)
+        publish_for(60, until=lambda: bool(actions))
         assert actions, (tmp_path / 'supervisor.log').read_text()[-2000:]
-        end = time.monotonic() + 1.0         # anything else it has to say
-        while time.monotonic() < end:
-            joints.publish(predicate_array({'arm_moving': False}, time.time_ns(), 'joint_states'))
-            ex.spin_once(timeout_sec=0.05)
+        publish_for(1.0)                     # anything else it has to say
         assert actions[0].action == SupervisorAction.ACTION_PAUSE, actions[0]
         assert actions[0].reason == ("fail-safe: /no_grounding/predicates/contacts not heard within 8.0 s of the "
                                      "supervisor's start (did it fail to come up?)"), actions[0].reason
         assert not [a.reason for a in actions if 'joint_states' in a.reason], [a.reason for a in actions]
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_an_exception_in_a_transition_is_a_bug_reported_as_one():

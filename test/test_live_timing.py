@@ -12,6 +12,7 @@ import contextlib
 import functools
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,68 @@ from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
 NS = '/live_timing_test'
+
+
+JOINTS = [f'robot0_joint{i}' for i in range(1, 8)] + ['gripper0_finger_joint1', 'gripper0_finger_joint2']
+
+
+def _joint_grounding_monitor(ns: str):
+    """``safemanip run``'s wiring of one source: the joint-state grounding
+    sampled by the monitor at each frame, in namespace ``ns`` (a suite
+    reading joint predicates only).  Returns (source, monitor)."""
+    from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+    suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={ns}', '-p', f'config:={config}', '-p', f'robot_config:={config}',
+                     '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
+                     '-p', 'predicate_topics:=[predicates/joint_states]'])
+    source, monitor = JointStateGroundingNode(), MonitorNode()
+    monitor.attach_grounding(GroundingChain([source]))
+    return source, monitor
+
+
+def _robot(name: str, ns: str):
+    """The robot's node in a context of its own, publishing ``joint_states``
+    in ``ns``.  Returns (context, node, joint-state publisher)."""
+    from sensor_msgs.msg import JointState
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    robot = rclpy.create_node(name, context=ctx)
+    return ctx, robot, robot.create_publisher(JointState, f'{ns}/joint_states', RELIABLE)
+
+
+def _activate_and_feed(monitor, ex, feed, ready) -> threading.Thread:
+    """Configure and activate ``monitor``, start the ``feed`` thread, and
+    spin ``ex`` until ``ready()`` (30 s at most).  Returns the thread."""
+    monitor.trigger_configure()
+    monitor.trigger_activate()
+    worker = threading.Thread(target=feed, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not ready():
+        ex.spin_once(timeout_sec=0.02)
+    return worker
+
+
+@dataclass
+class _Stall:
+    """A timer callback that sleeps ``seconds`` on the executor it runs on
+    (the monitor's); ``machine_wide``: ``silenced`` is set meanwhile, for a
+    robot that stops publishing with it (a stall of the whole machine)."""
+
+    machine_wide: bool
+    seconds: float = 0.45
+    durations: list[float] = field(default_factory=list)
+    silenced: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> None:
+        if self.machine_wide:
+            self.silenced.set()
+        t = time.monotonic()
+        time.sleep(self.seconds)
+        self.durations.append(time.monotonic() - t)
+        self.silenced.clear()
 
 
 class _OutsideProcess:
@@ -255,23 +318,12 @@ def test_the_frame_clock_locks_to_inputs_that_land_just_after_it():
     from sensor_msgs.msg import JointState
 
     from safemanip_ros.msg import VerdictArray
-    from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
-    from safemanip_ros.nodes.monitor_node import MonitorNode
-    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
-    suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
-    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', f'config:={config}', '-p', f'robot_config:={config}',
-                     '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
-                     '-p', 'predicate_topics:=[predicates/joint_states]'])
-    source, monitor = JointStateGroundingNode(), MonitorNode()
-    monitor.attach_grounding(GroundingChain([source]))
+    source, monitor = _joint_grounding_monitor(NS)
     ex = SingleThreadedExecutor()
     ex.add_node(source)
     ex.add_node(monitor)
-    names = [f'robot0_joint{i}' for i in range(1, 8)] + ['gripper0_finger_joint1', 'gripper0_finger_joint2']
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    robot = rclpy.create_node('phase_robot', context=ctx)
-    pub = robot.create_publisher(JointState, f'{NS}/joint_states', RELIABLE)
+    names = JOINTS
+    ctx, robot, pub = _robot('phase_robot', NS)
     ticks_ns: list[int] = []
     robot.create_subscription(VerdictArray, f'{NS}/verdicts',
                               lambda m: ticks_ns.append(ns_from_time(m.header.stamp)), RELIABLE)
@@ -348,35 +400,16 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
     and after the tick may find the input not yet resumed)."""
     from sensor_msgs.msg import JointState
 
-    from safemanip_ros.nodes.grounding_nodes import GroundingChain, JointStateGroundingNode
-    from safemanip_ros.nodes.monitor_node import MonitorNode
-    config = REPO / 'config' / 'robots' / 'panda_demo.yaml'
-    suite = Path(__file__).parent / 'data' / 'joint_only_suite.yaml'
     ns = f'{NS}_catch_up'
-    rclpy.init(args=['--ros-args', '-r', f'__ns:={ns}', '-p', f'config:={config}', '-p', f'robot_config:={config}',
-                     '-p', f'properties:=[{suite}]', '-p', 'sampled_by_monitor:=true',
-                     '-p', 'predicate_topics:=[predicates/joint_states]'])
-    source, monitor = JointStateGroundingNode(), MonitorNode()
-    monitor.attach_grounding(GroundingChain([source]))
+    source, monitor = _joint_grounding_monitor(ns)
     staller = rclpy.create_node('staller')
-    stalls: list[float] = []
-    machine_stalled = threading.Event()
-
-    def stall() -> None:
-        if machine_wide:
-            machine_stalled.set()
-        t = time.monotonic()
-        time.sleep(0.45)
-        stalls.append(time.monotonic() - t)
-        machine_stalled.clear()
+    stall = _Stall(machine_wide)
+    stalls, machine_stalled = stall.durations, stall.silenced
     ex = SingleThreadedExecutor()
     for node in (source, monitor, staller):
         ex.add_node(node)
-    names = [f'robot0_joint{i}' for i in range(1, 8)] + ['gripper0_finger_joint1', 'gripper0_finger_joint2']
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    robot = rclpy.create_node('catch_up_robot', context=ctx)
-    pub = robot.create_publisher(JointState, f'{ns}/joint_states', RELIABLE)
+    names = JOINTS
+    ctx, robot, pub = _robot('catch_up_robot', ns)
     samples: list[PredicateArray] = []
     # Every sample heard, bursts of caught-up frames too: a deep queue and an executor spinning on its own.
     robot.create_subscription(PredicateArray, f'{ns}/predicates/joint_states', samples.append,
@@ -414,15 +447,10 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
                 motions_ns.append((moved_ns[0], moved_ns[-1]))
                 moved_ns = []
             k += 1
-    worker = threading.Thread(target=publish, daemon=True)
+    worker = None
     try:
-        monitor.trigger_configure()
-        monitor.trigger_activate()
-        worker.start()
-        # Stalls start once the monitor builds frames.
+        worker = _activate_and_feed(monitor, ex, publish, lambda: monitor._frames_total > 0)   # stalls start then
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not monitor._frames_total:
-            ex.spin_once(timeout_sec=0.02)
         later: set[int] = set()        # frames a tick caught up on after its first (their samples' stamps)
         step = monitor._step_frame
 
@@ -459,6 +487,8 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         stop.set()
         heard.set()
         listener.join(timeout=5)
+        if worker is not None:
+            worker.join(timeout=5)
         for node in (source, monitor, staller):
             node.destroy_node()
         robot.destroy_node()
@@ -479,15 +509,8 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
                      '-p', 'only:=[no_forbidden_contact]', '-p', 'staleness_s:=0.2'])
     monitor = MonitorNode()
     staller = rclpy.create_node('staller')
-    machine_stalled = threading.Event()
-    stalls: list[float] = []
-
-    def stall() -> None:
-        machine_stalled.set()
-        t = time.monotonic()
-        time.sleep(0.45)
-        stalls.append(time.monotonic() - t)
-        machine_stalled.clear()
+    stall = _Stall(machine_wide=True)
+    stalls, machine_stalled = stall.durations, stall.silenced
     ex = SingleThreadedExecutor()
     ex.add_node(monitor)
     ex.add_node(staller)
@@ -516,14 +539,10 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
                 k += 1
                 if not machine_stalled.is_set():
                     pub.publish(predicate_array({'forbidden_contact': False}, time.time_ns(), 'test', seq=k))
-    worker = threading.Thread(target=publish, daemon=True)
+    worker = None
     try:
-        monitor.trigger_configure()
-        monitor.trigger_activate()
-        worker.start()
+        worker = _activate_and_feed(monitor, ex, publish, lambda: monitor._arming.armed)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not monitor._arming.armed:
-            ex.spin_once(timeout_sec=0.02)
         armed_at = len(frames)
         monitor._frame_clock.tick = functools.partial(ticking, tick=monitor._frame_clock.tick)
         staller.create_timer(0.7, stall)
@@ -537,7 +556,8 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
         assert len(now_unknown) <= len(stalls) + 1, now_unknown
     finally:
         stop.set()
-        worker.join(timeout=5)
+        if worker is not None:
+            worker.join(timeout=5)
         monitor.destroy_node()
         staller.destroy_node()
         rclpy.try_shutdown()

@@ -22,6 +22,9 @@ from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
 from safemanip_ros.srv import OpenViolations
 
 pytestmark = pytest.mark.ros
+CLEAR = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
+         'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+"""Every predicate the fixture's properties read, all false: nothing violated."""
 
 
 @pytest.fixture
@@ -61,8 +64,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
     pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
     _configure_and_activate(node, ex)
-    frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
-              'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+    frames = dict(CLEAR)
 
     def spin_publish(cond, timeout_s=30.0):
         return spin_until(ex, cond, timeout_s, each=lambda: pub.publish(predicate_array(frames, time.time_ns(), 'test')))
@@ -222,8 +224,7 @@ def test_samples_on_another_clock_are_named_once(monitor_proc, client, tmp_path)
     node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, RELIABLE)
     pub = node.create_publisher(type(predicate_array({}, 0, '')), 'predicates', RELIABLE)
     _configure_and_activate(node, ex)
-    frames = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': False,
-              'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
+    frames = dict(CLEAR)
 
     def clock(d):
         return [s for s in d.status if s.name == 'safemanip/clock']

@@ -101,6 +101,11 @@ OPEN_VIOLATIONS_RETRY_S = 2.0
 # arrive, or after this long without them (a new process discovers the robot's publisher in seconds on
 # a busy machine; asked sooner, the hold fails and escalates to stop).
 OPEN_VIOLATIONS_JOINTS_WAIT_S = 5.0
+HEARD_BY_MONITOR_GRACE_S = 3.0
+"""A watched topic the monitor has heard counts as heard by a new supervisor,
+whose own subscription may still be discovering its publisher: its silence
+counts from this long after (with 0, a start beside two busy test workers
+held the arm for a contact grounding that was publishing all along)."""
 SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_WARNING: 'warning',
                  ViolationEvent.SEVERITY_ERROR: 'error', ViolationEvent.SEVERITY_CRITICAL: 'critical'}
 
@@ -369,14 +374,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.get_logger().error(f'joint_states message {why}: not usable for holding or retracting')
         self._heard_before('joint_states')
 
-    def _heard_before(self, source: str) -> None:
-        """Start a watched source's stale clock now if it never ran: a source
-        is watched once heard, and this one counts as heard (by the monitor,
-        or through messages the arm cannot be held with), so its silence from
-        here on is a fail-safe hold after its limit."""
+    def _heard_before(self, source: str, grace_s: float = 0.0) -> None:
+        """Start a watched source's stale clock now (``grace_s`` from now) if
+        it never ran: a source is watched once heard, and this one counts as
+        heard (by the monitor, or through messages the arm cannot be held
+        with), so its silence from then on is a fail-safe hold after its limit."""
         entry = self._watched.get(source)
         if entry is not None and entry[1] is None:
-            entry[1] = time.monotonic()
+            entry[1] = time.monotonic() + grace_s
 
     def _seen_message(self, source: str, raw: bytes) -> None:
         self._seen(source)
@@ -504,7 +509,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         silent (its publisher died before this supervisor started) is a
         fail-safe hold after its limit, as it was for the one before."""
         for topic in response.heard_topics:
-            self._heard_before(topic)
+            self._heard_before(topic, HEARD_BY_MONITOR_GRACE_S)
         fresh = [e for e in response.open if not self._heard_of(e)]
         if not response.open:
             self.get_logger().info(f'the monitor has no open violation (episode {response.episode_id!r})')
