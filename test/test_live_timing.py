@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -451,12 +450,12 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
     try:
         worker = _activate_and_feed(monitor, ex, publish, lambda: monitor._frames_total > 0)   # stalls start then
         deadline = time.monotonic() + 30
-        later: set[int] = set()        # frames a tick caught up on after its first (their samples' stamps)
+        aged: dict[int, int] = {}      # frame a tick caught up on after its first → that first frame (stamps)
         step = monitor._step_frame
 
         def stepping(frame_ns, aged_at_ns=None):
             if aged_at_ns is not None and aged_at_ns != frame_ns:
-                later.add(frame_ns)
+                aged[frame_ns] = aged_at_ns
             return step(frame_ns, aged_at_ns)
         monitor._step_frame = stepping
         staller.create_timer(0.7, stall)
@@ -473,7 +472,10 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         seen = [(ns_from_time(s.header.stamp), {p.name: None if p.unknown else p.value for p in s.predicates})
                 for s in samples if ns_from_time(s.header.stamp) >= started_ns]
         unknown = [t for t, v in seen if v['gripper_open'] is None or v['joint_near_limit'] is None]
-        assert sum(t in later for t, _ in seen) >= 8 * 4 and not [t for t in unknown if t in later], unknown
+        # A caught-up frame is unknown only where its tick's first frame was (on a loaded machine the robot
+        # may stay silent past its staleness after the stall: then both are, as they should be).
+        newly = [t for t in unknown if t in aged and aged[t] not in unknown]
+        assert sum(t in aged for t, _ in seen) >= 8 * 4 and not newly, (newly, unknown)
         # After a machine stall the robot's next message may come a period after the tick: a frame or two
         # built then find the input silent for longer than its staleness limit, as they should.
         assert len(unknown) <= (2 * len(stalls) + 2 if machine_wide else 0), unknown
@@ -514,20 +516,19 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
     ex = SingleThreadedExecutor()
     ex.add_node(monitor)
     ex.add_node(staller)
-    frames: list[tuple[bool, int]] = []          # (caught up after the tick's first frame, predicates unknown)
-    later: set[int] = set()                      # frames a tick caught up on after its first
+    unknown_at: dict[int, int] = {}              # frame ns → predicates unknown
+    aged: dict[int, int] = {}                    # frame a tick caught up on after its first → that first frame
     frame = monitor._frame
-
-    def ticking(now_ns, tick):
-        out = tick(now_ns)
-        later.update(out.due_ns[1:-1])
-        return out
 
     def noting(frame_ns=None, aged_at_ns=None):
         values, unknown = frame(frame_ns, aged_at_ns)
-        frames.append((frame_ns in later, int(unknown.sum())))
+        if armed[0]:
+            unknown_at[frame_ns] = int(unknown.sum())
+            if aged_at_ns is not None and aged_at_ns != frame_ns:
+                aged[frame_ns] = aged_at_ns
         return values, unknown
     monitor._frame = noting
+    armed = [False]
     stop = threading.Event()
 
     def publish() -> None:
@@ -543,17 +544,19 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_their_samples():
     try:
         worker = _activate_and_feed(monitor, ex, publish, lambda: monitor._arming.armed)
         deadline = time.monotonic() + 30
-        armed_at = len(frames)
-        monitor._frame_clock.tick = functools.partial(ticking, tick=monitor._frame_clock.tick)
+        ex.spin_once(timeout_sec=0.1)           # past the first frame after arming
+        armed[0] = True
         staller.create_timer(0.7, stall)
         while time.monotonic() < deadline and len(stalls) < 6:
             ex.spin_once(timeout_sec=0.02)
         assert len(stalls) >= 6 and monitor._caught_up >= 6 * 5, (stalls, monitor._caught_up)
-        caught_up = [unknown for later, unknown in frames[armed_at + 1:] if later]
-        assert len(caught_up) >= 6 * 4 and not any(caught_up), caught_up
-        # The newest frame of a tick right after the stall may find the input not yet resumed: stale, as live.
-        now_unknown = [unknown for later, unknown in frames[armed_at + 1:] if not later and unknown]
-        assert len(now_unknown) <= len(stalls) + 1, now_unknown
+        # A caught-up frame is unknown only where its tick's first frame was (a robot silent past its
+        # staleness after the stall on a loaded machine: both are, as they should be).
+        newly = [t for t, first in aged.items() if unknown_at[t] and not unknown_at.get(first)]
+        assert len(aged) >= 6 * 4 and not newly, (newly, len(aged))
+        # Frames built when the input had not yet resumed are stale, as live: a frame or two after each stall.
+        now_unknown = [t for t, n in unknown_at.items() if n and t not in aged]
+        assert len(now_unknown) <= 2 * len(stalls) + 2, now_unknown
     finally:
         stop.set()
         if worker is not None:
