@@ -47,19 +47,21 @@ class StampSkew:
 
     def check(self, source: str, stamp_ns: int, now_ns: int) -> float | None:
         """The skew in seconds (stamp − now) of a sample off the node's clock,
-        else None.  :meth:`first` says whether it is the source's first."""
-        skew_s = (stamp_ns - now_ns) * 1e-9
-        if abs(skew_s) <= self.limit_s:
+        else None (also while the clock reads 0: ``/clock`` not heard yet,
+        nothing to compare with).  :meth:`first` says whether it is the
+        source's first."""
+        if not now_ns or abs(stamp_ns - now_ns) <= self.limit_ns:
             return None
         self.counts[source] = self.counts.get(source, 0) + 1
-        return skew_s
+        return (stamp_ns - now_ns) * 1e-9
 
     def first(self, source: str) -> bool:
         return self.counts.get(source) == 1
 
     @staticmethod
-    def explain(source: str, skew_s: float, clock: str) -> str:
-        """One line for the operator."""
+    def explain(source: str, skew_s: float, sim_time: bool) -> str:
+        """One line for the operator (``sim_time``: the node's clock is ``/clock``)."""
+        clock = 'ROS time from /clock' if sim_time else 'ROS time, the system clock'
         side = ('ahead of' if skew_s > 0 else 'behind')
         consequence = ('no frame sees it until the clock gets there' if skew_s > 0 else 'it is stale on arrival')
         return (f'{source}: a sample stamped {abs(skew_s):.1f} s {side} this node\'s clock ({clock}): {consequence}, '

@@ -165,12 +165,10 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
     def _check_clock(self, topic: str, stamp_ns: int) -> None:
         """Say once per input when its stamps are on another clock than
         ours: its predicates read as unknown, and this is why."""
-        now_ns = self.get_clock().now().nanoseconds
-        skew_s = self._skew.check(topic, stamp_ns, now_ns) if now_ns else None   # 0: /clock not heard yet
+        skew_s = self._skew.check(topic, stamp_ns, self.get_clock().now().nanoseconds)
         if skew_s is not None and self._skew.first(topic):
-            sim = bool(self.get_parameter('use_sim_time').value)
             self.get_logger().error(StampSkew.explain(self.resolve_topic_name(topic), skew_s,
-                                                      'ROS time from /clock' if sim else 'ROS time, the system clock'))
+                                                      bool(self.get_parameter('use_sim_time').value)))
 
     def _release_deferred(self, now_ns: int) -> None:
         """Apply held-back inputs whose stamp the clock has reached, in stamp order."""

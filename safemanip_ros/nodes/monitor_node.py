@@ -294,14 +294,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self.get_logger().warning(f'{topic or "predicates"}: header stamp 0; taking receive time as the '
                                           f'sample time (warned once)')
         names, values, unknown = [p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds]
-        now_ns = self.get_clock().now().nanoseconds
-        # (A clock at 0 is /clock not heard yet: nothing to compare with.)
-        skew_s = self._skew.check(self.resolve_topic_name(topic or 'predicates'), stamp_ns, now_ns) \
-            if now_ns and abs(stamp_ns - now_ns) > self._skew.limit_ns else None
-        if skew_s is not None and self._skew.first(self.resolve_topic_name(topic or 'predicates')):
-            sim = bool(self.get_parameter('use_sim_time').value)
+        skew_s = self._skew.check(topic, stamp_ns, self.get_clock().now().nanoseconds)
+        if skew_s is not None and self._skew.first(topic):
             self.get_logger().error(StampSkew.explain(self.resolve_topic_name(topic or 'predicates'), skew_s,
-                                                      'ROS time from /clock' if sim else 'ROS time, the system clock'))
+                                                      bool(self.get_parameter('use_sim_time').value)))
         if self._timer is None:          # not active: no frames to keep samples for
             self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
             return
@@ -405,26 +401,26 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # periods of the clock within the timer's jitter, and the published
         # verdict stamp records that time, so a replay of the recording builds
         # the very same frame.  Caught-up frames keep their scheduled times.
+        # Sampled here and now (the grounding of this process), the newest frame
+        # is at now, and its samples (published, so recorded, with this stamp)
+        # are the ones it sees.
+        due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=bool(self._grounding))
+        aged_ns = ageing_ns(due)
         if self._grounding:
-            # Sampled here and now: the newest frame is at now, and its samples
-            # (published, so recorded, with this stamp) are the ones it sees.
-            due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=True)
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
             # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
-            for frame_ns, aged_at_ns in zip(due, ageing_ns(due)):
+            for frame_ns, aged_at_ns in zip(due, aged_ns):
                 for values in self._grounding.sample(frame_ns, aged_at_ns):
                     names = list(values)
                     self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
                                           [values[n] is None for n in names]))
             self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
-        else:
-            due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=False)
         self._caught_up += len(due) - 1
-        for frame_ns, aged_at_ns in zip(due, ageing_ns(due)):
+        for frame_ns, aged_at_ns in zip(due, aged_ns):
             res = self._step_frame(frame_ns, aged_at_ns)
         stamp_ns = due[-1]
         frame = int(res.frame[0])
@@ -682,7 +678,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             level=DiagnosticStatus.WARN if skewed else DiagnosticStatus.OK, name='safemanip/clock',
             message=(f'{sum(skewed.values())} sample(s) stamped more than {self._skew.limit_s:g} s off this '
                      f'node\'s clock' if skewed else 'every sample stamped on this node\'s clock'),
-            hardware_id=self.get_name(), values=[KeyValue(key=k, value=str(n)) for k, n in sorted(skewed.items())]))
+            hardware_id=self.get_name(), values=[KeyValue(key=self.resolve_topic_name(k or 'predicates'), value=str(n))
+                                                 for k, n in sorted(skewed.items())]))
         errors = self.error_summary()
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if errors else DiagnosticStatus.OK, name='safemanip/callbacks',

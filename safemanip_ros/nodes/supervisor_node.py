@@ -206,7 +206,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._open_request: tuple[Any, float] | None = None    # (future, monotonic time sent) while asking
         self._open_synced = False          # the monitor's open violations learned since activation
         self._activated_at = 0.0
-        self._startup_sources: list[str] = []     # watched sources that must be heard within startup_limit_s
         self._startup_checked = True              # this activation's start-up check is done
         self._monitor_source = ''            # the watched monitor's name ('' when not watched)
         self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
@@ -287,7 +286,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
         self._watched: dict[str, list[Any]] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
-        self._startup_sources = []
         for spec in p('failsafe_topics').value:
             if not spec:
                 continue
@@ -300,7 +298,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
-            self._startup_sources.append(source)
             seen = functools.partial(self._seen_message, source)
             sub = self.create_subscription(cls, topic, seen, SENSORS, raw=True)
             self._watched_subs.append((sub, seen))
@@ -308,7 +305,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if status_topic:
             self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
             self._watched[self._monitor_source] = [float(p('monitor_status_limit_s').value), None]
-            self._startup_sources.append(self._monitor_source)
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         open_service = p('monitor_open_violations_service').value
         self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
@@ -470,8 +466,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         startup_s = float(self.get_parameter('startup_limit_s').value)
         if not self._startup_checked and now - self._activated_at > startup_s:
             self._startup_checked = True
-            for source in self._startup_sources:
-                if self._watched[source][1] is None:
+            # Every watched source but the joint states (a robot not yet driven is no fault of the stack).
+            for source, (_, last) in self._watched.items():
+                if source != 'joint_states' and last is None:
                     self._act(self._supervising.on_fault(source, f'not heard within {startup_s:.1f} s of the '
                                                          f'supervisor\'s start (did it fail to come up?)'))
 
@@ -505,9 +502,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _learn_open(self, response: Any) -> None:
         """Act on the monitor's open violations not heard of, and count each
-        watched topic the monitor has heard as heard now: one that stays
-        silent (its publisher died before this supervisor started) is a
-        fail-safe hold after its limit, as it was for the one before."""
+        watched topic the monitor has heard as heard (its silence counted
+        from :data:`HEARD_BY_MONITOR_GRACE_S` on): one that stays silent (its
+        publisher died before this supervisor started) is a fail-safe hold
+        after its limit, as it was for the one before."""
         for topic in response.heard_topics:
             self._heard_before(topic, HEARD_BY_MONITOR_GRACE_S)
         fresh = [e for e in response.open if not self._heard_of(e)]
