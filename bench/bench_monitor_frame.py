@@ -141,7 +141,9 @@ def main() -> int:
                 set_time_ns(stamp, 10**9)
             node._pub_events.publish(msg)
 
-    subscriber = subprocess.Popen([sys.executable, '-c', SUBSCRIBER])
+    # Not on our output: a subscriber outliving the bench would hold the caller's pipe open (a test hung on it).
+    subscriber = subprocess.Popen([sys.executable, '-c', SUBSCRIBER], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30.0
         while node._pub_events.get_subscription_count() == 0:
@@ -158,7 +160,11 @@ def main() -> int:
         burst_ms, burst_before_ms = statistics.median(as_bytes), statistics.median(in_place_times)
     finally:
         subscriber.terminate()
-        subscriber.wait(10)
+        try:
+            subscriber.wait(10)
+        except subprocess.TimeoutExpired:     # a SIGTERM rclpy did not act on: never left running
+            subscriber.kill()
+            subscriber.wait(10)
     metrics_ms = _median_ms(lambda: node._publish_metrics(None, 0), 50)
     metrics_before_ms = _median_ms(metrics_in_place, 50)
     status_ms = _median_ms(lambda: node._publish_status(0), 50)
