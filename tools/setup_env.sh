@@ -10,8 +10,9 @@
 #      definitions if absent;
 #   5. generates msg/ with rosidl against the wheels (when msg/ changed);
 #   6. installs this package editable;
-#   7. installs the Debian package `mona` (reference LTLf tool for tests)
-#      when running as root, else names it in one line.
+#   7. installs the Debian packages the tests need (mona, chromium, Cyclone
+#      DDS with its security plugins) when running as root, else names them
+#      in one line.
 # Each step writes a stamp under .venv/.stamps; a failed step writes none,
 # so a re-run after fixing the cause completes the set-up.
 set -euo pipefail
@@ -153,12 +154,14 @@ fi
 
 # ---------------------------------------- 7. system packages the tests need
 # mona: the reference LTLf compiler (differential tests); chromium: opens the
-# audit's report.html headless (report test).
-apt_need() {  # apt_need COMMAND PACKAGE WHY
+# audit's report.html headless (report test); Cyclone DDS: its DDS Security
+# plugins enforce the access-control policy (the PyPI Fast DDS has none).
+apt_need() {  # apt_need COMMAND "PACKAGE..." WHY
   command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing the Debian package $2 ($3)"
-    (apt-get install -y -qq "$2" >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$2" >/dev/null 2>&1; }) \
+    # shellcheck disable=SC2086  # $2 is a list of packages
+    (apt-get install -y -qq $2 >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $2 >/dev/null 2>&1; }) \
       || echo "setup: warning: could not apt-get install $2; the tests that need it ($3) will fail until it is installed" >&2
   else
     echo "setup: note: $3 needs the system package $2: run 'sudo apt-get install $2'" >&2
@@ -166,6 +169,8 @@ apt_need() {  # apt_need COMMAND PACKAGE WHY
 }
 apt_need mona mona "MONA differential tests"
 apt_need chromium chromium "report.html in headless Chromium"
+apt_need idlc "cyclonedds-dev cyclonedds-tools" "access-control enforcement tests"
+apt_need openssl openssl "access-control enforcement tests"
 
 # Final check: the environment imports what the tests need.
 "$PY" -c 'import rclpy, safemanip_ros.msg, safemanip_ros.srv, tf2_msgs.msg, controller_manager_msgs.srv, sensor_msgs.msg, rosbags, numpy' \
