@@ -156,16 +156,18 @@ def _robot(path: str) -> RobotConfig | None:
     return load_robot_config(path)
 
 
-def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads: list[str]) -> list[Rollout]:
-    """The rollouts of one source, framed over ``predicates`` (the suite's, then the success predicate)."""
+def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads: list[str],
+                 known: frozenset[str] = frozenset()) -> list[Rollout]:
+    """The rollouts of one source, framed over ``predicates`` (the suite's, then the success predicate);
+    ``known``: the suite's other names (properties ``--only`` left out read them), never unknown."""
     p = Path(path)
     if not p.exists():
         raise AuditInputError(f'{path}: no such file or folder' + (' (a broken link)' if p.is_symlink() else ''))
     if is_bag(p):
         return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config),
-                        allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads)
+                        allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads, known=known)
     if p.is_file() and p.suffix == '.jsonl':
-        return read_jsonl(p, predicates, cfg.allow_unknown_predicates)
+        return read_jsonl(p, predicates, cfg.allow_unknown_predicates, known)
     if p.is_dir() and any(f.suffix in SPLIT_SUFFIXES for f in p.iterdir()):
         raise AuditInputError(f'{path}: a recording without metadata.yaml (did it finish?); its split files cannot '
                               f'be read without it')
@@ -195,7 +197,7 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
         try:
-            loaded.append((path, _episodes_of(path, cfg, predicates + extra, predicates)))
+            loaded.append((path, _episodes_of(path, cfg, predicates + extra, predicates, mon.known_predicates)))
         except SafemanipError as err:   # bad input: reported with the path, the batch goes on
             out.append((path, None, err.one_line()))
         # Anything else is a bug in our code, not a "corrupt bag": it propagates.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,7 +120,8 @@ def _sources_under(folder: Path) -> Iterator[Path]:
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot: RobotConfig | None = None,
              max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True,
-             allow_unknown: bool = False, suite_reads: list[str] | None = None) -> list[Rollout]:
+             allow_unknown: bool = False, suite_reads: list[str] | None = None,
+             known: Collection[str] = ()) -> list[Rollout]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
     grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
@@ -133,10 +134,13 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
     gives: a misspelt name would leave that predicate unknown in every frame
     (``allow_unknown`` ignores it).  Other names are kept out silently: a
     recording of the live stack holds every grounded predicate, and other
-    sources may publish their own, read by the suite or not."""
+    sources may publish their own, read by the suite or not.  Names in
+    ``known`` (the suite's, read by properties ``--only`` left out) are
+    never an error."""
     with open_bag(path) as bag:     # an unreadable bag raises BagReadError, naming it
         return _read_open_bag(path, bag.reader, bag.warnings, typestore(), predicates, rate_hz, staleness_s,
-                              robot, max_gap_s, columnar, _NameRule(list(suite_reads or predicates), allow_unknown))
+                              robot, max_gap_s, columnar, _NameRule(list(suite_reads or predicates), allow_unknown,
+                                                                           frozenset(known)))
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ class _NameRule:
 
     suite_reads: list[str]
     allow_unknown: bool = False
+    known: frozenset[str] = frozenset()
 
     def check(self, path: Path, seen: _NamesSeen) -> None:
         if self.allow_unknown:
@@ -154,7 +159,7 @@ class _NameRule:
         if not never_given:
             return
         for topic in sorted(seen):
-            for name in sorted(seen[topic] - read):
+            for name in sorted(seen[topic] - read - self.known):
                 near = difflib.get_close_matches(name, never_given, n=1, cutoff=0.8)
                 if near:
                     raise AuditInputError(f'{path}: topic {topic}: unknown predicate {name!r}: did you mean '
@@ -528,14 +533,15 @@ def _msgdef_text(conn: Any) -> str:
     return str(getattr(msgdef, 'data', msgdef) or '')
 
 
-def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False) -> list[Rollout]:
+def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False,
+               known: Collection[str] = ()) -> list[Rollout]:
     """Episodes of a trace file (:mod:`safemanip_ros.ltlf.trace`: the same
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
     from ..errors import TraceError
     from ..monitor.frames import read_matrices
     try:
-        traces = read_matrices(path, predicates, allow_unknown)
+        traces = read_matrices(path, predicates, allow_unknown, known)
     except TraceError as err:
         raise AuditInputError(err.one_line()) from err
     return [Rollout(str(path), name, values, unknown) for name, values, unknown in traces]

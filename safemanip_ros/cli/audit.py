@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
     p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
     p.add_argument('--allow-unknown-predicates', action='store_true',
-                   help='ignore predicate names the suite does not read (default: a JSONL trace with one is '
+                   help='ignore predicate names the suite does not know (names only properties --only left out '
+                        'read are known; default: a JSONL trace with another is '
                         'skipped with an error naming file:line and the known names; a bag, with an error naming '
                         'bag and topic, when no grounding publishes that name or it is a near miss of a name the '
                         'suite reads and the bag never gives)')

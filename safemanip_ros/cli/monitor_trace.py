@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('--json', action='store_true', help='print JSON (default: a readable table)')
     add_profile(p)
     p.add_argument('--allow-unknown-predicates', action='store_true',
-                   help='ignore names the suite does not read (default: an error listing the known ones)')
+                   help='ignore names the suite does not know (default: an error listing the known ones; names only '
+                        'properties --only left out read are known, and not read)')
     p.set_defaults(func=run)
 
 
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     iset = build_instances(profile_properties(args), args.scene or '', only=args.only, rate_hz=args.rate_hz,
                            ontology=args.ontology)
     monitor = Monitor(iset)
-    values, unknown = read_frames(args.trace, monitor.predicates, args.allow_unknown_predicates)
+    values, unknown = read_frames(args.trace, monitor.predicates, args.allow_unknown_predicates,
+                                  monitor.known_predicates)
     result = monitor.run(values[None], unknown[None])[0]
     out = result.to_dict()
     if args.json:

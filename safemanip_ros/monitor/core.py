@@ -297,6 +297,9 @@ class Monitor:
         """Instances not run in this configuration → the predicates nothing grounds."""
         self.instances: list[Instance] = list(instance_set.instances)
         self.predicates = sorted(instance_set.predicates)
+        self.known_predicates = instance_set.known
+        """Every grounded name of the suite (``only`` runs read fewer): a
+        trace may give these without being an unknown name."""
         self.unknown_as = np.array([instance_set.predicates[p] for p in self.predicates], dtype=bool)
         program = Program(self.predicates, instance_set.derived)
         self.trigger_cols = np.array([program.rose_of(i.trigger) for i in self.instances], dtype=np.intp)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from itertools import chain, repeat
 from pathlib import Path
 
@@ -71,29 +72,32 @@ def steps_matrix(steps: list[list[str]], predicates: list[str]) -> tuple[np.ndar
     return values, np.zeros(values.shape, bool)
 
 
-def read_matrices(path: str | Path, predicates: list[str], allow_unknown: bool = False
-                  ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def read_matrices(path: str | Path, predicates: list[str], allow_unknown: bool = False,
+                  known: Collection[str] = ()) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """``(name, values, unknown)`` of each trace of a file (one, or one per
     line of a batch; names as :func:`~safemanip_ros.ltlf.trace.read_traces`
-    gives them).  The commonest file, one trace of step lists, is read fast
+    gives them), columns in ``predicates`` order.  A name outside
+    ``predicates`` and ``known`` is an error unless ``allow_unknown``; names
+    in ``known`` alone are left out.  The commonest file, one trace of step lists, is read fast
     (:func:`~safemanip_ros.ltlf.trace.read_step_lists`); any other file, or
     any problem, by ``read_traces``.
 
     Raises:
         TraceError: naming the file and line, as ``read_traces``.
     """
-    steps = read_step_lists(path, predicates, allow_unknown)
+    names = [*predicates, *known] if known else predicates
+    steps = read_step_lists(path, names, allow_unknown)
     if steps is not None:
         return [(Path(path).name, *steps_matrix(steps, predicates))]
-    return [(t.name, *trace_matrix(t, predicates)) for t in read_traces(path, predicates, allow_unknown)]
+    return [(t.name, *trace_matrix(t, predicates)) for t in read_traces(path, names, allow_unknown)]
 
 
-def read_frames(path: str | Path, predicates: list[str], allow_unknown: bool = False
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, unknown)`` of a one-trace file (``monitor-trace``); a name
-    outside ``predicates`` is an error unless ``allow_unknown``."""
+def read_frames(path: str | Path, predicates: list[str], allow_unknown: bool = False,
+                known: Collection[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, unknown)`` of a one-trace file (``monitor-trace``), as
+    :func:`read_matrices`."""
     from ..errors import TraceError
-    traces = read_matrices(path, predicates, allow_unknown)
+    traces = read_matrices(path, predicates, allow_unknown, known)
     if len(traces) != 1:
         raise TraceError(f'{path}: a batch of {len(traces)} traces; monitor-trace reads one trace per file')
     return traces[0][1], traces[0][2]

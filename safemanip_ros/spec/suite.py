@@ -196,6 +196,15 @@ class InstanceSet:
     predicate they read: instance id → those predicates (sorted)."""
     optional: frozenset[str] = frozenset()
     """Grounded predicates declared ``optional`` (no source need ground them)."""
+    left_out: frozenset[str] = frozenset()
+    """Grounded predicates read only by the properties ``only`` left out (over
+    the same scene): known to the suite, so a trace or bag that gives them is
+    not giving an unknown name, only one this run does not read."""
+
+    @property
+    def known(self) -> frozenset[str]:
+        """Every grounded predicate name of the suite over this scene."""
+        return frozenset(self.predicates) | self.left_out
 
 
 def _substitute(text: str, binding: Mapping[str, str]) -> str:
@@ -341,7 +350,24 @@ def instantiate(suite: Suite, ontology: Ontology | None = None, scene: Scene | N
     _check_acyclic(specs, {name: where for name, (_, where) in derived.items()})
     if scale != 1.0:
         instances = [_rescaled_rules(inst, scale) for inst in instances]
-    return InstanceSet(instances, specs, predicates, suite, optional=frozenset(optional))
+    left_out = _read_by_others(suite, wanted, ontology, scene) - set(predicates) if wanted is not None else set()
+    return InstanceSet(instances, specs, predicates, suite, optional=frozenset(optional), left_out=frozenset(left_out))
+
+
+def _read_by_others(suite: Suite, wanted: set[str], ontology: Ontology | None, scene: Scene | None) -> set[str]:
+    """The grounded predicates the properties outside ``wanted`` read; a
+    property that cannot be bound here (a template with no scene, or an
+    error of its own, which its own run would report) adds none."""
+    predicates: dict[str, bool] = {}
+    for decl in suite.properties:
+        if decl.name in wanted:
+            continue
+        try:
+            for binding in _bindings(decl, ontology, scene):
+                _instantiate_one(suite, decl, binding, {}, predicates, set(), ontology, scene)
+        except SpecError:
+            continue
+    return set(predicates)
 
 
 def restrict_to_grounded(iset: InstanceSet, grounded: Iterable[str]) -> InstanceSet:
