@@ -127,3 +127,12 @@ def test_a_predicate_given_twice_in_one_step_is_an_error(tmp_path_factory, keys,
     with pytest.raises(TraceError, match=f'trace.jsonl:{line}: .* is given twice in one step') as err:
         read_traces(path, allow_unknown=True)
     assert repr(repeated) in str(err.value)
+
+
+@pytest.mark.parametrize('text', ['{"a": true}\n{"a": false}\n', '["a"]\n[]\n'])
+def test_a_byte_order_mark_is_not_part_of_the_first_step(tmp_path, text):
+    """Editors on Windows start UTF-8 files with one; both readers skip it."""
+    path = tmp_path / 'bom.jsonl'
+    path.write_bytes(b'\xef\xbb\xbf' + text.encode())
+    values, unknown = read_frames(path, ['a'])
+    assert values[:, 0].tolist() == [True, False] and not unknown.any()

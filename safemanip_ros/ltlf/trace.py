@@ -95,7 +95,7 @@ def _parse(value: object, where: str, known: frozenset[str] | None, allow_unknow
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
-        with open(path, encoding='utf-8') as fh:
+        with open(path, encoding='utf-8-sig') as fh:
             for number, line in enumerate(fh, start=1):
                 if line.strip():
                     yield number, line
@@ -181,7 +181,7 @@ def read_step_lists(path: str | Path, known: Collection[str] | None = None,
     (a string cannot hold a line break), so each line holds whole values;
     as many values as lines leaves one per line."""
     try:
-        text = Path(path).read_text(encoding='utf-8')
+        text = Path(path).read_text(encoding='utf-8-sig')
     except (OSError, UnicodeDecodeError):
         return None
     # Blank lines skipped, as _lines does; JSON whitespace (only) stripped from the others.
