@@ -93,6 +93,30 @@ def test_an_autostarted_node_with_a_bad_parameter_exits_2():
         in proc.stderr
 
 
+@pytest.mark.parametrize('args, words', [
+    (['-p', 'rate_hx:=10.0'], "parameter 'rate_hx': no node of this process has it (did you mean 'rate_hz'?)"),
+    (['-p', 'monitor.staleness_s:=1.0'], "parameter 'monitor.staleness_s': no node of this process has it"),
+    (['-p', 'supervisor:staleness_s:=1.0'],
+     "parameter 'staleness_s': node supervisor has no such parameter (did you mean 'failsafe_staleness_s'?)"),
+])
+def test_a_parameter_no_node_takes_stops_the_run(args, words):
+    """rclpy drops a parameter no node declares: a misspelt one ran the stack on that parameter's default."""
+    proc = _run(*args)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('safemanip: error: ') and words in lines[0], proc.stderr
+    assert 'nodes up' not in proc.stdout
+
+
+def test_a_node_executable_refuses_a_parameter_it_does_not_take():
+    """As ``ros2 run`` or a launch file's ``parameters`` start it: one line, exit 2."""
+    proc = subprocess.run([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true',
+                           '-p', 'failsafe_staleness:=0.3'], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("supervisor: error: parameter 'failsafe_staleness': node supervisor has no such parameter "
+            "(did you mean 'failsafe_staleness_s'?)") in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize('exe', ['monitor', 'safemanip'])
 def test_ros_arguments_rcl_cannot_parse_are_one_line_exit_2(exe):
     """``-p failsafe_topics:=[a:b]`` is not YAML (the colons): rcl refuses it

@@ -17,6 +17,8 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from safemanip_ros.nodes.recorder_node import PARAMETERS as RECORDER_PARAMETERS
+
 pytestmark = pytest.mark.ros
 BIN = Path(sys.executable).parent
 UP_S = 6.0
@@ -43,7 +45,7 @@ def nodes(tmp_path_factory) -> dict[str, tuple[list[str], list[str]]]:
         'joint_state_grounding': ([f'config:={robot}'], grounding),
         'contact_grounding': ([f'config:={robot}'], grounding),
         'tf_grounding': ([f'config:={robot}'], grounding),
-        'recorder': (['autostart:=true', f'bag_path:={d / "bag"}'], _declared('safemanip_ros.nodes.recorder_node')),
+        'recorder': (['autostart:=true', f'bag_path:={d / "bag"}'], sorted(RECORDER_PARAMETERS)),
         'gate': (["limits:=['p=0.1']"], ['limits', 'robots', 'unit', 'alpha', 'state_file', 'max_rollouts',
                                           'max_duration_s', 'alerts_file', 'rebuild_from']),   # declared in a loop
         'trace_player': ([f'trace_file:={d / "trace.jsonl"}', 'loop:=true'],

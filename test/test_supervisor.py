@@ -79,7 +79,6 @@ def test_supervisor_node_over_dds(tmp_path, request):
     with node_process('supervisor', '-p', f'policy_file:={policy}', '-p', 'controller_topic:=arm/joint_trajectory',
                       '-p', 'joints:=[a, b]', '-p', 'failsafe_staleness_s:=0.5', '-p', "monitor_status_topic:=''",
                       '-p', 'retract_window_s:=1.0', '-p', 'retract_max_speed_rad_s:=0.5',
-                      '-p', f'bag_path:={tmp_path / "bag"}',
                       '-p', "failsafe_topics:=['predicates/contacts:safemanip_ros/msg/PredicateArray:0.5']",
                       log=tmp_path / 'supervisor.log'), ros_node('supervisor_test') as (node, ex):
         trajs, actions = [], []

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.realtime is not None:
             _realtime(args.realtime)       # before any ROS thread exists: they inherit the policy
-        _run_stack(args, robot, ros_args, recorder)
+        _run_stack(args, robot, ros_args, recorder, claimed=set(overrides))
     except BaseException:
         if recorder is not None:
             recorder.discard()             # our error is the one line: not the recorder's output too
@@ -133,7 +133,10 @@ def _recorder_ended(code: int) -> None:
           f'recording', file=sys.stderr, flush=True)
 
 
-def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], recorder: RecorderProcess | None) -> None:
+def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], recorder: RecorderProcess | None,
+               claimed: set[str]) -> None:
+    """The stack in this process; ``claimed``: the parameters ``run`` gives every node itself (some are for a
+    node not started: the supervisor under --no-supervisor)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -172,6 +175,11 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
                 ([] if args.no_supervisor else [SupervisorNode])   # recorded with or without the supervisor
             for factory in factories:
                 nodes.append(created(factory, factory.__name__))    # a name from a parameter ROS refuses: exit 2
+            from ..nodes.params import unclaimed_parameters
+            from ..nodes.recorder_node import PARAMETERS as RECORDER_PARAMETERS
+            unclaimed = unclaimed_parameters(nodes, claimed | set(RECORDER_PARAMETERS))
+            if unclaimed:       # a misspelt -p would run the stack with that parameter's default
+                raise SafemanipError('; '.join(unclaimed))
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
             monitor.attach_grounding(GroundingChain(n for n in nodes if getattr(n, 'sampled_by_monitor', False)))
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])

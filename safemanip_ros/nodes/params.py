@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from rclpy.exceptions import InvalidParameterTypeException
@@ -66,3 +68,44 @@ def check_range(node: Any, name: str, low: float, high: float = math.inf, *, low
         bound = f'{"(" if low_open else "["}{low:g}, {high:g}]'
         raise ParameterError(f'{node.get_name()}: parameter {name} = {value:g} is outside {bound}')
     return value
+
+
+ROS_OWN_PARAMETERS = frozenset({'use_sim_time', 'start_type_description_service'})
+"""Parameters rclpy itself declares on every node."""
+
+
+def unclaimed_parameters(nodes: Sequence[Any], elsewhere: Collection[str] = ()) -> list[str]:
+    """Parameters given to the nodes of one process (``-p``, a parameters
+    file, a launch file's ``parameters``) that are not theirs: one line
+    each.  rclpy drops them without a word, so a misspelt ``-p rate_hx:=10``
+    would run the stack at its default rate.
+
+    A name given to every node of the process (``-p name:=v``, a ``/**``
+    section) must be taken by one of them, or by ``elsewhere`` (the
+    parameters of nodes the same arguments start in another process); a
+    name given to some nodes only (``-p node:name:=v``, a ``node:``
+    section) must be taken by each of those."""
+    given = {id(n): set(getattr(n, '_parameter_overrides', None) or ()) for n in nodes}
+    taken = {id(n): set(getattr(n, '_parameters', None) or ()) for n in nodes}
+    everywhere = set.intersection(*given.values()) if nodes else set()
+    anywhere = set().union(*taken.values()) | set(elsewhere)
+    problems: list[str] = []
+    seen: set[str] = set()
+    for node in nodes:
+        for name in sorted(given[id(node)] - taken[id(node)]):
+            if name in ROS_OWN_PARAMETERS or name.startswith('qos_overrides.'):
+                continue
+            if name in everywhere:
+                if name in anywhere or name in seen:
+                    continue
+                seen.add(name)
+                what = ('no node of this process has it' if len(nodes) > 1 else
+                        f'node {node.get_name()} has no such parameter')
+                pool = sorted(anywhere)
+            else:
+                what, pool = f'node {node.get_name()} has no such parameter', sorted(taken[id(node)])
+            near = difflib.get_close_matches(name, pool, n=1)
+            listed = ', '.join(p for p in pool if p not in ROS_OWN_PARAMETERS)
+            problems.append(f'parameter {name!r}: {what} ' + (f'(did you mean {near[0]!r}?)' if near else
+                                                               f'(the parameters: {listed})'))
+    return problems

@@ -63,18 +63,19 @@ def _skill_topics(config: str, specs: list[str]) -> list[str]:
     return [spec] if topic and spec not in specs else []
 
 
+PARAMETERS: dict[str, Any] = {
+    'bag_path': '', 'bag_storage': 'mcap', 'split_s': 0.75, 'queue_size': 10000, 'record_topics': DEFAULT_RECORD,
+    'record_raw_inputs': False, 'suite': '', 'config': '', 'autostart': False,
+}
+"""The recorder's parameters and their defaults (``safemanip run`` starts it
+in a process of its own with the stack's arguments: these are claimed)."""
+
+
 class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('recorder')
-        self.declare_parameter('bag_path', '')
-        self.declare_parameter('bag_storage', 'mcap')
-        self.declare_parameter('split_s', 0.75)
-        self.declare_parameter('queue_size', 10000)
-        self.declare_parameter('record_topics', DEFAULT_RECORD)
-        self.declare_parameter('record_raw_inputs', False)
-        self.declare_parameter('suite', '')
-        self.declare_parameter('config', '')
-        self.declare_parameter('autostart', False)
+        for name, default in PARAMETERS.items():
+            self.declare_parameter(name, default)
         self.recorder: ThreadedRecorder | None = None
         self._recorded: list[tuple[Any, str]] = []     # (subscription, resolved topic)
         self._active = False
@@ -171,7 +172,9 @@ def main(args: list[str] | None = None) -> int:
         if os.environ.get(READY_ENV):        # started by safemanip run, which waits for this
             wait_for_publishers(node)
         return node
-    return run_node(make, 'recorder', args, on_exit=lambda node: node.close_bag())
+    # Started by safemanip run, it has the stack's arguments, which that process checks.
+    return run_node(make, 'recorder', args, on_exit=lambda node: node.close_bag(),
+                    claim_parameters=not os.environ.get(READY_ENV))
 
 
 if __name__ == '__main__':

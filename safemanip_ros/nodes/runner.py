@@ -18,9 +18,10 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from ..errors import SafemanipError
+from ..errors import ParameterError, SafemanipError
 from ..realtime import settle_heap
 from .guard import created
+from .params import unclaimed_parameters
 from .recorder_process import PARENT_ENV
 
 AnyNode = TypeVar('AnyNode', bound=Node)
@@ -45,12 +46,16 @@ def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000
 
 
 def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
-             until: Callable[[AnyNode], bool] | None = None, on_exit: Callable[[AnyNode], None] | None = None) -> int:
+             until: Callable[[AnyNode], bool] | None = None, on_exit: Callable[[AnyNode], None] | None = None,
+             claim_parameters: bool = True) -> int:
     """Create the node and spin it until SIGINT or SIGTERM, a shutdown, or
     ``until(node)``; then ``on_exit(node)`` runs while the context is still
     up (:func:`initialised`).
 
-    A configuration error at start-up is printed as one line and exits 2.
+    A configuration error at start-up is printed as one line and exits 2,
+    a parameter given to the node that is not one of its own among them
+    (:func:`.params.unclaimed_parameters`; ``claim_parameters=False`` where
+    the arguments are another process's too, which checks them).
     With ``SAFEMANIP_REALTIME_PRIORITY`` set (the launch files' ``realtime_priority``)
     the node runs under SCHED_FIFO at that priority where permitted
     (:mod:`safemanip_ros.realtime`); with ``SAFEMANIP_PARENT_PID`` set, it
@@ -58,17 +63,22 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     if not realtime_from_environment(name) or not bind_to_parent():
         return 2
     try:
-        return _run_node(factory, name, args, until, on_exit)
+        return _run_node(factory, name, args, until, on_exit, claim_parameters)
     except RosArgumentsError as err:
         print(f'{name}: error: {err.one_line()}', file=sys.stderr)
         return 2
 
 
 def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
-              until: Callable[[AnyNode], bool] | None, on_exit: Callable[[AnyNode], None] | None) -> int:
+              until: Callable[[AnyNode], bool] | None, on_exit: Callable[[AnyNode], None] | None,
+              claim_parameters: bool) -> int:
     with initialised(args) as stop:
         try:
             node = created(factory, name)
+            unclaimed = unclaimed_parameters([node]) if claim_parameters else []
+            if unclaimed:       # a misspelt parameter would run the node with that parameter's default
+                past_shutdown(node.destroy_node)
+                raise ParameterError('; '.join(unclaimed))
         except SafemanipError as err:
             print(f'{name}: error: {err.one_line()}', file=sys.stderr)
             rclpy.try_shutdown()
