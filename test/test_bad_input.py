@@ -148,6 +148,19 @@ def test_an_absurd_frame_rate_is_refused(tmp_path, rate):
                             '--rate-hz', rate), '--rate-hz', 'expected a finite number in (0, 1000]')
 
 
+@pytest.mark.parametrize('args, words', [
+    (['watch', '--once', '--recent', '-1'], '--recent -1: expected a finite number in [0, 10000]'),
+    (['watch', '--once', '--timeout-s', 'nan'], '--timeout-s nan'),
+    (['ack', '--timeout-s', '1e300'], '--timeout-s 1e+300: expected a finite number in (0, 86400]'),
+    (['resume', '--wait-s', '-1'], '--wait-s -1.0: expected a finite number in [0, 86400]'),
+])
+def test_operator_commands_refuse_absurd_waits_and_counts(args, words):
+    """Refused before any ROS set-up: ``--recent -1`` was an internal error (exit 70), ``ack --timeout-s
+    1e300`` never returned, ``watch --timeout-s nan`` waited nothing and blamed the monitor."""
+    proc = run_cli(*args, timeout=60)
+    _one_line_error(proc, words)
+
+
 def test_report_files_are_readable_as_the_umask_allows(report):
     """report.json and the episode files were 0600 (written through mkstemp)."""
     import os

@@ -42,9 +42,11 @@ def run(args: argparse.Namespace) -> int:
     from std_srvs.srv import Trigger
 
     from ..errors import SafemanipError
-    from .options import check_positive
+    from .options import check_wait
 
-    check_positive('--timeout-s', args.timeout_s)
+    check_wait('--timeout-s', args.timeout_s)
+    if hasattr(args, 'wait_s'):
+        check_wait('--wait-s', args.wait_s, zero=True)
     service = f'{args.supervisor.rstrip("/")}/{"acknowledge_stop" if args.release_stop else "acknowledge"}'
     context = rclpy.Context()
     rclpy.init(args=['--ros-args'] + list(args.ros_args[1:] if args.ros_args else []), context=context)

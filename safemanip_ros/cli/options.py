@@ -43,6 +43,16 @@ def check_positive(option: str, value: float) -> float:
     return check_number(option, value, 0, None, low_open=True)
 
 
+MAX_WAIT_S = 86400.0
+"""The longest wait an operator command takes (a day); rclpy's waits
+overflow on absurd ones (``--timeout-s 1e300`` never returned)."""
+
+
+def check_wait(option: str, value: float, zero: bool = False) -> float:
+    """A wait in seconds: in (0, MAX_WAIT_S] ([0, MAX_WAIT_S] with ``zero``)."""
+    return check_number(option, value, 0, MAX_WAIT_S, low_open=not zero)
+
+
 def check_probability(option: str, value: float) -> float:
     return check_number(option, value, 0, 1, low_open=True, high_open=True)
 

@@ -86,6 +86,9 @@ def render(board: VerdictBoard | None, status: Any, events: Iterable[Any], actio
 
 
 def run(args: argparse.Namespace) -> int:
+    from .options import check_number, check_wait
+    check_wait('--timeout-s', args.timeout_s)
+    check_number('--recent', args.recent, 0, 10000)
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     import rclpy
 
