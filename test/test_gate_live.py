@@ -171,9 +171,23 @@ def test_the_canary_core_matches_the_replay():
 
 def test_bad_live_options_exit_2(tmp_path):
     for extra, words in ((['--max-rate', 'p=2'], 'strictly between 0 and 1'), ([], 'at least one --max-rate'),
-                         (['--max-rate', 'p=0.1', '--alpha', '1.5'], '--alpha')):
+                                         (['--max-rate', 'p=0.1', '--alpha', '1.5'], '--alpha'),
+                         (['--max-rate', 'p=0.1', '--max-duration-s', '1e300'], '--max-duration-s 1e+300')):
         proc = subprocess.run([*BIN, 'gate', '--live', *extra], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
+
+
+def test_the_time_budget_ends_a_gate_that_hears_no_rollout(tmp_path):
+    """No monitor publishes: the gate still stops undecided (exit 4) when its time is spent (it waited for a
+    rollout to look at the clock, and so ran on for good)."""
+    proc = _gate(tmp_path, '--max-duration-s', '1')
+    try:
+        assert proc.wait(timeout=60) == 4, (tmp_path / 'gate.log').read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert 'UNDECIDED (budget spent)' in (tmp_path / 'gate.log').read_text()
 
 
 def test_a_gate_rebuilt_from_a_recorded_bag_decides_as_the_replay(tmp_path):

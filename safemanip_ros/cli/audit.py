@@ -224,7 +224,8 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
     from .options import check_number, check_probability
     check_probability('--alpha', args.alpha)
     check_number('--max-rollouts', args.max_rollouts, 0)
-    check_number('--max-duration-s', args.max_duration_s, 0)
+    from ..nodes.gate_node import MAX_DURATION_S
+    check_number('--max-duration-s', args.max_duration_s, 0, MAX_DURATION_S)
 
     def strings(items: list[str]) -> str:
         return '[' + ', '.join(json.dumps(i) for i in items) + ']'

@@ -50,7 +50,7 @@ from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, rollouts_from_bag
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
-from .params import RosParameters
+from .params import RosParameters, check_range
 from .qos import FINAL_METRICS, RELIABLE, latched
 from .runner import run_node, wait_acked
 
@@ -70,6 +70,10 @@ def checked_limits(items: list[str]) -> dict[str, float]:
     if not limits:
         raise ParameterError('no limits: give at least one NAME=X')
     return limits
+
+
+MAX_DURATION_S = 365 * 86400.0
+"""The longest time budget (a year); a timer overflows on absurd ones."""
 
 
 class GateNode(RosParameters, Node):
@@ -115,7 +119,10 @@ class GateNode(RosParameters, Node):
                 write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
             except OSError as exc:
                 raise ParameterError(f'state_file {self.state_file}: cannot be written ({exc.strerror})') from None
-        self.max_rollouts, self.max_duration_s = int(p('max_rollouts')), float(p('max_duration_s'))
+        self.max_duration_s = check_range(self, 'max_duration_s', 0, MAX_DURATION_S)
+        self.max_rollouts = int(p('max_rollouts'))
+        if self.max_rollouts < 0:
+            raise ParameterError(f'gate: parameter max_rollouts = {self.max_rollouts} is negative (0: no budget)')
         alerts = AlertConfig()
         if p('alerts_file'):
             try:
@@ -134,6 +141,8 @@ class GateNode(RosParameters, Node):
             self.create_subscription(MonitorMetrics, topic, lambda msg, r=robot: self._on_metrics(r, msg),
                                      FINAL_METRICS)
         self.create_timer(1.0, self._diagnostics)
+        if self.max_duration_s:     # the budget ends with no rollout arriving too
+            self._budget_timer = self.create_timer(self.max_duration_s, self._check_done)
         self.get_logger().info(
             f'gate: watching {", ".join(f"/{r}/metrics/final" if r else "metrics/final" for r in self.robots)} for '
             f'{", ".join(f"{n} <= {x:g}" for n, x in limits.items())} (unit {unit}, family-wise alpha {alpha:g})')
