@@ -170,10 +170,17 @@ def test_a_predicate_bag_is_a_trajectory_source(tmp_path):
 
 
 def test_user_errors_are_one_line(tmp_path):
+    (tmp_path / 'file').write_text('')
+    live = ['specrl', 'evaluate', '--env', 'letter', '--formula', 'F a', '--seeds', '1', '--trajectories', '1']
     for args, words in ((['specrl', 'evaluate', '--family', 'nope', str(tmp_path)], 'unknown family'),
                         (['specrl', 'evaluate', '--formula', 'F (a &', str(tmp_path)], 'position'),
                         (['specrl', 'evaluate', '--formula', 'F a', str(tmp_path / 'missing')], 'no such file'),
-                        (['specrl', 'evaluate', '--formula', 'F a'], 'give TRACES')):
+                        (['specrl', 'evaluate', '--formula', 'F a'], 'give TRACES'),
+                        ([*live, '--log-dir', str(tmp_path / 'file')], 'not a folder'),
+                        ([*live, '--log-dir', '/proc/none/logs'], 'cannot write there'),
+                        ([*live, '--horizon', '100000000'], 'in 1..100000'),
+                        ([*live, '--rate-hz', '0'], '--rate-hz 0.0'),
+                        ([*live, '--workers', '0'], '--workers 0')):
         out = cli(*args)
         assert out.returncode == 2 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 

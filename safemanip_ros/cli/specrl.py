@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
@@ -71,9 +73,17 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     return specs
 
 
+MAX_LIVE = 100_000
+"""The most episodes per seed, and steps per episode, of a live evaluation
+(the paper's: 100 and 75); beyond it a run would not end in a day."""
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..specrl.evaluate import evaluate
     from ..specrl.metrics import format_table
+    from .options import check_number, check_rate
+    check_rate('--rate-hz', args.rate_hz)
+    check_number('--workers', args.workers, 1, 1024)
     specs = _specs(args)
     warnings: list[str] = []
     if args.env:
@@ -83,8 +93,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
             seeds = [int(s) for s in args.seeds.split(',') if s.strip()]
         except ValueError:
             raise SafemanipError(f'--seeds {args.seeds!r}: expected comma-separated integers') from None
-        if not seeds or args.trajectories < 1 or args.horizon < 1:
-            raise SafemanipError('--seeds, --trajectories >= 1 and --horizon >= 1 needed')
+        if not seeds or not 1 <= args.trajectories <= MAX_LIVE or not 1 <= args.horizon <= MAX_LIVE:
+            raise SafemanipError(f'--seeds, --trajectories and --horizon in 1..{MAX_LIVE} needed')
+        if args.log_dir:
+            if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
+                raise SafemanipError(f'--log-dir {args.log_dir}: not a folder')
+            try:
+                Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=args.log_dir):
+                    pass
+            except OSError as err:
+                raise SafemanipError(f'--log-dir {args.log_dir}: cannot write there ({err.strerror})') from None
         try:
             from ..gym.evaluation import letter_rollouts
         except ImportError as err:
@@ -94,6 +113,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                            log_dir=args.log_dir)
         except ValueError as err:
             raise SafemanipError(str(err)) from None
+        except OSError as err:      # the log folder went away or filled up while writing
+            raise SafemanipError(f'--log-dir {args.log_dir}: {err.filename}: {err.strerror}') from None
     else:
         if not args.traces:
             raise SafemanipError('give TRACES (files or folders of rollouts) or --env letter')
