@@ -69,6 +69,16 @@ def _commands(files: dict[str, str]) -> st.SearchStrategy[list[str]]:
         st.tuples(st.just('doctor'), st.just('--config'), path, path).map(list),
         st.tuples(st.just('config'), st.just('init'), st.just('--from-bag'), path, st.just('--out'),
                   st.just(files['out'] + '.yaml')).map(list),
+        st.tuples(st.just('audit'), st.just(files['trace']), st.just('--out'), path, st.just('--quiet')).map(list),
+        st.tuples(st.just('specrl'), st.just('evaluate'), path, st.just('--formula'), FORMULAS,
+                  st.just('--rate-hz'), NUMBERS).map(list),
+        st.tuples(st.just('specrl'), st.just('evaluate'), st.just('--env'), st.just('letter'), st.just('--formula'),
+                  FORMULAS, st.just('--seeds'), st.sampled_from(['1', '', 'a', '1,,2', '-3']),
+                  st.just('--trajectories'), st.sampled_from(['1', '0', '-1']), st.just('--horizon'),
+                  st.sampled_from(['3', '0', '100000000'])).map(list),
+        st.tuples(st.just('specrl'), st.just('evaluate'), st.just('--env'), st.just('letter'), st.just('--formula'),
+                  st.just('F a'), st.just('--seeds'), st.just('1'), st.just('--trajectories'), st.just('1'),
+                  st.just('--horizon'), st.just('3'), st.just('--log-dir'), path).map(list),
     )
 
 
