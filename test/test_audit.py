@@ -759,15 +759,17 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
     assert path.read_text() == '{"old": 1}' and sorted(p.name for p in path.parent.iterdir()) == ['report.json']
 
 
-def test_only_audits_a_recording_of_the_whole_suite(tmp_path):
+@pytest.mark.parametrize('scene', [['--scene', SCENE], ['--config', str(REPO / 'config' / 'robots' / 'panda_demo.yaml')]])
+def test_only_audits_a_recording_of_the_whole_suite(tmp_path, scene):
     """``--only`` audits fewer properties of the same suite: a trace giving the names the others read is
-    audited, not skipped as unknown; a name the suite does not know still skips it."""
+    audited, not skipped as unknown (with a robot configuration too, which leaves out what it cannot ground);
+    a name the suite does not know still skips it."""
     traces = tmp_path / 'traces'
     traces.mkdir()
     whole = {'forbidden_contact': False, 'reach_in_microwave': False, 'fixture_fully_open_microwave': True}
     (traces / 'whole.jsonl').write_text(''.join(json.dumps(whole) + '\n' for _ in range(5)))
     (traces / 'typo.jsonl').write_text(json.dumps({**whole, 'forbiden_contact': True}) + '\n')
-    proc = run_cli('audit', str(traces), '--scene', SCENE, '--only', 'no_forbidden_contact',
+    proc = run_cli('audit', str(traces), *scene, '--only', 'no_forbidden_contact',
                    '--out', str(tmp_path / 'out'), '--quiet')
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())

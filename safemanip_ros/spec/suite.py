@@ -197,9 +197,10 @@ class InstanceSet:
     optional: frozenset[str] = frozenset()
     """Grounded predicates declared ``optional`` (no source need ground them)."""
     left_out: frozenset[str] = frozenset()
-    """Grounded predicates read only by the properties ``only`` left out (over
-    the same scene): known to the suite, so a trace or bag that gives them is
-    not giving an unknown name, only one this run does not read."""
+    """Grounded predicates read only by the instances left out (by ``only``,
+    or as unsupported by a robot configuration; over the same scene): known
+    to the suite, so a trace or bag that gives them is not giving an unknown
+    name, only one this run does not read."""
 
     @property
     def known(self) -> frozenset[str]:
@@ -392,9 +393,10 @@ def restrict_to_grounded(iset: InstanceSet, grounded: Iterable[str]) -> Instance
             reach.add(n)
             if n in iset.derived:
                 stack.extend(iset.derived[n].inputs)
-    return InstanceSet(kept, {n: d for n, d in iset.derived.items() if n in reach},
-                       {p: v for p, v in iset.predicates.items() if p in reach}, iset.suite, unsupported,
-                       iset.optional)
+    predicates = {p: v for p, v in iset.predicates.items() if p in reach}
+    # Names only the instances left out read stay known: a recording may give them.
+    return InstanceSet(kept, {n: d for n, d in iset.derived.items() if n in reach}, predicates, iset.suite,
+                       unsupported, iset.optional, left_out=iset.known - set(predicates))
 
 
 @functools.lru_cache(maxsize=256)
