@@ -245,7 +245,6 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     from safemanip_ros.msg import MonitorStatus, SupervisorAction
     from safemanip_ros.nodes.qos import RELIABLE
     with _lone_supervisor(tmp_path, '/no_monitor', 'startup_limit_s:=1.5') as (node, ex, actions):
-        status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not actions:
             ex.spin_once(timeout_sec=0.05)
@@ -253,10 +252,12 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
         pause = actions[0]          # (not delivered here: no joint states; retried and escalated as usual)
         assert pause.action == SupervisorAction.ACTION_PAUSE, pause
         assert pause.reason == ("fail-safe: the monitor (/no_monitor/status) not heard within 1.5 s of the "
-                                "supervisor's start (did it fail to come up?)"), pause.reason
+                                "supervisor's start (did it fail to come up? no publisher of it in this "
+                                "process's graph)"), pause.reason
 
         def fresh() -> bool:
             return any(a.action == SupervisorAction.ACTION_LOG and 'fresh again' in a.reason for a in actions)
+        status = node.create_publisher(MonitorStatus, 'status', RELIABLE)
         deadline = time.monotonic() + 60        # a monitor comes up: the condition is over, the hold stays
         while time.monotonic() < deadline and not fresh():
             status.publish(MonitorStatus(state='arming'))
@@ -291,8 +292,60 @@ def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
         publish_for(1.0)                     # anything else it has to say
         assert actions[0].action == SupervisorAction.ACTION_PAUSE, actions[0]
         assert actions[0].reason == ("fail-safe: /no_grounding/predicates/contacts not heard within 8.0 s of the "
-                                     "supervisor's start (did it fail to come up?)"), actions[0].reason
+                                     "supervisor's start (did it fail to come up? no publisher of it in this "
+                                     "process's graph)"), actions[0].reason
         assert not [a.reason for a in actions if 'joint_states' in a.reason], [a.reason for a in actions]
+
+
+def test_a_supervisor_deaf_to_publishers_it_sees_exits_to_be_respawned(tmp_path):
+    """A supervisor whose graph lists a publisher of the monitor's status,
+    yet hears nothing from it within ``startup_limit_s`` (a DDS participant
+    that does not receive it, as Fast DDS now and then leaves a process
+    started in place of a killed one; here a publisher that never
+    publishes), holds for the monitor, names the publisher it sees, and
+    exits ``DEAF_EXIT_CODE`` for the launch file's respawn: a new process
+    works where that one cannot."""
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.msg import MonitorStatus, SupervisorAction
+    from safemanip_ros.nodes.qos import EVENTS, RELIABLE, SENSORS
+    from safemanip_ros.nodes.supervisor_node import DEAF_EXIT_CODE
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        node = rclpy.create_node('silent_stack', namespace='/deaf', context=ctx)
+        ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        node.create_publisher(MonitorStatus, 'status', RELIABLE)
+        node.create_publisher(JointState, 'joint_states', SENSORS)
+        actions: list = []
+        node.create_subscription(SupervisorAction, 'supervisor_actions', actions.append, EVENTS)
+        # 8 s: room for discovery on a busy machine (the publishers must be in its graph by then).
+        args = ['autostart:=true', 'joints:=[a]', 'startup_limit_s:=8.0']
+        proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', *[x for a in args for x in ('-p', a)],
+                                 '-r', '__ns:=/deaf'],
+                                stdout=open(tmp_path / 'supervisor.log', 'w'), stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and proc.poll() is None:
+                ex.spin_once(timeout_sec=0.05)
+            log = (tmp_path / 'supervisor.log').read_text()
+            assert proc.poll() == DEAF_EXIT_CODE, (proc.poll(), log[-2000:])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+        assert ("never heard within 8.0 s from publishers this process sees (the monitor (/deaf/status): 1): its "
+                "DDS participant does not receive them; exiting (75) to be started afresh") in log, log[-2000:]
+        deadline = time.monotonic() + 10     # its hold, said before it went
+        while time.monotonic() < deadline and not actions:
+            ex.spin_once(timeout_sec=0.05)
+        assert actions and actions[0].action == SupervisorAction.ACTION_PAUSE, [a.reason for a in actions]
+        assert actions[0].reason == ("fail-safe: the monitor (/deaf/status) not heard within 8.0 s of the "
+                                     "supervisor's start (1 publisher(s) of it in this process's graph, none heard "
+                                     "from)"), actions[0].reason
+    finally:
+        rclpy.shutdown(context=ctx)
 
 
 def test_an_exception_in_a_transition_is_a_bug_reported_as_one():

@@ -16,10 +16,18 @@ this test as the robot (joint states, TF, contacts at 20 Hz):
   before did;
 * under ``use_sim_time``, ``/clock`` jumping backwards and forwards raises
   no violation and no hold, and a touch is still held.
+
+Where "nothing happens" is asserted beside a process start (the stack's, a
+restarted supervisor's), a busy machine may starve the inputs for a second
+or more: the suite reads an unknown contact as a contact (``unknown_as:
+true``), so that silence rightly opens a violation and the supervisor rightly
+holds.  Such a violation passes only where what the contact grounding
+published shows the silence over the violation's window.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import signal
 import subprocess
@@ -34,15 +42,18 @@ from ros_helpers import ros_node
 from rosgraph_msgs.msg import Clock
 from trajectory_msgs.msg import JointTrajectory
 
-from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
-from safemanip_ros.nodes.conversions import time_from_ns
-from safemanip_ros.nodes.qos import EVENTS, RELIABLE
+from safemanip_ros.msg import MonitorStatus, PredicateArray, SupervisorAction, ViolationEvent
+from safemanip_ros.nodes.conversions import ns_from_time, time_from_ns
+from safemanip_ros.nodes.qos import EVENTS, RELIABLE, reliable
 from safemanip_ros.nodes.robot_standin import ARM, POSE, TOUCH, RobotStandIn
+from safemanip_ros.nodes.supervisor_node import DEAF_EXIT_CODE
 
 pytestmark = pytest.mark.ros
 BIN = Path(sys.executable).parent
 CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
 PERIOD_S = 0.05
+STALENESS_NS = 250_000_000          # the monitor's sample-and-hold limit (staleness_s, its default)
+SUSTAINED_FRAMES = 21              # no_forbidden_contact: held(forbidden_contact, 21)
 GROUNDING_OUTPUTS = [f'predicates/{s}:safemanip_ros/msg/PredicateArray:0.5' for s in ('joint_states', 'contacts', 'tf')]
 
 
@@ -88,6 +99,11 @@ class Robot:
         self.observer.create_subscription(ViolationEvent, 'violations', self.events.append, EVENTS)
         self.observer.create_subscription(MonitorStatus, 'status', self.status.append, RELIABLE)
         self.observer.create_subscription(JointTrajectory, 'arm/joint_trajectory', self.trajs.append, RELIABLE)
+        # (stamp ns, forbidden_contact unknown) of what the contact grounding published, all of it
+        self.contacts: list[tuple[int, bool]] = []
+        self.observer.create_subscription(PredicateArray, 'predicates/contacts', self._on_contacts, reliable(10_000))
+        self.longest_tick_gap_s = 0.0
+        self._last_tick_s: float | None = None
         self.sim_time = sim_time
         self.clock_ns = 1_000_000_000_000 if sim_time else 0
         self.clock = self.observer.create_publisher(Clock, '/clock', 10) if sim_time else None
@@ -115,7 +131,59 @@ class Robot:
         self.driver.touching = TOUCH if self.touching else None
         self.driver.publish(stamp_ns)
 
+    def _on_contacts(self, msg: PredicateArray) -> None:
+        unknown = next((p.unknown for p in msg.predicates if p.name == 'forbidden_contact'), True)
+        self.contacts.append((ns_from_time(msg.header.stamp), unknown))
+
+    def silent_frames(self, end_ns: int, frames: int = SUSTAINED_FRAMES) -> int:
+        """Of the ``frames`` monitor frames up to ``end_ns`` (50 ms apart), how
+        many had no fresh known ``forbidden_contact`` in what the contact
+        grounding published (its newest sample by then unknown, or older
+        than the monitor's staleness limit)."""
+        samples = sorted(self.contacts)
+        stamps = [st for st, _ in samples]
+        silent = 0
+        for k in range(frames):
+            frame_ns = end_ns - k * int(PERIOD_S * 1e9)
+            i = bisect.bisect_right(stamps, frame_ns) - 1
+            silent += i < 0 or samples[i][1] or frame_ns - stamps[i] > STALENESS_NS
+        return silent
+
+    def silence_explains(self, event: ViolationEvent) -> bool:
+        """A no_forbidden_contact violation the contact inputs' silence opened:
+        most of its window's frames (some slack for the phase of the
+        monitor's frames and of this process's view) had no known contact."""
+        return (event.property == 'no_forbidden_contact'
+                and self.silent_frames(ns_from_time(event.start_stamp)) >= 2 * SUSTAINED_FRAMES // 3)
+
+    def explain(self) -> str:
+        """What a failed "nothing happened" saw, for its message."""
+        opened = [e for e in self.events if e.event == ViolationEvent.EVENT_OPENED]
+        return (f'actions {[a.reason for a in self.actions]}; opened {[(e.property, e.start_frame) for e in opened]}, '
+                f'silent frames of their windows {[self.silent_frames(ns_from_time(e.start_stamp)) for e in opened]}; '
+                f'longest gap between robot ticks {self.longest_tick_gap_s:.2f} s')
+
+    def all_closed(self) -> bool:
+        """Every violation opened has closed."""
+        key = lambda e: (e.property, e.instance, e.start_frame)  # noqa: E731
+        closed = {key(e) for e in self.events if e.event == ViolationEvent.EVENT_CLOSED}
+        return all(key(e) in closed for e in self.events if e.event == ViolationEvent.EVENT_OPENED)
+
+    def nothing_but_silence(self) -> bool:
+        """No violation event and no supervisor action; or, where the contact
+        inputs went silent (a stall of the machine), only what that silence
+        rightly causes: each violation opened explained by it (and the
+        supervisor's holds for those and for its stale topics)."""
+        opened = [e for e in self.events if e.event == ViolationEvent.EVENT_OPENED]
+        if not opened:
+            return not self.actions and not self.events
+        return all(self.silence_explains(e) for e in opened)
+
     def tick(self) -> None:
+        now_s = time.monotonic()
+        if self._last_tick_s is not None and not self.paused:
+            self.longest_tick_gap_s = max(self.longest_tick_gap_s, now_s - self._last_tick_s)
+        self._last_tick_s = now_s
         if self.sim_time:
             self.clock_ns += int(PERIOD_S * 1e9)
             self.clock.publish(Clock(clock=time_from_ns(self.clock_ns)))
@@ -163,7 +231,11 @@ def stack(tmp_path, request):
                           robot.observer.count_subscribers('arm/joint_trajectory') >= 1 and
                           robot.observer.count_publishers('supervisor_actions') >= 1, 120), logs()
         robot.run_for(2.0)                   # every watched topic heard, the supervisor steady
-        assert not robot.actions and not robot.events, ([a.reason for a in robot.actions], logs())
+        if robot.actions or robot.events:    # the inputs went silent: a supervisor that holds for nothing
+            assert robot.nothing_but_silence(), (robot.explain(), logs())
+            _quiet_restart(robot, procs, tmp_path, 'supervisor-settled', logs)
+        robot.actions.clear()
+        robot.events.clear()
         yield robot, procs, logs
     finally:
         if robot is not None:
@@ -238,37 +310,81 @@ def test_a_killed_monitor_holds_the_arm(stack):
     assert robot.trajs and list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)
 
 
-def _restart_supervisor(robot: Robot, procs, tmp_path: Path, log: str) -> str:
+def _restart_supervisor(robot: Robot, procs, tmp_path: Path, log: str, tries: int = 3) -> str:
     """SIGKILL the supervisor and start it again; wait until the new one has
-    asked the monitor for its open violations.  Its log so far."""
+    asked the monitor for its open violations.  Its log so far.
+
+    On a loaded machine Fast DDS now and then leaves a process started in
+    place of a killed one deaf: its graph lists the others' publishers and
+    theirs its subscriptions, yet no message of the monitor, the grounding
+    or the robot reaches it (UDP or shared memory alike).  Such a
+    supervisor holds for the sources it never heard and exits
+    (``DEAF_EXIT_CODE``); it is started again, as the launch file's respawn
+    does.  A supervisor deaf on every try fails the test."""
+    n_actions, n_trajs = len(robot.actions), len(robot.trajs)
     procs['supervisor'].send_signal(signal.SIGKILL)
-    procs['supervisor'].wait(timeout=20)
-    procs['supervisor'] = _start(tmp_path, 'supervisor', log=log)
-    path = tmp_path / f'{log}.log'
-    assert robot.spin(lambda: 'the monitor has' in path.read_text(), 60), path.read_text()[-2000:]
-    return path.read_text()
+    for attempt in range(tries):
+        # The robot goes on publishing while the process goes (a robot does not stop for it).
+        assert robot.spin(lambda: procs['supervisor'].poll() is not None, 20)
+        if attempt:                          # what the deaf one did is no part of what the test sees
+            del robot.actions[n_actions:], robot.trajs[n_trajs:]
+        name = f'{log}-respawn{attempt}' if attempt else log
+        procs['supervisor'] = _start(tmp_path, 'supervisor', log=name)
+        path = tmp_path / f'{name}.log'
+        assert robot.spin(lambda: 'the monitor has' in path.read_text() or procs['supervisor'].poll() is not None,
+                          60), path.read_text()[-2000:]
+        if 'the monitor has' in path.read_text():
+            return path.read_text()
+        assert procs['supervisor'].poll() == DEAF_EXIT_CODE, (procs['supervisor'].poll(), path.read_text()[-2000:])
+    pytest.fail(f'the restarted supervisor heard nothing on each of {tries} tries: {path.read_text()[-2000:]}')
+
+
+def _holds_for_the_touch(robot: Robot, since: int) -> bool:
+    """Since action ``since``, the supervisor paused the arm for the touch's
+    violation; or, where it paused for a fail-safe first (a sensor late on a
+    busy machine), it named the violation in an alert ("already holding")."""
+    new = robot.actions[since:]
+    named = [a for a in new if a.reason.startswith('violation of no_forbidden_contact')]
+    return (any(a.action == SupervisorAction.ACTION_PAUSE for a in named)
+            or (any(a.action == SupervisorAction.ACTION_ALERT for a in named)
+                and any(a.action == SupervisorAction.ACTION_PAUSE for a in new)))
+
+
+def _quiet_restart(robot: Robot, procs, tmp_path: Path, log: str, logs, tries: int = 3) -> str:
+    """Restart the supervisor with no violation open and see it do nothing
+    for a second.  Where the inputs' silence (a busy machine) opened a
+    violation meanwhile, which the new supervisor rightly holds for, wait
+    for it to close and try again (a held arm waits for the operator).
+    The new supervisor's log."""
+    for attempt in range(tries):
+        assert robot.spin(robot.all_closed, 30), (robot.explain(), logs())
+        robot.actions.clear()
+        robot.events.clear()
+        text = _restart_supervisor(robot, procs, tmp_path, f'{log}-{attempt}' if attempt else log)
+        robot.run_for(1.0)
+        if not robot.actions and not robot.events:
+            assert 'the monitor has no open violation' in text, text[-2000:]
+            return text
+        assert robot.nothing_but_silence(), (robot.explain(), logs())
+    pytest.fail(f'the contact inputs went silent on each of {tries} tries: {robot.explain()}')
 
 
 def test_a_restarted_supervisor_holds_an_open_violation_again(stack, tmp_path):
     robot, procs, logs = stack
     # Nothing open: the new supervisor learns so, and does nothing.
-    text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-2')
-    assert 'the monitor has no open violation' in text, text[-2000:]
-    robot.run_for(1.0)
-    assert not robot.actions and not robot.events, ([a.reason for a in robot.actions], logs())
+    _quiet_restart(robot, procs, tmp_path, 'supervisor-2', logs)
     # A touch opens a violation and is held; the supervisor dies while the arm still touches.
     robot.touching = True
     # The test's own subscription may hear the event after the supervisor held for it: wait for both.
-    assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact') for a in robot.holds())
-                      and robot.trajs and any(e.event == ViolationEvent.EVENT_OPENED for e in robot.events), 30), \
+    assert robot.spin(lambda: _holds_for_the_touch(robot, 0) and robot.trajs
+                      and any(e.event == ViolationEvent.EVENT_OPENED for e in robot.events), 30), \
         ([a.reason for a in robot.actions], logs())
     opened = [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED]
-    holds, trajs = len(robot.holds()), len(robot.trajs)
+    since, trajs = len(robot.actions), len(robot.trajs)
     text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-3')
     # The restarted one heard no event: it holds the arm again for the violation the monitor lists as open.
-    assert robot.spin(lambda: any(a.reason.startswith('violation of no_forbidden_contact')
-                                  for a in robot.holds()[holds:]) and len(robot.trajs) > trajs, 30), \
-        ([a.reason for a in robot.actions], (tmp_path / 'supervisor-3.log').read_text()[-2000:], logs())
+    assert robot.spin(lambda: _holds_for_the_touch(robot, since) and len(robot.trajs) > trajs, 30), \
+        ([a.reason for a in robot.actions[since:]], (tmp_path / 'supervisor-3.log').read_text()[-2000:], logs())
     assert 'the monitor has 1 open violation(s)' in text and '1 not heard of before' in text, text[-2000:]
     assert [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED] == opened     # none published anew
     assert list(robot.trajs[-1].points[0].positions) == pytest.approx(POSE)

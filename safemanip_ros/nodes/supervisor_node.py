@@ -112,6 +112,9 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 
 # A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
 REPEATED_LINE_PERIOD_S = 5.0
+DEAF_EXIT_CODE = 75
+"""The exit status of a supervisor whose DDS participant hears nothing (sysexits' EX_TEMPFAIL: a new
+process is likely to work; the launch file's respawn starts one)."""
 REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
 
 
@@ -146,8 +149,12 @@ _RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0
 
 
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
-    def __init__(self, **node_kwargs: Any) -> None:
+    def __init__(self, exits_when_deaf: bool = False, **node_kwargs: Any) -> None:
+        """``exits_when_deaf``: a process of its own (the ``supervisor``
+        executable) ends when its DDS participant receives nothing
+        (:meth:`_check_deaf`); in a process with other nodes it stays."""
         super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
+        self._exits_when_deaf = exits_when_deaf
         self.declare_parameter('policy_file', '')
         self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
         self.declare_parameter('pause_service', '')
@@ -210,6 +217,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._monitor_source = ''            # the watched monitor's name ('' when not watched)
         self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
         self._repeats = _RepeatedLines(REPEATED_LINE_PERIOD_S)
+        self.exit_code: int | None = None   # set when this process must end (main returns it)
 
     @property
     def _supervising(self) -> Supervisor:
@@ -286,6 +294,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = False
         # Watched sensors: source name → [limit_s, last receive time or None].
         self._watched: dict[str, list[Any]] = {'joint_states': [float(p('failsafe_staleness_s').value), None]}
+        self._watched_topics: dict[str, str] = {}      # source name → its topic (for the graph's word on it)
         for spec in p('failsafe_topics').value:
             if not spec:
                 continue
@@ -298,6 +307,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                                f'topic:package/msg/Type:limit_s')
             source = self.resolve_topic_name(topic)
             self._watched[source] = [limit, None]
+            self._watched_topics[source] = source
             seen = functools.partial(self._seen_message, source)
             sub = self.create_subscription(cls, topic, seen, SENSORS, raw=True)
             self._watched_subs.append((sub, seen))
@@ -305,6 +315,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if status_topic:
             self._monitor_source = f'the monitor ({self.resolve_topic_name(status_topic)})'
             self._watched[self._monitor_source] = [float(p('monitor_status_limit_s').value), None]
+            self._watched_topics[self._monitor_source] = self.resolve_topic_name(status_topic)
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         open_service = p('monitor_open_violations_service').value
         self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
@@ -467,10 +478,44 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if not self._startup_checked and now - self._activated_at > startup_s:
             self._startup_checked = True
             # Every watched source but the joint states (a robot not yet driven is no fault of the stack).
-            for source, (_, last) in self._watched.items():
-                if source != 'joint_states' and last is None:
-                    self._act(self._supervising.on_fault(source, f'not heard within {startup_s:.1f} s of the '
-                                                         f'supervisor\'s start (did it fail to come up?)'))
+            silent = [source for source, (_, last) in self._watched.items()
+                      if source != 'joint_states' and last is None]
+            for source in silent:
+                self._act(self._supervising.on_fault(source, f'not heard within {startup_s:.1f} s of the '
+                                                     f'supervisor\'s start ({self._graph_says(source)})'))
+            self._check_deaf(startup_s, silent)
+
+    def _check_deaf(self, startup_s: float, silent: list[str]) -> None:
+        """Sources never heard within ``startup_s`` though this process's own
+        graph lists publishers of them (each subscribed best effort or as
+        its publisher is: every one matches; and a live grounding or monitor
+        publishes even with nothing to say): the process's DDS participant
+        does not receive them.  Seen with Fast DDS in a process started in
+        place of a killed one on a loaded machine, deaf to some processes or
+        to all; a new process works, so a supervisor of its own ends
+        (:data:`DEAF_EXIT_CODE`) for the launch file's respawn, its hold for
+        them already asked for."""
+        if not self._exits_when_deaf:
+            return
+        counts = {source: self.count_publishers(self._watched_topics[source])
+                  for source in silent if source in self._watched_topics}
+        deaf = {source: n for source, n in counts.items() if n}
+        if not deaf:
+            return
+        self.get_logger().fatal(f'never heard within {startup_s:.1f} s from publishers this process sees '
+                                f'({", ".join(f"{s}: {n}" for s, n in deaf.items())}): its DDS participant does '
+                                f'not receive them; exiting ({DEAF_EXIT_CODE}) to be started afresh')
+        self.exit_code = DEAF_EXIT_CODE
+
+    def _graph_says(self, source: str) -> str:
+        """What this process's view of the ROS graph says of a silent source:
+        no publisher (did it fail to come up?), or publishers it has
+        discovered that still sent nothing."""
+        topic = self._watched_topics.get(source)
+        count = self.count_publishers(topic) if topic else 0
+        if not count:
+            return 'did it fail to come up? no publisher of it in this process\'s graph'
+        return f'{count} publisher(s) of it in this process\'s graph, none heard from'
 
     def _sync_open_violations(self, now: float) -> None:
         """Ask the monitor for the violations open now, once it serves, and
@@ -676,7 +721,11 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(autostarted(SupervisorNode), 'supervisor', args)
+    ended: list[int] = []
+    rc = run_node(autostarted(lambda: SupervisorNode(exits_when_deaf=True)), 'supervisor', args,
+                  until=lambda node: node.exit_code is not None,
+                  on_exit=lambda node: ended.append(node.exit_code or 0))
+    return rc or (ended[0] if ended else 0)
 
 
 __all__ = ['SupervisorNode']
