@@ -34,6 +34,9 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
 * **start-up**: the monitor or a topic of ``failsafe_topics`` never heard
   within ``startup_limit_s`` of activation (under ``ros2 launch`` a node
   whose configure failed exits and the others run on) pauses with the reason;
+  where its own graph lists publishers of a source it never heard, the
+  ``supervisor`` executable then exits 75 (its DDS participant does not
+  receive them: a new process, the launch file's respawn, does);
 * every action is published on ``supervisor_actions`` (SupervisorAction) and
   logged.  The response policy comes from ``policy_file`` (YAML with
   ``property``/``category``/``severity`` tables) over severity defaults.
@@ -113,6 +116,9 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 # A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
 REPEATED_LINE_PERIOD_S = 5.0
 DEAF_EXIT_CODE = 75
+DEAF_GRACE_S = 5.0
+"""After the start-up limit, how long a never-heard source's publishers have to be heard before the
+process is called deaf (one that appeared at the limit's moment has yet to deliver)."""
 """The exit status of a supervisor whose DDS participant hears nothing (sysexits' EX_TEMPFAIL: a new
 process is likely to work; the launch file's respawn starts one)."""
 REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
@@ -214,6 +220,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._open_synced = False          # the monitor's open violations learned since activation
         self._activated_at = 0.0
         self._startup_checked = True              # this activation's start-up check is done
+        self._deaf_check_at: float | None = None  # when never-heard sources with publishers call it deaf
         self._monitor_source = ''            # the watched monitor's name ('' when not watched)
         self._joints_warned: set[str] = set()     # causes of unusable joint_states said so far
         self._repeats = _RepeatedLines(REPEATED_LINE_PERIOD_S)
@@ -335,7 +342,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._active = True
         self._open_synced, self._open_request = self._open_client is None, None
         self._activated_at = time.monotonic()
-        self._startup_checked = False
+        self._startup_checked, self._deaf_check_at = False, None
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -483,10 +490,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             for source in silent:
                 self._act(self._supervising.on_fault(source, f'not heard within {startup_s:.1f} s of the '
                                                      f'supervisor\'s start ({self._graph_says(source)})'))
-            self._check_deaf(startup_s, silent)
+            if silent and self._exits_when_deaf:
+                self._deaf_check_at = now + DEAF_GRACE_S
+        if self._deaf_check_at is not None and now >= self._deaf_check_at:
+            self._deaf_check_at = None
+            self._check_deaf(now - self._activated_at)
 
-    def _check_deaf(self, startup_s: float, silent: list[str]) -> None:
-        """Sources never heard within ``startup_s`` though this process's own
+    def _check_deaf(self, since_start_s: float) -> None:
+        """Sources never heard ``since_start_s`` after activation (the
+        start-up limit and :data:`DEAF_GRACE_S`) though this process's own
         graph lists publishers of them (each subscribed best effort or as
         its publisher is: every one matches; and a live grounding or monitor
         publishes even with nothing to say): the process's DDS participant
@@ -495,16 +507,14 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         to all; a new process works, so a supervisor of its own ends
         (:data:`DEAF_EXIT_CODE`) for the launch file's respawn, its hold for
         them already asked for."""
-        if not self._exits_when_deaf:
-            return
-        counts = {source: self.count_publishers(self._watched_topics[source])
-                  for source in silent if source in self._watched_topics}
+        counts = {source: self.count_publishers(topic) for source, topic in self._watched_topics.items()
+                  if self._watched[source][1] is None}
         deaf = {source: n for source, n in counts.items() if n}
         if not deaf:
             return
-        self.get_logger().fatal(f'never heard within {startup_s:.1f} s from publishers this process sees '
-                                f'({", ".join(f"{s}: {n}" for s, n in deaf.items())}): its DDS participant does '
-                                f'not receive them; exiting ({DEAF_EXIT_CODE}) to be started afresh')
+        self.get_logger().fatal(f'{since_start_s:.1f} s after its start, never heard from publishers this process '
+                                f'sees ({", ".join(f"{s}: {n}" for s, n in deaf.items())}): its DDS participant '
+                                f'does not receive them; exiting ({DEAF_EXIT_CODE}) to be started afresh')
         self.exit_code = DEAF_EXIT_CODE
 
     def _graph_says(self, source: str) -> str:
