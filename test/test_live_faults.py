@@ -54,6 +54,7 @@ CONFIG = str(REPO / 'config' / 'robots' / 'panda_demo.yaml')
 PERIOD_S = 0.05
 STALENESS_NS = 250_000_000          # the monitor's sample-and-hold limit (staleness_s, its default)
 SUSTAINED_FRAMES = 21              # no_forbidden_contact: held(forbidden_contact, 21)
+TOUCH_VIOLATION = 'violation of no_forbidden_contact'
 GROUNDING_OUTPUTS = [f'predicates/{s}:safemanip_ros/msg/PredicateArray:0.5' for s in ('joint_states', 'contacts', 'tf')]
 
 
@@ -279,16 +280,18 @@ def test_input_faults_raise_nothing_and_a_touch_is_still_held(stack):
     _touch_is_held(robot, logs)
 
 
-def _held_for(robot: Robot, source: str) -> SupervisorAction | None:
-    """The supervisor's report that ``source`` holds the arm: its pause; or,
-    where a fail-safe pause for another source came first (a sensor late on
-    a busy machine) and holds the arm already, its alert (a held arm is not
-    paused twice; the operator is told of the new source)."""
-    pauses = robot.holds()
+def _held_for(robot: Robot, source: str, since: int = 0) -> SupervisorAction | None:
+    """The supervisor's report, among its actions from ``since`` on, that
+    ``source`` holds the arm: its pause; or, where a fail-safe pause for
+    another source came first (a sensor late on a busy machine) and holds
+    the arm already, its alert (a held arm is not paused twice; the
+    operator is told of the new source)."""
+    new = robot.actions[since:]
+    pauses = [a for a in new if a.action == SupervisorAction.ACTION_PAUSE]
     named = [a for a in pauses if source in a.reason]
     if named or not pauses:
         return named[0] if named else None
-    return next((a for a in robot.actions if a.action == SupervisorAction.ACTION_ALERT and source in a.reason), None)
+    return next((a for a in new if a.action == SupervisorAction.ACTION_ALERT and source in a.reason), None)
 
 
 def test_a_killed_grounding_process_holds_the_arm(stack):
@@ -339,17 +342,6 @@ def _restart_supervisor(robot: Robot, procs, tmp_path: Path, log: str, tries: in
     pytest.fail(f'the restarted supervisor heard nothing on each of {tries} tries: {path.read_text()[-2000:]}')
 
 
-def _holds_for_the_touch(robot: Robot, since: int) -> bool:
-    """Since action ``since``, the supervisor paused the arm for the touch's
-    violation; or, where it paused for a fail-safe first (a sensor late on a
-    busy machine), it named the violation in an alert ("already holding")."""
-    new = robot.actions[since:]
-    named = [a for a in new if a.reason.startswith('violation of no_forbidden_contact')]
-    return (any(a.action == SupervisorAction.ACTION_PAUSE for a in named)
-            or (any(a.action == SupervisorAction.ACTION_ALERT for a in named)
-                and any(a.action == SupervisorAction.ACTION_PAUSE for a in new)))
-
-
 def _quiet_restart(robot: Robot, procs, tmp_path: Path, log: str, logs, tries: int = 3) -> str:
     """Restart the supervisor with no violation open and see it do nothing
     for a second.  Where the inputs' silence (a busy machine) opened a
@@ -376,14 +368,14 @@ def test_a_restarted_supervisor_holds_an_open_violation_again(stack, tmp_path):
     # A touch opens a violation and is held; the supervisor dies while the arm still touches.
     robot.touching = True
     # The test's own subscription may hear the event after the supervisor held for it: wait for both.
-    assert robot.spin(lambda: _holds_for_the_touch(robot, 0) and robot.trajs
+    assert robot.spin(lambda: _held_for(robot, TOUCH_VIOLATION) is not None and robot.trajs
                       and any(e.event == ViolationEvent.EVENT_OPENED for e in robot.events), 30), \
         ([a.reason for a in robot.actions], logs())
     opened = [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED]
     since, trajs = len(robot.actions), len(robot.trajs)
     text = _restart_supervisor(robot, procs, tmp_path, 'supervisor-3')
     # The restarted one heard no event: it holds the arm again for the violation the monitor lists as open.
-    assert robot.spin(lambda: _holds_for_the_touch(robot, since) and len(robot.trajs) > trajs, 30), \
+    assert robot.spin(lambda: _held_for(robot, TOUCH_VIOLATION, since) is not None and len(robot.trajs) > trajs, 30), \
         ([a.reason for a in robot.actions[since:]], (tmp_path / 'supervisor-3.log').read_text()[-2000:], logs())
     assert 'the monitor has 1 open violation(s)' in text and '1 not heard of before' in text, text[-2000:]
     assert [e for e in robot.events if e.event == ViolationEvent.EVENT_OPENED] == opened     # none published anew

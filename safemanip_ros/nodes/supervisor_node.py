@@ -115,13 +115,13 @@ SEVERITY_NAME = {ViolationEvent.SEVERITY_INFO: 'info', ViolationEvent.SEVERITY_W
 
 # A line that repeats (a hold retried every 0.25 s that cannot be delivered) is said at most this often.
 REPEATED_LINE_PERIOD_S = 5.0
+REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
 DEAF_EXIT_CODE = 75
+"""The exit status of a supervisor whose DDS participant hears nothing (sysexits' EX_TEMPFAIL: a new
+process is likely to work; the launch file's respawn starts one)."""
 DEAF_GRACE_S = 5.0
 """After the start-up limit, how long a never-heard source's publishers have to be heard before the
 process is called deaf (one that appeared at the limit's moment has yet to deliver)."""
-"""The exit status of a supervisor whose DDS participant hears nothing (sysexits' EX_TEMPFAIL: a new
-process is likely to work; the launch file's respawn starts one)."""
-REPEATED_KINDS = 256          # kinds of line remembered (each violation's hold is a kind of its own)
 
 
 @dataclass
