@@ -1,17 +1,21 @@
-"""The access-control policy enforced by a real DDS Security implementation.
+"""The access-control policy enforced by real DDS Security implementations.
 
 The ROS 2 wheels' Fast DDS is built without the security plugins, so these
-tests take Eclipse Cyclone DDS with its DDS Security plugins (the Debian
-packages ``cyclonedds-dev``, ``cyclonedds-tools``; tools/setup_env.sh installs
-them as root; without them these tests fail, loudly).  The keystore, the
-governance and each enclave's signed permissions are made as ``ros2 security``
-makes them from ``config/security/policy.xml`` (test/dds_security.py), and
-each participant is a small C program (test/helpers/dds_security/dds_probe.c)
-that publishes or subscribes one DDS topic, with the names rmw gives ROS
-topics (``rt/…``) and services (``rq/…Request``).  What is proved here is
-the policy's meaning under enforcement: who may publish a hold or call the
-operator's services, and that an outsider or a forged keystore is not heard.
-rclpy over a secured Fast DDS is not exercised (no security plugins on PyPI).
+tests take two DDS implementations built with them, from Debian: eProsima
+Fast DDS 2.9 (``libfastrtps-dev``; the DDS of ROS 2's default rmw) and
+Eclipse Cyclone DDS (``cyclonedds-dev``, ``cyclonedds-tools``);
+tools/setup_env.sh installs them as root; without them these tests fail,
+loudly.  The keystore, the governance and each enclave's signed permissions
+are made as ``ros2 security`` makes them from ``config/security/policy.xml``
+(test/dds_security.py), and each participant is a small program
+(test/helpers/dds_security/: ``dds_probe.c`` on Cyclone DDS,
+``fastdds_probe.cpp`` on Fast DDS, secured with the participant properties
+rmw_fastrtps sets) that publishes or subscribes one DDS topic, with the
+names rmw gives ROS topics (``rt/…``) and services (``rq/…Request``).  What
+is proved here is the policy's meaning under enforcement by both: who may
+publish a hold or call the operator's services, and that an outsider or a
+forged keystore is not heard.  rclpy over a secured Fast DDS is not
+exercised (no security plugins on PyPI).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +35,13 @@ POLICY = REPO / 'config' / 'security' / 'policy.xml'
 PROBE_SRC = Path(__file__).parent / 'helpers' / 'dds_security'
 HOLD = 'rt/joint_trajectory_controller/joint_trajectory'
 ACK = 'rq/supervisor/acknowledgeRequest'
-SETUP = 'install the Debian packages cyclonedds-dev cyclonedds-tools (tools/setup_env.sh does it as root)'
+SETUP = ('install the Debian packages cyclonedds-dev cyclonedds-tools libfastrtps-dev openssl '
+         '(tools/setup_env.sh does it as root)')
 SECURED_FLOW_S = 60.0       # bound on discovery + authentication + a flow of samples on a busy machine
 WANT_SAMPLES = 50           # samples (1 s of flow) of each allowed writer: the reader was listening
+# An enclave's participant joins; the topic itself is refused (Cyclone DDS at the topic, Fast DDS at the writer).
+REFUSED_TOPIC = {'topic refused', 'writer refused'}
+FASTDDS_HEADER = Path('/usr/include/fastdds/dds/domain/DomainParticipant.hpp')
 
 
 def _domain() -> int:
@@ -40,18 +49,51 @@ def _domain() -> int:
     return int(os.environ.get('ROS_DOMAIN_ID', '0')) % 100 + 120
 
 
-@pytest.fixture(scope='module')
-def probe(tmp_path_factory) -> Path:
-    for tool in ('idlc', 'cc', 'openssl'):
+Who = ds.Enclave | str    # an enclave, or 'outsider': a participant with no security at all
+
+
+@dataclass(frozen=True)
+class Dds:
+    """One DDS implementation's probe: its binary and how a participant of ``who`` is configured."""
+    name: str
+    binary: Path
+    env_of: Callable[[Who], dict[str, str]]
+
+    def env(self, who: Who) -> dict[str, str]:
+        return {**os.environ, **self.env_of(who)}
+
+
+def _build(tool_check: list[str], build: list[list[str]], out: Path, sources: tuple[str, ...]) -> None:
+    for tool in tool_check:
         assert shutil.which(tool), f'{tool} not found: {SETUP}'
-    assert Path('/usr/include/dds/dds.h').exists(), f'Cyclone DDS headers missing: {SETUP}'
-    out = tmp_path_factory.mktemp('dds_probe')
-    for name in ('dds_probe.c', 'probe.idl'):
+    for name in sources:
         shutil.copy(PROBE_SRC / name, out / name)
-    subprocess.run(['idlc', 'probe.idl'], cwd=out, check=True, capture_output=True, timeout=60)
-    subprocess.run(['cc', '-O1', '-o', 'dds_probe', 'dds_probe.c', 'probe.c', '-lddsc'], cwd=out, check=True,
-                   capture_output=True, timeout=120)
-    return out / 'dds_probe'
+    for cmd in build:
+        proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f'{" ".join(cmd)} failed: {proc.stderr[-2000:]}'
+
+
+def _cyclone(out: Path) -> Dds:
+    assert Path('/usr/include/dds/dds.h').exists(), f'Cyclone DDS headers missing: {SETUP}'
+    _build(['idlc', 'cc', 'openssl'], [['idlc', 'probe.idl'],
+                                       ['cc', '-O1', '-o', 'dds_probe', 'dds_probe.c', 'probe.c', '-lddsc']],
+           out, ('dds_probe.c', 'probe.idl'))
+    return Dds('cyclone', out / 'dds_probe', lambda who: {
+        'CYCLONEDDS_URI': ds.plain_uri(_domain()) if isinstance(who, str) else who.cyclone_uri()})
+
+
+def _fastdds(out: Path) -> Dds:
+    assert FASTDDS_HEADER.exists(), f'Fast DDS headers missing: {SETUP}'
+    _build(['c++', 'openssl'], [['c++', '-O1', '-std=c++17', '-o', 'fastdds_probe', 'fastdds_probe.cpp',
+                                 '-lfastrtps', '-lfastcdr']], out, ('fastdds_probe.cpp',))
+    return Dds('fastdds', out / 'fastdds_probe', lambda who: {
+        'SAFEMANIP_PROBE_ENCLAVE': '' if isinstance(who, str) else str(who.folder)})
+
+
+@pytest.fixture(scope='module', params=['cyclone', 'fastdds'])
+def probe(request, tmp_path_factory) -> Dds:
+    out = tmp_path_factory.mktemp(f'{request.param}_probe')
+    return _cyclone(out) if request.param == 'cyclone' else _fastdds(out)
 
 
 @pytest.fixture(scope='module')
@@ -81,24 +123,23 @@ class Probe:
         return out.splitlines()
 
 
-Who = ds.Enclave | str    # an enclave, or 'outsider': a participant with no security at all
-
-
-def _start(probe: Path, who: Who, role: str, topic: str, seconds: float, *ids: int) -> Probe:
+def _start(probe: Dds, who: Who, role: str, topic: str, seconds: float, *ids: int) -> Probe:
     """A publisher writing as writer ``ids[0]``, or a subscriber that stops once each writer of ``ids`` gave
     ``WANT_SAMPLES``."""
-    uri = ds.plain_uri(_domain()) if isinstance(who, str) else who.cyclone_uri()
-    args = [str(probe), str(_domain()), role, topic, f'{seconds:g}']
+    args = [str(probe.binary), str(_domain()), role, topic, f'{seconds:g}']
     args += [str(ids[0] if ids else 0)] if role == 'pub' else [str(WANT_SAMPLES), *map(str, ids)]
-    return Probe(subprocess.Popen(args, env={**os.environ, 'CYCLONEDDS_URI': uri}, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True))
+    # The implementation's own log (Fast DDS logs a refusal at length) stays out of the answer lines.
+    return Probe(subprocess.Popen(args, env=probe.env(who), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True))
 
 
 def _outcome(lines: list[str]) -> str:
-    """'ready' or 'refused' (participant, topic or endpoint), from a probe's output."""
+    """'ready' or what was refused ('participant refused', 'topic …', 'writer …', 'reader …'), from a probe's
+    output."""
     for line in lines:
-        if ' refused ' in line:
-            return 'refused'
+        words = line.split()
+        if words[1:2] == ['refused'] and words[0] in ('participant', 'topic', 'writer', 'reader'):
+            return ' '.join(words[:2])
         if line == 'ready':
             return 'ready'
     raise AssertionError(f'the probe said neither ready nor refused: {lines}')
@@ -114,7 +155,7 @@ def _received(lines: list[str]) -> dict[int, int]:
     return counts
 
 
-def _flow(probe: Path, reader: ds.Enclave, topic: str, controls: list[Who], rogues: list[Who]) -> dict[int, int]:
+def _flow(probe: Dds, reader: ds.Enclave, topic: str, controls: list[Who], rogues: list[Who]) -> dict[int, int]:
     """One reader on ``topic``; writers started at once: ``controls`` (ids 1…, allowed) and ``rogues`` (ids
     after them).  The reader stops once every control gave ``WANT_SAMPLES``: each rogue, started with them, had
     as long as the slowest allowed participant to authenticate, match and be heard."""
@@ -152,6 +193,7 @@ def test_only_the_supervisor_may_publish_a_hold(probe, enclaves):
     probes = {path: _start(probe, enclaves[path], 'pub', HOLD, 0) for path in _policy_enclaves()}
     outcomes = {path: _outcome(p.result(60)) for path, p in probes.items()}
     assert {path for path, o in outcomes.items() if o == 'ready'} == allowed, outcomes
+    assert {o for path, o in outcomes.items() if path not in allowed} <= REFUSED_TOPIC, outcomes
 
 
 def test_the_robot_hears_the_supervisors_hold_and_no_outsider_or_forged_one(probe, enclaves, tmp_path):
@@ -169,7 +211,7 @@ def test_only_the_operator_may_acknowledge(probe, enclaves):
     refused = {path: _start(probe, enclaves[path], 'pub', ACK, 0) for path in _policy_enclaves()
                if path not in callers}
     for path, p in refused.items():
-        assert _outcome(p.result(60)) == 'refused', path
+        assert _outcome(p.result(60)) in REFUSED_TOPIC, path
     rogues = _flow(probe, enclaves['/safemanip/supervisor'], ACK, [enclaves['/safemanip/operator']], ['outsider'])
     assert rogues == {2: 0}, rogues
 

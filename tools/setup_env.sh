@@ -154,10 +154,14 @@ fi
 
 # ---------------------------------------- 7. system packages the tests need
 # mona: the reference LTLf compiler (differential tests); chromium: opens the
-# audit's report.html headless (report test); Cyclone DDS: its DDS Security
-# plugins enforce the access-control policy (the PyPI Fast DDS has none).
-apt_need() {  # apt_need COMMAND "PACKAGE..." WHY
-  command -v "$1" >/dev/null 2>&1 && return 0
+# audit's report.html headless (report test); Cyclone DDS and Debian's Fast DDS:
+# their DDS Security plugins enforce the access-control policy (the PyPI Fast
+# DDS has none).
+apt_need() {  # apt_need COMMAND-OR-/PATH "PACKAGE..." WHY
+  case "$1" in
+    /*) [ -e "$1" ] && return 0 ;;
+    *) command -v "$1" >/dev/null 2>&1 && return 0 ;;
+  esac
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing the Debian package $2 ($3)"
     # shellcheck disable=SC2086  # $2 is a list of packages
@@ -170,6 +174,7 @@ apt_need() {  # apt_need COMMAND "PACKAGE..." WHY
 apt_need mona mona "MONA differential tests"
 apt_need chromium chromium "report.html in headless Chromium"
 apt_need idlc "cyclonedds-dev cyclonedds-tools" "access-control enforcement tests"
+apt_need /usr/include/fastdds/dds/domain/DomainParticipant.hpp libfastrtps-dev "access-control enforcement tests"
 apt_need openssl openssl "access-control enforcement tests"
 
 # Final check: the environment imports what the tests need.
