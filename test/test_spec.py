@@ -30,6 +30,11 @@ def test_missing_required_field(tmp_path):
     assert "missing required field 'recovery'" in msg and 'suite.yaml:6:' in msg
 
 
+def test_every_missing_required_field_is_named_at_once(tmp_path):
+    msg = _err(tmp_path, HEAD + 'properties:\n  - name: p\n    formula: G a\n    description: d\n')
+    assert msg.endswith("suite.yaml:6: properties[0]: missing required fields 'category', 'trigger', 'recovery'"), msg
+
+
 def test_wrong_choice(tmp_path):
     msg = _err(tmp_path, HEAD + 'properties:\n' + prop(end_policy='sometimes'))
     assert "end_policy: 'sometimes' is not one of ['weak', 'strong']" in msg and 'suite.yaml:11:' in msg

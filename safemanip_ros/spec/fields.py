@@ -40,7 +40,8 @@ _NAMES = {'str': 'a string', 'int': 'an integer', 'float': 'a number', 'bool': '
 
 
 def validate(value: Any, schema: Field, where: str, path: str) -> None:
-    """Raise SpecError at the first problem; ``where`` is 'file:line'."""
+    """Raise SpecError at the first problem (every required field a mapping lacks counts as one);
+    ``where`` is 'file:line'."""
     if schema.kind == 'any':
         return
     expected = _TYPES[schema.kind]
@@ -62,12 +63,13 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
             if key not in schema.keys:
                 raise SpecError(f'{_at(value, key, where)}: {path}: unknown field {key!r} '
                                 f'(allowed: {", ".join(sorted(schema.keys))})')
+        missing = [key for key, sub in schema.keys.items() if sub.required and key not in value]
+        if missing:     # all of them at once: a user fixing a file should not meet them one run at a time
+            raise SpecError(f'{where}: {path}: missing required field{"s" if len(missing) > 1 else ""} '
+                            + ', '.join(map(repr, missing)))
         for key, sub in schema.keys.items():
-            if key not in value:
-                if sub.required:
-                    raise SpecError(f'{where}: {path}: missing required field {key!r}')
-                continue
-            validate(value[key], sub, _at(value, key, where), f'{path}.{key}' if path else key)
+            if key in value:
+                validate(value[key], sub, _at(value, key, where), f'{path}.{key}' if path else key)
     elif schema.kind == 'dict' and schema.values is not None:
         for key, item in value.items():
             if not isinstance(key, str):
