@@ -47,25 +47,25 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
     expected = _TYPES[schema.kind]
     ok = isinstance(value, expected) and not (schema.kind in ('int', 'float') and isinstance(value, bool))
     if not ok:
-        raise SpecError(f'{where}: {path}: expected {_NAMES[schema.kind]}, got {_describe(value)}')
+        raise SpecError(f'{_loc(where, path)}: expected {_NAMES[schema.kind]}, got {_describe(value)}')
     if schema.kind == 'float' and not math.isfinite(value):
-        raise SpecError(f'{where}: {path}: must be a finite number, got {value}')
+        raise SpecError(f'{_loc(where, path)}: must be a finite number, got {value}')
     if schema.choices is not None and value not in schema.choices:
-        raise SpecError(f'{where}: {path}: {value!r} is not one of {list(schema.choices)}')
+        raise SpecError(f'{_loc(where, path)}: {value!r} is not one of {list(schema.choices)}')
     if schema.minimum is not None and value < schema.minimum:
-        raise SpecError(f'{where}: {path}: must be >= {schema.minimum}, got {value}')
+        raise SpecError(f'{_loc(where, path)}: must be >= {schema.minimum}, got {value}')
     if schema.check is not None:
         problem = schema.check(value)
         if problem:
-            raise SpecError(f'{where}: {path}: {problem}')
+            raise SpecError(f'{_loc(where, path)}: {problem}')
     if schema.kind == 'map':
         for key in value:
             if key not in schema.keys:
-                raise SpecError(f'{_at(value, key, where)}: {path}: unknown field {key!r} '
+                raise SpecError(f'{_loc(_at(value, key, where), path)}: unknown field {key!r} '
                                 f'(allowed: {", ".join(sorted(schema.keys))})')
         missing = [key for key, sub in schema.keys.items() if sub.required and key not in value]
         if missing:     # all of them at once: a user fixing a file should not meet them one run at a time
-            raise SpecError(f'{where}: {path}: missing required field{"s" if len(missing) > 1 else ""} '
+            raise SpecError(f'{_loc(where, path)}: missing required field{"s" if len(missing) > 1 else ""} '
                             + ', '.join(map(repr, missing)))
         for key, sub in schema.keys.items():
             if key in value:
@@ -73,12 +73,17 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
     elif schema.kind == 'dict' and schema.values is not None:
         for key, item in value.items():
             if not isinstance(key, str):
-                raise SpecError(f'{_at(value, key, where)}: {path}: keys must be strings, got {key!r}')
+                raise SpecError(f'{_loc(_at(value, key, where), path)}: keys must be strings, got {key!r}')
             validate(item, schema.values, _at(value, key, where), f'{path}.{key}')
     elif schema.kind == 'list' and schema.items is not None:
         for i, item in enumerate(value):
             line = value.where(i) if isinstance(value, LocatedList) else where
             validate(item, schema.items, line, f'{path}[{i}]')
+
+
+def _loc(where: str, path: str) -> str:
+    """'file:line: field.path', or 'file:line' for the document itself (its path is empty)."""
+    return f'{where}: {path}' if path else where
 
 
 def _at(mapping: Any, key: Any, default: str) -> str:
