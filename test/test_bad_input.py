@@ -58,6 +58,9 @@ def test_a_limit_given_twice_is_an_error(report):
     (lambda row: row.update(per_trigger_rate=0.01), 'is not 10 / 40'),
     (lambda row: row['clusters']['violations'].__setitem__(0, 7), 'clusters add up to'),
     (lambda row: row.update(triggers=4000), 'clusters add up to'),
+    (lambda row: row.update(per_trigger_rate=float('nan')), 'per_trigger_rate nan is not 10 / 40'),
+    (lambda row: row.update(unknown_share='x'), "unknown_share 'x' is not a share of frames"),
+    (lambda row: row.update(rollouts=39), 'its clusters list 40 rollouts, not 39'),
 ])
 def test_a_report_whose_numbers_contradict_each_other_is_refused(report, tmp_path, edit, words):
     data = json.loads(report.read_text())
@@ -66,6 +69,25 @@ def test_a_report_whose_numbers_contradict_each_other_is_refused(report, tmp_pat
     edited.write_text(json.dumps(data))
     _one_line_error(run_cli('gate', str(edited), '--max-rate', f'{NAME}=0.9'), str(edited), NAME,
                     'inconsistent', words)
+
+
+@pytest.mark.parametrize('edit, words', [
+    (lambda data: data['categories']['enclosure_access'].update(violations=0, per_trigger_rate=0.0,
+                                                                 clusters={'violations': [0] * 40,
+                                                                           'triggers': [1] * 40}),
+     "category 'enclosure_access': 0 violations and 40 triggers, but its properties add up to 10 and 40"),
+    (lambda data: data.update(categories={}), f"property {NAME!r} is of category 'enclosure_access', which has no row"),
+    (lambda data: data.update(episodes=3), 'episodes is int 3, not a list'),
+])
+def test_a_report_whose_categories_or_episodes_contradict_it_is_refused(report, tmp_path, edit, words):
+    """A category gated at 0 % while its property violates 10 times in 40, or a sequential gate crashing on a
+    report whose episodes are not a list (exit 70)."""
+    data = json.loads(report.read_text())
+    edit(data)
+    edited = tmp_path / 'edited.json'
+    edited.write_text(json.dumps(data))
+    _one_line_error(run_cli('gate', str(edited), '--sequential', '--max-rate', 'enclosure_access=0.5'),
+                    str(edited), words)
 
 
 def test_a_baseline_of_other_properties_is_refused(report, tmp_path):

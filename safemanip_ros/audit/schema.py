@@ -8,6 +8,7 @@ refuses a file that is not a report instead of failing on a missing key.
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypedDict
 
 from ..errors import SafemanipError
@@ -220,6 +221,9 @@ def check_report(data: object, where: str) -> Report:
     if missing:
         raise SafemanipError(f'{where}: not an audit report (no valid {", ".join(missing)}); '
                              f'give the report.json written by safemanip audit')
+    if 'episodes' in data and not isinstance(data['episodes'], list):
+        raise SafemanipError(f'{where}: not an audit report (episodes is {_describe(data["episodes"])}, not a '
+                             f'list); give the report.json written by safemanip audit')
     if data['version'] != REPORT_VERSION:
         raise SafemanipError(f'{where}: report version {data["version"]}, this safemanip reads version '
                              f'{REPORT_VERSION}: audit again')
@@ -235,19 +239,54 @@ def check_consistent(report: Report, where: str) -> None:
     for section, kind in (('properties', 'property'), ('categories', 'category')):
         for name, row in report[section].items():  # type: ignore[literal-required]
             problem = _row_problem(row)
+            if problem is None and row['rollouts'] > report['rollouts']:
+                problem = f'{row["rollouts"]} rollouts, more than the report\'s {report["rollouts"]}'
             if problem:
                 raise SafemanipError(f'{where}: {kind} {name!r}: {problem}: the report is inconsistent (edited or '
                                      f'corrupt); audit again')
+    problem = _category_problem(report)
+    if problem:
+        raise SafemanipError(f'{where}: {problem}: the report is inconsistent (edited or corrupt); audit again')
+
+
+def _category_problem(report: Report) -> str | None:
+    """A category row whose counts are not the sums of its properties' (audit/report.py adds them up), or a
+    property whose category has no row."""
+    sums: dict[str, list[int]] = {}
+    for name, row in report['properties'].items():
+        category = row.get('category')
+        if not isinstance(category, str):
+            continue
+        if category not in report['categories']:
+            return f'property {name!r} is of category {category!r}, which has no row'
+        total = sums.setdefault(category, [0, 0])
+        total[0] += row['violations']
+        total[1] += row['triggers']
+    for category, (violations, triggers) in sums.items():
+        group = report['categories'][category]
+        if (group['violations'], group['triggers']) != (violations, triggers):
+            return (f'category {category!r}: {group["violations"]} violations and {group["triggers"]} triggers, but its '
+                    f'properties add up to {violations} and {triggers}')
+    return None
 
 
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _describe(value: object) -> str:
+    return f'{type(value).__name__} {value!r}'[:60]
+
+
 def _row_problem(row: object) -> str | None:
     """What is inconsistent in one property or category row of a report
     (counts that are not non-negative integers, clusters that do not add up
-    to the counts, a rate that is not violations / triggers), or None."""
+    to the counts, a rate that is not violations / triggers, an unknown
+    share outside 0..1), or None."""
     if not isinstance(row, dict):
         return 'not an object'
     for key in ('rollouts', 'triggers', 'violations'):
@@ -259,14 +298,19 @@ def _row_problem(row: object) -> str | None:
     v, n = clusters['violations'], clusters['triggers']
     if len(v) != len(n) or not all(map(_count, v)) or not all(map(_count, n)):
         return 'its clusters are not two equally long lists of counts'
+    if len(v) != row['rollouts']:
+        return f'its clusters list {len(v)} rollouts, not {row["rollouts"]}'
     if sum(v) != row['violations'] or sum(n) != row['triggers']:
         return (f'its clusters add up to {sum(v)} violations and {sum(n)} triggers, not {row["violations"]} and '
                 f'{row["triggers"]}')
+    share = row.get('unknown_share')
+    if share is not None and not (_number(share) and 0 <= share <= 1):
+        return f'unknown_share {share!r} is not a share of frames (0 to 1)'
     rate = row.get('per_trigger_rate')
     if row['triggers'] == 0:
         if rate is not None:
             return f'per_trigger_rate {rate!r} with no trigger'
-    elif not isinstance(rate, (int, float)) or isinstance(rate, bool) or \
+    elif not isinstance(rate, (int, float)) or isinstance(rate, bool) or not math.isfinite(rate) or \
             abs(rate - row['violations'] / row['triggers']) > 1e-9 * max(1.0, abs(rate)):
         return f'per_trigger_rate {rate!r} is not {row["violations"]} / {row["triggers"]}'
     return None
