@@ -417,6 +417,39 @@ def test_impossible_robot_configurations_are_refused(tmp_path, old, new, words):
     _one_line_error(run_cli('predicates', '--config', str(bad)), str(bad), words)
 
 
+PANDA = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+
+
+@pytest.mark.parametrize('old, new, words', [
+    ('robot0_joint1: 2.175', 'robot0_joint1: -2.175', 'velocity_limits_rad_s.robot0_joint1: must be > 0, got -2.175'),
+    ('support_half_extents_m: [0.3, 0.15]', 'support_half_extents_m: [0.3, 0]',
+     'entities.shelf.support_half_extents_m[1]: must be > 0, got 0'),
+    ('frame: chicken_main', "frame: ' '", 'entities.chicken.frame: must name a frame'),
+    ('bodies: [chicken_g0]', "bodies: ['']", 'entities.chicken.bodies[0]: must be a name'),
+    ('[gripper0_eef, mug_main, 0.05]', '[gripper0_eef, mug_main, .nan]',
+     'tf.near.gripper_mug: expected [frame_a, frame_b, distance_m]'),
+    ('[gripper0_eef, mug_main, 0.05]', '[gripper0_eef, mug_main, -0.05]', 'its distance must be > 0 m, got -0.05'),
+    ('[gripper0_eef, mug_main, 0.05]', '[~, mug_main, 0.05]', 'tf.near.gripper_mug: expected [frame_a'),
+    ('[-0.15, -0.15, 0.0], [0.15, 0.15, 0.25]', '[0.15, -0.15, 0.0], [-0.15, 0.15, 0.25]',
+     'tf.inside.mug_in_microwave: its minimum corner [0.15, -0.15, 0.0] must lie below its maximum'),
+    ('[-0.15, -0.15, 0.0], [0.15, 0.15, 0.25]', '[-0.15, x, 0.0], [0.15, 0.15, 0.25]', 'finite numbers'),
+    ('rect_px: [40, 300, 200, 420]', 'rect_px: [200, 300, 40, 420]', 'camera.regions.shelf_left: rect_px'),
+    ('hsv_low: [0, 120, 70]', 'hsv_low: [-1, 120, 70]', "hsv_low [-1, 120, 70] is outside OpenCV's HSV range"),
+    ('hsv_high: [10, 255, 255]', 'hsv_high: [10, 256, 255]', "hsv_high [10, 256, 255] is outside"),
+    ('hsv_low: [0, 120, 70]', 'hsv_low: [20, 120, 70]', 'hsv_low [20, 120, 70] must not exceed hsv_high'),
+    ('min_fraction: 0.2', 'min_fraction: -1', 'min_fraction -1 must be a share of the region'),
+])
+def test_impossible_geometry_and_camera_settings_are_refused(tmp_path, old, new, words):
+    """Loaded before: negative speed limits and extents, empty frame and body names, a NaN or negative
+    "near" distance (str(None) became a frame named 'None'), inside-out boxes, pixel rectangles and HSV bounds
+    that select nothing or crash cv2.inRange at the first image, a min_fraction that is always met."""
+    text = PANDA.read_text()
+    assert old in text
+    bad = tmp_path / 'robot.yaml'
+    bad.write_text(text.replace(old, new, 1))
+    _one_line_error(run_cli('predicates', '--config', str(bad)), str(bad), words)
+
+
 def test_windows_past_the_state_budget_are_refused_not_a_hang(tmp_path):
     """`G(a -> F[40,60] b)` grew to 1.6 GB in 15 s and hung monitor-trace,
     audit and run at start-up; `G[0,1000000000] a` likewise."""

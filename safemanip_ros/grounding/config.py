@@ -11,6 +11,7 @@ and builds each grounding source's configuration.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,8 +34,77 @@ def _named(value: str) -> str | None:
     return None if value.strip() else 'must name a frame (it is empty)'
 
 
-_STR_LIST = Field('list', items=Field('str'))
+def _nonempty(value: str) -> str | None:
+    return None if value.strip() else 'must be a name (it is empty)'
+
+
+def _positive(value: float) -> str | None:
+    return None if value > 0 else f'must be > 0, got {value}'
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _box_problem(lo: object, hi: object) -> str | None:
+    """What is wrong with an axis-aligned box given as its two corners, or None."""
+    if not (isinstance(lo, list) and isinstance(hi, list) and len(lo) == 3 and len(hi) == 3
+            and all(map(_is_number, lo + hi))):
+        return 'its corners must be [xmin, ymin, zmin] and [xmax, ymax, zmax], finite numbers'
+    if not all(a < b for a, b in zip(lo, hi)):
+        return f'its minimum corner {lo} must lie below its maximum {hi} on every axis'
+    return None
+
+
+def _near_problem(spec: list[object]) -> str | None:
+    if len(spec) != 3 or not (_is_name(spec[0]) and _is_name(spec[1]) and _is_number(spec[2])):
+        return f'expected [frame_a, frame_b, distance_m], got {spec}'
+    return None if spec[2] > 0 else f'its distance must be > 0 m, got {spec[2]}'  # type: ignore[operator]
+
+
+def _inside_problem(spec: list[object]) -> str | None:
+    if len(spec) != 4 or not (_is_name(spec[0]) and _is_name(spec[1])):
+        return f'expected [frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]], got {spec}'
+    return _box_problem(spec[2], spec[3])
+
+
+def _interior_problem(spec: list[object]) -> str | None:
+    if len(spec) != 3 or not _is_name(spec[0]):
+        return f'expected [frame, [xmin, ymin, zmin], [xmax, ymax, zmax]] (metres in that frame), got {spec}'
+    return _box_problem(spec[1], spec[2])
+
+
+# OpenCV's 8-bit HSV: hue 0..179, saturation and value 0..255 (cv2.inRange does not wrap hue).
+_HSV_MAX = (179, 255, 255)
+
+
+def _region_problem(region: dict[str, list[int]]) -> str | None:
+    rect, low, high = region['rect_px'], region['hsv_low'], region['hsv_high']
+    if len(rect) != 4 or len(low) != 3 or len(high) != 3:
+        return 'rect_px is [x0, y0, x1, y1], hsv_low/hsv_high are [h, s, v]'
+    x0, y0, x1, y1 = rect
+    if not (0 <= x0 < x1 and 0 <= y0 < y1):
+        return f'rect_px {rect} must have 0 <= x0 < x1 and 0 <= y0 < y1 (pixels)'
+    for name, hsv in (('hsv_low', low), ('hsv_high', high)):
+        if not all(0 <= v <= top for v, top in zip(hsv, _HSV_MAX)):
+            return f'{name} {hsv} is outside OpenCV\'s HSV range (h 0..179, s and v 0..255)'
+    if not all(a <= b for a, b in zip(low, high)):
+        return f'hsv_low {low} must not exceed hsv_high {high} in any channel (no hue wrap-around)'
+    fraction = region.get('min_fraction', 0.2)
+    if not 0 < fraction <= 1:  # type: ignore[operator]
+        return f'min_fraction {fraction} must be a share of the region, 0 < x <= 1'
+    return None
+
+
+_NAME = Field('str', check=_nonempty)
+_STR_LIST = Field('list', items=_NAME)
 _NUM_LIST = Field('list', items=Field('float'))
+_POSITIVE = Field('float', check=_positive)
+_POSITIVE_LIST = Field('list', items=_POSITIVE)
 ROBOT_SCHEMA = Field('map', keys={
     'robot': Field('str', required=True),
     'description': Field('str'),
@@ -53,7 +123,7 @@ ROBOT_SCHEMA = Field('map', keys={
             'sign': Field('float'), 'offset': Field('float'), 'scale': Field('float', minimum=1e-9),
             'closed': Field('float'), 'open': Field('float')})),
         'position_limits_rad': Field('dict', values=_NUM_LIST),
-        'velocity_limits_rad_s': Field('dict', values=Field('float')),
+        'velocity_limits_rad_s': Field('dict', values=_POSITIVE),
         'command_topic': Field('str'),
     }),
     # Thresholds are speeds, margins, distances and forces: none is negative.
@@ -66,23 +136,23 @@ ROBOT_SCHEMA = Field('map', keys={
         'robot_bodies': _STR_LIST, 'finger_bodies': _STR_LIST, 'min_finger_bodies': Field('int', minimum=1),
         'target_fixtures': _STR_LIST}),
     'entities': Field('dict', required=True, values=Field('map', keys={
-        'type': Field('str', required=True), 'bodies': _STR_LIST, 'frame': Field('str'),
-        'grasp_targets': _STR_LIST, 'support_half_extents_m': _NUM_LIST,
-        'shape': Field('map', keys={'box': _NUM_LIST, 'cylinder': _NUM_LIST, 'sphere': Field('float')}),
+        'type': Field('str', required=True), 'bodies': _STR_LIST, 'frame': Field('str', check=_named),
+        'grasp_targets': _STR_LIST, 'support_half_extents_m': _POSITIVE_LIST,
+        'shape': Field('map', keys={'box': _POSITIVE_LIST, 'cylinder': _POSITIVE_LIST, 'sphere': _POSITIVE}),
         'top_offset_m': Field('float'), 'roles': _STR_LIST})),
     'fixtures': Field('dict', values=Field('map', keys={
-        'joint': Field('str', required=True), 'closed': Field('float', required=True),
-        'open': Field('float', required=True), 'interior': Field('list')})),
+        'joint': Field('str', required=True, check=_nonempty), 'closed': Field('float', required=True),
+        'open': Field('float', required=True), 'interior': Field('list', check=_interior_problem)})),
     # How object poses are read when a detector gives them (grounding/tracking.py).
     'perception': Field('map', keys={k: Field('float', minimum=0.0) for k in (
         'position_noise_m', 'orientation_noise_rad')} | {k: Field('float', minimum=1e-3) for k in (
         'window_s', 'staleness_s')}),
-    'tf': Field('map', keys={'near': Field('dict', values=Field('list')),
-                             'inside': Field('dict', values=Field('list'))}),
+    'tf': Field('map', keys={'near': Field('dict', values=Field('list', check=_near_problem)),
+                             'inside': Field('dict', values=Field('list', check=_inside_problem))}),
     'camera': Field('map', keys={
         'dictionary': Field('str'), 'marker_size_m': Field('float', minimum=1e-4),
         'markers': Field('dict', values=Field('str')),
-        'regions': Field('dict', values=Field('map', keys={
+        'regions': Field('dict', values=Field('map', check=_region_problem, keys={
             'rect_px': Field('list', required=True, items=Field('int')),
             'hsv_low': Field('list', required=True, items=Field('int')),
             'hsv_high': Field('list', required=True, items=Field('int')),
@@ -181,24 +251,16 @@ def load_robot_config(path: str | Path) -> RobotConfig:
     wrench = WrenchConfig(th.get('force_threshold_n', 10.0), th.get('torque_threshold_nm', 2.0), st.get('wrench', 0.1))
     tf_doc = doc.get('tf') or {}
     near = {}
-    for name, spec in (tf_doc.get('near') or {}).items():
-        if len(spec) != 3:
-            raise SpecError(f'{tf_doc["near"].where(name)}: tf.near.{name}: expected [frame_a, frame_b, distance_m]')
+    for name, spec in (tf_doc.get('near') or {}).items():      # shapes checked by the schema (_near_problem)
         near[name] = (str(spec[0]), str(spec[1]), float(spec[2]))
     inside = {}
-    for name, spec in (tf_doc.get('inside') or {}).items():
-        if len(spec) != 4 or len(spec[2]) != 3 or len(spec[3]) != 3:
-            raise SpecError(f'{tf_doc["inside"].where(name)}: tf.inside.{name}: expected '
-                            f'[frame, box_frame, [xmin, ymin, zmin], [xmax, ymax, zmax]]')
+    for name, spec in (tf_doc.get('inside') or {}).items():    # (_inside_problem)
         inside[name] = (str(spec[0]), str(spec[1]), tuple(spec[2]), tuple(spec[3]))
     interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = {}
     for name, spec in (doc.get('fixtures') or {}).items():
         box = spec.get('interior')
         if box is None:
             continue
-        if len(box) != 3 or len(box[1]) != 3 or len(box[2]) != 3:
-            raise SpecError(f'{spec.where("interior")}: fixtures.{name}.interior: expected '
-                            f'[frame, [xmin, ymin, zmin], [xmax, ymax, zmax]] (metres in that frame)')
         lo_x, lo_y, lo_z = (float(v) for v in box[1])
         hi_x, hi_y, hi_z = (float(v) for v in box[2])
         interiors[name] = (str(box[0]), (lo_x, lo_y, lo_z), (hi_x, hi_y, hi_z))
@@ -223,10 +285,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                   pick_approach='pick' not in skills.mapped)
     cam = doc.get('camera') or {}
     regions = {}
-    for name, r in (cam.get('regions') or {}).items():
-        if len(r['rect_px']) != 4 or len(r['hsv_low']) != 3 or len(r['hsv_high']) != 3:
-            raise SpecError(f'{cam["regions"].where(name)}: camera.regions.{name}: rect_px is [x0, y0, x1, y1], '
-                            f'hsv_low/hsv_high are [h, s, v]')
+    for name, r in (cam.get('regions') or {}).items():        # (_region_problem)
         x0, y0, x1, y1 = r['rect_px']
         regions[name] = ColourRegion(x0, y0, x1, y1, tuple(r['hsv_low']), tuple(r['hsv_high']),
                                      float(r.get('min_fraction', 0.2)))

@@ -54,10 +54,6 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
         raise SpecError(f'{_loc(where, path)}: {value!r} is not one of {list(schema.choices)}')
     if schema.minimum is not None and value < schema.minimum:
         raise SpecError(f'{_loc(where, path)}: must be >= {schema.minimum}, got {value}')
-    if schema.check is not None:
-        problem = schema.check(value)
-        if problem:
-            raise SpecError(f'{_loc(where, path)}: {problem}')
     if schema.kind == 'map':
         for key in value:
             if key not in schema.keys:
@@ -79,6 +75,11 @@ def validate(value: Any, schema: Field, where: str, path: str) -> None:
         for i, item in enumerate(value):
             line = value.where(i) if isinstance(value, LocatedList) else where
             validate(item, schema.items, line, f'{path}[{i}]')
+    # Last, on a value whose parts passed their own schemas (a cross-field check may rely on them).
+    if schema.check is not None:
+        problem = schema.check(value)
+        if problem:
+            raise SpecError(f'{_loc(where, path)}: {problem}')
 
 
 def _loc(where: str, path: str) -> str:
