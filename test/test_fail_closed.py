@@ -109,6 +109,36 @@ def test_a_parameter_no_node_takes_stops_the_run(args, words):
     assert 'nodes up' not in proc.stdout
 
 
+@pytest.mark.parametrize('text, words', [
+    ('categories:\n  collision_contact: pause\n', "policy.yaml:1: unknown field 'categories' (allowed: alerts, category"),
+    ('category: pause\n', "policy.yaml:1: category: expected a mapping, got str 'pause'"),
+    ('severity:\n  fatal: stop\n', "policy.yaml:2: severity: unknown field 'fatal' (allowed: critical, error"),
+    ('category:\n  collision_contact: halt\n', "'halt' is not one of ['log', 'alert', 'pause', 'retract', 'stop']"),
+    ('property:\n  no_forbiden_contact: stop\n', "property 'no_forbiden_contact' is not in the suite (its properties: "),
+    ('category:\n  colision_contact: stop\n', "category 'colision_contact' is not in the suite (its categories: "),
+])
+def test_a_supervisor_policy_that_would_not_apply_stops_the_run(tmp_path, text, words):
+    """A misspelt section or name in the policy used to be ignored (its properties got the weaker severity
+    default); a section that is not a mapping was exit 70."""
+    policy = tmp_path / 'policy.yaml'
+    policy.write_text(text)
+    proc = subprocess.run([str(BIN / 'safemanip'), 'run', '--config', str(CONFIG), '--no-record', '--policy',
+                           str(policy)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert 'nodes up' not in proc.stdout
+
+
+def test_the_supervisor_executable_refuses_a_misspelt_policy_section(tmp_path):
+    policy = tmp_path / 'policy.yaml'
+    policy.write_text('categories:\n  collision_contact: pause\n')
+    proc = subprocess.run([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p',
+                           f'policy_file:={policy}'], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "configure failed: policy_file: " in proc.stderr and "unknown field 'categories'" in proc.stderr
+
+
 def test_a_node_executable_refuses_a_parameter_it_does_not_take():
     """As ``ros2 run`` or a launch file's ``parameters`` start it: one line, exit 2."""
     proc = subprocess.run([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true',

@@ -19,6 +19,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from safemanip_ros.errors import SpecError
 from safemanip_ros.msg import SupervisorAction, ViolationEvent
 from safemanip_ros.nodes.conversions import time_from_ns
 from safemanip_ros.supervisor import JointHistory, ResponsePolicy, Supervisor, retract_path
@@ -33,8 +34,10 @@ def test_policy_lookup_order_and_defaults():
     assert pol.response('q', 'c', 'info') == 'stop'
     assert pol.response('q', 'd', 'warning') == 'pause'
     assert pol.response('q', 'd', 'critical') == 'stop' and pol.response('q', 'd', 'info') == 'log'
-    with pytest.raises(ValueError, match="'jump'"):
+    with pytest.raises(SpecError, match="category.c: 'jump' is not one of"):
         ResponsePolicy.from_mapping({'category': {'c': 'jump'}})
+    assert pol.unknown_names(['p'], ['c']) == []
+    assert pol.unknown_names(['q'], ['c', 'd']) == ["property 'p' is not in the suite (its properties: q)"]
 
 
 def test_hold_until_recovered_and_acknowledged():

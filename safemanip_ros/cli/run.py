@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS
     properties = profile_properties(args)
     instances = build_instances(properties, robot_config=args.config, only=args.only, strict=args.strict)
+    if not args.no_supervisor and args.policy:
+        _check_policy_names(args.policy, properties)
     print(f'safemanip run: {len(instances.instances)} property instances monitored; '
           f'{len(instances.unsupported)} unsupported (not run):', flush=True)
     for inst, missing in sorted(instances.unsupported.items()):
@@ -123,6 +125,20 @@ def run(args: argparse.Namespace) -> int:
               f'its bag (its output is above)', file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _check_policy_names(policy_file: str, properties: list[str]) -> None:
+    """The policy's property and category names against the monitored suites (only here are both known):
+    a misspelt name never matches, and its property gets the weaker severity default."""
+    from ..spec.suite import load_suite
+    from ..spec.yamlio import load_yaml
+    from ..supervisor.policy import ResponsePolicy
+    policy = ResponsePolicy.from_mapping(load_yaml(policy_file) or {}, f'{policy_file}:1')
+    suite = load_suite(properties)
+    unknown = policy.unknown_names((p.name for p in suite.properties), (p.category for p in suite.properties))
+    if unknown:
+        raise SafemanipError(f'{policy_file}: {unknown[0]}' + (f' (and {len(unknown) - 1} more)' if len(unknown) > 1
+                                                                else ''))
 
 
 def _recorder_ended(code: int) -> None:

@@ -255,10 +255,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             return transition_failed(self, 'configure', f'{err.one_line()}')
         try:
             data = (load_yaml(p('policy_file').value) if p('policy_file').value else None) or {}
-            if not isinstance(data, dict):
-                raise ValueError(f'expected a mapping of property/category/severity responses, got '
-                                 f'{type(data).__name__}')
-            policy = ResponsePolicy.from_mapping(data)
+            policy = ResponsePolicy.from_mapping(data, f'{p("policy_file").value}:1')
             alerts = AlertConfig.from_mapping(data.get('alerts'))
         except SpecError as err:          # unreadable, not UTF-8, invalid YAML, an alias bomb: names the file
             return transition_failed(self, 'configure', f'policy_file: {err.one_line()}')

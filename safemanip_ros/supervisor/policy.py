@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from ..spec.fields import Field, validate
 
 RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
@@ -54,21 +56,43 @@ class ResponsePolicy:
     by_severity: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> 'ResponsePolicy':
-        out = cls({k: str(v) for k, v in (data.get('property') or {}).items()},
-                  {k: str(v) for k, v in (data.get('category') or {}).items()},
-                  {k: str(v) for k, v in (data.get('severity') or {}).items()})
-        for table in (out.by_property, out.by_category, out.by_severity):
-            for key, value in table.items():
-                if value not in _RANK:
-                    raise ValueError(f'response for {key!r} is {value!r}; expected one of {sorted(_RANK)}')
-        return out
+    def from_mapping(cls, data: Mapping[str, Any], where: str = 'policy') -> 'ResponsePolicy':
+        """A policy file's mapping, validated: only ``property``, ``category``, ``severity`` (and
+        ``alerts``, read by :class:`~.alerts.AlertConfig`); each a mapping of names to one of the responses;
+        severities only those there are.  A misspelt section (``categories:``) used to be ignored, leaving
+        its properties to the severity default.  ``where``: 'file:line' for the errors.
+
+        Raises:
+            SpecError: naming the file, line and field.
+        """
+        validate(data, POLICY_SCHEMA, where, '')
+        return cls({k: str(v) for k, v in (data.get('property') or {}).items()},
+                   {k: str(v) for k, v in (data.get('category') or {}).items()},
+                   {k: str(v) for k, v in (data.get('severity') or {}).items()})
+
+    def unknown_names(self, properties: Iterable[str], categories: Iterable[str]) -> list[str]:
+        """What this policy names that a suite of ``properties`` and ``categories`` does not have (a
+        typo there never matches, and the property gets a weaker default response)."""
+        props, cats = set(properties), set(categories)
+        return [f'property {name!r} is not in the suite (its properties: {", ".join(sorted(props))})'
+                for name in self.by_property if name not in props] + \
+               [f'category {name!r} is not in the suite (its categories: {", ".join(sorted(cats))})'
+                for name in self.by_category if name not in cats]
 
     def response(self, property: str, category: str, severity: str) -> str:
         for table, key in ((self.by_property, property), (self.by_category, category), (self.by_severity, severity)):
             if key in table:
                 return table[key]
         return SEVERITY_DEFAULT.get(severity, 'alert')
+
+
+_RESPONSE = Field('str', choices=tuple(_RANK))
+POLICY_SCHEMA = Field('map', keys={
+    'property': Field('dict', values=_RESPONSE), 'category': Field('dict', values=_RESPONSE),
+    'severity': Field('map', keys={severity: _RESPONSE for severity in SEVERITY_DEFAULT}),
+    'alerts': Field('any'),          # supervisor/alerts.py checks its own section
+})
+"""A supervisor policy file: responses by property, category and severity, and where alerts go."""
 
 
 class Supervisor:
