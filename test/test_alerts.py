@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import wait_for
 
+from safemanip_ros.errors import SpecError
 from safemanip_ros.supervisor.alerts import AlertConfig, AlertDispatcher, JsonLinesSink, WebhookSink
 
 
@@ -127,7 +128,9 @@ def test_alert_configuration_is_checked():
     assert AlertConfig.from_mapping(None).sinks() == []
     cfg = AlertConfig.from_mapping({'jsonl': 'a.jsonl', 'webhook': {'url': 'http://h/x', 'timeout_s': 1}})
     assert [s.name for s in cfg.sinks()] == ['jsonl', 'webhook']
-    for bad, words in (({'webhok': {}}, 'unknown key'), ({'webhook': {'url': 'ftp://x'}}, 'alerts.webhook'),
-                       ({'queue': 0}, 'queue'), ({'min_interval_s': -1}, 'min_interval_s')):
-        with pytest.raises(ValueError, match=words):
-            AlertConfig.from_mapping(bad)
+    for bad, words in (({'webhok': {}}, "alerts: unknown field 'webhok'"),
+                       ({'webhook': {'url': 'ftp://x'}}, "alerts.webhook.url: expected an http:// or https:// URL"),
+                       ({'queue': 0}, 'alerts.queue: must be >= 1'), ({'queue': 'x'}, 'alerts.queue: expected an integer'),
+                       ({'min_interval_s': -1}, 'alerts.min_interval_s: must be >= 0'), (5, 'expected a mapping')):
+        with pytest.raises(SpecError, match=words):
+            AlertConfig.from_mapping(bad)  # type: ignore[arg-type]

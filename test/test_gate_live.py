@@ -177,6 +177,21 @@ def test_bad_live_options_exit_2(tmp_path):
         assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
 
 
+@pytest.mark.parametrize('text, words', [
+    ('alert:\n  jsonl: a.jsonl\n', "alerts.yaml:1: unknown field 'alert' (allowed: alerts, category"),
+    ('alerts: 5\n', 'alerts.yaml:1: alerts: expected a mapping, got int 5'),
+    ('- 1\n', 'alerts.yaml:1: expected a mapping, got a list [1]'),
+    ('alerts:\n  queue: x\n', "alerts.yaml:2: alerts.queue: expected an integer, got str 'x'"),
+])
+def test_an_alerts_file_that_would_send_nothing_is_refused(tmp_path, text, words):
+    """A misspelt `alerts:` used to run the gate with no sink at all; `alerts: 5` was exit 70."""
+    (tmp_path / 'alerts.yaml').write_text(text)
+    proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.1', '--max-duration-s', '1', '--alerts',
+                           str(tmp_path / 'alerts.yaml')], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
 def test_the_time_budget_ends_a_gate_that_hears_no_rollout(tmp_path):
     """No monitor publishes: the gate still stops undecided (exit 4) when its time is spent (it waited for a
     rollout to look at the clock, and so ran on for good)."""

@@ -48,8 +48,10 @@ from ..atomic_file import write_text_atomically
 from ..audit.gate import parse_limits
 from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, rollouts_from_bags
 from ..errors import ParameterError, SafemanipError, SpecError
+from ..spec.fields import validate
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
+from ..supervisor.policy import ALERTS_FILE_SCHEMA
 from .params import RosParameters, check_range
 from .qos import FINAL_METRICS, RELIABLE, latched
 from .runner import run_node, wait_acked
@@ -126,9 +128,11 @@ class GateNode(RosParameters, Node):
         alerts = AlertConfig()
         if p('alerts_file'):
             try:
-                alerts = AlertConfig.from_mapping((load_yaml(p('alerts_file')) or {}).get('alerts'))
-            except (SpecError, ValueError, AttributeError) as exc:
-                raise ParameterError(f'alerts_file {p("alerts_file")}: {" ".join(str(exc).split())}') from None
+                doc = load_yaml(p('alerts_file'))
+                validate(doc, ALERTS_FILE_SCHEMA, f'{p("alerts_file")}:1', '')    # a misspelt alerts: sends none
+                alerts = AlertConfig.from_mapping(doc['alerts'], f'{p("alerts_file")}:1')
+            except SpecError as exc:
+                raise ParameterError(f'alerts_file: {exc.one_line()}') from None
         self.alerts = AlertDispatcher.from_config(alerts)
         self.started = time.monotonic()
         self.robots = [str(r).strip('/') for r in p('robots')] or ['']

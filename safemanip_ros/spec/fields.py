@@ -94,4 +94,6 @@ def _at(mapping: Any, key: Any, default: str) -> str:
 def _describe(value: Any) -> str:
     if value is None:
         return 'nothing (null)'
-    return f'{type(value).__name__} {value!r}'[:80]
+    # The YAML loader's own containers (Located, LocatedList) by the names a user knows.
+    kind = 'a list' if isinstance(value, list) else 'a mapping' if isinstance(value, dict) else type(value).__name__
+    return f'{kind} {value!r}'[:80]

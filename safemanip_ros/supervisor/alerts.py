@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from ..realtime import background_thread
+from ..spec.fields import Field, validate
 
 Alert = dict[str, Any]
 
@@ -83,6 +84,21 @@ class WebhookSink:
             raise OSError(f'{self.url}: HTTP {exc.code}') from None
 
 
+def _http_url(url: str) -> str | None:
+    return None if url.startswith(('http://', 'https://')) else f'expected an http:// or https:// URL, got {url!r}'
+
+
+ALERTS_SCHEMA = Field('map', keys={
+    'jsonl': Field('str'),
+    'webhook': Field('map', keys={'url': Field('str', required=True, check=_http_url),
+                                  'timeout_s': Field('float', minimum=0.0)}),
+    'min_interval_s': Field('float', minimum=0.0), 'queue': Field('int', minimum=1),
+    'retries': Field('int', minimum=0), 'backoff_s': Field('float', minimum=0.0),
+    'max_backoff_s': Field('float', minimum=0.0),
+})
+"""An ``alerts:`` section (in a supervisor's policy file, or the file of ``gate --live --alerts``)."""
+
+
 @dataclass(frozen=True)
 class AlertConfig:
     """The ``alerts:`` section of a YAML file."""
@@ -97,28 +113,22 @@ class AlertConfig:
     max_backoff_s: float = 8.0
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> 'AlertConfig':
-        """Validate and read an ``alerts:`` mapping (None or empty: no sink)."""
-        data = dict(data or {})
-        known = {'jsonl', 'webhook', 'min_interval_s', 'queue', 'retries', 'backoff_s', 'max_backoff_s'}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f'alerts: unknown key(s) {unknown}; known: {sorted(known)}')
-        hook = data.pop('webhook', None) or {}
-        if hook and (not isinstance(hook, Mapping) or set(hook) - {'url', 'timeout_s'}
-                     or not str(hook.get('url', '')).startswith(('http://', 'https://'))):
-            raise ValueError('alerts.webhook: expected {url: http(s)://..., timeout_s: seconds}')
-        out = cls(jsonl=str(data.get('jsonl') or ''), webhook_url=str(hook.get('url', '')) if hook else '',
-                  webhook_timeout_s=float(hook.get('timeout_s', 2.0)) if hook else 2.0,
-                  min_interval_s=float(data.get('min_interval_s', 1.0)), queue=int(data.get('queue', 256)),
-                  retries=int(data.get('retries', 5)), backoff_s=float(data.get('backoff_s', 0.5)),
-                  max_backoff_s=float(data.get('max_backoff_s', 8.0)))
-        for name in ('webhook_timeout_s', 'min_interval_s', 'backoff_s', 'max_backoff_s'):
-            if not getattr(out, name) >= 0:
-                raise ValueError(f'alerts: {name} must be >= 0')
-        if out.queue < 1 or out.retries < 0:
-            raise ValueError('alerts: queue must be >= 1 and retries >= 0')
-        return out
+    def from_mapping(cls, data: Mapping[str, Any] | None, where: str = 'alerts') -> 'AlertConfig':
+        """Validate (:data:`ALERTS_SCHEMA`) and read an ``alerts:`` mapping (None or empty: no sink);
+        ``where``: 'file:line' for the errors.
+
+        Raises:
+            SpecError: naming the file, line and field.
+        """
+        if data is None:
+            return cls()
+        validate(data, ALERTS_SCHEMA, where, 'alerts')
+        hook = data.get('webhook') or {}
+        return cls(jsonl=str(data.get('jsonl') or ''), webhook_url=str(hook.get('url', '')),
+                   webhook_timeout_s=float(hook.get('timeout_s', 2.0)),
+                   min_interval_s=float(data.get('min_interval_s', 1.0)), queue=int(data.get('queue', 256)),
+                   retries=int(data.get('retries', 5)), backoff_s=float(data.get('backoff_s', 0.5)),
+                   max_backoff_s=float(data.get('max_backoff_s', 8.0)))
 
     def sinks(self) -> list[AlertSink]:
         out: list[AlertSink] = []

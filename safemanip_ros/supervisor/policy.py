@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ..spec.fields import Field, validate
+from .alerts import ALERTS_SCHEMA
 
 RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
@@ -58,7 +59,7 @@ class ResponsePolicy:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = 'policy') -> 'ResponsePolicy':
         """A policy file's mapping, validated: only ``property``, ``category``, ``severity`` (and
-        ``alerts``, read by :class:`~.alerts.AlertConfig`); each a mapping of names to one of the responses;
+        ``alerts``, read by :class:`~.alerts.AlertConfig`, checked here too); each a mapping of names to one of the responses;
         severities only those there are.  A misspelt section (``categories:``) used to be ignored, leaving
         its properties to the severity default.  ``where``: 'file:line' for the errors.
 
@@ -90,9 +91,11 @@ _RESPONSE = Field('str', choices=tuple(_RANK))
 POLICY_SCHEMA = Field('map', keys={
     'property': Field('dict', values=_RESPONSE), 'category': Field('dict', values=_RESPONSE),
     'severity': Field('map', keys={severity: _RESPONSE for severity in SEVERITY_DEFAULT}),
-    'alerts': Field('any'),          # supervisor/alerts.py checks its own section
+    'alerts': ALERTS_SCHEMA,
 })
 """A supervisor policy file: responses by property, category and severity, and where alerts go."""
+ALERTS_FILE_SCHEMA = Field('map', keys={**POLICY_SCHEMA.keys, 'alerts': replace(ALERTS_SCHEMA, required=True)})
+"""The file of ``gate --live --alerts``: an ``alerts:`` section, alone or in a supervisor's policy file."""
 
 
 class Supervisor:
