@@ -76,7 +76,7 @@ LAYERS_BELOW = {
     'monitor': {'ltlf', 'spec'},
     'bag': set(),
     'grounding': {'bag', 'spec'},
-    'supervisor': set(),
+    'supervisor': {'spec'},                      # spec: the field schemas of policy and alert files
     'audit': {'bag', 'grounding', 'ltlf', 'monitor', 'spec'},
     'sim': {'audit', 'bag', 'grounding', 'spec'},
     'specrl': {'audit', 'ltlf', 'spec'},          # audit: bags read on its frame clock

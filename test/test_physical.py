@@ -356,7 +356,7 @@ def test_fixture_interior_grounds_reach_in(tmp_path):
     assert 'reach_in_fixture_only_when_fully_open[fixture=door]' in {i.instance for i in iset.instances}
     path.write_text(text.replace('interior: [world, [-0.4, -0.75, 0.85], [0.0, -0.38, 1.4]]',
                                  'interior: [world, [-0.4, -0.75], [0.0, -0.38, 1.4]]'))
-    with pytest.raises(SpecError, match=r'fixtures.door.interior: expected \[frame'):
+    with pytest.raises(SpecError, match=r'fixtures.door.interior: its corners must be \[xmin, ymin, zmin\]'):
         load_robot_config(path)
 
 
