@@ -61,6 +61,8 @@ def generate_launch_description():
                                    'autostart': True}], output='screen', additional_env=realtime),
         LifecycleNode(package='safemanip_ros', executable='supervisor', name='supervisor', namespace='',
                       parameters=[{'policy_file': policy,
+                                           # The monitor's suites: a policy naming what they lack fails configure.
+                                           'properties': [properties, LaunchConfiguration('physical_properties')],
                                            'controller_topic': LaunchConfiguration('controller_topic'),
                                            'trajectory_action': LaunchConfiguration('trajectory_action'),
                                            'servo_pause_service': LaunchConfiguration('servo_pause_service'),

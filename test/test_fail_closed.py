@@ -139,6 +139,54 @@ def test_the_supervisor_executable_refuses_a_misspelt_policy_section(tmp_path):
     assert "configure failed: policy_file: " in proc.stderr and "unknown field 'categories'" in proc.stderr
 
 
+@pytest.mark.parametrize('policy_text, suites, words', [
+    ('property:\n  no_forbiden_contact: stop\n', ['safemanip.yaml'],
+     "configure failed: policy_file: {policy}: property 'no_forbiden_contact' is not in the suite"),
+    ('category:\n  colision_contact: stop\n', ['safemanip.yaml', 'physical.yaml'],
+     "configure failed: policy_file: {policy}: category 'colision_contact' is not in the suite"),
+    ('category:\n  collision_contact: stop\n', ['missing.yaml'],
+     "configure failed: properties: "),
+])
+def test_the_supervisor_executable_checks_policy_names_against_the_monitors_suites(tmp_path, policy_text, suites,
+                                                                                     words):
+    """As the launch file starts it (``properties``: the monitor's suite files): a misspelt name in the
+    policy never matches, so its property would get the weaker severity default; it stops the node."""
+    policy = tmp_path / 'policy.yaml'
+    policy.write_text(policy_text)
+    files = ','.join(str(REPO / 'config' / 'properties' / s) for s in suites)
+    proc = subprocess.run([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true', '-p',
+                           f'policy_file:={policy}', '-p', f'properties:=[{files}]'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert words.format(policy=policy) in proc.stderr, proc.stderr
+
+
+def test_the_supervisor_accepts_a_policy_whose_names_the_suites_have(tmp_path):
+    """The same check passes the shipped policy against the shipped suites (the launch file's defaults):
+    the node configures (its actions publisher appears) and keeps running."""
+    policy = REPO / 'config' / 'params' / 'supervisor_policy.yaml'
+    files = ','.join(str(REPO / 'config' / 'properties' / s) for s in ('safemanip.yaml', 'physical.yaml'))
+    log = tmp_path / 'supervisor.log'
+    proc = subprocess.Popen([str(BIN / 'supervisor'), '--ros-args', '-r', '__ns:=/policy_names_ok', '-p',
+                             'autostart:=true', '-p', f'policy_file:={policy}', '-p', f'properties:=[{files}]'],
+                            stdout=open(log, 'w'), stderr=subprocess.STDOUT)
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node('policy_names_probe', context=ctx)
+    try:
+        deadline = time.monotonic() + 60.0
+        while (proc.poll() is None and node.count_publishers('/policy_names_ok/supervisor_actions') == 0
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        assert proc.poll() is None, log.read_text()[-2000:]
+        assert node.count_publishers('/policy_names_ok/supervisor_actions') > 0, log.read_text()[-2000:]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_a_node_executable_refuses_a_parameter_it_does_not_take():
     """As ``ros2 run`` or a launch file's ``parameters`` start it: one line, exit 2."""
     proc = subprocess.run([str(BIN / 'supervisor'), '--ros-args', '-p', 'autostart:=true',

@@ -128,17 +128,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_policy_names(policy_file: str, properties: list[str]) -> None:
-    """The policy's property and category names against the monitored suites (only here are both known):
+    """The policy's property and category names against the monitored suites:
     a misspelt name never matches, and its property gets the weaker severity default."""
     from ..spec.suite import load_suite
     from ..spec.yamlio import load_yaml
     from ..supervisor.policy import ResponsePolicy
     policy = ResponsePolicy.from_mapping(load_yaml(policy_file) or {}, f'{policy_file}:1')
-    suite = load_suite(properties)
-    unknown = policy.unknown_names((p.name for p in suite.properties), (p.category for p in suite.properties))
-    if unknown:
-        raise SafemanipError(f'{policy_file}: {unknown[0]}' + (f' (and {len(unknown) - 1} more)' if len(unknown) > 1
-                                                                else ''))
+    policy.check_against(load_suite(properties), policy_file)
 
 
 def _recorder_ended(code: int) -> None:

@@ -39,7 +39,10 @@ lifecycle node around :class:`safemanip_ros.supervisor.Supervisor`.
   receive them: a new process, the launch file's respawn, does);
 * every action is published on ``supervisor_actions`` (SupervisorAction) and
   logged.  The response policy comes from ``policy_file`` (YAML with
-  ``property``/``category``/``severity`` tables) over severity defaults.
+  ``property``/``category``/``severity`` tables) over severity defaults;
+  given ``properties`` (the monitor's suite files), a policy naming a
+  property or category they do not have fails configure (a misspelt name
+  never matches: its property would get the weaker severity default).
 * a hold that could not be delivered (no joint states yet, no controller,
   service unavailable) is not a hold: it is retried every 0.25 s and
   escalated to ``stop`` after ``max_hold_failures`` (3) failures.
@@ -80,6 +83,7 @@ from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
+from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path, without_retry_count
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
@@ -162,6 +166,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
         self._exits_when_deaf = exits_when_deaf
         self.declare_parameter('policy_file', '')
+        # The suite files the monitor runs: given, the policy's names are checked against them.
+        self.declare_parameter('properties', [''])
         self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
         self.declare_parameter('pause_service', '')
         self.declare_parameter('resume_service', '')
@@ -253,10 +259,17 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                      f'is below 1')
         except SafemanipError as err:
             return transition_failed(self, 'configure', f'{err.one_line()}')
+        suite_files = [f for f in p('properties').value if f]
+        try:
+            suite = load_suite(suite_files) if suite_files else None
+        except SpecError as err:
+            return transition_failed(self, 'configure', f'properties: {err.one_line()}')
         try:
             data = (load_yaml(p('policy_file').value) if p('policy_file').value else None) or {}
             policy = ResponsePolicy.from_mapping(data, f'{p("policy_file").value}:1')
             alerts = AlertConfig.from_mapping(data.get('alerts'))
+            if suite is not None:
+                policy.check_against(suite, p('policy_file').value or 'policy_file')
         except SpecError as err:          # unreadable, not UTF-8, invalid YAML, an alias bomb: names the file
             return transition_failed(self, 'configure', f'policy_file: {err.one_line()}')
         except ValueError as err:

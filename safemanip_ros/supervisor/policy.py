@@ -25,10 +25,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ..errors import SpecError
 from ..spec.fields import Field, validate
 from .alerts import ALERTS_SCHEMA
+
+if TYPE_CHECKING:
+    from ..spec.suite import Suite
 
 RESPONSES = ('log', 'alert', 'pause', 'retract', 'stop', 'resume')
 SEVERITY_DEFAULT = {'critical': 'stop', 'error': 'pause', 'warning': 'alert', 'info': 'log'}
@@ -79,6 +83,18 @@ class ResponsePolicy:
                 for name in self.by_property if name not in props] + \
                [f'category {name!r} is not in the suite (its categories: {", ".join(sorted(cats))})'
                 for name in self.by_category if name not in cats]
+
+    def check_against(self, suite: Suite, where: str) -> None:
+        """Refuse a policy that names a property or category ``suite`` (what the
+        monitor runs) does not have; ``where`` (the policy file) starts the message.
+
+        Raises:
+            SpecError: the first unknown name and how many more there are.
+        """
+        unknown = self.unknown_names((p.name for p in suite.properties), (p.category for p in suite.properties))
+        if unknown:
+            more = f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''
+            raise SpecError(f'{where}: {unknown[0]}{more}')
 
     def response(self, property: str, category: str, severity: str) -> str:
         for table, key in ((self.by_property, property), (self.by_category, category), (self.by_severity, severity)):
