@@ -70,6 +70,11 @@ def test_contact_violation_pauses_the_arm(tmp_path):
                 ([a.reason for a in actions], [(e.instance, e.event) for e in events])
             hold = trajs[-1]
             assert hold.joint_names == ARM and list(hold.points[0].positions) == pytest.approx(pose)
+            # The frames take the grounding of their own process directly (it armed and paused above): the
+            # monitor does not also take those predicate arrays from DDS, each deserialised again.
+            monitor_subs = {name for name, _ in node.get_subscriber_names_and_types_by_node('monitor', '/')}
+            assert monitor_subs and not monitor_subs & {'/predicates/joint_states', '/predicates/contacts',
+                                                        '/predicates/tf'}, monitor_subs
     finally:
         _stop(proc)
     with Reader(bag) as r:

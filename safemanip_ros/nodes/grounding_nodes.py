@@ -122,6 +122,11 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._min_gap_ns = int(0.5e9 / rate) if self.fast_inputs else 5_000_000
         self._last_pub_ns = 0
 
+    @property
+    def output_topic(self) -> str:
+        """The fully resolved topic this source publishes its predicates on."""
+        return str(self._pub.topic_name)
+
     def input_arrived(self) -> None:
         """Publish now (called by input callbacks), unless just published."""
         if self._on_input and self.get_clock().now().nanoseconds - self._last_pub_ns >= self._min_gap_ns:
@@ -453,8 +458,8 @@ class GroundingChain:
 
     def sample(self, now_ns: int, aged_at_ns: int | None = None) -> list[Predicates]:
         """Each source's values at ``now_ns`` (node clock; inputs aged at
-        ``aged_at_ns``, default ``now_ns``), in order; each source also
-        publishes them as usual (:meth:`GroundingNode.sample`)."""
+        ``aged_at_ns``, default ``now_ns``), in the order of :attr:`nodes`;
+        each source also publishes them as usual (:meth:`GroundingNode.sample`)."""
         upstream: Predicates = {}
         out = []
         for node in self.nodes:

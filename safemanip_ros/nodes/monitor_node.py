@@ -6,7 +6,9 @@
   episode;
 * each tick builds one frame from the newest value of every predicate seen
   on the ``predicate_topics`` (sample-and-hold within ``staleness_s``,
-  *unknown* beyond it or when published as unknown — SEMANTICS.md §1), runs
+  *unknown* beyond it or when published as unknown — SEMANTICS.md §1; in
+  ``safemanip run`` the grounding of its own process is sampled at the
+  frame's time instead, and its topics are not subscribed to), runs
   :class:`~safemanip_ros.monitor.core.Monitor`, and publishes
   ``verdicts`` (VerdictArray: every instance on an episode's first frame
   and at least every ``verdicts_full_period_s``, between them the instances
@@ -149,6 +151,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
         self._listeners: list[Any] = []  # in-process supervisors handed each violation event (safemanip run)
         self._sub_topics: list[str] = []
+        self._sampled_topics: list[str] = []    # per node of _grounding, the predicate topic it publishes
         self._heard_topics: dict[str, None] = {}     # predicate topics with a sample since configure, in order
         self._timer: Any = None
         self._hold: SampleHold | None = None
@@ -230,7 +233,16 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_final = self.create_lifecycle_publisher(MonitorMetrics, 'metrics/final', FINAL_METRICS)
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        # The topics the grounding of this process publishes are not subscribed to: the frames take its
+        # samples directly (_take_sampled), and taking each array again from DDS (deserialised message by
+        # message) cost the soak's stack a third of its time, for values it already had.
+        in_process = {n.output_topic for n in self._grounding.nodes} if self._grounding else set()
+        self._sampled_topics = [next((t for t in self.get_parameter('predicate_topics').value
+                                      if self.resolve_topic_name(t) == n.output_topic), n.output_topic)
+                                for n in self._grounding.nodes] if self._grounding else []
         for topic in self.get_parameter('predicate_topics').value:
+            if self.resolve_topic_name(topic) in in_process:
+                continue
             self._subs.append(self.create_subscription(PredicateArray, topic,
                                                        lambda m, t=topic: self._on_predicates(m, t), RELIABLE))
             self._sub_topics.append(topic)
@@ -312,6 +324,19 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             mine = [p for p in preds if p.name in read]
             self._arming.heard(topic, len(mine), sum(not p.unknown for p in mine))
 
+    def _take_sampled(self, frame_ns: int, sampled: list[dict[str, bool | None]]) -> None:
+        """The samples of this process's grounding at ``frame_ns`` (one dict
+        per node of the chain), kept for the frame as a topic's are; heard
+        on their topics as a subscription would hear them."""
+        for topic, values in zip(self._sampled_topics, sampled):
+            names = list(values)
+            self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
+                                  [values[n] is None for n in names]))
+            self._heard_topics[topic] = None
+            if not self._arming.armed:
+                mine = [n for n in names if n in self._held.index]
+                self._arming.heard(topic, len(mine), sum(values[n] is not None for n in mine))
+
     def _check_armed(self, now: float) -> bool:
         """Armed once every predicate topic with a publisher has been heard,
         and each that carries predicates the suite reads has given one of
@@ -358,7 +383,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if not self._check_armed(t0):
             now_ns = self.get_clock().now().nanoseconds
             if self._grounding is not None:
-                self._grounding.sample(now_ns)     # its publications are how arming hears it
+                self._take_sampled(now_ns, self._grounding.sample(now_ns))    # how arming hears it
             if self._periodic['status'].due(t0):
                 self._publish_status(self.get_clock().now().nanoseconds)
                 self._periodic['status'].published(t0, time.monotonic() - t0)
@@ -414,10 +439,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
             for frame_ns, aged_at_ns in zip(due, aged_ns):
-                for values in self._grounding.sample(frame_ns, aged_at_ns):
-                    names = list(values)
-                    self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
-                                          [values[n] is None for n in names]))
+                self._take_sampled(frame_ns, self._grounding.sample(frame_ns, aged_at_ns))
             self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         self._caught_up += len(due) - 1
         for frame_ns, aged_at_ns in zip(due, aged_ns):
