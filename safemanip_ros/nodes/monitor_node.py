@@ -234,12 +234,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         # The topics the grounding of this process publishes are not subscribed to: the frames take its
-        # samples directly (_take_sampled), and taking each array again from DDS (deserialised message by
-        # message) cost the soak's stack a third of its time, for values it already had.
-        in_process = {n.output_topic for n in self._grounding.nodes} if self._grounding else set()
-        self._sampled_topics = [next((t for t in self.get_parameter('predicate_topics').value
-                                      if self.resolve_topic_name(t) == n.output_topic), n.output_topic)
-                                for n in self._grounding.nodes] if self._grounding else []
+        # samples directly (_take_sampled); taking each array again from DDS deserialised it predicate by
+        # predicate, for values the frame already had.
+        resolved = {self.resolve_topic_name(t): t for t in self.get_parameter('predicate_topics').value}
+        self._sampled_topics = [resolved.get(n.output_topic, n.output_topic)
+                                for n in (self._grounding.nodes if self._grounding else [])]
+        in_process = {n.output_topic for n in (self._grounding.nodes if self._grounding else [])}
         for topic in self.get_parameter('predicate_topics').value:
             if self.resolve_topic_name(topic) in in_process:
                 continue
@@ -319,10 +319,14 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self._ahead[topic] = (stamp_ns, names, values, unknown)
         else:
             self._pending.append((stamp_ns, names, values, unknown))
+        self._hear(topic, names, unknown)
+
+    def _hear(self, topic: str, names: list[str], unknown: list[bool]) -> None:
+        """Arming hears a sample of ``topic``: how many of its predicates the suite reads, how many known."""
         if not self._arming.armed:
             read = self._held.index
-            mine = [p for p in preds if p.name in read]
-            self._arming.heard(topic, len(mine), sum(not p.unknown for p in mine))
+            mine = [u for n, u in zip(names, unknown) if n in read]
+            self._arming.heard(topic, len(mine), mine.count(False))
 
     def _take_sampled(self, frame_ns: int, sampled: list[dict[str, bool | None]]) -> None:
         """The samples of this process's grounding at ``frame_ns`` (one dict
@@ -330,12 +334,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         on their topics as a subscription would hear them."""
         for topic, values in zip(self._sampled_topics, sampled):
             names = list(values)
-            self._pending.append((frame_ns, names, [bool(values[n]) for n in names],
-                                  [values[n] is None for n in names]))
+            unknown = [values[n] is None for n in names]
+            self._pending.append((frame_ns, names, [bool(values[n]) for n in names], unknown))
             self._heard_topics[topic] = None
-            if not self._arming.armed:
-                mine = [n for n in names if n in self._held.index]
-                self._arming.heard(topic, len(mine), sum(values[n] is not None for n in mine))
+            self._hear(topic, names, unknown)
 
     def _check_armed(self, now: float) -> bool:
         """Armed once every predicate topic with a publisher has been heard,
