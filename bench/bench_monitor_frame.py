@@ -12,8 +12,11 @@ configured MonitorNode, beside the way each was done before:
   encoded as bytes (``nodes/event_wire.py``), against each instance's
   message updated in place and converted by rclpy (the way before); and
   the burst's one log line, written after the frame's outputs;
-* the verdicts (every instance, and only those that changed), diagnostics
-  and one ``Monitor.step`` for scale.
+* the verdicts, every instance and the soak's burst of changed ones,
+  published: encoded as bytes (``nodes/verdict_wire.py``), against each
+  instance's ``Verdict`` message updated in place and converted by rclpy
+  (the way before);
+* diagnostics and one ``Monitor.step`` for scale.
 
     python bench/bench_monitor_frame.py            # 1,000 instances
     python bench/bench_monitor_frame.py --quick    # 200 (smoke test)
@@ -53,6 +56,7 @@ except (KeyboardInterrupt, ExternalShutdownException):
     pass
 """
 BURST_EVENTS = 500
+BURST_VERDICTS = 200      # the soak's frames change about this many verdicts at once
 
 
 def _median_ms(fn: Callable[[], object], n: int) -> float:
@@ -76,7 +80,7 @@ def main() -> int:
     from rclpy.parameter import Parameter
 
     from safemanip_ros.monitor.core import EpisodeEvent
-    from safemanip_ros.msg import PropertyMetrics, VerdictArray, ViolationEvent
+    from safemanip_ros.msg import PropertyMetrics, Verdict, VerdictArray, ViolationEvent
     from safemanip_ros.nodes.conversions import set_time_ns
     from safemanip_ros.nodes.monitor_node import MonitorNode
 
@@ -103,16 +107,39 @@ def main() -> int:
     step_ms = _median_ms(step, 400)
     res = mon.step(frames[0], no_unknown)
 
-    def verdicts(full: bool) -> None:
-        if full:
-            node._verdict_codes = None
+    labels, violated, recs = res.verdicts[0], res.violated[0], res.recovery_verdicts[0]
+
+    node._verdict_codes = None
+    node._verdicts(0, 1, labels, violated, recs, 0)
+    codes = node._verdict_codes.copy()
+
+    def verdicts(which: list[int] | None) -> None:
+        """Every instance (``which`` None) or the given ones (their last published codes made to
+        differ), as bytes."""
+        node._verdict_codes = None if which is None else codes.copy()
+        if which is not None:
+            node._verdict_codes[which] = -1
+        node._verdicts_full_ns = 0
+        node._pub_verdicts.publish(node._verdicts(0, 1, labels, violated, recs, 0))
+
+    verdict_msgs = [Verdict(property=i.property, instance=i.instance) for i in mon.instances]
+
+    def verdicts_in_place(which: list[int] | None) -> None:   # the way before: messages updated, rclpy converts
+        labels_l, violated_l, rec_l = labels.tolist(), violated.tolist(), recs.tolist()
         out = VerdictArray(frame=1, episode_id='bench')
-        out.verdicts = node._verdicts(1, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], 0)
+        for d in range(len(verdict_msgs)) if which is None else which:
+            msg = verdict_msgs[d]
+            msg.frame, msg.verdict, msg.recovery_verdict = 1, labels_l[d], rec_l[d]
+            msg.mode = Verdict.MODE_VIOLATED if violated_l[d] else Verdict.MODE_WATCHING
+            out.verdicts.append(msg)
         node._pub_verdicts.publish(out)
 
-    full_ms = _median_ms(lambda: verdicts(True), 200)
-    verdicts(False)
-    delta_ms = _median_ms(lambda: verdicts(False), 200)
+    changed = list(range(0, len(labels), max(1, len(labels) // BURST_VERDICTS)))
+    verdict_ms = {}
+    for name, which in (('all', None), ('burst', changed)):
+        as_bytes = _median_ms(lambda: verdicts(which), 200)
+        before = _median_ms(lambda: verdicts_in_place(which), 200)
+        verdict_ms[name] = (as_bytes, before)
 
     in_place = [PropertyMetrics(property=i.property, instance=i.instance, category=i.category)
                 for i in mon.instances]
@@ -183,8 +210,11 @@ def main() -> int:
             os.dup2(saved_stderr, 2)
             os.close(saved_stderr)
     print(f'== bench_monitor_frame: {len(mon.instances)} instances (the soak suite), medians per call')
-    print(f'Monitor.step {step_ms:.3f} ms; verdicts: every instance {full_ms:.3f} ms, the changed ones '
-          f'{delta_ms:.3f} ms; diagnostics {diag_ms:.3f} ms')
+    print(f'Monitor.step {step_ms:.3f} ms; diagnostics {diag_ms:.3f} ms')
+    for name, what in (('all', f'every instance ({len(labels)})'), ('burst', f'{len(changed)} changed ones')):
+        as_bytes, before = verdict_ms[name]
+        print(f'verdicts of {what}, published: as bytes {as_bytes:.3f} ms, messages updated in place (before) '
+              f'{before:.3f} ms ({before / as_bytes:.1f}x)')
     print(f'running metrics, published: as bytes {metrics_ms:.3f} ms, messages updated in place (before) '
           f'{metrics_before_ms:.3f} ms ({metrics_before_ms / metrics_ms:.1f}x)')
     print(f'a burst of {burst} violation events, published to a subscriber in another process: as bytes '

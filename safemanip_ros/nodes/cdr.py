@@ -1,6 +1,6 @@
 """Pieces of classic CDR (little endian), the encoding rmw_fastrtps writes,
 for the messages the monitor publishes as bytes it encodes itself
-(``metrics_wire``, ``event_wire``).  Offsets count from the start of the
+(``metrics_wire``, ``event_wire``, ``verdict_wire``).  Offsets count from the start of the
 body, after the encapsulation header, as CDR aligns them."""
 
 from __future__ import annotations

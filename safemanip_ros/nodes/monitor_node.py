@@ -77,6 +77,7 @@ from .metrics_wire import COUNT_FIELDS, RunningMetricsWire
 from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
 from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
+from .verdict_wire import VerdictArrayWire
 
 if TYPE_CHECKING:
     from .grounding_nodes import GroundingChain
@@ -122,9 +123,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
         self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
-        # Per instance, its Verdict and ViolationEvent message and its metrics' and events' encoded parts,
-        # made when the monitor is built and updated in place (made in the frame, a thousand overran it).
-        self._verdict_msgs: list[Verdict] = []
+        # Per instance, its ViolationEvent message and its verdicts', metrics' and events' encoded parts,
+        # made when the monitor is built (made in the frame, a thousand overran it).
+        self._verdict_wire = VerdictArrayWire([])
         self._metrics_wire = RunningMetricsWire([])
         self._metrics_counts = np.zeros((0, len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs: list[ViolationEvent] = []
@@ -197,7 +198,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self._verdict_msgs = [Verdict(property=i.property, instance=i.instance) for i in monitor.instances]
+        self._verdict_wire = VerdictArrayWire([(i.property, i.instance) for i in monitor.instances])
         self._metrics_wire = RunningMetricsWire([(i.property, i.instance, i.category) for i in monitor.instances])
         self._metrics_counts = np.zeros((len(monitor.instances), len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs = [ViolationEvent(property=i.property, instance=i.instance, category=i.category,
@@ -448,10 +449,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             res = self._step_frame(frame_ns, aged_at_ns)
         stamp_ns = due[-1]
         frame = int(res.frame[0])
-        out = VerdictArray(frame=frame, episode_id=self._episode)
-        out.header.stamp = time_from_ns(stamp_ns)
-        out.verdicts = self._verdicts(frame, res.verdicts[0], res.violated[0], res.recovery_verdicts[0], now_ns)
-        self._pub_verdicts.publish(out)       # serialized here: the messages may change after
+        self._pub_verdicts.publish(self._verdicts(stamp_ns, frame, res.verdicts[0], res.violated[0],
+                                                  res.recovery_verdicts[0], now_ns))
         # The periodic messages, each when due, in a frame with room for it (monitor/periodic.py).
         for name, schedule in self._periodic.items():
             t1 = time.monotonic()
@@ -481,35 +480,29 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().warning(f'frame overrun: {what} (period {period_s * 1e3:.1f} ms); {self._overruns} '
                                   f'overrun(s) so far', throttle_duration_sec=1.0)
 
-    def _verdicts(self, frame: int, labels: np.ndarray, violated: np.ndarray, rec: np.ndarray,
-                  now_ns: int) -> list[Verdict]:
-        """This frame's Verdict messages: every instance when a full set is due
-        (an episode's first frame, new instances, ``verdicts_full_period_s``
-        passed, or that period 0), else those whose verdict, mode or recovery
-        verdict changed since they were last published.  The messages are made with the monitor and updated
-        in place: building a thousand (two strings each) a frame cost 2.9 ms
-        of a 10 ms period at 100 Hz."""
+    def _verdicts(self, stamp_ns: int, frame: int, labels: np.ndarray, violated: np.ndarray, rec: np.ndarray,
+                  now_ns: int) -> bytes:
+        """This frame's serialized VerdictArray (:mod:`.verdict_wire`): every
+        instance when a full set is due (an episode's first frame, new
+        instances, ``verdicts_full_period_s`` passed, or that period 0), else
+        those whose verdict, mode or recovery verdict changed since they were
+        last published.  An instance not in a violation episode has recovery
+        verdict presumably false."""
         rec = np.where(violated, rec, Verdict.VERDICT_PRESUMABLY_FALSE)
+        modes = np.where(violated, Verdict.MODE_VIOLATED, Verdict.MODE_WATCHING)
         codes = labels.astype(np.int16) | (violated.astype(np.int16) << 2) | (rec.astype(np.int16) << 3)
         full_period_ns = int(float(self.get_parameter('verdicts_full_period_s').value) * 1e9)
         full = (self._verdict_codes is None or self._verdicts_full_ns is None or full_period_ns == 0
                 or not 0 <= now_ns - self._verdicts_full_ns < full_period_ns)
+        which: Sequence[int]
         if full:
             self._verdicts_full_ns = now_ns
-            which = range(len(self._verdict_msgs))
+            which = range(len(self._verdict_wire))
         else:
             which = np.flatnonzero(codes != self._verdict_codes).tolist()
         self._verdict_codes = codes
-        labels_l, violated_l, rec_l = labels.tolist(), violated.tolist(), rec.tolist()
-        out = []
-        for d in which:
-            msg = self._verdict_msgs[d]
-            msg.frame = frame
-            msg.verdict = labels_l[d]
-            msg.mode = Verdict.MODE_VIOLATED if violated_l[d] else Verdict.MODE_WATCHING
-            msg.recovery_verdict = rec_l[d]
-            out.append(msg)
-        return out
+        return self._verdict_wire.encode(stamp_ns, frame, self._episode, which, labels.tolist(), modes.tolist(),
+                                         rec.tolist())
 
     def _lock_phase(self, period_s: float, lag_s: float | None) -> None:
         """Feed this frame's input lag (seconds from the newest robot input's
