@@ -122,6 +122,7 @@ def main() -> int:
         args.minutes, args.instances, args.report_s = 0.15, 200, 3.0
 
     import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
 
     from safemanip_ros.msg import MonitorStatus
     from safemanip_ros.nodes.qos import RELIABLE
@@ -145,6 +146,14 @@ def main() -> int:
     node = rclpy.create_node('soak_robot')
     status: list[MonitorStatus] = []
     node.create_subscription(MonitorStatus, 'status', status.append, RELIABLE)
+    timing: dict[str, str] = {}     # the monitor's timing diagnostics, the latest
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            if st.name == 'safemanip/timing':
+                timing.update({kv.key: kv.value for kv in st.values})
+
+    node.create_subscription(DiagnosticArray, '/diagnostics', on_diagnostics, RELIABLE)
     robot = RobotStandIn(node)
     period = 1.0 / RATE_HZ
     ticks = [0]
@@ -212,6 +221,10 @@ def main() -> int:
     print(f'frames {s.frames} ({s.frames / elapsed_s:.1f}/s), overruns {s.overruns} (target 0), longest frame '
           f'{s.max_frame_time_s * 1e3:.1f} ms of {1e3 / RATE_HZ:.0f}')
     _attribute_overruns(work, s.overruns)
+    if timing:
+        print(f'violation closings left for a later frame (monitor/pacing.py): {timing.get("closings_paced", "?")}, '
+              f'the longest wait {float(timing.get("longest_closing_wait_s", "nan")) * 1e3:.1f} ms (diagnostics '
+              f'at most a second before the end)')
     print(f'bag: {files} files, {mib:.0f} MiB ({mib / elapsed_s * 3600:.0f} MiB/h, {files / elapsed_s * 3600:.0f} '
           f'files/h); stack exit code {stack.returncode} (0: every split listed)')
     if args.keep:

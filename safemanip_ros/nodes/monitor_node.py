@@ -65,6 +65,7 @@ from ..monitor.build import build_monitor
 from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
 from ..monitor.frames import SampleHold
+from ..monitor.pacing import ClosingQueue
 from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
@@ -92,6 +93,11 @@ CLOCK_JUMP_NS = 1_000_000_000
 """A forward step of the clock between two consecutive ``/clock`` messages at
 least this long (or any backward step) is a jump, not time passing."""
 LOGGED_EVENTS = 8
+CLOSINGS_BUDGET = 0.6
+"""The share of a frame period the frame's work may reach while closings of
+violation episodes still go out in it (monitor/pacing.py); the rest go in
+the next frames, none later than :data:`CLOSING_MAX_WAIT_S`."""
+CLOSING_MAX_WAIT_S = 0.5
 """Events of one kind named in a frame's log line; the rest are counted."""
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates/skills',
@@ -130,6 +136,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._metrics_counts = np.zeros((0, len(COUNT_FIELDS)), dtype=np.uint32)
         self._event_msgs: list[ViolationEvent] = []
         self._event_wire = ViolationEventWire([], SEVERITY)
+        self._closings = ClosingQueue(CLOSING_MAX_WAIT_S)
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
@@ -424,6 +431,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # message per subscription per wake-up): take them now, so each frame
         # sees what was true at its time.
         self._drain_subscriptions()
+        t_inputs = time.monotonic()
         # The newest frame's time is when it is built (less a margin for samples
         # still in flight), never later than now: a window of k frames is k
         # periods of the clock within the timer's jitter, and the published
@@ -444,13 +452,22 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             for frame_ns, aged_at_ns in zip(due, aged_ns):
                 self._take_sampled(frame_ns, self._grounding.sample(frame_ns, aged_at_ns))
             self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
+        t_grounding = time.monotonic()
         self._caught_up += len(due) - 1
+        event_count = 0
         for frame_ns, aged_at_ns in zip(due, aged_ns):
             res = self._step_frame(frame_ns, aged_at_ns)
+            event_count += len(res.opened) + len(res.closed)
+        t_steps = time.monotonic()
         stamp_ns = due[-1]
         frame = int(res.frame[0])
         self._pub_verdicts.publish(self._verdicts(stamp_ns, frame, res.verdicts[0], res.violated[0],
                                                   res.recovery_verdicts[0], now_ns))
+        t_verdicts = time.monotonic()
+        # Closings after the verdicts, as many as the frame has room for (monitor/pacing.py).
+        closings = len(self._closings)
+        self._release_closings(t0 + CLOSINGS_BUDGET * period)
+        t_closings = time.monotonic()
         # The periodic messages, each when due, in a frame with room for it (monitor/periodic.py).
         for name, schedule in self._periodic.items():
             t1 = time.monotonic()
@@ -465,7 +482,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         elapsed = time.monotonic() - t0
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
-            self._overrun(f'frame built in {elapsed * 1e3:.1f} ms', period)
+            # Where the time went, so an overrun in the field says what to look at.
+            self._overrun(f'frame built in {elapsed * 1e3:.1f} ms (inputs {(t_inputs - t0) * 1e3:.1f}, grounding '
+                          f'{(t_grounding - t_inputs) * 1e3:.1f}, {len(due)} frame(s) with {event_count} event(s) '
+                          f'{(t_steps - t_grounding) * 1e3:.1f}, verdicts {(t_verdicts - t_steps) * 1e3:.1f}, '
+                          f'{closings - len(self._closings)} of {closings} closing(s) '
+                          f'{(t_closings - t_verdicts) * 1e3:.1f}, periodic {(t0 + elapsed - t_closings) * 1e3:.1f} '
+                          f'ms)', period)
         # The operator's lines once the frames' outputs are out: rclpy's logger looks up its caller
         # for each line, a few tenths of a millisecond the frame's deadline work need not wait for.
         for verb, events in self._unlogged:
@@ -597,8 +620,14 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         frame_now = frames - 1
         start_ns = stamp_ns - (frame_now - start) * period_ns
         end_ns = stamp_ns - (frame_now - end) * period_ns
-        self._pub_events.publish(self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns,
-                                                         end_ns, recovered, violations))
+        payload = self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns, end_ns, recovered,
+                                          violations)
+        if kind == ViolationEvent.EVENT_CLOSED:
+            self._closings.push(d, payload, time.monotonic())      # out within the frame's budget, or later
+        else:
+            for earlier in self._closings.take(d, time.monotonic()):      # an instance's events in their order
+                self._pub_events.publish(earlier)
+            self._pub_events.publish(payload)
         if kind == ViolationEvent.EVENT_OPENED:
             self._opened_ns[d] = (stamp_ns, start_ns)      # listed as it was published while it stays open
         if not self._listeners:
@@ -608,6 +637,17 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                                   end_ns)
         for listener in self._listeners:
             listener.deliver_violation(msg)
+
+    def _release_closings(self, deadline_s: float | None) -> None:
+        """Publish the queued closings (:mod:`~safemanip_ros.monitor.pacing`)
+        while ``time.monotonic()`` is before ``deadline_s``, and those that
+        waited their longest; every one when ``deadline_s`` is None."""
+        if not self._closings:
+            return
+        payloads = (self._closings.drain(time.monotonic()) if deadline_s is None
+                    else self._closings.release(deadline_s, time.monotonic))
+        for payload in payloads:
+            self._pub_events.publish(payload)
 
     def _event_message(self, msg: ViolationEvent, kind: int, start: int, end: int, recovered: bool, count: int,
                        stamp_ns: int, start_ns: int, end_ns: int) -> ViolationEvent:
@@ -682,7 +722,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                     KeyValue(key='caught_up_frames', value=str(self._caught_up)),
                     KeyValue(key='overruns', value=str(self._overruns)),
                     KeyValue(key='phase_shifts', value=str(self._phase.shifts if self._phase else 0)),
-                    KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}')]))
+                    KeyValue(key='max_frame_time_s', value=f'{self._max_frame_s:.6f}'),
+                    KeyValue(key='closings_paced', value=str(self._closings.paced)),
+                    KeyValue(key='longest_closing_wait_s', value=f'{self._closings.longest_wait_s:.6f}')]))
         unsupported = self._configured.unsupported
         arr.status.append(DiagnosticStatus(
             level=DiagnosticStatus.WARN if unsupported else DiagnosticStatus.OK, name='safemanip/unsupported',
@@ -721,6 +763,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _end_episode(self) -> RolloutResult | None:
         if not self._episode or self.monitor is None:
             return None
+        self._release_closings(None)        # every event of the episode before its final metrics
         result = self.monitor.finish()[0]
         self._publish_metrics(result, self.get_clock().now().nanoseconds)
         self._episode = ''
