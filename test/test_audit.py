@@ -684,6 +684,23 @@ def test_gc_paused_restores_the_collector_as_it_was(enabled):
         (gc.enable if was else gc.disable)()
 
 
+def test_collector_time_counts_each_pass_once_and_its_time():
+    import gc
+
+    from safemanip_ros.gc_pause import collector_time
+    timer = collector_time()
+    assert collector_time() is timer and gc.callbacks.count(timer._on_pass) == 1     # watched once
+    junk = []
+    for _ in range(20000):          # cycles, so the pass has something to traverse and free
+        a: list = []
+        a.append(a)
+        junk.append(a)
+    del junk, a
+    passes, total_s = timer.passes, timer.total_s
+    gc.collect()
+    assert timer.passes == passes + 1 and timer.total_s > total_s
+
+
 def test_a_report_read_without_episodes_is_the_report_less_its_episodes(tmp_path):
     """The gate's read skips the episode entries by line, in report.json as
     the audit writes it and as json.dumps(indent=1) would, wherever the key

@@ -123,3 +123,93 @@ def test_per_instance_order_and_nothing_lost(ops, budget_s):
     for d, seqs in pushed.items():
         assert [n for i, n in sent if i == d] == seqs
     assert q.longest_wait_s <= 0.05 + 0.01 + 0.01        # its longest wait, the next frame, publishes before it
+
+
+INSTANCES = 30
+
+
+def _suite(path) -> None:
+    """``INSTANCES`` properties over one predicate: a touch must end within 2 frames; it recovers once released."""
+    lines = ['suite: pacing', 'rate_hz: 50', 'predicates:', '  touch: {description: the robot touches it}',
+             'properties:']
+    for i in range(INSTANCES):
+        lines += [f'  - name: p_{i:02d}', '    description: a touch ends soon', '    category: collision_contact',
+                  '    formula: "G(touch -> F[0,2] !touch)"', '    trigger: touch', '    recovery: "F !touch"',
+                  '    severity: warning']
+    path.write_text('\n'.join(lines) + '\n')
+
+
+@pytest.mark.ros
+def test_paced_closings_reach_subscribers_in_order_and_all_by_the_episode_end(tmp_path, monkeypatch):
+    """A live monitor over DDS with no room in any frame for closings (budget
+    0): every opening goes out in its frame; the closings of the burst wait
+    their longest (0.5 s), never less, then all go out, each after its
+    instance's opening; those queued when the episode ends go out before it
+    ends; none is lost or repeated."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from ros_helpers import RELIABLE, spin_until
+    from std_srvs.srv import Trigger
+
+    from safemanip_ros.msg import MonitorMetrics, PredicateArray, ViolationEvent
+    from safemanip_ros.nodes import monitor_node
+    from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
+    from safemanip_ros.nodes.qos import RECORDED_EVENTS
+
+    monkeypatch.setattr(monitor_node, 'CLOSINGS_BUDGET', 0.0)
+    suite = tmp_path / 'suite.yaml'
+    _suite(suite)
+    rclpy.init(args=['--ros-args', '-r', '__ns:=/pacing_test', '-p', 'rate_hz:=50.0',
+                     '-p', f'properties:=[{suite}]', '-p', 'predicate_topics:=[predicates/contacts]'])
+    try:
+        monitor = monitor_node.MonitorNode()
+        client = rclpy.create_node('pacing_client', namespace='/pacing_test')
+        ex = SingleThreadedExecutor()
+        ex.add_node(monitor)
+        ex.add_node(client)
+        events: list[tuple[int, ViolationEvent]] = []     # (arrival on the node clock, event)
+        finals: list[MonitorMetrics] = []
+        client.create_subscription(ViolationEvent, 'violations',
+                                   lambda m: events.append((client.get_clock().now().nanoseconds, m)),
+                                   RECORDED_EVENTS)
+        client.create_subscription(MonitorMetrics, 'metrics/final', finals.append, RECORDED_EVENTS)
+        pub = client.create_publisher(PredicateArray, 'predicates/contacts', RELIABLE)
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        touch = [False]
+
+        def publish() -> None:
+            pub.publish(predicate_array({'touch': touch[0]}, client.get_clock().now().nanoseconds, 'test'))
+
+        def of(kind: int) -> list[tuple[int, ViolationEvent]]:
+            return [(t, e) for t, e in events if e.event == kind]
+
+        assert spin_until(ex, lambda: monitor._arming.armed and monitor._frames_total > 5, 60, each=publish)
+        for episode_end in (False, True):
+            before = len(of(ViolationEvent.EVENT_CLOSED))
+            touch[0] = True
+            assert spin_until(ex, lambda: len(of(ViolationEvent.EVENT_OPENED)) >= (INSTANCES * (1 + episode_end)),
+                              60, each=publish)
+            touch[0] = False
+            assert spin_until(ex, lambda: len(monitor._closings) == INSTANCES, 60, each=publish)
+            if episode_end:
+                assert monitor._srv_end(Trigger.Request(), Trigger.Response()).success    # the service's callback
+                assert len(monitor._closings) == 0
+            assert spin_until(ex, lambda: len(of(ViolationEvent.EVENT_CLOSED)) == before + INSTANCES, 60,
+                              each=publish)
+            if not episode_end:
+                for arrived_ns, e in of(ViolationEvent.EVENT_CLOSED)[before:]:
+                    # Not before its longest wait from its frame (node clock: the system clock here).
+                    assert arrived_ns - ns_from_time(e.header.stamp) >= 0.45e9, e
+        assert spin_until(ex, lambda: bool(finals), 30)
+        # Every instance: opened, closed (recovered), in that order, once per touch; none repeated.
+        for i in range(INSTANCES):
+            mine = [(e.event, e.recovered) for _, e in events if e.property == f'p_{i:02d}']
+            assert mine == [(ViolationEvent.EVENT_OPENED, False), (ViolationEvent.EVENT_CLOSED, True)] * 2, mine
+        assert monitor._closings.paced == 2 * INSTANCES
+        assert monitor._closings.longest_wait_s >= 0.5
+        monitor.trigger_deactivate()
+        monitor.destroy_node()
+        client.destroy_node()
+    finally:
+        rclpy.try_shutdown()

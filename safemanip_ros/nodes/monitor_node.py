@@ -61,6 +61,7 @@ from safemanip_ros.msg import (
 from safemanip_ros.srv import OpenViolations
 
 from ..errors import SafemanipError
+from ..gc_pause import collector_time
 from ..monitor.build import build_monitor
 from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
@@ -137,6 +138,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._event_msgs: list[ViolationEvent] = []
         self._event_wire = ViolationEventWire([], SEVERITY)
         self._closings = ClosingQueue(CLOSING_MAX_WAIT_S)
+        self._gc = collector_time()         # a frame's overrun line says how much of it the collector took
         self._verdict_codes: np.ndarray | None = None     # each instance's last published (verdict, mode, recovery)
         self._verdicts_full_ns: int | None = None          # when every instance was last published
         # A simulator reset or resumed sends /clock back or forward at once: the gap has no samples, so
@@ -415,6 +417,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if mon is None or not self._episode:
             return
         t0 = time.monotonic()
+        gc_before_s = self._gc.total_s
         period = 1.0 / float(self.get_parameter('rate_hz').value)
         now_ns = self.get_clock().now().nanoseconds
         # Exactly one frame per period of the clock: a late tick catches up on
@@ -488,6 +491,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                           f'{(t_steps - t_grounding) * 1e3:.1f}, verdicts {(t_verdicts - t_steps) * 1e3:.1f}, '
                           f'{closings - len(self._closings)} of {closings} closing(s) '
                           f'{(t_closings - t_verdicts) * 1e3:.1f}, periodic {(t0 + elapsed - t_closings) * 1e3:.1f} '
+                          f'ms; of all that, Python\'s garbage collector {(self._gc.total_s - gc_before_s) * 1e3:.1f} '
                           f'ms)', period)
         # The operator's lines once the frames' outputs are out: rclpy's logger looks up its caller
         # for each line, a few tenths of a millisecond the frame's deadline work need not wait for.
