@@ -13,7 +13,8 @@
   ``verdicts`` (VerdictArray: every instance on an episode's first frame
   and at least every ``verdicts_full_period_s``, between them the instances
   whose verdict, mode or recovery verdict changed; 0: every instance on
-  every frame), ``violations`` (ViolationEvent, on open and close),
+  every frame), ``violations`` (ViolationEvent, on open at once, on close
+  within the frame's budget or in a later frame: monitor/pacing.py),
   ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
   at episode end; the final ones also on ``metrics/final``, latched),
   ``status`` (MonitorStatus) and ``/diagnostics``
@@ -94,12 +95,13 @@ CLOCK_JUMP_NS = 1_000_000_000
 """A forward step of the clock between two consecutive ``/clock`` messages at
 least this long (or any backward step) is a jump, not time passing."""
 LOGGED_EVENTS = 8
+"""Events of one kind named in a frame's log line; the rest are counted."""
 CLOSINGS_BUDGET = 0.6
 """The share of a frame period the frame's work may reach while closings of
 violation episodes still go out in it (monitor/pacing.py); the rest go in
 the next frames, none later than :data:`CLOSING_MAX_WAIT_S`."""
 CLOSING_MAX_WAIT_S = 0.5
-"""Events of one kind named in a frame's log line; the rest are counted."""
+"""The longest a closing waits for a frame with room (seconds)."""
 DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
                   'predicates/skills',
                   'predicates']
