@@ -17,7 +17,7 @@ Pure and deterministic: seconds on any monotonic clock, given by the caller.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -41,6 +41,8 @@ class ClosingQueue:
     paced: int = 0
     longest_wait_s: float = 0.0
     _queue: deque[_Closing] = field(default_factory=deque, repr=False)
+    # Queued closings per instance: every opening asks, and most instances have none queued.
+    _queued: Counter[int] = field(default_factory=Counter, repr=False)
 
     def __post_init__(self) -> None:
         if not self.max_wait_s >= 0:
@@ -52,13 +54,15 @@ class ClosingQueue:
     def push(self, instance: int, payload: bytes, now_s: float) -> None:
         """Queue instance ``instance``'s closing, made at ``now_s``."""
         self._queue.append(_Closing(instance, now_s, payload))
+        self._queued[instance] += 1
 
     def take(self, instance: int, now_s: float) -> list[bytes]:
         """The queued closings of ``instance``, in order, removed at ``now_s``:
         they go out before its next event."""
+        if not self._queued[instance]:
+            return []
         mine = [c for c in self._queue if c.instance == instance]
-        if mine:
-            self._queue = deque(c for c in self._queue if c.instance != instance)
+        self._queue = deque(c for c in self._queue if c.instance != instance)
         return [self._out(c, now_s) for c in mine]
 
     def release(self, deadline_s: float, clock: Callable[[], float]) -> Iterator[bytes]:
@@ -84,5 +88,9 @@ class ClosingQueue:
         return out
 
     def _out(self, closing: _Closing, now_s: float) -> bytes:
+        """``closing``, already removed from the queue, goes out at ``now_s``."""
+        self._queued[closing.instance] -= 1
+        if not self._queued[closing.instance]:
+            del self._queued[closing.instance]
         self.longest_wait_s = max(self.longest_wait_s, now_s - closing.queued_s)
         return closing.payload

@@ -45,11 +45,11 @@ class VerdictArrayWire:
         ``frame``, ``episode_id``, and one ``Verdict`` (same frame) for each
         instance index in ``which``, in that order, with that index's entry of
         ``verdicts``, ``modes`` and ``recovery_verdicts`` (each 0 to 255)."""
+        frame_bytes = struct.pack('<Q', frame)
         head = header(stamp_ns)
-        head += padding(len(head), 8) + struct.pack('<Q', frame)
+        head += padding(len(head), 8) + frame_bytes
         head += string(episode_id, len(head))
         head += padding(len(head), 4) + struct.pack('<I', len(which))
-        frame_bytes = struct.pack('<Q', frame)
         parts = [ENCAPSULATION, head]
         offset = len(head)              # 4-aligned
         forms = self._forms
