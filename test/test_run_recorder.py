@@ -46,6 +46,21 @@ def _listed(bag: Path, topic: str) -> int:
                if t['topic_metadata']['name'] == topic)
 
 
+def _state(pid: int, bag: Path) -> str:
+    """What a process is doing, for a failure's message: its threads' states and kernel wait channels, and
+    the bag folder's files (its output went to the killed stack)."""
+    threads = []
+    for task in sorted(Path(f'/proc/{pid}/task').glob('*')):
+        try:
+            name = (task / 'comm').read_text().strip()
+            state = (task / 'stat').read_text().rsplit(')', 1)[1].split()[0]
+            threads.append(f'{name}:{state}:{(task / "wchan").read_text().strip()}')
+        except OSError:
+            continue
+    files = sorted(f'{p.name}({p.stat().st_size})' for p in bag.iterdir()) if bag.is_dir() else []
+    return f'threads {threads}; bag {files}'
+
+
 def _ended(pid: int) -> bool:
     """Gone, or a zombie nobody reaps (a container's first process may not)."""
     try:
@@ -67,7 +82,7 @@ def test_a_stack_killed_with_sigkill_still_closes_its_bag(tmp_path):
         proc.wait(timeout=30)
         deadline = time.monotonic() + 60
         while not _ended(recorder):
-            assert time.monotonic() < deadline, 'the recorder outlived its stack'
+            assert time.monotonic() < deadline, f'the recorder outlived its stack: {_state(recorder, bag)}'
             time.sleep(0.05)
     finally:
         if proc.poll() is None:

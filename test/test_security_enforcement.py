@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,8 +121,36 @@ class Probe:
     proc: subprocess.Popen[str]
 
     def result(self, timeout_s: float) -> list[str]:
+        """Every line, once the probe has ended by itself (a subscriber's counts come at its end)."""
         out, _ = self.proc.communicate(timeout=timeout_s)
         return out.splitlines()
+
+    def outcome(self, timeout_s: float) -> str:
+        """The probe's first answer, 'ready' or what was refused; the probe is then stopped.  The bound is on
+        that line, not on the process's end: the participant's teardown, with handshakes to every peer
+        perhaps still in progress, is not what is tested."""
+        lines: list[str] = []
+
+        def read() -> None:
+            for line in self.proc.stdout or ():
+                lines.append(line.rstrip('\n'))
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not any(_answer(line) for line in list(lines)):
+                assert reader.is_alive() or any(_answer(line) for line in list(lines)), \
+                    f'the probe ended (exit {self.proc.wait()}) saying neither ready nor refused: {lines}'
+                assert time.monotonic() < deadline, f'no answer from the probe within {timeout_s} s: {lines}'
+                time.sleep(0.02)
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return _outcome(list(lines))
 
 
 def _start(probe: Dds, who: Who, role: str, topic: str, seconds: float, *ids: int) -> Probe:
@@ -133,15 +163,20 @@ def _start(probe: Dds, who: Who, role: str, topic: str, seconds: float, *ids: in
                                   text=True))
 
 
+def _answer(line: str) -> str | None:
+    """'ready' or what was refused ('participant refused', 'topic …', 'writer …', 'reader …'), from one line
+    of a probe's output; None for any other line."""
+    words = line.split()
+    if words[1:2] == ['refused'] and words[0] in ('participant', 'topic', 'writer', 'reader'):
+        return ' '.join(words[:2])
+    return 'ready' if line.strip() == 'ready' else None
+
+
 def _outcome(lines: list[str]) -> str:
-    """'ready' or what was refused ('participant refused', 'topic …', 'writer …', 'reader …'), from a probe's
-    output."""
+    """The first answer (:func:`_answer`) in a probe's output."""
     for line in lines:
-        words = line.split()
-        if words[1:2] == ['refused'] and words[0] in ('participant', 'topic', 'writer', 'reader'):
-            return ' '.join(words[:2])
-        if line == 'ready':
-            return 'ready'
+        if (answer := _answer(line)) is not None:
+            return answer
     raise AssertionError(f'the probe said neither ready nor refused: {lines}')
 
 
@@ -183,15 +218,14 @@ def test_every_enclave_of_the_policy_is_accepted_by_dds_security(probe, enclaves
         pub, _ = ds.enclave_topics(POLICY, path)
         probes[path] = _start(probe, enclaves[path], 'pub', sorted(pub)[0], 0)
     for path, p in probes.items():
-        lines = p.result(60)
-        assert _outcome(lines) == 'ready', (path, lines)
+        assert p.outcome(SECURED_FLOW_S) == 'ready', path
 
 
 def test_only_the_supervisor_may_publish_a_hold(probe, enclaves):
     allowed = {path for path in _policy_enclaves() if HOLD in ds.enclave_topics(POLICY, path)[0]}
     assert allowed == {'/safemanip/stack', '/safemanip/supervisor'}
     probes = {path: _start(probe, enclaves[path], 'pub', HOLD, 0) for path in _policy_enclaves()}
-    outcomes = {path: _outcome(p.result(60)) for path, p in probes.items()}
+    outcomes = {path: p.outcome(SECURED_FLOW_S) for path, p in probes.items()}
     assert {path for path, o in outcomes.items() if o == 'ready'} == allowed, outcomes
     assert {o for path, o in outcomes.items() if path not in allowed} <= REFUSED_TOPIC, outcomes
 
@@ -211,7 +245,7 @@ def test_only_the_operator_may_acknowledge(probe, enclaves):
     refused = {path: _start(probe, enclaves[path], 'pub', ACK, 0) for path in _policy_enclaves()
                if path not in callers}
     for path, p in refused.items():
-        assert _outcome(p.result(60)) in REFUSED_TOPIC, path
+        assert p.outcome(SECURED_FLOW_S) in REFUSED_TOPIC, path
     rogues = _flow(probe, enclaves['/safemanip/supervisor'], ACK, [enclaves['/safemanip/operator']], ['outsider'])
     assert rogues == {2: 0}, rogues
 
