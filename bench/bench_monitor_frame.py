@@ -16,6 +16,12 @@ configured MonitorNode, beside the way each was done before:
   published: encoded as bytes (``nodes/verdict_wire.py``), against each
   instance's ``Verdict`` message updated in place and converted by rclpy
   (the way before);
+* the predicates of the demo robot's grounding sources
+  (``config/robots/panda_demo.yaml``), published each frame as
+  ``safemanip run`` samples them:
+  encoded as bytes (``nodes/predicate_wire.py``), against a
+  ``PredicateArray`` of ``Predicate`` messages made and converted by rclpy
+  (the way before);
 * diagnostics and one ``Monitor.step`` for scale.
 
     python bench/bench_monitor_frame.py            # 1,000 instances
@@ -41,16 +47,20 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from bench_soak import generated_suite  # noqa: E402  (beside this script)
 
-# A subscriber of the events and verdicts in a process of its own, as the recorder of `safemanip run` is.
+# A subscriber of the events, verdicts and predicates (of argv[1] sources) in a process of its own, as the
+# recorder of `safemanip run` is.
 SUBSCRIBER = """
+import sys
 import rclpy
-from safemanip_ros.msg import VerdictArray, ViolationEvent
-from safemanip_ros.nodes.qos import RECORDED_EVENTS, RECORDING
+from safemanip_ros.msg import PredicateArray, VerdictArray, ViolationEvent
+from safemanip_ros.nodes.qos import RECORDED_EVENTS, RECORDING, RELIABLE
 from rclpy.executors import ExternalShutdownException
 rclpy.init()
 node = rclpy.create_node('bench_event_subscriber')
 node.create_subscription(ViolationEvent, 'violations', lambda msg: None, RECORDED_EVENTS)
 node.create_subscription(VerdictArray, 'verdicts', lambda msg: None, RECORDING)
+for source in range(int(sys.argv[1])):
+    node.create_subscription(PredicateArray, f'bench_predicates_{source}', lambda msg: None, RELIABLE)
 try:
     rclpy.spin(node)
 except (KeyboardInterrupt, ExternalShutdownException):
@@ -80,10 +90,14 @@ def main() -> int:
     import rclpy
     from rclpy.parameter import Parameter
 
+    from safemanip_ros.grounding.catalog import predicate_catalog
+    from safemanip_ros.grounding.config import load_robot_config
     from safemanip_ros.monitor.core import EpisodeEvent
-    from safemanip_ros.msg import PropertyMetrics, Verdict, VerdictArray, ViolationEvent
-    from safemanip_ros.nodes.conversions import set_time_ns
+    from safemanip_ros.msg import PredicateArray, PropertyMetrics, Verdict, VerdictArray, ViolationEvent
+    from safemanip_ros.nodes.conversions import predicate_array, set_time_ns
     from safemanip_ros.nodes.monitor_node import MonitorNode
+    from safemanip_ros.nodes.predicate_wire import PredicateArrayWire
+    from safemanip_ros.nodes.qos import RELIABLE
 
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / 'suite.yaml'
@@ -163,12 +177,33 @@ def main() -> int:
                 set_time_ns(stamp, 10**9)
             node._pub_events.publish(msg)
 
+    rng = np.random.default_rng(1)
+    catalog = predicate_catalog(load_robot_config(REPO / 'config' / 'robots' / 'panda_demo.yaml'))
+    sources = sorted({source for source, _, _ in catalog})
+    names = [[name for s, name, _ in catalog if s == source] for source in sources]
+    predicate_pubs = [node.create_publisher(PredicateArray, f'bench_predicates_{s}', RELIABLE)
+                      for s in range(len(sources))]
+    wires = [PredicateArrayWire(source) for source in sources]
+
+    def predicate_values() -> list[dict[str, bool | None]]:
+        return [{n: (None, False, True)[d] for n, d in zip(group, rng.integers(0, 3, len(group)).tolist())}
+                for group in names]     # true, false and unknown alike
+
+    def predicates_as_bytes(values: list[dict[str, bool | None]]) -> None:
+        for pub, wire, v in zip(predicate_pubs, wires, values):
+            pub.publish(wire.encode(v, 10**9, 1))
+
+    def predicates_as_messages(values: list[dict[str, bool | None]]) -> None:   # the way before
+        for pub, source, v in zip(predicate_pubs, sources, values):
+            pub.publish(predicate_array(v, 10**9, source, 1))
+
     # Not on our output: a subscriber outliving the bench would hold the caller's pipe open (a test hung on it).
-    subscriber = subprocess.Popen([sys.executable, '-c', SUBSCRIBER], stdout=subprocess.DEVNULL,
+    subscriber = subprocess.Popen([sys.executable, '-c', SUBSCRIBER, str(len(sources))], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30.0
-        while node._pub_events.get_subscription_count() == 0 or node._pub_verdicts.get_subscription_count() == 0:
+        while (node._pub_events.get_subscription_count() == 0 or node._pub_verdicts.get_subscription_count() == 0
+               or any(pub.get_subscription_count() == 0 for pub in predicate_pubs)):
             if time.monotonic() > deadline or subscriber.poll() is not None:
                 raise SystemExit('bench_monitor_frame: the event subscriber did not come up')
             time.sleep(0.05)
@@ -192,6 +227,15 @@ def main() -> int:
                 out.append(_median_ms(fn, 1))
                 time.sleep(0.05)
         burst_ms, burst_before_ms = statistics.median(as_bytes), statistics.median(in_place_times)
+
+        # Interleaved, one a frame period, each with the frame's own values.
+        predicate_times: tuple[list[float], list[float]] = ([], [])
+        for _ in range(200):
+            values = predicate_values()
+            for fn, out in ((predicates_as_bytes, predicate_times[0]), (predicates_as_messages, predicate_times[1])):
+                out.append(_median_ms(lambda: fn(values), 1))
+                time.sleep(0.01)
+        predicates_ms = [statistics.median(t) for t in predicate_times]
     finally:
         subscriber.terminate()
         try:
@@ -228,6 +272,9 @@ def main() -> int:
     print(f'a burst of {burst} violation events, published to a subscriber in another process: as bytes '
           f'{burst_ms:.3f} ms, messages updated in place (before) {burst_before_ms:.3f} ms '
           f'({burst_before_ms / burst_ms:.1f}x); its log line {log_ms:.3f} ms, after the frame\'s outputs')
+    print(f'predicates of {len(sources)} grounding sources ({len(catalog)} names), published to a subscriber in another process: as bytes '
+          f'{predicates_ms[0]:.3f} ms, messages made and converted by rclpy (before) {predicates_ms[1]:.3f} ms '
+          f'({predicates_ms[1] / predicates_ms[0]:.1f}x)')
     print(f'status {status_ms:.3f} ms; its violated count read directly {direct_count_ms:.4f} ms, from a snapshot '
           f'(before) {snapshot_count_ms:.4f} ms ({snapshot_count_ms / direct_count_ms:.1f}x)')
     node.destroy_node()

@@ -25,7 +25,7 @@ from conftest import REPO
                        'wake-ups of the stall probe', 'logged moments', 'bag:', 'stack exit code 0']),
     ('bench_monitor_frame.py', ['== bench_monitor_frame: 200 instances', 'running metrics, published: as bytes',
                                 'violation events, published to a subscriber in another process: as bytes',
-                                'read directly']),
+                                'read directly', 'grounding sources']),
     ('bench_compat.py', ['compat / default: offline throughput', 'live median us']),
     ('bench_specrl.py', ['+ SpecMonitor, 1 spec', '+ SpecMonitorVector', 'evaluator:', 'trajectories/s']),
     ('bench_sim_server.py', ['== bench_sim_server: Lift episodes, 1 afresh and 2 served', 'afresh per episode (before)',

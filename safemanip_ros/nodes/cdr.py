@@ -1,7 +1,8 @@
 """Pieces of classic CDR (little endian), the encoding rmw_fastrtps writes,
-for the messages the monitor publishes as bytes it encodes itself
-(``metrics_wire``, ``event_wire``, ``verdict_wire``).  Offsets count from the start of the
-body, after the encapsulation header, as CDR aligns them."""
+for the messages the monitor and grounding publish as bytes they encode
+themselves (``metrics_wire``, ``event_wire``, ``verdict_wire``,
+``predicate_wire``).  Offsets count from the start of the body, after the
+encapsulation header, as CDR aligns them."""
 
 from __future__ import annotations
 

@@ -51,9 +51,10 @@ from ..grounding.messages import (
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
 from ..stamps import StampSkew, stamp_s
-from .conversions import ns_from_time, predicate_array, predicate_values
+from .conversions import ns_from_time, predicate_values
 from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
+from .predicate_wire import PredicateArrayWire
 from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
 from .runner import take_delivered
@@ -109,6 +110,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         rate = (check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0) if self.get_parameter('rate_hz').value != 0
                 else self.robot.rate_hz)    # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
+        self._wire = PredicateArrayWire(self.source)      # published as bytes: no message objects per frame
         self._seq = 0
         # In safemanip run the monitor samples this source on its own frame
         # clock (sample()): one hop, no timer of ours.
@@ -206,7 +208,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         finally:
             for f in inputs:
                 f.judged_at_s = None
-        self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
+        self._pub.publish(self._wire.encode(values, now_ns, self._seq))
         self._seq += 1
         self._last_pub_ns = now_ns
         return values
@@ -224,7 +226,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._release_deferred(now_ns)
         self._last_pub_ns = now_ns
         values = self.evaluate(now_ns * 1e-9)
-        self._pub.publish(predicate_array(values, now_ns, self.source, self._seq))
+        self._pub.publish(self._wire.encode(values, now_ns, self._seq))
         self._seq += 1
 
 
