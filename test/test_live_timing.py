@@ -601,3 +601,57 @@ def test_samples_far_ahead_of_the_clock_are_kept_one_per_topic():
     finally:
         monitor.destroy_node()
         rclpy.try_shutdown()
+
+
+def test_an_overrun_says_which_source_took_its_time_and_that_the_thread_waited():
+    """One evaluation of the joint-state grounding blocks two frame periods
+    without using a CPU (as a thread waiting for the GIL or a page would):
+    the frame's overrun line names that source's evaluation as the time,
+    and says the frame thread ran on a CPU for far less than the frame
+    took."""
+    import re
+
+    from sensor_msgs.msg import JointState
+    ns = f'{NS}_overrun'
+    source, monitor = _joint_grounding_monitor(ns)
+    ex = SingleThreadedExecutor()
+    ex.add_node(source)
+    ex.add_node(monitor)
+    ctx, robot, pub = _robot('overrun_robot', ns)
+    evaluate, sampled, lines = source.evaluate, [0], []
+    block_s = 2.0 / float(monitor.get_parameter('rate_hz').value)
+
+    def blocking(now_s: float):
+        sampled[0] += 1
+        if sampled[0] == 50:
+            time.sleep(block_s)
+        return evaluate(now_s)
+    source.evaluate = blocking
+    overrun = monitor._overrun
+
+    def noting(what: str, period_s: float) -> None:
+        lines.append(what)
+        overrun(what, period_s)
+    monitor._overrun = noting
+    built = re.compile(r'frame built in ([\d.]+) ms .*\[joint_states ([\d.]+) \(inputs [\d.]+, evaluate ([\d.]+), '
+                       r'publish [\d.]+\)\].* this thread ran on a CPU ([\d.]+) ms\)$')
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(built.search(line) for line in lines):
+            msg = JointState(name=JOINTS, position=[0.0] * len(JOINTS))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+            pub.publish(msg)
+            ex.spin_once(timeout_sec=0.01)
+        found = [m for m in map(built.search, lines) if m]
+        assert found, (sampled, lines)
+        frame_ms, source_ms, evaluate_ms, cpu_ms = map(float, found[0].groups())
+        assert evaluate_ms >= block_s * 1e3 and source_ms >= evaluate_ms and frame_ms >= source_ms, found[0].group(0)
+        assert cpu_ms < frame_ms - 0.75 * block_s * 1e3, found[0].group(0)      # the time asleep was not on a CPU
+    finally:
+        source.destroy_node()
+        monitor.destroy_node()
+        robot.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        rclpy.try_shutdown()

@@ -419,6 +419,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if mon is None or not self._episode:
             return
         t0 = time.monotonic()
+        cpu0_s = time.thread_time()
         gc_before_s = self._gc.total_s
         period = 1.0 / float(self.get_parameter('rate_hz').value)
         now_ns = self.get_clock().now().nanoseconds
@@ -451,6 +452,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
+            self._grounding.clear_times()
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
             # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
@@ -488,13 +490,15 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             # Where the time went, so an overrun in the field says what to look at.
+            # Thread CPU time far below the wall time: the thread waited (for the GIL, a page, a CPU).
+            sources = f' [{self._grounding.times_said()}]' if self._grounding else ''
             self._overrun(f'frame built in {elapsed * 1e3:.1f} ms (inputs {(t_inputs - t0) * 1e3:.1f}, grounding '
-                          f'{(t_grounding - t_inputs) * 1e3:.1f}, {len(due)} frame(s) with {event_count} event(s) '
-                          f'{(t_steps - t_grounding) * 1e3:.1f}, verdicts {(t_verdicts - t_steps) * 1e3:.1f}, '
+                          f'{(t_grounding - t_inputs) * 1e3:.1f}{sources}, {len(due)} frame(s) with {event_count} '
+                          f'event(s) {(t_steps - t_grounding) * 1e3:.1f}, verdicts {(t_verdicts - t_steps) * 1e3:.1f}, '
                           f'{closings - len(self._closings)} of {closings} closing(s) '
                           f'{(t_closings - t_verdicts) * 1e3:.1f}, periodic {(t0 + elapsed - t_closings) * 1e3:.1f} '
                           f'ms; of all that, Python\'s garbage collector {(self._gc.total_s - gc_before_s) * 1e3:.1f} '
-                          f'ms)', period)
+                          f'ms, and this thread ran on a CPU {(time.thread_time() - cpu0_s) * 1e3:.1f} ms)', period)
         # The operator's lines once the frames' outputs are out: rclpy's logger looks up its caller
         # for each line, a few tenths of a millisecond the frame's deadline work need not wait for.
         for verb, events in self._unlogged:
