@@ -67,12 +67,14 @@ from ..monitor.build import build_monitor
 from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
 from ..monitor.frames import SampleHold
+from ..monitor.overruns import OverrunLog
 from ..monitor.pacing import ClosingQueue
 from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
 from ..resources import default_suites
 from ..stamps import StampSkew
+from ..thread_usage import ThreadUsage
 from .conversions import ns_from_time, set_time_ns, time_from_ns
 from .event_wire import ViolationEventWire
 from .guard import CallbackGuard, configured
@@ -176,7 +178,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._last_frame_ns: int | None = None     # the newest frame's time, this episode
         # Per instance, the (header, start) stamps in ns of the event that opened its last episode.
         self._opened_ns: list[tuple[int, int]] = []
-        self._overruns = 0
+        self._overrun_log = OverrunLog()       # counts them, picks the lines said (one a second, the longest)
         self._max_frame_s = 0.0
         self._last_tick: float | None = None
         # The periodic messages, each on a schedule of its own (configure sets the period).
@@ -404,7 +406,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             return
         period = 1.0 / float(self.get_parameter('rate_hz').value)
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
-            self._overrun(f'tick {(t0 - self._last_tick) * 1e3:.1f} ms after the one before', period)
+            self._overrun(f'tick {(t0 - self._last_tick) * 1e3:.1f} ms after the one before', t0 - self._last_tick,
+                          period)
+        else:
+            self._say_overrun(self._overrun_log.due(t0))    # the longest of the last second, once it passed
         self._last_tick = t0
         if self._frame_timer is not None and self._frame_timer.is_canceled():
             # One hop: the executor runs timers before the subscriptions that
@@ -419,7 +424,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if mon is None or not self._episode:
             return
         t0 = time.monotonic()
-        cpu0_s = time.thread_time()
+        usage0 = ThreadUsage.now()
         gc_before_s = self._gc.total_s
         period = 1.0 / float(self.get_parameter('rate_hz').value)
         now_ns = self.get_clock().now().nanoseconds
@@ -490,7 +495,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._max_frame_s = max(self._max_frame_s, elapsed)
         if elapsed > period:
             # Where the time went, so an overrun in the field says what to look at.
-            # Thread CPU time far below the wall time: the thread waited (for the GIL, a page, a CPU).
+            # What the thread used meanwhile (thread_usage.py): CPU far below the wall time, it waited.
             sources = f' [{self._grounding.times_said()}]' if self._grounding else ''
             self._overrun(f'frame built in {elapsed * 1e3:.1f} ms (inputs {(t_inputs - t0) * 1e3:.1f}, grounding '
                           f'{(t_grounding - t_inputs) * 1e3:.1f}{sources}, {len(due)} frame(s) with {event_count} '
@@ -498,20 +503,29 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                           f'{closings - len(self._closings)} of {closings} closing(s) '
                           f'{(t_closings - t_verdicts) * 1e3:.1f}, periodic {(t0 + elapsed - t_closings) * 1e3:.1f} '
                           f'ms; of all that, Python\'s garbage collector {(self._gc.total_s - gc_before_s) * 1e3:.1f} '
-                          f'ms, and this thread ran on a CPU {(time.thread_time() - cpu0_s) * 1e3:.1f} ms)', period)
+                          f'ms; this thread {ThreadUsage.now().since(usage0).said()})', elapsed, period)
         # The operator's lines once the frames' outputs are out: rclpy's logger looks up its caller
         # for each line, a few tenths of a millisecond the frame's deadline work need not wait for.
         for verb, events in self._unlogged:
             self._log_events(verb, events)
         self._unlogged.clear()
 
-    def _overrun(self, what: str, period_s: float) -> None:
-        """Count a missed frame deadline and say so, as ros2_control's
-        controller manager does (at most one line a second; the count is in
-        every line, the status and the diagnostics)."""
-        self._overruns += 1
-        self.get_logger().warning(f'frame overrun: {what} (period {period_s * 1e3:.1f} ms); {self._overruns} '
-                                  f'overrun(s) so far', throttle_duration_sec=1.0)
+    def _overrun(self, what: str, length_s: float, period_s: float) -> None:
+        """Count a missed frame deadline (``length_s``: the frame's build
+        time or the tick's gap) and say so, as ros2_control's controller
+        manager does, at most one line a second, that second's longest
+        (:mod:`~safemanip_ros.monitor.overruns`; the count is also in the
+        status and the diagnostics)."""
+        self._say_overrun(self._overrun_log.note(time.monotonic(), length_s,
+                                                 f'{what} (period {period_s * 1e3:.1f} ms)'))
+
+    def _say_overrun(self, line: str | None) -> None:
+        if line is not None:
+            self.get_logger().warning(f'frame overrun: {line}')
+
+    @property
+    def _overruns(self) -> int:
+        return self._overrun_log.count
 
     def _verdicts(self, stamp_ns: int, frame: int, labels: np.ndarray, violated: np.ndarray, rec: np.ndarray,
                   now_ns: int) -> bytes:
