@@ -15,10 +15,12 @@ run, MiB per hour), the overruns, and the bag's growth per hour.  Targets
 bounded (split files and bytes grow linearly with time, none left open).
 
 Beside the stack runs ``stallprobe.py`` (a thread on each CPU that only
-sleeps 1 ms at a time, at a real-time priority above the stack's): each
-overrun the monitor logs is matched with the stalls of the machine the probe
-saw, so the overruns the stack caused are told from those no program on this
-machine could avoid.
+sleeps 1 ms at a time and times a few microseconds of fixed work at each
+wake-up, at a real-time priority above the stack's): each overrun the
+monitor logs (the longest of each second, said with when it happened) is
+matched with the stalls of the machine and the stretches in which a CPU ran
+slowly that the probe saw, so the overruns the stack caused are told from
+those no program on this machine could avoid.
 
     python bench/bench_soak.py                      # 60 minutes
     python bench/bench_soak.py --minutes 3          # a short look
@@ -45,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from stackproc import children, proc_stats, stop_stack  # noqa: E402  (beside this script)
-from stallprobe import coinciding  # noqa: E402
+from stallprobe import SLOW_FACTOR, during  # noqa: E402
 
 RATE_HZ = 100.0
 TOUCHED = ('shelf', 'table', 'mug', 'microwave')
@@ -83,25 +85,47 @@ def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
 
 # rclpy's console format: [SEVERITY] [unix time] [node]: message
 _OVERRUN_LINE = re.compile(r'^\[WARN\] \[(\d+\.\d+)\] \[monitor\]: frame overrun: (.*)$')
+_LENGTH = re.compile(r'^(?:frame built in|tick) ([\d.]+) ms')
+_AGO = re.compile(r', ([\d.]+) s ago$')
+
+
+def overrun_span(logged_unix_s: float, text: str) -> tuple[float, float]:
+    """(start, end) unix s of the overrun a monitor line says: a frame's
+    build or a tick's gap, ending when it was logged, or ``… s ago`` before."""
+    end = logged_unix_s - (float(m.group(1)) if (m := _AGO.search(text)) else 0.0)
+    length = _LENGTH.match(text)
+    return end - (float(length.group(1)) * 1e-3 if length else 0.0), end
 
 
 def _attribute_overruns(work: Path, overruns: int) -> None:
-    """The monitor's overrun lines (one a second at most) against the stalls of the machine."""
+    """The monitor's overrun lines (one a second at most, the longest) against what the machine did."""
     lines = [m for m in map(_OVERRUN_LINE.match, (work / 'stack.log').read_text().splitlines()) if m]
     probe = json.loads((work / 'stalls.json').read_text()) if (work / 'stalls.json').exists() else None
     if probe is None:
         print('stall probe: no result')
         return
-    stalls = probe['stalls']
+    stalls, slow = probe['stalls'], probe.get('slow', [])
     longest = max((late for _, late, _ in stalls), default=0.0)
     print(f'machine: {len(stalls)} stalls over 5 ms in {probe["wakeups"]} wake-ups of the stall probe on '
-          f'{probe["cpus"]} CPUs ({sum(late > 10 for _, late, _ in stalls)} over 10 ms, longest {longest:.1f} ms)')
-    matched = coinciding([float(m.group(1)) for m in lines], stalls, slack_s=2.0 / RATE_HZ)
-    print(f'overruns {overruns}: {len(lines)} logged moments (one line a second at most), {matched} of them '
-          f'during a stall of the machine or within two frame periods after it, {len(lines) - matched} '
-          f'not (the stack\'s own: target 0)')
+          f'{probe["cpus"]} CPUs ({sum(late > 10 for _, late, _ in stalls)} over 10 ms, longest {longest:.1f} ms); '
+          f'{len(slow)} stretches of a CPU running the probe\'s fixed work over {SLOW_FACTOR:g}x slower than usual '
+          f'({sum(length for _, length, _, _ in slow) / 1e3:.1f} s in all, longest '
+          f'{max((length for _, length, _, _ in slow), default=0.0):.0f} ms, worst '
+          f'{max((f for _, _, f, _ in slow), default=0.0):.1f}x)')
+    slack_s = 2.0 / RATE_HZ
+    kinds = []
     for m in lines:
-        print(f'  {m.group(1)}  {m.group(2)}')
+        start, end = overrun_span(float(m.group(1)), m.group(2))
+        hit_stall = any(during(t, stalls, slack_s) for t in (start, end)) or \
+            any(start <= s0 <= end for s0, _, _ in stalls)
+        hit_slow = any(during(t, slow, slack_s) for t in (start, end)) or any(start <= s0 <= end for s0, *_ in slow)
+        kinds.append('stall' if hit_stall else 'slow CPU' if hit_slow else 'the stack')
+    print(f'overruns {overruns}: {len(lines)} logged moments (one line a second at most, its longest), '
+          f'{kinds.count("stall")} of them during a stall of the machine or within two frame periods of it, '
+          f'{kinds.count("slow CPU")} while a CPU ran slowly, {kinds.count("the stack")} neither (the stack\'s '
+          f'own: target 0)')
+    for m, kind in zip(lines, kinds):
+        print(f'  {m.group(1)}  [{kind}]  {m.group(2)}')
 
 
 def main() -> int:

@@ -5,7 +5,8 @@ ros2_control's controller manager, like rclpy's ``throttle_duration_sec``,
 says the first overrun of a second and drops the rest; a frame that took
 0.7 s went unsaid behind a tick 32 ms late a moment before it.  Here each
 overrun is counted at once, the worst one (longest) waits for the second to
-pass, and a line then says it with how many it stands for.  Pure: the
+pass, and a line then says it with how many it stands for and how long
+ago it happened.  Pure: the
 monitor node calls :meth:`OverrunLog.note` for each overrun and
 :meth:`OverrunLog.due` on each tick, and logs what they return.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 class _Worst:
     length_s: float
     text: str
+    at_s: float
     since: int = 1      # overruns it stands for (itself and those not said since the last line)
 
 
@@ -39,19 +41,22 @@ class OverrunLog:
         self.count += 1
         if self._worst is None or length_s > self._worst.length_s:
             since = 1 if self._worst is None else self._worst.since + 1
-            self._worst = _Worst(length_s, text, since)
+            self._worst = _Worst(length_s, text, now_s, since)
         else:
             self._worst.since += 1
         return self.due(now_s)
 
-    def due(self, now_s: float) -> str | None:
+    def due(self, now_s: float, waiting: bool = False) -> str | None:
         """The line to log at ``now_s``, if one waits and the last was
-        ``gap_s`` ago or more."""
+        ``gap_s`` ago or more (``waiting``: whenever one waits — an episode's
+        end, after which no tick may come)."""
         worst = self._worst
-        if worst is None or (self._said_at_s is not None and now_s - self._said_at_s < self.gap_s):
+        if worst is None or (not waiting and self._said_at_s is not None and now_s - self._said_at_s < self.gap_s):
             return None
         self._said_at_s, self._worst = now_s, None
         line = f'{worst.text}; {self.count} overrun(s) so far'
         if worst.since > 1:
             line += f', this the longest of the {worst.since} since the last line'
+        if now_s > worst.at_s:      # said later than it happened: when it did
+            line += f', {now_s - worst.at_s:.3f} s ago'
         return line
