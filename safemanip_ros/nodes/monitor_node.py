@@ -454,8 +454,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=bool(self._grounding))
         aged_ns = ageing_ns(due)
         if self._grounding:
-            # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
-            arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
             self._grounding.clear_times()
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
@@ -463,7 +461,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
             for frame_ns, aged_at_ns in zip(due, aged_ns):
                 self._take_sampled(frame_ns, self._grounding.sample(frame_ns, aged_at_ns))
-            self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
+            # When the robot's newest input arrived (read after the sampling, which takes the inputs),
+            # seen from the moment of sampling: the phase lock's lag (0 for one that landed meanwhile).
+            arrival_ns = self._grounding.last_arrival_ns
+            self._lock_phase(period, max(0, sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         t_grounding = time.monotonic()
         self._caught_up += len(due) - 1
         event_count = 0
@@ -788,6 +789,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if not self._episode or self.monitor is None:
             return None
         self._release_closings(None)        # every event of the episode before its final metrics
+        self._say_overrun(self._overrun_log.due(time.monotonic(), waiting=True))
         result = self.monitor.finish()[0]
         self._publish_metrics(result, self.get_clock().now().nanoseconds)
         self._episode = ''
