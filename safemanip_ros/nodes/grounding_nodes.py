@@ -57,8 +57,8 @@ from .guard import CallbackGuard
 from .params import MIN_RATE_HZ, RosParameters, check_range
 from .predicate_wire import PredicateArrayWire
 from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
-from .runner import FrameTakenInputs, take_delivered
 from .runner import run_node as _run
+from .runner import take_delivered
 
 MAX_DEFERRED = 1000
 """Held-back inputs at most (a publisher whose clock runs far ahead is not buffered without bound)."""
@@ -82,9 +82,6 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
 
     source = ''
     fast_inputs = False     # inputs far above the frame rate (TF): publications rate-limited
-    # Sampled by the monitor, the frame takes the inputs (sample()); the camera's detection is work
-    # for the executor, outside the frame.
-    frame_takes_inputs = True
 
     def __init__(self, node_name: str) -> None:
         self._inputs: list[Any] = []      # input subscriptions, drained before each in-process sample
@@ -94,8 +91,6 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._skew = StampSkew()       # inputs stamped on another clock than ours
         self._inputs_freshness: list[Freshness] | None = None
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
-        self._arrival_ns: int | None = None        # the reception of the message a frame is taking
-        self._frame_inputs: FrameTakenInputs | None = None
         super().__init__(node_name)
         self.declare_parameter('config', '')
         self.declare_parameter('rate_hz', 0.0)
@@ -122,8 +117,6 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         # In safemanip run the monitor samples this source on its own frame
         # clock (sample()): one hop, no timer of ours.
         self.sampled_by_monitor = bool(self.get_parameter('sampled_by_monitor').value)
-        # Inputs no executor runs: each frame takes them (an executor wake-up per sensor message spared).
-        self._frame_inputs = FrameTakenInputs() if self.sampled_by_monitor and self.frame_takes_inputs else None
         self._timer = None if self.sampled_by_monitor else self.create_timer(1.0 / rate, self._tick)
         # One hop: an input is published at once, not at the next tick of a
         # second unsynchronised timer (the timer keeps staleness visible when
@@ -148,11 +141,10 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
 
     def create_subscription(self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any,
                             **kwargs: Any) -> Any:
-        """An input subscription: taken by each in-process sample (and then
-        run by no executor), and a message stamped after this node's clock
-        is held back until the clock reaches its stamp (simulators publish
-        the state of step t just before /clock reaches t; a frame must not
-        see its future)."""
+        """An input subscription: drained before each in-process sample, and
+        a message stamped after this node's clock is held back until the
+        clock reaches its stamp (simulators publish the state of step t
+        just before /clock reaches t; a frame must not see its future)."""
         static = topic == '/tf_static'
         # The robot's inputs, not our own predicates (TF grounding hears the grasp): their arrival phase
         # is what the monitor's phase lock follows.
@@ -160,8 +152,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
 
         def deferring(msg, _cb=callback):  # type: ignore[no-untyped-def]
             if robot_input:
-                # Taken by a frame, when the middleware received it (_arrived); by the executor, now.
-                self.last_arrival_ns = self._arrival_ns if self._arrival_ns is not None else time.monotonic_ns()
+                self.last_arrival_ns = time.monotonic_ns()
             stamp_ns = None if static else _stamp_ns(msg)
             if stamp_ns is None:
                 _cb(msg)
@@ -176,14 +167,9 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
                 # node of a process has its own /clock subscription, and this one may run ahead.
                 self._release_deferred(self.get_clock().now().nanoseconds)
 
-        if self._frame_inputs is not None:
-            kwargs.setdefault('callback_group', self._frame_inputs)
         sub = super().create_subscription(msg_type, topic, deferring, *args, **kwargs)
         self._inputs.append(sub)
         return sub
-
-    def _arrived(self, arrival_ns: int) -> None:
-        self._arrival_ns = arrival_ns
 
     def _check_clock(self, topic: str, stamp_ns: int) -> None:
         """Say once per input when its stamps are on another clock than
@@ -207,19 +193,13 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
     def sample(self, now_ns: int, upstream: Predicates | None = None, aged_at_ns: int | None = None) -> Predicates:
         """Evaluate at ``now_ns`` (node clock), publish as usual, and return
         the values (the monitor's frame, in one process).  Inputs already
-        delivered are taken first, each with the time the middleware
-        received it (:attr:`last_arrival_ns`); no executor runs them
-        (:class:`~.runner.FrameTakenInputs`), except where taking directly
-        fails or the source's inputs are the executor's work (the camera).
+        delivered are taken first: the executor takes one message per
+        subscription per wake-up, so under load they would wait behind it.
         ``aged_at_ns``: a caught-up frame's inputs are judged stale at that
         time (:func:`~safemanip_ros.monitor.clock.ageing_ns`)."""
         t0 = time.perf_counter()
-        try:
-            for sub in self._inputs:
-                if not take_delivered(sub, sub.callback, arrived=self._arrived) and self._frame_inputs is not None:
-                    self._frame_inputs.executor_runs = True     # cannot take them: the executor must
-        finally:
-            self._arrival_ns = None
+        for sub in self._inputs:
+            take_delivered(sub, sub.callback)
         self._release_deferred(now_ns)
         if upstream:
             self.upstream(upstream)
@@ -389,7 +369,6 @@ class CameraGroundingNode(GroundingNode):
     (parent: the configuration's camera frame, child: the entity frame)."""
 
     source = 'camera'
-    frame_takes_inputs = False
 
     def __init__(self) -> None:
         super().__init__('camera_grounding')

@@ -454,6 +454,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=bool(self._grounding))
         aged_ns = ageing_ns(due)
         if self._grounding:
+            # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
+            arrival_ns = self._grounding.last_arrival_ns
             sampled_mono_ns = time.monotonic_ns()
             self._grounding.clear_times()
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
@@ -461,10 +463,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
             for frame_ns, aged_at_ns in zip(due, aged_ns):
                 self._take_sampled(frame_ns, self._grounding.sample(frame_ns, aged_at_ns))
-            # When the robot's newest input arrived (read after the sampling, which takes the inputs),
-            # seen from the moment of sampling: the phase lock's lag (0 for one that landed meanwhile).
-            arrival_ns = self._grounding.last_arrival_ns
-            self._lock_phase(period, max(0, sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
+            self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         t_grounding = time.monotonic()
         self._caught_up += len(due) - 1
         event_count = 0

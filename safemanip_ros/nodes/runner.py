@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import rclpy
-from rclpy.callback_groups import CallbackGroup
 from rclpy.clock import Clock, ClockType  # type: ignore[attr-defined]  # its own module only after Humble
 from rclpy.duration import Duration
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
@@ -28,16 +27,12 @@ from .recorder_process import PARENT_ENV
 AnyNode = TypeVar('AnyNode', bound=Node)
 
 
-def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000,
-                   arrived: Callable[[int], None] | None = None) -> bool:
+def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000) -> bool:
     """Take every message already delivered to ``sub`` and hand each to
     ``callback``, now, instead of waiting for the executor: it takes one
-    message per subscription per wake-up, and runs timers first.
-    ``arrived``, if given, is told before each message when it arrived
-    (``time.monotonic_ns()``, from the middleware's reception time where it
-    gives one, else now).  Returns False when this rclpy does not allow
-    taking directly (its internals changed); the executor's order then
-    stands."""
+    message per subscription per wake-up, and runs timers first.  Returns
+    False when this rclpy does not allow taking directly (its internals
+    changed); the executor's order then stands."""
     for _ in range(limit):
         try:
             with sub.handle:
@@ -46,43 +41,8 @@ def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000
             return False
         if taken is None:
             break
-        if arrived is not None:
-            arrived(_arrival_ns(taken[1] if len(taken) > 1 else None))
         callback(taken[0])
     return True
-
-
-def _arrival_ns(info: Any) -> int:
-    """``time.monotonic_ns()`` of a message's reception by the middleware
-    (rmw's ``received_timestamp``, system time), or now where it is missing
-    or not in the past."""
-    now_ns = time.monotonic_ns()
-    received_ns = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
-    ago_ns = time.time_ns() - received_ns if received_ns else -1
-    return now_ns - ago_ns if 0 <= ago_ns < 60 * 10**9 else now_ns
-
-
-class FrameTakenInputs(CallbackGroup):
-    """The callback group of inputs a monitor's frame takes itself
-    (:func:`take_delivered`, ``safemanip run``'s in-process grounding): no
-    executor waits on them or runs them, so the arrival of each sensor
-    message no longer wakes the stack's executor, which took each one just
-    before the frame took them all anyway.  Should taking directly fail
-    (rclpy's internals changed), :attr:`executor_runs` hands them back to
-    the executor."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.executor_runs = False
-
-    def can_execute(self, entity: Any) -> bool:
-        return self.executor_runs
-
-    def beginning_execution(self, entity: Any) -> bool:
-        return self.executor_runs
-
-    def ending_execution(self, entity: Any) -> None:
-        pass
 
 
 def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
