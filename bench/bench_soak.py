@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 
 from stackproc import children, proc_stats, stop_stack  # noqa: E402  (beside this script)
-from stallprobe import SLOW_FACTOR, during  # noqa: E402
+from stallprobe import SLOW_FACTOR, overlapping  # noqa: E402
 
 RATE_HZ = 100.0
 TOUCHED = ('shelf', 'table', 'mug', 'microwave')
@@ -116,10 +116,8 @@ def _attribute_overruns(work: Path, overruns: int) -> None:
     kinds = []
     for m in lines:
         start, end = overrun_span(float(m.group(1)), m.group(2))
-        hit_stall = any(during(t, stalls, slack_s) for t in (start, end)) or \
-            any(start <= s0 <= end for s0, _, _ in stalls)
-        hit_slow = any(during(t, slow, slack_s) for t in (start, end)) or any(start <= s0 <= end for s0, *_ in slow)
-        kinds.append('stall' if hit_stall else 'slow CPU' if hit_slow else 'the stack')
+        kinds.append('stall' if overlapping(start, end, stalls, slack_s) else
+                     'slow CPU' if overlapping(start, end, slow, slack_s) else 'the stack')
     print(f'overruns {overruns}: {len(lines)} logged moments (one line a second at most, its longest), '
           f'{kinds.count("stall")} of them during a stall of the machine or within two frame periods of it, '
           f'{kinds.count("slow CPU")} while a CPU ran slowly, {kinds.count("the stack")} neither (the stack\'s '

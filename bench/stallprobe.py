@@ -96,16 +96,18 @@ def probe(cpu: int, threshold_s: float, stop: threading.Event, out: list[tuple[f
     counts.append(wakeups)
 
 
-def coinciding(events_unix_s: list[float], stalls: list[tuple[float, float, int]], slack_s: float) -> int:
-    """How many of ``events_unix_s`` (a frame overrun's log time) fall within
-    ``slack_s`` after a stall, or during one."""
-    return sum(1 for t in events_unix_s if during(t, stalls, slack_s))
-
-
 def during(t: float, spans: list[tuple[float, float, int]] | list[tuple[float, float, float, int]],
            slack_s: float) -> bool:
     """``t`` (unix s) within ``slack_s`` of one of ``spans`` (start unix s, length ms, ...)."""
     return any(span[0] - slack_s <= t <= span[0] + span[1] * 1e-3 + slack_s for span in spans)
+
+
+def overlapping(start: float, end: float, spans: list[tuple[float, float, int]] | list[tuple[float, float, float, int]],
+                slack_s: float) -> bool:
+    """The interval ``[start, end]`` (unix s, a frame overrun) meets one of
+    ``spans`` (start unix s, length ms, ...) or comes within ``slack_s`` of it."""
+    return during(start, spans, slack_s) or during(end, spans, slack_s) or \
+        any(start <= span[0] <= end for span in spans)
 
 
 def main() -> int:

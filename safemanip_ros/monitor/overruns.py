@@ -6,9 +6,9 @@ says the first overrun of a second and drops the rest; a frame that took
 0.7 s went unsaid behind a tick 32 ms late a moment before it.  Here each
 overrun is counted at once, the worst one (longest) waits for the second to
 pass, and a line then says it with how many it stands for and how long
-ago it happened.  Pure: the
-monitor node calls :meth:`OverrunLog.note` for each overrun and
-:meth:`OverrunLog.due` on each tick, and logs what they return.
+ago it happened.  Pure: the monitor node calls :meth:`OverrunLog.note` for
+each overrun and :meth:`OverrunLog.due` on each tick, and logs what they
+return.
 """
 
 from __future__ import annotations

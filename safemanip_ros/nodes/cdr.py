@@ -26,9 +26,14 @@ def string(text: str, offset: int) -> bytes:
     return padding(offset, 4) + struct.pack('<I', len(data)) + data
 
 
-def header(stamp_ns: int) -> bytes:
-    """A ``std_msgs/Header`` at the start of the body: the stamp (seconds
-    floored, nanoseconds 0 to 10**9 - 1, as ``builtin_interfaces/Time``) and
-    an empty frame_id; 13 bytes."""
+def time(stamp_ns: int) -> bytes:
+    """A ``builtin_interfaces/Time`` at a 4-aligned offset: seconds floored,
+    nanoseconds 0 to 10**9 - 1; 8 bytes."""
     sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
-    return struct.pack('<iI', sec, nanosec) + string('', 8)
+    return struct.pack('<iI', sec, nanosec)
+
+
+def header(stamp_ns: int, frame_id: str = '') -> bytes:
+    """A ``std_msgs/Header`` at the start of the body: the stamp
+    (:func:`time`) and ``frame_id`` (empty: 13 bytes)."""
+    return time(stamp_ns) + string(frame_id, 8)

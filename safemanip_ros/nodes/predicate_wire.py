@@ -20,8 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from ..stamps import NS_PER_S
-from .cdr import ENCAPSULATION, padding, string
+from .cdr import ENCAPSULATION, header, padding, string, time
 
 
 class PredicateArrayWire:
@@ -49,11 +48,9 @@ class PredicateArrayWire:
         """The serialized message: header stamp ``stamp_ns`` and ``frame_id``,
         ``seq`` (0 to 2**64 - 1), and one ``Predicate`` per entry of
         ``values`` in its order, ``None`` published as unknown (value false)."""
-        sec, nanosec = divmod(int(stamp_ns), NS_PER_S)
-        stamp = struct.pack('<iI', sec, nanosec)
-        head = stamp + string(frame_id, 8)
+        head = header(stamp_ns, frame_id)
         head += padding(len(head), 8) + struct.pack('<QI', seq, len(values))
-        tail = self._source + stamp
+        tail = self._source + time(stamp_ns)
         parts = [ENCAPSULATION, head]
         name = self._name
         for key, value in values.items():
