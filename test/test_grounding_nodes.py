@@ -327,5 +327,6 @@ def test_one_process_samples_the_grounding_as_one_chain():
         assert joint_values['gripper_closed'] is True
         assert contact_values['object_grasped_raw_mug'] is True      # the closure of this very frame
         assert tf._grasped['mug'] is True                            # handed on in-process, not from the topic
+        assert not [s.topic_name for s in tf.subscriptions if 'predicates' in s.topic_name]   # nor subscribed
     finally:
         rclpy.shutdown()

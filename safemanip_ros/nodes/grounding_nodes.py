@@ -322,7 +322,9 @@ class TfGroundingNode(GroundingNode):
     contact grounding's ``object_grasped_raw_<object>`` (parameter
     ``grasp_topic``) for the slip predicates, and the object a running pick
     skill names from the skill grounding's ``pick_target_<object>``
-    (parameter ``skills_topic``) for the pick precondition."""
+    (parameter ``skills_topic``) for the pick precondition.  Sampled by the
+    monitor, it takes both from the sources sampled before it instead
+    (:meth:`upstream`), and subscribes neither topic."""
 
     source = 'tf'
     fast_inputs = True
@@ -336,7 +338,11 @@ class TfGroundingNode(GroundingNode):
         self._pick_target: str | None = None
         self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), self.input_qos)
         self.create_subscription(TFMessage, '/tf_static', lambda m: self._on_tf(m, True), STATIC_TF)
-        self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp, RELIABLE)
+        # Sampled by the monitor, grasp and pick target come from the sources sampled before this one
+        # (upstream): taking them again from DDS woke the executor 100 times a second for values it had.
+        if not self.sampled_by_monitor:
+            self.create_subscription(PredicateArray, self.get_parameter('grasp_topic').value, self._on_grasp,
+                                     RELIABLE)
         if self.robot.skills.target_names and not self.sampled_by_monitor:
             self.create_subscription(PredicateArray, self.get_parameter('skills_topic').value,
                                      lambda m: self._take_target(predicate_values(m)), RELIABLE)
