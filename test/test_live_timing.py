@@ -658,3 +658,60 @@ def test_an_overrun_says_which_source_took_its_time_and_that_the_thread_waited()
         robot.destroy_node()
         rclpy.try_shutdown(context=ctx)
         rclpy.try_shutdown()
+
+
+def test_a_late_tick_says_which_callback_kept_the_thread_from_it():
+    """A callback of another node on the monitor's executor sleeps four
+    frame periods once: the tick after it comes late, and its overrun line
+    names that callback as the longest between the two ticks, with at
+    least the time it slept, and says the frame thread was on a CPU for far
+    less than that (executor_ledger.py)."""
+    import re
+
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.nodes.executor_ledger import LedgerExecutor
+    ns = f'{NS}_late_tick'
+    source, monitor = _joint_grounding_monitor(ns)
+    sleeper = rclpy.create_node('sleeper', namespace=ns)
+    ex = LedgerExecutor()
+    for node in (source, monitor, sleeper):
+        ex.add_node(node)
+    ctx, robot, pub = _robot('late_tick_robot', ns)
+    block_s = 4.0 / float(monitor.get_parameter('rate_hz').value)
+    slept, lines = [], []
+
+    def stall_once() -> None:
+        if not slept and monitor._last_tick is not None:
+            time.sleep(block_s)
+            slept.append(block_s)
+    sleeper.create_timer(0.05, stall_once)
+    say = monitor._say_overrun
+
+    def noting(line: str | None) -> None:
+        if line is not None:
+            lines.append(line)
+        say(line)
+    monitor._say_overrun = noting
+    late = re.compile(r'tick ([\d.]+) ms after the one before \(between them \d+ callback\(s\) ([\d.]+) ms \(.*; '
+                      r'the longest one test_a_late_tick_says_which_callback_kept_the_thread_from_it\.<locals>\.'
+                      r'stall_once ([\d.]+) ms\), the executor\'s waits [\d.]+ ms \(on a CPU [\d.]+\); this thread on a CPU ([\d.]+) ms')
+    try:
+        monitor.trigger_configure()
+        monitor.trigger_activate()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(late.search(line) for line in lines):
+            msg = JointState(name=JOINTS, position=[0.0] * len(JOINTS))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+            pub.publish(msg)
+            ex.spin_once(timeout_sec=0.01)
+        found = [m for m in map(late.search, lines) if m]
+        assert found, (slept, lines)
+        gap_ms, callbacks_ms, longest_ms, cpu_ms = map(float, found[0].groups())
+        assert gap_ms >= longest_ms >= block_s * 1e3 and callbacks_ms >= longest_ms, found[0].group(0)
+        assert cpu_ms < gap_ms - 0.75 * block_s * 1e3, found[0].group(0)      # asleep, not on a CPU
+    finally:
+        for node in (source, monitor, sleeper, robot):
+            node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        rclpy.try_shutdown()

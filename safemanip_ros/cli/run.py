@@ -150,8 +150,8 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
     """The stack in this process; ``claimed``: the parameters ``run`` gives every node itself (some are for a
     node not started: the supervisor under --no-supervisor)."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
+    from ..nodes.executor_ledger import LedgerExecutor
     from ..nodes.grounding_nodes import (
         CameraGroundingNode,
         ContactGroundingNode,
@@ -214,7 +214,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             # supervisor spins on a thread of its own: its watchdog judges the
             # sensors by their arrival and the main executor by its heartbeat, and
             # neither waits for a stalled grounding or monitor turn.
-            executor = SingleThreadedExecutor()
+            executor = LedgerExecutor()      # late ticks say what the thread did (executor_ledger.py)
             supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
             for node in nodes:
                 if node not in supervisors:

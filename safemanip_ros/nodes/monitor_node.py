@@ -181,6 +181,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._overrun_log = OverrunLog()       # counts them, picks the lines said (one a second, the longest)
         self._max_frame_s = 0.0
         self._last_tick: float | None = None
+        self._tick_usage: ThreadUsage | None = None    # the frame thread's usage at the last tick
         # The periodic messages, each on a schedule of its own (configure sets the period).
         self._periodic = {name: PeriodicSchedule(1.0) for name in PERIODIC}
         self._subs: list[Any] = []
@@ -405,12 +406,19 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self._periodic['status'].published(t0, time.monotonic() - t0)
             return
         period = 1.0 / float(self.get_parameter('rate_hz').value)
+        # What kept this thread from its tick: the callbacks between (executor_ledger.py) and its CPU time.
+        ledger = getattr(self.executor, 'ledger', None)
+        between = ledger.take() if ledger is not None else None
+        usage = ThreadUsage.now()
         if self._last_tick is not None and t0 - self._last_tick > 1.5 * period:
-            self._overrun(f'tick {(t0 - self._last_tick) * 1e3:.1f} ms after the one before', t0 - self._last_tick,
-                          period)
+            said = [] if between is None else [f'between them {between.said()}']
+            if self._tick_usage is not None:
+                said.append(f'this thread {usage.since(self._tick_usage).said()}')
+            self._overrun(f'tick {(t0 - self._last_tick) * 1e3:.1f} ms after the one before'
+                          + (f' ({"; ".join(said)})' if said else ''), t0 - self._last_tick, period)
         else:
             self._say_overrun(self._overrun_log.due(t0))    # the longest of the last second, once it passed
-        self._last_tick = t0
+        self._last_tick, self._tick_usage = t0, usage
         if self._frame_timer is not None and self._frame_timer.is_canceled():
             # One hop: the executor runs timers before the subscriptions that
             # became ready with them (a grounding node's input among them).  The

@@ -20,6 +20,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ParameterError, SafemanipError
 from ..realtime import settle_heap
+from .executor_ledger import LedgerExecutor
 from .guard import created
 from .params import unclaimed_parameters
 from .recorder_process import PARENT_ENV
@@ -84,7 +85,7 @@ def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
             rclpy.try_shutdown()
             return 2
         settle_heap()
-        executor = SingleThreadedExecutor()
+        executor = LedgerExecutor()     # a monitor's late ticks say what the thread did meanwhile
         try:
             executor.add_node(node)
             with shutdown_ends_it():
