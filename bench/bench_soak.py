@@ -7,10 +7,10 @@ supervisor off, the recorder in a process of its own); this script publishes joi
 contacts at 100 Hz, touching the shelf, the table and the mug in turn so the
 properties trigger, violate and recover all the time.
 
-Prints every ``--report-s``: the stack's and the recorder's RSS and CPU share, the monitor's
+Prints every ``--report-s``: the stack's and the recorder's RSS and CPU share over that interval, the monitor's
 frames and overruns (from its ``status``), and the bag's split files and
 size; at the end the RSS slopes (least squares over the second half of the
-run, MiB per hour), the overruns, and the bag's growth per hour.  Targets
+run, MiB per hour), the CPU share slopes (% per hour), the overruns, and the bag's growth per hour.  Targets
 (issue: fail closed, soak): RSS flat, no frame overruns, bag rotation
 bounded (split files and bytes grow linearly with time, none left open).
 
@@ -72,6 +72,14 @@ def generated_suite(path: Path, instances: int) -> None:
 def _bag(path: Path) -> tuple[int, float]:
     files = [f for f in path.glob('*') if f.is_file()] if path.exists() else []
     return len(files), sum(f.stat().st_size for f in files) / 2 ** 20
+
+
+def _cpu_shares(samples: list[tuple[float, float, float, float, float]]) -> tuple[float, float]:
+    """The stack's and the recorder's CPU share (% of one CPU) since the sample before the last."""
+    if len(samples) < 2:
+        return 0.0, 0.0
+    (t0, _, cpu0, _, rec0), (t1, _, cpu1, _, rec1) = samples[-2:]
+    return (cpu1 - cpu0) / (t1 - t0) * 100, (rec1 - rec0) / (t1 - t0) * 100
 
 
 def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
@@ -217,8 +225,7 @@ def main() -> int:
                 samples.append((now - t0, rss, cpu_s, rec_rss, rec_cpu_s))
                 files, mib = _bag(bag)
                 s = status[-1]
-                cpu_share = ((cpu_s - samples[0][2]) / (now - t0) * 100) if now > t0 else 0.0
-                rec_share = ((rec_cpu_s - samples[0][4]) / (now - t0) * 100) if now > t0 else 0.0
+                cpu_share, rec_share = _cpu_shares(samples)
                 print(f'  {(now - t0) / 60:5.1f} min  RSS {rss:6.1f} MiB  CPU {cpu_share:4.0f} %  '
                       f'recorder RSS {rec_rss:5.1f} MiB CPU {rec_share:3.0f} %  frames {s.frames}  '
                       f'overruns {s.overruns}  max frame {s.max_frame_time_s * 1e3:.1f} ms  violated {s.violated}  '
@@ -236,6 +243,10 @@ def main() -> int:
     times = [sample[0] for sample in samples]
     print(f'RSS slope over the second half: {_slope_per_hour(times, [sample[1] for sample in samples]):+.1f} '
           f'MiB/h (target: flat); RSS {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MiB')
+    shares = [_cpu_shares(samples[:i + 1]) for i in range(1, len(samples))]
+    print(f"CPU share slope over the second half (where a frame's work grew with time): stack "
+          f'{_slope_per_hour(times[1:], [a for a, _ in shares]):+.1f} %/h, recorder '
+          f'{_slope_per_hour(times[1:], [b for _, b in shares]):+.1f} %/h')
     if not args.no_record:
         print(f'recorder RSS slope over the second half: '
               f'{_slope_per_hour(times, [sample[3] for sample in samples]):+.1f} MiB/h (target: flat); RSS '
