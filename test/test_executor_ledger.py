@@ -74,3 +74,25 @@ def test_the_executor_notes_each_callback_by_topic_or_function_and_keeps_errors(
         node.destroy_node()
         ex.shutdown()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_a_guarded_nodes_timer_is_named_by_its_method_not_the_guard():
+    """The 60-minute soak's late ticks named ``CallbackGuard._guarded.<locals>.guarded``: every timer of
+    our nodes looked alike."""
+    from rclpy.node import Node
+
+    from safemanip_ros.nodes.guard import CallbackGuard
+
+    class Ticking(CallbackGuard, Node):
+        def on_tick(self) -> None:
+            pass
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Ticking('guarded_ledger_test', context=ctx)
+    try:
+        timer = node.create_timer(0.01, node.on_tick)
+        assert callback_name(timer).endswith('Ticking.on_tick'), callback_name(timer)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)

@@ -119,6 +119,9 @@ class CallbackGuard:
                         response.message = f'internal error: {type(err).__name__}: {err}'
                     return response
                 return None
+        # The executor ledger names a timer by its function: the guarded one's, not this wrapper's.  Not
+        # functools.wraps: its __wrapped__ would change the signature rclpy inspects to decide what to pass.
+        guarded.__qualname__ = getattr(fn, '__qualname__', guarded.__qualname__)
         return guarded
 
     def create_subscription(self, msg_type: Any, topic: str, callback: Callable[..., Any], *args: Any,
