@@ -603,6 +603,30 @@ def test_samples_far_ahead_of_the_clock_are_kept_one_per_topic():
         rclpy.try_shutdown()
 
 
+def _overrun_lines_matching(pattern, monitor, ex, pub, timeout_s: float = 30.0):
+    """Activates ``monitor`` and spins ``ex``, publishing joint states, until
+    one of the overrun lines it logs matches ``pattern`` (or ``timeout_s``):
+    (the matches, every line logged)."""
+    from sensor_msgs.msg import JointState
+    lines: list[str] = []
+    say = monitor._say_overrun
+
+    def noting(line: str | None) -> None:
+        if line is not None:
+            lines.append(line)
+        say(line)
+    monitor._say_overrun = noting
+    monitor.trigger_configure()
+    monitor.trigger_activate()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not any(pattern.search(line) for line in lines):
+        msg = JointState(name=JOINTS, position=[0.0] * len(JOINTS))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        pub.publish(msg)
+        ex.spin_once(timeout_sec=0.01)
+    return [m for m in map(pattern.search, lines) if m], lines
+
+
 def test_an_overrun_says_which_source_took_its_time_and_that_the_thread_waited():
     """One evaluation of the joint-state grounding blocks two frame periods
     without using a CPU (as a thread waiting for the GIL or a page would):
@@ -611,14 +635,13 @@ def test_an_overrun_says_which_source_took_its_time_and_that_the_thread_waited()
     took, having waited."""
     import re
 
-    from sensor_msgs.msg import JointState
     ns = f'{NS}_overrun'
     source, monitor = _joint_grounding_monitor(ns)
     ex = SingleThreadedExecutor()
     ex.add_node(source)
     ex.add_node(monitor)
     ctx, robot, pub = _robot('overrun_robot', ns)
-    evaluate, sampled, lines = source.evaluate, [0], []
+    evaluate, sampled = source.evaluate, [0]
     block_s = 2.0 / float(monitor.get_parameter('rate_hz').value)
 
     def blocking(now_s: float):
@@ -627,26 +650,11 @@ def test_an_overrun_says_which_source_took_its_time_and_that_the_thread_waited()
             time.sleep(block_s)
         return evaluate(now_s)
     source.evaluate = blocking
-    say = monitor._say_overrun
-
-    def noting(line: str | None) -> None:      # the lines logged
-        if line is not None:
-            lines.append(line)
-        say(line)
-    monitor._say_overrun = noting
     built = re.compile(r'frame built in ([\d.]+) ms .*\[joint_states ([\d.]+) \(inputs [\d.]+, evaluate ([\d.]+), '
                        r'publish [\d.]+\)\].*; this thread on a CPU ([\d.]+) ms \(user [\d.]+, system [\d.]+; \d+ '
                        r'page faults, \d+ major; (\d+) waits, \d+ preemptions\)\) \(period ')
     try:
-        monitor.trigger_configure()
-        monitor.trigger_activate()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(built.search(line) for line in lines):
-            msg = JointState(name=JOINTS, position=[0.0] * len(JOINTS))
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
-            pub.publish(msg)
-            ex.spin_once(timeout_sec=0.01)
-        found = [m for m in map(built.search, lines) if m]
+        found, lines = _overrun_lines_matching(built, monitor, ex, pub)
         assert found, (sampled, lines)
         frame_ms, source_ms, evaluate_ms, cpu_ms, waits = map(float, found[0].groups())
         assert evaluate_ms >= block_s * 1e3 and source_ms >= evaluate_ms and frame_ms >= source_ms, found[0].group(0)
@@ -668,8 +676,6 @@ def test_a_late_tick_says_which_callback_kept_the_thread_from_it():
     less than that (executor_ledger.py)."""
     import re
 
-    from sensor_msgs.msg import JointState
-
     from safemanip_ros.nodes.executor_ledger import LedgerExecutor
     ns = f'{NS}_late_tick'
     source, monitor = _joint_grounding_monitor(ns)
@@ -679,33 +685,18 @@ def test_a_late_tick_says_which_callback_kept_the_thread_from_it():
         ex.add_node(node)
     ctx, robot, pub = _robot('late_tick_robot', ns)
     block_s = 4.0 / float(monitor.get_parameter('rate_hz').value)
-    slept, lines = [], []
+    slept: list[float] = []
 
     def stall_once() -> None:
         if not slept and monitor._last_tick is not None:
             time.sleep(block_s)
             slept.append(block_s)
     sleeper.create_timer(0.05, stall_once)
-    say = monitor._say_overrun
-
-    def noting(line: str | None) -> None:
-        if line is not None:
-            lines.append(line)
-        say(line)
-    monitor._say_overrun = noting
     late = re.compile(r'tick ([\d.]+) ms after the one before \(between them \d+ callback\(s\) ([\d.]+) ms \(.*; '
                       r'the longest one test_a_late_tick_says_which_callback_kept_the_thread_from_it\.<locals>\.'
                       r'stall_once ([\d.]+) ms\), the executor\'s waits [\d.]+ ms \(on a CPU [\d.]+\); this thread on a CPU ([\d.]+) ms')
     try:
-        monitor.trigger_configure()
-        monitor.trigger_activate()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(late.search(line) for line in lines):
-            msg = JointState(name=JOINTS, position=[0.0] * len(JOINTS))
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
-            pub.publish(msg)
-            ex.spin_once(timeout_sec=0.01)
-        found = [m for m in map(late.search, lines) if m]
+        found, lines = _overrun_lines_matching(late, monitor, ex, pub)
         assert found, (slept, lines)
         gap_ms, callbacks_ms, longest_ms, cpu_ms = map(float, found[0].groups())
         assert gap_ms >= longest_ms >= block_s * 1e3 and callbacks_ms >= longest_ms, found[0].group(0)
