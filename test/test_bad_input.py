@@ -109,6 +109,18 @@ def test_a_missing_input_is_skipped_and_the_rest_audited(tmp_path):
     assert 'audited 1 rollouts' in proc.stdout and f'skipped: {tmp_path / "nope"}: no such file or folder' in proc.stdout
 
 
+
+@pytest.mark.parametrize('where', ['/proc/no_such_folder', 'a_file/out', 'a_file'])
+def test_an_out_folder_that_cannot_be_made_is_one_line_exit_2(tmp_path, where):
+    """``--out /proc/x`` was an internal error (FileNotFoundError from mkdir, exit 70)."""
+    trace = tmp_path / 'a.jsonl'
+    trace.write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n')
+    (tmp_path / 'a_file').write_text('')
+    out = where if where.startswith('/') else str(tmp_path / where)
+    words = 'exists and is not a folder' if where == 'a_file' else 'cannot write there'
+    _one_line_error(run_cli('audit', str(trace), '--scene', str(SCENE), '--out', out, '--quiet', '--only', NAME),
+                    f'--out {out}: {words}')
+
 def test_the_same_source_given_twice_is_audited_once(tmp_path, monkeypatch):
     """`audit bags bags` (or `bags/x` beside `./bags/x/`) counted every rollout twice."""
     folder = tmp_path / 'bags'

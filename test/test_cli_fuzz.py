@@ -36,14 +36,15 @@ def files(tmp_path_factory) -> dict[str, str]:
     return {'trace': str(d / 'trace.jsonl'), 'empty': str(d / 'empty.jsonl'), 'garbage': str(d / 'garbage.jsonl'),
             'report': str(d / 'report.json'), 'dir': str(d / 'empty_dir'), 'missing': str(d / 'nope'),
             'bad_yaml': str(d / 'not_yaml.yaml'), 'suite': SUITE, 'scene': SCENE, 'robot': ROBOT,
-            'out': str(d / 'out')}
+            'out': str(d / 'out'), 'unmakeable': '/proc/safemanip_fuzz/out',
+            'under_a_file': str(d / 'trace.jsonl' / 'out')}
 
 
 NUMBERS = st.sampled_from(['0', '-1', '1e308', 'nan', 'inf', 'x', '0.5', '3', '-0', '1e-300'])
 FORMULAS = st.sampled_from(['G a', 'a U', '((a', 'F[3,1] b', 'G[0,1000000000] a', 'a & & b', 'X X X a', '',
                             'G(a -> F[0,5] b)', '!', 'true', '"a"'])
 PATH_KEYS = st.sampled_from(['trace', 'empty', 'garbage', 'report', 'dir', 'missing', 'bad_yaml', 'suite',
-                             'scene', 'robot'])
+                             'scene', 'robot', 'unmakeable', 'under_a_file'])
 
 
 def _commands(files: dict[str, str]) -> st.SearchStrategy[list[str]]:
@@ -69,7 +70,8 @@ def _commands(files: dict[str, str]) -> st.SearchStrategy[list[str]]:
         st.tuples(st.just('doctor'), st.just('--config'), path, path).map(list),
         st.tuples(st.just('config'), st.just('init'), st.just('--from-bag'), path, st.just('--out'),
                   st.just(files['out'] + '.yaml')).map(list),
-        st.tuples(st.just('audit'), st.just(files['trace']), st.just('--out'), path, st.just('--quiet')).map(list),
+        st.tuples(st.just('audit'), st.just(files['trace']), st.just('--scene'), st.just(files['scene']),
+                  st.just('--allow-unknown-predicates'), st.just('--out'), path, st.just('--quiet')).map(list),
         st.tuples(st.just('specrl'), st.just('evaluate'), path, st.just('--formula'), FORMULAS,
                   st.just('--rate-hz'), NUMBERS).map(list),
         st.tuples(st.just('specrl'), st.just('evaluate'), st.just('--env'), st.just('letter'), st.just('--formula'),

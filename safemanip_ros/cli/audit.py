@@ -117,7 +117,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
     from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html, write_report_json
     from ..gc_pause import gc_paused
-    from .options import check_positive, check_probability, check_rate
+    from .options import check_positive, check_probability, check_rate, writable_folder
 
     check_rate('--rate-hz', args.rate_hz)
     check_positive('--staleness-s', args.staleness_s)
@@ -128,8 +128,6 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.gate import parse_limits
     limits = parse_limits(args.max_rate)
     check_sequential_limits(limits, args.alpha, '--max-rate')
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise SafemanipError(f'--out {args.out}: exists and is not a folder')
     if args.scene and args.config:
         raise SafemanipError(f'--scene {args.scene} and --config {args.config}: the robot configuration\'s '
                              f'entities are its scene; give one of them')
@@ -138,8 +136,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
                       str(Path(args.config).resolve()) if args.config else '',
                       tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,
                       args.allow_unknown_predicates, args.strict)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_folder('--out', args.out)
     bar = None
     if not args.quiet:
         from tqdm import tqdm

@@ -41,6 +41,7 @@ from ..errors import SafemanipError
 from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
 from .demo_physics import SimServer, _exe, _live_events, _run_episode, _say
+from .options import writable_folder
 
 CANARIES = (('good', 'none'), ('dropper', 'midair_drop'))
 LIMIT = ('release_stability', 0.4)
@@ -168,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain))   # a domain each: two robots that never meet
         env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
         canary = Canary(name, fault, out / name, env)
-        (canary.folder / 'logs').mkdir(parents=True)
+        writable_folder('--out', canary.folder / 'logs')
         canaries.append(canary)
     _say(f'safemanip demo --canary: canaries {", ".join(f"{c.name} (fault: {c.fault})" for c in canaries)} on '
          f'robosuite Lift, each gated live: rollout violation rate of {LIMIT[0]} <= {LIMIT[1]:g}, unit {UNIT}, '

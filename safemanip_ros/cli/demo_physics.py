@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import SafemanipError
 from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
+from .options import writable_folder
 
 DEMO_EPISODES = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag', 3), ('Lift', 'table_smash', 4),
                  ('Lift', 'release_above_support', 5), ('PickPlace', 'none', 6),
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path('demo_output') / time.strftime('%Y%m%d-%H%M%S'))
     if out.exists() and any(out.iterdir()):
         raise SafemanipError(f'--out {out}: exists and is not empty; choose a new folder')
-    (out / 'logs').mkdir(parents=True, exist_ok=True)
+    writable_folder('--out', out / 'logs')
     env = dict(os.environ)
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one

@@ -1,11 +1,14 @@
-"""Range and finiteness checks for numeric command-line options: a value
-out of range is a one-line error naming the option, never a silent
-misbehaviour (``--staleness-s nan`` once made every predicate unknown)."""
+"""Checks of command-line options: a number out of range, or an output
+folder that cannot be made or written, is a one-line error naming the
+option, never a silent misbehaviour (``--staleness-s nan`` once made every
+predicate unknown) or an internal error (``--out /proc/x``)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import tempfile
+from pathlib import Path
 
 from ..errors import SafemanipError
 
@@ -77,3 +80,18 @@ def profile_properties(args: argparse.Namespace) -> list[str]:
                                  f'with --properties and no --profile)')
         return [str(p) for p in profile_suites(args.profile)]
     return list(args.properties or [str(p) for p in profile_suites('default')])
+
+
+def writable_folder(option: str, path: str | Path) -> Path:
+    """``path`` made (with its parents) if need be and proven writable by
+    creating a file in it; else a :class:`SafemanipError` naming ``option``."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise SafemanipError(f'{option} {folder}: exists and is not a folder')
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise SafemanipError(f'{option} {folder}: cannot write there ({err.strerror or err})') from None
+    return folder

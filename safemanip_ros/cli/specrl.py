@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
@@ -81,7 +79,7 @@ MAX_LIVE = 100_000
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..specrl.evaluate import evaluate
     from ..specrl.metrics import format_table
-    from .options import check_number, check_rate
+    from .options import check_number, check_rate, writable_folder
     check_rate('--rate-hz', args.rate_hz)
     check_number('--workers', args.workers, 1, 1024)
     specs = _specs(args)
@@ -96,14 +94,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if not seeds or not 1 <= args.trajectories <= MAX_LIVE or not 1 <= args.horizon <= MAX_LIVE:
             raise SafemanipError(f'--seeds, --trajectories and --horizon in 1..{MAX_LIVE} needed')
         if args.log_dir:
-            if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
-                raise SafemanipError(f'--log-dir {args.log_dir}: not a folder')
-            try:
-                Path(args.log_dir).mkdir(parents=True, exist_ok=True)
-                with tempfile.TemporaryFile(dir=args.log_dir):
-                    pass
-            except OSError as err:
-                raise SafemanipError(f'--log-dir {args.log_dir}: cannot write there ({err.strerror})') from None
+            writable_folder('--log-dir', args.log_dir)
         try:
             from ..gym.evaluation import letter_rollouts
         except ImportError as err:
