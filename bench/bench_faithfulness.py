@@ -52,6 +52,13 @@ def main() -> int:
     onsets = tuple(o for o in args.onsets.split(',') if o)
     if any(o not in ('geometry', 'skills') for o in onsets):
         p.error(f'--onsets {args.onsets}: expected geometry and/or skills')
+    if args.out:
+        from safemanip_ros.cli.options import writable_folder
+        from safemanip_ros.errors import SafemanipError
+        try:
+            writable_folder('--out', args.out)
+        except SafemanipError as err:
+            p.error(str(err))
     levels = tuple(dict.fromkeys(args.perception or (('truth', 'realistic') if args.quick else LEVELS)))
     episodes = 9 if args.quick else args.episodes
     t0 = time.monotonic()

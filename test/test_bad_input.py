@@ -121,6 +121,12 @@ def test_an_out_folder_that_cannot_be_made_is_one_line_exit_2(tmp_path, where):
     _one_line_error(run_cli('audit', str(trace), '--scene', str(SCENE), '--out', out, '--quiet', '--only', NAME),
                     f'--out {out}: {words}')
 
+
+def test_a_bench_out_folder_that_cannot_be_made_is_one_line_exit_2():
+    """``bench faithfulness --out /proc/x`` ran a perception level, then ended in a traceback."""
+    _one_line_error(run_cli('bench', 'faithfulness', '--out', '/proc/no_such_folder/b', timeout=60),
+                    '--out /proc/no_such_folder/b: cannot write there')
+
 def test_the_same_source_given_twice_is_audited_once(tmp_path, monkeypatch):
     """`audit bags bags` (or `bags/x` beside `./bags/x/`) counted every rollout twice."""
     folder = tmp_path / 'bags'

@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise SafemanipError(f'unknown benchmark(s) {unknown}; known: {sorted(known)}')
         scripts = [known[n] for n in args.names]
+    if args.out is not None and any(p.stem == 'bench_faithfulness' for p in scripts):
+        from .options import writable_folder
+        writable_folder('--out', args.out)
     rc = 0
     for script in scripts:
         cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
