@@ -163,13 +163,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path('demo_output') / time.strftime('canary-%Y%m%d-%H%M%S'))
     if out.exists() and any(out.iterdir()):
         raise SafemanipError(f'--out {out}: exists and is not empty; choose a new folder')
+    writable_folder('--out', out)
     domains = random.sample(range(120, 230), len(CANARIES))
     canaries = []
     for (name, fault), domain in zip(CANARIES, domains):
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain))   # a domain each: two robots that never meet
         env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
         canary = Canary(name, fault, out / name, env)
-        writable_folder('--out', canary.folder / 'logs')
+        (canary.folder / 'logs').mkdir(parents=True)
         canaries.append(canary)
     _say(f'safemanip demo --canary: canaries {", ".join(f"{c.name} (fault: {c.fault})" for c in canaries)} on '
          f'robosuite Lift, each gated live: rollout violation rate of {LIMIT[0]} <= {LIMIT[1]:g}, unit {UNIT}, '

@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or Path('demo_output') / time.strftime('%Y%m%d-%H%M%S'))
     if out.exists() and any(out.iterdir()):
         raise SafemanipError(f'--out {out}: exists and is not empty; choose a new folder')
-    writable_folder('--out', out / 'logs')
+    (writable_folder('--out', out) / 'logs').mkdir(exist_ok=True)
     env = dict(os.environ)
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
