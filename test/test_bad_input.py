@@ -6,6 +6,7 @@ number."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,22 @@ def test_a_bench_out_folder_that_cannot_be_made_is_one_line_exit_2():
     """``bench faithfulness --out /proc/x`` ran a perception level, then ended in a traceback."""
     _one_line_error(run_cli('bench', 'faithfulness', '--out', '/proc/no_such_folder/b', timeout=60),
                     '--out /proc/no_such_folder/b: cannot write there')
+
+
+def test_a_folders_broken_link_and_pipe_are_named_as_skipped_not_passed_over(tmp_path):
+    """A .jsonl that was a broken link or a named pipe in an audited folder was passed over unsaid ("0
+    skipped"), and with a pipe the audit blocked for ever hashing it."""
+    folder = tmp_path / 'rollouts'
+    folder.mkdir()
+    (folder / 'ok.jsonl').write_text('{"reach_in_microwave": true, "fixture_fully_open_microwave": false}\n')
+    (folder / 'broken.jsonl').symlink_to(tmp_path / 'nowhere.jsonl')
+    os.mkfifo(folder / 'pipe.jsonl')
+    proc = run_cli('audit', str(folder), '--scene', str(SCENE), '--out', str(tmp_path / 'o'), '--quiet', '--only',
+                   NAME, '--allow-unknown-predicates', timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert 'audited 1 rollouts' in proc.stdout and '2 skipped' in proc.stdout, proc.stdout
+    assert f'skipped: {folder / "broken.jsonl"}: no such file or folder (a broken link)' in proc.stdout
+    assert f'skipped: {folder / "pipe.jsonl"}: not a regular file or folder (a pipe' in proc.stdout
 
 def test_the_same_source_given_twice_is_audited_once(tmp_path, monkeypatch):
     """`audit bags bags` (or `bags/x` beside `./bags/x/`) counted every rollout twice."""

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -110,6 +111,8 @@ def source_fingerprint(path: Path) -> str:
         for f in _files_of(path):
             st = f.stat()
             h.update(f'|{f.relative_to(path) if path.is_dir() else f.name}|{st.st_size}|{st.st_mtime_ns}|'.encode())
+            if not stat.S_ISREG(st.st_mode):
+                continue         # a pipe would block the read; reading the source refuses it, naming it
             if f.name == 'metadata.yaml' or f.suffix == '.jsonl' or st.st_size <= 2 * _EDGE_BYTES:
                 h.update(_file_digest(f))
             else:
@@ -168,9 +171,17 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
                         allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads, known=known)
     if p.is_file() and p.suffix == '.jsonl':
         return read_jsonl(p, predicates, cfg.allow_unknown_predicates, known)
-    if p.is_dir() and any(f.suffix in SPLIT_SUFFIXES for f in p.iterdir()):
-        raise AuditInputError(f'{path}: a recording without metadata.yaml (did it finish?); its split files cannot '
-                              f'be read without it')
+    if not (p.is_file() or p.is_dir()):
+        raise AuditInputError(f'{path}: not a regular file or folder (a pipe, socket or device): give the trace '
+                              f'as a file')
+    if p.is_dir():
+        try:
+            names = [f.suffix for f in p.iterdir()]
+        except OSError as err:
+            raise AuditInputError(f'{path}: cannot read the folder ({err.strerror or err})') from None
+        if any(suffix in SPLIT_SUFFIXES for suffix in names):
+            raise AuditInputError(f'{path}: a recording without metadata.yaml (did it finish?); its split files '
+                                  f'cannot be read without it')
     raise AuditInputError(f'{path}: not a rosbag2 bag (no metadata.yaml) nor a .jsonl trace')
 
 

@@ -97,12 +97,14 @@ SPLIT_SUFFIXES = ('.mcap', '.db3')
 
 def _sources_under(folder: Path) -> Iterator[Path]:
     """The bags and .jsonl files under ``folder`` (a folder that is not a
-    bag), in no order.  One ``scandir`` per folder: a fleet's folders hold
+    bag), in no order; a folder it cannot list is yielded itself, so that
+    nothing under it is passed over unsaid.  One ``scandir`` per folder: a fleet's folders hold
     thousands of bags of several files each, and only a folder's
     ``metadata.yaml`` is looked at."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
+        yield folder           # unreadable: the engine says why, naming it, rather than pass it over
         return
     if any(e.name.endswith(SPLIT_SUFFIXES) and e.is_file() for e in entries):
         yield folder           # a recording without metadata.yaml: the engine says so, naming it
@@ -114,8 +116,10 @@ def _sources_under(folder: Path) -> Iterator[Path]:
                 yield path
             elif not entry.is_symlink():
                 yield from _sources_under(path)
-        elif entry.name.endswith('.jsonl') and not entry.name.startswith('.') and entry.is_file():
-            yield path         # (hidden files are tools' own: a bag writer's split index, say)
+        elif entry.name.endswith('.jsonl') and not entry.name.startswith('.'):
+            # (hidden files are tools' own: a bag writer's split index, say).  One that is not a regular
+            # file (a broken link, a pipe) is yielded too: the engine skips it and says so.
+            yield path
 
 
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot: RobotConfig | None = None,
