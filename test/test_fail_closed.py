@@ -196,6 +196,31 @@ def test_a_node_executable_refuses_a_parameter_it_does_not_take():
             "(did you mean 'failsafe_staleness_s'?)") in proc.stderr, proc.stderr
 
 
+
+@pytest.mark.parametrize('exe, param, words', [
+    ('monitor', 'properties:=[]', 'monitor: parameter properties names no suite file; give at least one'),
+    ('supervisor', 'safe_pose:=[]', 'supervisor: parameter safe_pose is given no value (an empty list or null); '
+                                    'expected double array'),
+])
+def test_an_empty_list_for_a_parameter_is_one_line_exit_2(exe, param, words):
+    """``-p properties:=[]`` reached rclpy untyped: the monitor's configure raised rclpy's
+    ParameterUninitializedException (a traceback, exit 1); a monitor of no property is no monitor."""
+    proc = subprocess.run([str(BIN / exe), '--ros-args', '-p', 'autostart:=true', '-p', param],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert words in proc.stderr.strip().splitlines()[-1], proc.stderr
+
+
+@pytest.mark.parametrize('param, option', [('properties:=[]', '--properties'), ('monitor:only:=[a]', '--only'),
+                                           ('bag_path:=/tmp/elsewhere', '--bag')])
+def test_a_parameter_run_sets_from_its_options_is_refused_as_a_p(param, option):
+    """``safemanip run --ros-args -p properties:=[]`` ran the default suites while the user asked for none;
+    ``-p properties:=[x.yaml]`` would have reached the monitor after run printed and checked the others."""
+    proc = _run('-p', param)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f'from its option {option}; give that instead' in lines[0], proc.stderr
+
 @pytest.mark.parametrize('exe', ['monitor', 'safemanip'])
 def test_ros_arguments_rcl_cannot_parse_are_one_line_exit_2(exe):
     """``-p failsafe_topics:=[a:b]`` is not YAML (the colons): rcl refuses it

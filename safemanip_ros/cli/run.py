@@ -69,8 +69,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+OPTION_OF_PARAMETER = {
+    'config': '--config', 'robot_config': '--config', 'properties': '--properties', 'suite': '--properties',
+    'only': '--only', 'strict': '--strict', 'policy_file': '--policy', 'controller_topic': '--controller-topic',
+    'trajectory_action': '--trajectory-action', 'servo_pause_service': '--servo-pause-service',
+    'hold_controller': '--hold-controller', 'motion_controllers': '--motion-controllers',
+    'switch_controller_service': '--switch-controller-service', 'bag_path': '--bag',
+    'input_reliability': '--reliable-inputs',
+}
+"""The node parameters ``run`` sets from its own options.  A ``-p`` of one is refused: it would reach the
+nodes while what ``run`` printed and checked (the instances monitored, the policy's names) came from the
+option — or, given an empty list, not reach them at all."""
+
+
+def _check_no_option_parameter(ros_args: list[str]) -> None:
+    for flag, value in zip(ros_args, ros_args[1:]):
+        if flag in ('-p', '--param'):
+            name = value.split(':=', 1)[0].rsplit(':', 1)[-1]
+            if name in OPTION_OF_PARAMETER:
+                raise SafemanipError(f'-p {value}: safemanip run sets parameter {name} from its option '
+                                     f'{OPTION_OF_PARAMETER[name]}; give that instead')
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    _check_no_option_parameter(list(getattr(args, 'ros_args', []) or []))
     from ..grounding.config import load_robot_config
     from ..monitor.build import build_instances
 

@@ -61,7 +61,7 @@ from safemanip_ros.msg import (
 )
 from safemanip_ros.srv import OpenViolations
 
-from ..errors import SafemanipError
+from ..errors import ParameterError, SafemanipError
 from ..gc_pause import collector_time
 from ..monitor.build import build_monitor
 from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
@@ -193,7 +193,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         p = self.get_parameter
         only = [x for x in p('only').value if x]
         # Live episodes may run for hours: counts only (each episode is published as an event).
-        monitor = build_monitor(list(p('properties').value), p('scene').value, p('robot_config').value, only,
+        suites = [f for f in p('properties').value if f]
+        if not suites:
+            # A monitor of no property would be a stack whose monitor is off while it looks on.
+            raise ParameterError(f'{self.get_name()}: parameter properties names no suite file; give at least '
+                                 f'one (left out, the shipped suites)')
+        monitor = build_monitor(suites, p('scene').value, p('robot_config').value, only,
                                 float(p('rate_hz').value), strict=bool(p('strict').value), keep_episodes=False)
         for inst, missing in sorted(monitor.unsupported.items()):
             self.get_logger().warning(f'unsupported, not run: {inst} (nothing in {p("robot_config").value} grounds '

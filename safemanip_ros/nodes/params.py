@@ -34,7 +34,16 @@ class RosParameters:
         if not isinstance(overrides, dict):
             overrides = {}
         given = overrides.get(name) if not ignore_override else None
-        if given is not None:
+        if given is not None and given.type_ == Parameter.Type.NOT_SET and value is not None:
+            # `-p properties:=[]` (or `:=null`) reaches rclpy with no type: declared, it would leave the
+            # parameter uninitialised and the node's configure would fail with rclpy's exception.
+            # A list of strings takes it as [''] (our nodes drop empty strings: rclpy types an empty list
+            # as bytes, not strings); anything else has no empty value to take.
+            if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+                raise ParameterError(f'{self.get_name()}: parameter {name} is given no value (an empty list or '  # type: ignore[attr-defined]
+                                     f'null); expected {_type_name(value)}')
+            overrides[name] = Parameter(name, Parameter.Type.STRING_ARRAY, [''])
+        elif given is not None:
             if isinstance(value, float) and given.type_ == Parameter.Type.INTEGER:
                 overrides[name] = Parameter(name, Parameter.Type.DOUBLE, float(given.value))
             elif (isinstance(value, list) and value and all(isinstance(v, float) for v in value)
@@ -46,9 +55,13 @@ class RosParameters:
             # A value of another type (config:=-5.0, rate_hz:=abc, topics:=[1, 2]): a user error naming
             # the parameter, not rclpy's traceback.
             assert given is not None
-            expected = Parameter.Type.from_parameter_value(value).name.lower().replace('_', ' ')
             raise ParameterError(f'{self.get_name()}: parameter {name} = {given.value!r} is of type '  # type: ignore[attr-defined]
-                                 f'{given.type_.name.lower().replace("_", " ")}; expected {expected}') from None
+                                 f'{given.type_.name.lower().replace("_", " ")}; expected {_type_name(value)}') from None
+
+
+def _type_name(value: Any) -> str:
+    """The ROS parameter type of ``value``, as users read it (``double``, ``string array``)."""
+    return Parameter.Type.from_parameter_value(value).name.lower().replace('_', ' ')
 
 
 MIN_RATE_HZ = 0.01
