@@ -70,16 +70,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 OPTION_OF_PARAMETER = {
-    'config': '--config', 'robot_config': '--config', 'properties': '--properties', 'suite': '--properties',
-    'only': '--only', 'strict': '--strict', 'policy_file': '--policy', 'controller_topic': '--controller-topic',
-    'trajectory_action': '--trajectory-action', 'servo_pause_service': '--servo-pause-service',
-    'hold_controller': '--hold-controller', 'motion_controllers': '--motion-controllers',
-    'switch_controller_service': '--switch-controller-service', 'bag_path': '--bag',
-    'input_reliability': '--reliable-inputs',
+    'properties': '--properties', 'suite': '--properties', 'only': '--only', 'strict': '--strict',
+    'policy_file': '--policy', 'bag_path': '--bag',
 }
-"""The node parameters ``run`` sets from its own options.  A ``-p`` of one is refused: it would reach the
-nodes while what ``run`` printed and checked (the instances monitored, the policy's names) came from the
-option — or, given an empty list, not reach them at all."""
+"""Node parameters ``run`` sets from its own options and reads itself.  A ``-p`` of one is refused: it would
+reach the nodes while what ``run`` printed, checked or recorded (the instances monitored, the policy's names,
+the bag) came from the option — or, given an empty list, not reach them at all.  (A ``-p`` of the others, such
+as ``config`` or ``controller_topic``, reaches the nodes, which check it as any node parameter.)"""
 
 
 def _check_no_option_parameter(ros_args: list[str]) -> None:
