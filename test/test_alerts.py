@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,10 +19,11 @@ from safemanip_ros.supervisor.alerts import AlertConfig, AlertDispatcher, JsonLi
 
 
 class Hook:
-    """A local webhook: ``mode`` 'ok', 'fail N' (HTTP 500 N times, then 200) or 'hang' (until released)."""
+    """A local webhook: ``mode`` 'ok', 'fail N' (HTTP 500 N times, then 200), 'hang' (until released),
+    'redirect' (302 to /elsewhere, which answers 200 to anything) or 'trickle' (a 200 answer a byte a second)."""
 
     def __init__(self, mode: str) -> None:
-        self.mode, self.received, self.release = mode, [], threading.Event()
+        self.mode, self.received, self.gets, self.release = mode, [], [], threading.Event()
         self.failures_left = int(mode.split()[1]) if mode.startswith('fail') else 0
         hook = self
 
@@ -31,11 +33,28 @@ class Hook:
                 hook.received.append(body)
                 if hook.mode == 'hang':
                     hook.release.wait(30)
+                if hook.mode == 'redirect' and self.path == '/hook':
+                    self.send_response(302)
+                    self.send_header('Location', '/elsewhere')
+                    self.end_headers()
+                    return
+                if hook.mode == 'trickle':
+                    for byte in b'HTTP/1.1 200 OK\r\n\r\n':
+                        if hook.release.wait(1.0):
+                            return
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    return
                 status = 200
                 if hook.failures_left > 0:
                     hook.failures_left -= 1
                     status = 500
                 self.send_response(status)
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                hook.gets.append(self.path)
+                self.send_response(200)
                 self.end_headers()
 
             def log_message(self, *args) -> None:
@@ -96,22 +115,40 @@ def test_a_hanging_webhook_delays_neither_the_caller_nor_another_sink(hook, tmp_
         d.close()
 
 
-def test_alerts_are_rate_limited_per_subject_and_say_how_many_were_suppressed(tmp_path):
+def test_alerts_are_rate_limited_per_subject_and_held_ones_are_sent_later(tmp_path):
+    """Within min_interval_s of a subject's last alert, alerts are held; once
+    it has passed the newest held one is sent saying how many others it
+    stands for; closing sends what is still held: none is lost quietly."""
     now = [0.0]
     cfg = AlertConfig(jsonl=str(tmp_path / 'a.jsonl'), min_interval_s=1.0)
-    d = AlertDispatcher(cfg, cfg.sinks(), clock=lambda: now[0])
+    d = AlertDispatcher(cfg, cfg.sinks(), clock=lambda: now[0], flush_period_s=None)
     try:
         assert d.submit(_alert(1), 'k1', 'p')
         now[0] = 0.5
         assert not d.submit(_alert(2), 'k2', 'p') and not d.submit(_alert(3), 'k3', 'p')
         assert d.submit(_alert(4), 'k4', 'q')              # another subject is not limited
+        assert d.flush_due() == 0                          # p's interval has not passed
         now[0] = 1.2
-        assert d.submit(_alert(5), 'k5', 'p')
+        assert d.flush_due() == 1                          # i3 goes, standing for i2 too
+        assert not d.submit(_alert(5), 'k5', 'p')          # held: i3 just went
         assert wait_for(lambda: d.stats()['jsonl'].delivered == 3)
-        docs = [json.loads(line) for line in (tmp_path / 'a.jsonl').read_text().splitlines()]
-        assert [doc['instance'] for doc in docs] == ['i1', 'i4', 'i5'] and docs[2]['suppressed'] == 2
+    finally:
+        d.close()                                          # sends i5
+    docs = [json.loads(line) for line in (tmp_path / 'a.jsonl').read_text().splitlines()]
+    assert [doc['instance'] for doc in docs] == ['i1', 'i4', 'i3', 'i5']
+    assert docs[2]['suppressed'] == 1 and 'suppressed' not in docs[3]
+
+
+def test_a_held_alert_goes_out_on_its_own_once_the_interval_passed(tmp_path):
+    """The second violation inside min_interval_s arrives without waiting for a third."""
+    cfg = AlertConfig(jsonl=str(tmp_path / 'a.jsonl'), min_interval_s=0.3)
+    d = AlertDispatcher.from_config(cfg)
+    try:
+        assert d.submit(_alert(1), 'k1', 'p') and not d.submit(_alert(2), 'k2', 'p')
+        assert wait_for(lambda: d.stats()['jsonl'].delivered == 2, 20.0)
     finally:
         d.close()
+    assert [json.loads(ln)['instance'] for ln in (tmp_path / 'a.jsonl').read_text().splitlines()] == ['i1', 'i2']
 
 
 @pytest.mark.parametrize('hook', ['ok'], indirect=True)
@@ -131,6 +168,50 @@ def test_alert_configuration_is_checked():
     for bad, words in (({'webhok': {}}, "alerts: unknown field 'webhok'"),
                        ({'webhook': {'url': 'ftp://x'}}, "alerts.webhook.url: expected an http:// or https:// URL"),
                        ({'queue': 0}, 'alerts.queue: must be >= 1'), ({'queue': 'x'}, 'alerts.queue: expected an integer'),
-                       ({'min_interval_s': -1}, 'alerts.min_interval_s: must be >= 0'), (5, 'expected a mapping')):
+                       ({'min_interval_s': -1}, 'alerts.min_interval_s: must be >= 0'), (5, 'expected a mapping'),
+                       ({}, 'alerts: no sink: give jsonl'), ({'min_interval_s': 1}, 'alerts: no sink'),
+                       ({'jsonl': ''}, 'alerts.jsonl: an empty path'), ({'jsonl': '  '}, 'alerts.jsonl: an empty path'),
+                       ({'jsonl': '/tmp'}, "alerts.jsonl: '/tmp' is a folder"),
+                       ({'webhook': {'url': 'http://h/x', 'timeout_s': 0}}, 'alerts.webhook.timeout_s: must be >='),
+                       ({'webhook': {'url': 'http://127.0.0.1:99999/x'}}, 'alerts.webhook.url: .* out of range'),
+                       ({'webhook': {'url': 'http://127.0.0.1:0/x'}}, 'alerts.webhook.url: .* port 0'),
+                       ({'webhook': {'url': 'http:///x'}}, 'alerts.webhook.url: .* names no host')):
         with pytest.raises(SpecError, match=words):
             AlertConfig.from_mapping(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize('hook', ['redirect'], indirect=True)
+def test_a_redirect_is_not_delivery_and_is_never_followed(hook):
+    """A 302 would have urllib re-send the alert as a bodiless GET elsewhere and count it delivered."""
+    failures = []
+    cfg = AlertConfig(webhook_url=hook.url, retries=1, backoff_s=0.01, min_interval_s=0.0)
+    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why: failures.append((sink, why)))
+    try:
+        d.submit(_alert(1), 'k1', 'p')
+        assert wait_for(lambda: d.stats()['webhook'].failed == 1)
+        assert d.stats()['webhook'].delivered == 0 and hook.gets == [] and len(hook.received) == 2
+        assert failures and failures[0][0] == 'webhook' and "HTTP 302 redirect to '/elsewhere'" in failures[0][1]
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize('hook', ['trickle'], indirect=True)
+def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(hook):
+    sink = WebhookSink(hook.url, timeout_s=1.5)
+    start = time.monotonic()
+    with pytest.raises(OSError, match='no complete answer within 1.5 s'):
+        sink.send({'a': 1})
+    assert time.monotonic() - start < 10.0      # the answer alone would take 19 s
+
+
+def test_a_failing_sink_is_said_through_the_failure_hook(tmp_path):
+    failures = []
+    cfg = AlertConfig(webhook_url='http://127.0.0.1:9/none', retries=0, min_interval_s=0.0)
+    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why: failures.append((sink, why)))
+    try:
+        d.submit(_alert(1), 'k1', 'p')
+        assert wait_for(lambda: bool(failures))
+        assert failures[0][0] == 'webhook' and 'given up after 1 attempt(s): http://127.0.0.1:9/none' in failures[0][1]
+        assert d.stats()['webhook'].last_error
+    finally:
+        d.close()

@@ -75,12 +75,38 @@ def test_contact_violation_pauses_the_arm(tmp_path):
             monitor_subs = {name for name, _ in node.get_subscriber_names_and_types_by_node('monitor', '/')}
             assert monitor_subs and not monitor_subs & {'/predicates/joint_states', '/predicates/contacts',
                                                         '/predicates/tf'}, monitor_subs
+            # The operator's commands, as a person runs them against the running stack: `ack` while the
+            # violation is open is refused (exit 1, the reason), `resume` after the arm lets go waits for the
+            # recovery and resumes (exit 0); `watch` ends cleanly on SIGINT and SIGTERM.
+            ack = _operator(spin, 'ack')
+            assert ack.returncode == 1 and 'not resuming: no_forbidden_contact not recovered' in ack.stdout, ack
+            robot.touch(None)
+            resume = _operator(spin, 'resume', '--wait-s', '60')
+            assert resume.returncode == 0 and '/supervisor/acknowledge: resumed' in resume.stdout, resume
+            assert spin(lambda: any(a.action == SupervisorAction.ACTION_RESUME for a in actions))
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                watch = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'watch'],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                first = watch.stdout.readline()         # it is drawing: the table's first line is out
+                assert first, watch.stderr.read()
+                watch.send_signal(sig)
+                out, err = watch.communicate(timeout=30)
+                assert watch.returncode == 0 and not err.strip(), (sig, watch.returncode, err)
     finally:
         _stop(proc)
     with Reader(bag) as r:
         topics = {c.topic for c in r.connections}
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
     assert {'/violations', '/supervisor_actions', '/predicates/contacts'} <= topics
+
+
+def _operator(spin, *args: str) -> subprocess.CompletedProcess:
+    """``safemanip ARGS`` in its own process while the robot keeps publishing; its result."""
+    proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert spin(lambda: proc.poll() is not None, timeout_s=90.0), args
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _stop(proc) -> None:

@@ -64,3 +64,18 @@ def test_the_board_merges_changed_verdicts_into_the_full_set():
     assert len(board) == 2 and board.by_instance['a'].verdict == 3 and board.by_instance['b'].mode == 1
     board.update(VerdictArray(episode_id='e2', frame=0, verdicts=[Verdict(instance='a', verdict=1)]))
     assert list(board.by_instance) == ['a'] and board.by_instance['a'].verdict == 1
+
+
+def test_topic_text_cannot_drive_the_terminal():
+    """Anyone who can publish could clear or fake the operator's screen: every
+    string from a topic is shown escaped."""
+    from safemanip_ros.cli.watch import VerdictBoard, render
+    from safemanip_ros.msg import MonitorStatus
+    board = VerdictBoard()
+    board.update(VerdictArray(episode_id='e\x1b[2J', verdicts=[Verdict(instance='p\x1b[31mfake', verdict=0, mode=1)]))
+    status = MonitorStatus(episode_id='e\x1b[2J', unknown_predicates=['x\x07'], instances=1)
+    text = render(board, status, [ViolationEvent(instance='q\r\x1b[Kok')],
+                  [SupervisorAction(reason='held\x1b]0;title\x07\u202e', success=True)])
+    assert not any(ord(c) < 32 and c != '\n' or 0x7f <= ord(c) < 0xa0 or c == '\u202e' for c in text), repr(text)
+    assert 'p\\x1b[31mfake' in text and 'q\\r\\x1b[Kok' in text and 'held\\x1b]0;title\\x07\\u202e' in text
+    assert 'episode e\\x1b[2J' in text and 'x\\x07' in text

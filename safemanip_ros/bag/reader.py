@@ -29,6 +29,7 @@ from typing import Any
 from .bulk import RecordBatch, messages, read_all, read_batches
 from .compat import load_metadata, tune_rosbags
 from .errors import BagReadError
+from .metadata import BagMetadataError, check_info, split_file_name
 
 
 def is_bag(path: Path) -> bool:
@@ -85,6 +86,8 @@ def _open(path: Path) -> tuple[Any, list[str], Path | None]:
     tune_rosbags()
     warnings: list[str] = []
     try:
+        # Checks every field read from the bag's files first: a malformed metadata.yaml, or one that
+        # names a split outside the bag, raises BagMetadataError here, before rosbags sees it.
         info, repair = repaired_metadata(path)
     except BagRepairError:
         repair = None
@@ -108,9 +111,9 @@ def _open(path: Path) -> tuple[Any, list[str], Path | None]:
         raise BagReadError(f'{path}: cannot open bag: {err.strerror or err}') from err
     try:
         doc = load_metadata((path / 'metadata.yaml').read_text())
-        info = doc['rosbag2_bagfile_information']
+        info = check_info(path, doc['rosbag2_bagfile_information'])
         files = list(info['relative_file_paths'])
-    except (OSError, YAMLError, KeyError, TypeError) as err:
+    except (OSError, UnicodeDecodeError, YAMLError, KeyError, TypeError) as err:
         raise BagReadError(f'{path}: cannot open bag: {first_error}') from err
     if len(files) < 2:
         raise BagReadError(f'{path}: cannot open bag: {first_error}')
@@ -138,6 +141,9 @@ def _split_view(path: Path, info: dict[str, Any], names: list[str]) -> Path:
     """A scratch bag folder holding links to ``names`` and a metadata.yaml
     that lists only them."""
     from .writer import write_metadata
+    for name in names:       # file names checked on entry (.metadata.check_info): each link stays in the view
+        if split_file_name(name) != name:
+            raise BagMetadataError(f'{path / "metadata.yaml"}: {name!r} is not a file name inside the bag')
     view = Path(tempfile.mkdtemp(prefix='safemanip-split-'))
     for name in names:
         (view / name).symlink_to((path / name).resolve())

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BagError
+from .metadata import check_info, index_entry_problem
 from .writer import INDEX_NAME, write_metadata
 
 
@@ -35,6 +36,7 @@ class RepairReport:
     added: list[str] = field(default_factory=list)        # split files listed again
     lost_open_splits: list[str] = field(default_factory=list)
     unindexed: list[str] = field(default_factory=list)    # split files neither listed nor indexed
+    bad_index_lines: list[str] = field(default_factory=list)   # malformed lines of the index, left out
 
     @property
     def changed(self) -> bool:
@@ -54,33 +56,50 @@ class RepairReport:
         if self.unindexed:
             out.append(f'{self.bag}: split files neither in metadata.yaml nor in {INDEX_NAME} (left out): '
                        f'{", ".join(self.unindexed)}')
+        if self.bad_index_lines:
+            out.append(f'{self.bag}: malformed lines of {INDEX_NAME} left out: {"; ".join(self.bad_index_lines)}')
         return out
 
 
 def _load_metadata(bag: Path) -> dict[str, Any]:
+    """The bag's checked ``rosbag2_bagfile_information`` (:func:`.metadata.check_info`).
+
+    Raises:
+        BagRepairError: no readable metadata.yaml.
+        BagMetadataError: one whose fields are malformed or name a file outside the bag.
+    """
     from ruamel.yaml import YAMLError  # type: ignore[attr-defined]
 
     from .compat import load_metadata
     try:
         doc = load_metadata((bag / 'metadata.yaml').read_text())
         info = doc['rosbag2_bagfile_information']
-        info['relative_file_paths']
-        return dict(info)
-    except (OSError, YAMLError, KeyError, TypeError) as err:
+    except (OSError, UnicodeDecodeError, YAMLError, KeyError, TypeError) as err:
         raise BagRepairError(f'{bag}: unreadable metadata.yaml: {err}') from err
+    return check_info(bag, info)
 
 
-def _index(bag: Path) -> dict[str, dict[str, Any]]:
+def _index(bag: Path, report: 'RepairReport') -> dict[str, dict[str, Any]]:
+    """The bag's split index by file name; a malformed line is left out and
+    said in ``report.bad_index_lines`` (a torn last line, killed while
+    appending, is that split not moved in yet: left out quietly)."""
     path = bag / INDEX_NAME
     out: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return out
-    for line in path.read_text().splitlines():
+    lines = path.read_text(errors='replace').splitlines()
+    for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
-            out[entry['file']['path']] = entry
-        except (ValueError, KeyError, TypeError):
-            continue        # a torn last line (killed while appending): that split was not moved in yet
+        except ValueError:
+            if number < len(lines):
+                report.bad_index_lines.append(f'line {number}: not JSON')
+            continue
+        problem = index_entry_problem(entry)
+        if problem is not None:
+            report.bad_index_lines.append(f'line {number}: {problem}')
+            continue
+        out[entry['file']['path']] = entry
     return out
 
 
@@ -91,7 +110,7 @@ def repaired_metadata(bag: str | Path) -> tuple[dict[str, Any], RepairReport]:
     info = _load_metadata(bag)
     report = RepairReport(str(bag))
     listed = list(info['relative_file_paths'])
-    index = _index(bag)
+    index = _index(bag, report)
     suffixes = {'.mcap', '.db3'}
     present = sorted((p.name for p in bag.iterdir() if p.suffix in suffixes), key=lambda n: (len(n), n))
     open_dir = bag / '.open'
@@ -108,8 +127,8 @@ def repaired_metadata(bag: str | Path) -> tuple[dict[str, Any], RepairReport]:
     topics = {t['topic_metadata']['name']: dict(t, topic_metadata=dict(t['topic_metadata']))
               for t in info.get('topics_with_message_count') or []}
     count = int(info.get('message_count') or 0)
-    start = int(info['starting_time']['nanoseconds_since_epoch']) if listed else None
-    end = (start or 0) + int(info['duration']['nanoseconds']) if listed else 0
+    start = int((info.get('starting_time') or {}).get('nanoseconds_since_epoch', 0)) if listed else None
+    end = (start or 0) + int((info.get('duration') or {}).get('nanoseconds', 0)) if listed else 0
     for name in add:
         entry = index[name]
         files.append(entry['file'])

@@ -19,7 +19,6 @@ supervisor answered.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any
 
@@ -37,36 +36,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    import rclpy
     from std_srvs.srv import Trigger
 
     from ..errors import SafemanipError
     from .options import check_wait
+    from .ros_client import client_node
+    from .text import printable
 
     check_wait('--timeout-s', args.timeout_s)
     if hasattr(args, 'wait_s'):
         check_wait('--wait-s', args.wait_s, zero=True)
     service = f'{args.supervisor.rstrip("/")}/{"acknowledge_stop" if args.release_stop else "acknowledge"}'
-    context = rclpy.Context()
-    rclpy.init(args=['--ros-args'] + list(args.ros_args[1:] if args.ros_args else []), context=context)
-    node = rclpy.create_node('safemanip_operator', context=context)
-    try:
+    with client_node('safemanip_operator', list(args.ros_args[1:] if args.ros_args else [])) as (node, executor):
         client: Any = node.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=args.timeout_s):
             raise SafemanipError(f'no service {service} within {args.timeout_s:g} s: is the supervisor running?')
         deadline = time.monotonic() + getattr(args, 'wait_s', 0.0)
         while True:
             future = client.call_async(Trigger.Request())
-            rclpy.spin_until_future_complete(node, future, timeout_sec=args.timeout_s)
+            executor.spin_until_future_complete(future, timeout_sec=args.timeout_s)
             if not future.done():
                 raise SafemanipError(f'{service} did not answer within {args.timeout_s:g} s')
             answer: Any = future.result()
             if answer.success or time.monotonic() >= deadline:
                 break
             time.sleep(1.0)
-        print(f'{service}: {answer.message}')
+        print(f'{service}: {printable(answer.message)}')
         return 0 if answer.success else 1
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)

@@ -52,6 +52,7 @@ from ..spec.fields import validate
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from ..supervisor.policy import ALERTS_FILE_SCHEMA
+from .alert_reporting import alert_statuses, failure_reporter
 from .params import RosParameters, check_range
 from .qos import FINAL_METRICS, RELIABLE, latched
 from .runner import run_node, wait_acked
@@ -133,13 +134,15 @@ class GateNode(RosParameters, Node):
                 alerts = AlertConfig.from_mapping(doc['alerts'], f'{p("alerts_file")}:1')
             except SpecError as exc:
                 raise ParameterError(f'alerts_file: {exc.one_line()}') from None
-        self.alerts = AlertDispatcher.from_config(alerts)
+        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        made: list[AlertDispatcher] = []
+        self.alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'gate', self._pub_diag, made))
+        made.append(self.alerts)
         self.started = time.monotonic()
         self.robots = [str(r).strip('/') for r in p('robots')] or ['']
         self.outcome: str | None = None
         self.finished = False
         self._pub = self.create_publisher(GateDecision, 'gate/decisions', latched(256))
-        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         for robot in self.robots:
             topic = f'/{robot}/metrics/final' if robot else 'metrics/final'
             self.create_subscription(MonitorMetrics, topic, lambda msg, r=robot: self._on_metrics(r, msg),
@@ -216,6 +219,7 @@ class GateNode(RosParameters, Node):
                     KeyValue(key='log_evidence_above', value=f'{float(test.log_evidence(s.observations, s.violations, True)):.3f}'
                              if s.observations else '0'),
                     KeyValue(key='threshold', value=f'{test.threshold:.3f}')]))
+        arr.status += alert_statuses('gate', self.alerts)
         self._pub_diag.publish(arr)
 
 

@@ -74,6 +74,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -87,6 +88,7 @@ from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path, without_retry_count
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
+from .alert_reporting import failure_reporter
 from .controllers import ControllerSwitch, ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard, configured
@@ -277,7 +279,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                            f'{" ".join(str(err).split())}')
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
         # Alerts leave the control path through bounded queues on their own threads (supervisor/alerts.py).
-        self._alerts = AlertDispatcher.from_config(alerts)
+        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        made: list[AlertDispatcher] = []
+        self._alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'supervisor', self._pub_diag, made))
+        made.append(self._alerts)
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)
