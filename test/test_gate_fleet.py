@@ -89,7 +89,7 @@ def test_a_fleet_of_real_monitors_is_gated_per_robot(tmp_path):
             assert (r2.rollouts, r2.violations, r2.decided_after) == (4, 4, 4)
             assert r1.decision == GateDecision.UNDECIDED and r1.violations == 0 and r1.rollouts >= 3
             log = (tmp_path / 'gate.log').read_text()
-            assert 'gate: FAIL' in log and 'enclosure_access (r2)' in log and '(r1)' not in log, log
+            assert 'gate: FAIL' in log and 'enclosure_access (r2)' in log and 'FAIL: enclosure_access (r1)' not in log, log
             state = json.loads((tmp_path / 'state.json').read_text())
             episodes = [e for _, e in state['seen']]
             assert len(episodes) == len(set(episodes)) == r1.rollouts + r2.rollouts

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import rclpy
+from conftest import wait_for
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 
@@ -237,3 +238,102 @@ def test_a_gate_rebuilt_from_a_recorded_bag_decides_as_the_replay(tmp_path):
     assert expected.decision == PASS and expected.batches == 15
     assert 'counted 16 recorded rollouts' in proc.stderr + proc.stdout
     assert state.stream('', 'p').decided_after == expected.after and state.outcome() == PASS
+
+
+def _state(limits=None, streams=None, seen=None) -> dict:
+    return {'limits': limits or {'p': 0.05}, 'unit': 'trigger', 'alpha': 0.05,
+            'seen': seen if seen is not None else [], 'streams': streams if streams is not None else []}
+
+
+def _row(robot='', name='p', n=0, k=0, rollouts=0, decision=None, after=None) -> dict:
+    return {'robot': robot, 'name': name, 'observations': n, 'violations': k, 'rollouts': rollouts,
+            'decision': decision, 'decided_after': after}
+
+
+@pytest.mark.parametrize('doc, words', [
+    (_state(streams=[_row(decision='PASS', after=None)]), 'decided_after: None does not go with decision'),
+    (_state(streams=[_row(decision='PASS', after=1, n=1, rollouts=1)], seen=[['', 'e']]),
+     'PASS after 1 observations is not what its test decides'),
+    (_state(streams=[_row(name='q', decision='FAIL', after=1, n=1, k=1, rollouts=1)]), "a stream for 'q', which is no limit"),
+    (_state(streams=[_row(n=3, k=9, rollouts=1)], seen=[['', 'e']]), '9 violations in 3 observations'),
+    (_state(streams=[_row(n=-1)]), 'observations: expected a count'),
+    (_state(streams=[_row(n=2**64, rollouts=1)]), 'observations: expected a count'),
+    (_state(streams=[_row(n='5')]), 'observations: expected a count'),
+    (_state(streams=[_row(n=5, rollouts=3)], seen=[['', 'e']]), '3 rollouts counted'),
+    (_state(streams=[_row(robot='r1', n=5, rollouts=1), _row(n=9, rollouts=1)], seen=[['r1', 'e']]),
+     "the robots' observations for 'p' add up to 5, the pooled stream says 9"),
+    (_state(streams=[_row(decision='maybe', after=1, n=1, rollouts=1)], seen=[['', 'e']]), 'decision: expected null'),
+    ({'limits': {'p': 0.05}}, 'alpha: expected a number'), ([1, 2], 'expected a JSON object'),
+    (_state(streams=[{'robot': ''}]), 'streams[0]: expected the fields'),
+])
+def test_a_state_file_is_checked_before_it_is_trusted(tmp_path, doc, words):
+    """A PASS with no observation used to pass (exit 0), a FAIL for a limit nobody asked for to fail,
+    and a count past 64 bits to abort the process in the message code (exit 134)."""
+    (tmp_path / 'state.json').write_text(json.dumps(doc))
+    proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--max-duration-s', '1', '--state',
+                           str(tmp_path / 'state.json')], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert 'not a gate state' in proc.stderr and words in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_two_gates_on_one_state_file_are_refused(tmp_path):
+    first = _gate(tmp_path, '--max-duration-s', '60')
+    try:
+        assert wait_for(lambda: (tmp_path / 'state.json').exists(), 60)
+        second = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--state', str(tmp_path / 'state.json'),
+                                 '--robot', 'r1', '--robot', 'r2'], capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2 and f'{tmp_path / "state.json"} is in use by another gate (pid {first.pid})' \
+            in second.stderr, second.stderr
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+    # Once the first has ended, the file is free again.
+    again = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--state', str(tmp_path / 'state.json'),
+                            '--robot', 'r1', '--robot', 'r2', '--max-duration-s', '0.5'],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 4, again.stderr
+
+
+def test_a_limit_that_matches_nothing_ends_with_the_budget_and_says_so(fleet, tmp_path):
+    """`--max-rate typo=0.05` waited forever: the budget counted only rollouts that carried the name."""
+    proc = subprocess.Popen([*BIN, 'gate', '--live', '--robot', 'r1', '--robot', 'r2', '--max-rate', 'typo=0.05',
+                             '--max-rollouts', '3'], stdout=open(tmp_path / 'gate.log', 'w'), stderr=subprocess.STDOUT)
+    try:
+        assert fleet.spin_until(lambda: _matched(fleet))
+        for i in range(10):
+            if proc.poll() is not None:
+                break
+            fleet.rollout('r1', f'ep{i}', 5, 0)
+            fleet.spin_until(lambda: proc.poll() is not None, 2)
+        assert proc.wait(timeout=30) == 4
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / 'gate.log').read_text()
+    assert "limit 'typo' matches no property or category of the rollouts so far (they report: c, p)" in log, log
+    assert 'typo matched no property or category in 3 rollout(s); they report: c, p' in log, log
+
+
+def test_a_decision_reached_on_the_recording_is_alerted(tmp_path):
+    """`gate --live --rebuild-from` decided on the bags and sent nothing to the sinks."""
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    w.add_topic('/metrics', 'safemanip_ros/msg/MonitorMetrics')
+    for i in range(20):
+        msg = MM(header=Header(stamp=T(sec=i + 1, nanosec=0), frame_id=''), episode_id=f'ep{i}', frames=100,
+                 final=True, properties=[PM(property='p', instance='p[x]', category='c', triggers=5, violations=0,
+                                            unsafe_frames=0, frames=100, pending=0, unknown_frames=0)])
+        w.write('/metrics', 10**9 * (i + 1), ts.serialize_cdr(msg, 'safemanip_ros/msg/MonitorMetrics'))
+    w.close()
+    (tmp_path / 'alerts.yaml').write_text(f'alerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n  min_interval_s: 0\n')
+    proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--rebuild-from', str(tmp_path / 'bag'),
+                           '--alerts', str(tmp_path / 'alerts.yaml')], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alerts = [json.loads(line) for line in (tmp_path / 'alerts.jsonl').read_text().splitlines()]
+    assert len(alerts) == 1 and alerts[0]['decision'] == PASS and alerts[0]['alpha'] == 0.05
+    assert alerts[0]['summary'].startswith('PASS: p (fleet): 0 of 75 triggers violated in 15 rollouts; bound '), alerts[0]['summary']
+    assert alerts[0]['time_utc'].endswith('Z') and alerts[0]['observations'] == 75 and alerts[0]['violations'] == 0

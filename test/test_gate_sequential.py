@@ -181,3 +181,25 @@ def test_audit_with_an_unknown_limit_writes_the_report_then_names_the_known(tmp_
     assert 'sequential' not in json.loads((tmp_path / 'out' / 'report.json').read_text())
     bad = run_cli('audit', str(tmp_path / 'batch.jsonl'), '--out', str(tmp_path / 'out2'), '--max-rate', 'x=2')
     assert bad.returncode == 2 and 'strictly between 0 and 1' in bad.stderr and not (tmp_path / 'out2').exists()
+
+
+def test_an_undecided_gate_says_in_plain_words_how_many_clean_rollouts_would_pass(tmp_path):
+    """Not 'evidence (log, need 3.69) below -1.16': the decision, the counts, the
+    bound against the limit, and how many more clean ones would decide; the
+    number is checked by running the gate with that many more (it passes) and
+    one fewer (it does not)."""
+    import re
+    path = tmp_path / 'report.json'
+    path.write_text(json.dumps(_report([0] * 20, [1] * 20)))
+    proc = run_cli('gate', str(path), '--sequential', '--max-rate', 'p=0.05')
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith('UNDECIDED: p (fleet)'))
+    m = re.fullmatch(r'UNDECIDED: p \(fleet\): 0 of 20 triggers violated in 20 rollouts, bound ([\d.]+) > limit 0\.05 '
+                     r'\(alpha 0\.05\); about (\d+) more clean triggers \(~(\d+) rollouts at 1 a rollout\) would pass',
+                     line)
+    assert m and float(m.group(1)) > 0.05, line
+    more = int(m.group(2))
+    for extra, code in ((more, 0), (more - 1, 4)):
+        path.write_text(json.dumps(_report([0] * (20 + extra), [1] * (20 + extra))))
+        proc = run_cli('gate', str(path), '--sequential', '--max-rate', 'p=0.05')
+        assert proc.returncode == code, (extra, proc.stdout)

@@ -412,14 +412,179 @@ class CanaryGate:
                 'streams': [{'robot': r, 'name': n, **s.__dict__} for (r, n), s in sorted(self.streams.items())]}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "CanaryGate":
-        gate = cls(doc['limits'], doc['unit'], doc['alpha'])
-        gate.seen = {(r, e) for r, e in doc['seen']}
-        for row in doc['streams']:
-            row = dict(row)
-            key = (row.pop('robot'), row.pop('name'))
-            gate.streams[key] = _Stream(**row)
+    def from_json(cls, doc: Any) -> "CanaryGate":
+        """The gate a :meth:`to_json` document holds, trusted only once every
+        value is checked: types and ranges, streams only for its limits,
+        violations within observations, each robot's counts adding up to the
+        pooled ones, and each decision one its test reaches at the count it
+        names (a PASS with no observation, or a FAIL no count supports, is
+        refused).
+
+        Raises:
+            ValueError: naming the field and what is wrong with it.
+        """
+        if not isinstance(doc, dict):
+            raise ValueError(f'expected a JSON object, got {type(doc).__name__}')
+        limits, unit, alpha = doc.get('limits'), doc.get('unit'), doc.get('alpha')
+        if not isinstance(limits, dict) or not limits or not all(
+                isinstance(n, str) and _rate(x) for n, x in limits.items()):
+            raise ValueError('limits: expected {NAME: rate strictly between 0 and 1}')
+        if not _rate(alpha):
+            raise ValueError('alpha: expected a number strictly between 0 and 1')
+        if unit not in ('rollout', 'trigger'):
+            raise ValueError(f'unit: expected rollout or trigger, got {unit!r:.40}')
+        gate = cls(limits, str(unit), float(alpha or 0))
+        seen = doc.get('seen')
+        if not isinstance(seen, list) or not all(isinstance(x, list) and len(x) == 2 and all(
+                isinstance(y, str) for y in x) for x in seen):
+            raise ValueError('seen: expected a list of [robot, episode id]')
+        gate.seen = {(r, e) for r, e in seen}
+        rows = doc.get('streams')
+        if not isinstance(rows, list):
+            raise ValueError('streams: expected a list')
+        for i, row in enumerate(rows):
+            gate._restore_stream(i, row)
+        gate._check_consistent()
         return gate
+
+    def _restore_stream(self, i: int, row: Any) -> None:
+        where = f'streams[{i}]'
+        fields = {'robot', 'name', 'observations', 'violations', 'rollouts', 'decision', 'decided_after'}
+        if not isinstance(row, dict) or set(row) != fields:
+            raise ValueError(f'{where}: expected the fields {", ".join(sorted(fields))}')
+        robot, name = row['robot'], row['name']
+        if not isinstance(robot, str) or name not in self.limits:
+            raise ValueError(f'{where}: a stream for {name!r}, which is no limit of this gate '
+                             f'({", ".join(self.limits)})')
+        for key in ('observations', 'violations', 'rollouts'):
+            if not _count(row[key]):
+                raise ValueError(f'{where}.{key}: expected a count in [0, {MAX_COUNT}], got {row[key]!r:.40}')
+        n, k, decision, after = row['observations'], row['violations'], row['decision'], row['decided_after']
+        if k > n:
+            raise ValueError(f'{where}: {k} violations in {n} observations')
+        if decision not in (None, PASS, FAIL):
+            raise ValueError(f'{where}.decision: expected null, {PASS!r} or {FAIL!r}, got {decision!r:.40}')
+        if (decision is None) != (after is None) or (after is not None and not (_count(after) and 0 < after <= n)):
+            raise ValueError(f'{where}.decided_after: {after!r:.40} does not go with decision {decision!r} '
+                             f'after {n} observations')
+        if decision is not None:
+            # The violations at the decision lay between k - (n - after) and min(k, after); a PASS needs the
+            # test to pass at the fewest of them, a FAIL to fail at the most.
+            test = self.tests[name]
+            at = max(0, k - (n - after)) if decision == PASS else min(k, after)
+            if test.decide(after, at) != decision:
+                raise ValueError(f'{where}: {decision} after {after} observations is not what its test decides '
+                                 f'with {n} observations and {k} violations in all')
+        if (robot, name) in self.streams:
+            raise ValueError(f'{where}: a second stream for robot {robot!r}, limit {name!r}')
+        self.streams[(robot, name)] = _Stream(n, k, row['rollouts'], decision, after)
+
+    def _check_consistent(self) -> None:
+        for name in self.limits:
+            robots = [s for (r, n), s in self.streams.items() if n == name and r != POOLED]
+            pooled = self.streams.get((POOLED, name))
+            if robots and pooled is None:
+                raise ValueError(f'streams: no pooled stream for {name!r} beside its robots\' streams')
+            if robots and pooled is not None:
+                for key in ('observations', 'violations', 'rollouts'):
+                    total = sum(getattr(s, key) for s in robots)
+                    if total != getattr(pooled, key):
+                        raise ValueError(f'streams: the robots\' {key} for {name!r} add up to {total}, '
+                                         f'the pooled stream says {getattr(pooled, key)}')
+            if pooled is not None and pooled.rollouts > len(self.seen):
+                raise ValueError(f'streams: {pooled.rollouts} rollouts counted for {name!r} but {len(self.seen)} '
+                                 'seen')
+
+
+def utc_now() -> str:
+    """Now in UTC, ISO 8601 to the second (``2026-12-07T01:02:03Z``)."""
+    import datetime
+    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def upper_bound(test: SequentialTest, n: int, k: int) -> float:
+    """The smallest limit whose PASS test (same α and priors) passes after
+    ``n`` observations with ``k`` violations: the anytime-valid upper bound of
+    the rate (1.0 when none does), to 1e-4."""
+    if n <= 0:
+        return 1.0
+    lo, hi = k / n, 0.9999
+    if SequentialTest(hi, test.alpha, test.prior_below, test.prior_above).decide(n, k) != PASS:
+        return 1.0
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        if mid > 0 and SequentialTest(mid, test.alpha, test.prior_below, test.prior_above).decide(n, k) == PASS:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def clean_to_pass(test: SequentialTest, n: int, k: int, most: int = 10**7) -> int | None:
+    """How many more clean observations (no violation) would make the PASS
+    test pass from ``n`` observations with ``k`` violations (0: it passes
+    now; None: none up to ``most`` would)."""
+    def passes(m: int) -> bool:
+        return float(test.log_evidence(n + m, k, above=False)) >= test.threshold
+    if n > 0 and passes(0):
+        return 0
+    hi = 1
+    while not passes(hi):
+        hi *= 2
+        if hi > most:
+            return None
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if passes(mid) else (mid, hi)
+    return hi
+
+
+def plain_decision(name: str, robot: str, observations: int, violations: int, rollouts: int,
+                   test: SequentialTest, unit: str, decision: str | None = None,
+                   decided_after: int | None = None) -> str:
+    """One limit's standing in a release manager's words: the decision, the
+    counts, the rate's bound against the limit and, while undecided, how many
+    more clean observations would pass at once, e.g. ``UNDECIDED: p (fleet):
+    0 of 6 rollouts violated, bound 0.46 > limit 0.2 (alpha 0.05); about 9
+    more clean rollouts would pass``.  ``decision`` and ``decided_after``:
+    a decision reached earlier (a first decision stands), else the test's
+    at these counts."""
+    who = f'{name} ({robot or "fleet"})'
+    things = f'{unit}s' if unit == 'rollout' else 'triggers'
+    counts = f'{violations} of {observations} {things} violated in {rollouts} rollout{"s" * (rollouts != 1)}' \
+        if unit != 'rollout' else f'{violations} of {observations} rollouts violated'
+    decision = decision or test.decide(observations, violations)
+    ub = upper_bound(test, observations, violations)
+    level = f'(alpha {test.alpha:g})'
+    when = f', decided after {decided_after} {things}' if decided_after else ''
+    if decision == PASS:
+        bound = f'bound {ub:.3g} <= limit {test.limit:g}' if ub <= test.limit else f'shown below {test.limit:g}'
+        return f'PASS: {who}: {counts}; {bound}{when} {level}'
+    if decision == FAIL:
+        return f'FAIL: {who}: {counts}; the rate is shown above the limit {test.limit:g}{when} {level}'
+    more = clean_to_pass(test, observations, violations)
+    if more is None:
+        tail = 'no run of clean observations would pass it now'
+    elif unit == 'rollout' or not rollouts or not observations:
+        tail = f'about {more} more clean {things} would pass'
+    else:
+        per = observations / rollouts
+        tail = f'about {more} more clean triggers (~{math.ceil(more / per)} rollouts at {per:.3g} a rollout) ' \
+               'would pass'
+    return f'UNDECIDED: {who}: {counts}, bound {ub:.3g} > limit {test.limit:g} {level}; {tail}'
+
+
+MAX_COUNT = 2**53
+"""The largest count a state file may hold (exact in a JSON number and in every message field)."""
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _rate(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
 
 
 def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tuple[str, str, int, int]]]]:

@@ -252,7 +252,7 @@ def check_sequential_limits(limits: dict[str, float], alpha: float, flag: str = 
 def _sequential_gate(report: Report, limits: dict[str, float], args: argparse.Namespace) -> int:
     """``gate --sequential``: each limit's anytime-valid test replayed over
     the report's rollouts in order (audit/sequential.py)."""
-    from ..audit.sequential import FAIL, PASS, sequential_decisions
+    from ..audit.sequential import FAIL, PASS, plain_decision, sequential_decisions
     if args.baseline:
         raise SafemanipError('--sequential decides against --max-rate limits; it takes no --baseline')
     if not limits:
@@ -273,6 +273,10 @@ def _sequential_gate(report: Report, limits: dict[str, float], args: argparse.Na
             f'{r.observations} ({len(lr.batches)} r.)'
         print(f'{lr.name[:40]:40s} {lr.test.limit:>7.4f} {r.decision or "UNDECIDED":9s} {after:>14s} {total:>14s}  '
               f'below {r.log_pass:.2f}, above {r.log_fail:.2f}')
+    for lr in replays:           # each decision in a release manager's words
+        r = lr.result
+        print(plain_decision(lr.name, "", r.observations, r.violations, len(lr.batches),
+                             lr.test, args.unit, r.decision, r.after))
     outcomes = [lr.result.decision for lr in replays]
     if FAIL in outcomes:
         return 1

@@ -46,8 +46,9 @@ from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
 from ..audit.gate import parse_limits
-from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, rollouts_from_bags
+from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollouts_from_bags, utc_now
 from ..errors import ParameterError, SafemanipError, SpecError
+from ..file_lock import StateLock
 from ..spec.fields import validate
 from ..spec.yamlio import load_yaml
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
@@ -95,37 +96,9 @@ class GateNode(RosParameters, Node):
         if not 0 < alpha < 1:
             raise ParameterError(f'alpha {alpha}: strictly between 0 and 1')
         self.state_file = Path(p('state_file')) if p('state_file') else None
-        self.gate = CanaryGate(limits, unit, alpha)
         if self.state_file is not None and self.state_file.is_dir():
             raise ParameterError(f'state_file {self.state_file}: is a folder; give a file path')
-        if self.state_file is not None and self.state_file.exists():
-            try:
-                doc = json.loads(self.state_file.read_text())
-                restored = CanaryGate.from_json(doc)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ParameterError(f'state_file {self.state_file}: not a gate state ({exc})') from None
-            if (restored.limits, restored.unit, restored.alpha) != (limits, unit, alpha):
-                raise ParameterError(f'state_file {self.state_file} holds a gate with other limits, unit or alpha; '
-                                     f'give a new state_file')
-            self.gate = restored
-            self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
-        bags = [b for b in p('rebuild_from') if b]
-        if bags:
-            try:
-                recorded = rollouts_from_bags(bags)
-            except SafemanipError as exc:
-                raise ParameterError(f'rebuild_from: {exc.one_line()}') from None
-            counted = sum(self.gate.add_rollout(robot, episode, rows) for _, robot, episode, rows in recorded)
-            self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
-        if self.state_file is not None:
-            try:        # written now (with what was rebuilt), so a state that cannot be kept stops the gate at start
-                write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
-            except OSError as exc:
-                raise ParameterError(f'state_file {self.state_file}: cannot be written ({exc.strerror})') from None
-        self.max_duration_s = check_range(self, 'max_duration_s', 0, MAX_DURATION_S)
-        self.max_rollouts = int(p('max_rollouts'))
-        if self.max_rollouts < 0:
-            raise ParameterError(f'gate: parameter max_rollouts = {self.max_rollouts} is negative (0: no budget)')
+        self.gate = CanaryGate(limits, unit, alpha)
         alerts = AlertConfig()
         if p('alerts_file'):
             try:
@@ -134,10 +107,53 @@ class GateNode(RosParameters, Node):
                 alerts = AlertConfig.from_mapping(doc['alerts'], f'{p("alerts_file")}:1')
             except SpecError as exc:
                 raise ParameterError(f'alerts_file: {exc.one_line()}') from None
+        self.max_duration_s = check_range(self, 'max_duration_s', 0, MAX_DURATION_S)
+        self.max_rollouts = int(p('max_rollouts'))
+        if self.max_rollouts < 0:
+            raise ParameterError(f'gate: parameter max_rollouts = {self.max_rollouts} is negative (0: no budget)')
+        self._lock: StateLock | None = None
+        if self.state_file is not None:
+            try:
+                self.state_file.parent.mkdir(parents=True, exist_ok=True)
+                self._lock = StateLock(self.state_file)
+            except (OSError, SafemanipError) as exc:
+                raise ParameterError(f'state_file: {exc.one_line() if isinstance(exc, SafemanipError) else exc}') \
+                    from None
+        if self.state_file is not None and self.state_file.exists():
+            try:
+                doc = json.loads(self.state_file.read_text())
+                restored = CanaryGate.from_json(doc)
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                raise ParameterError(f'state_file {self.state_file}: not a gate state ({exc})') from None
+            except OSError as exc:
+                raise ParameterError(f'state_file {self.state_file}: cannot be read ({exc.strerror})') from None
+            if (restored.limits, restored.unit, restored.alpha) != (limits, unit, alpha):
+                raise ParameterError(f'state_file {self.state_file} holds a gate with other limits, unit or alpha; '
+                                     f'give a new state_file')
+            self.gate = restored
+            self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         made: list[AlertDispatcher] = []
         self.alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'gate', self._pub_diag, made))
         made.append(self.alerts)
+        self._names_heard: set[str] = set()      # every property and category the rollouts reported
+        bags = [b for b in p('rebuild_from') if b]
+        if bags:
+            try:
+                recorded = rollouts_from_bags(bags)
+            except SafemanipError as exc:
+                raise ParameterError(f'rebuild_from: {exc.one_line()}') from None
+            counted = 0
+            for _, robot, episode, rows in recorded:
+                before = self._decisions()
+                counted += self._count(robot, episode, rows)
+                self._alert_new_decisions(before)     # a decision reached on the recording is said like a live one
+            self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
+        if self.state_file is not None:
+            try:        # written now (with what was rebuilt), so a state that cannot be kept stops the gate at start
+                write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
+            except OSError as exc:
+                raise ParameterError(f'state_file {self.state_file}: cannot be written ({exc.strerror})') from None
         self.started = time.monotonic()
         self.robots = [str(r).strip('/') for r in p('robots')] or ['']
         self.outcome: str | None = None
@@ -160,27 +176,67 @@ class GateNode(RosParameters, Node):
         if not msg.final or self.finished:
             return
         rows = [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]
-        before = {k: s.decision for k, s in self.gate.streams.items()}
-        if not self.gate.add_rollout(robot, msg.episode_id, rows):
+        before = self._decisions()
+        if not self._count(robot, msg.episode_id, rows):
             return
-        for (who, name), s in self.gate.streams.items():
-            if s.decision is not None and before.get((who, name)) is None:
-                self.alerts.submit({'type': 'gate', 'name': name, 'robot': who or 'fleet', 'decision': s.decision,
-                                    'unit': self.gate.unit, 'limit': self.gate.limits[name],
-                                    'observations': s.observations, 'violations': s.violations,
-                                    'rollouts': s.rollouts}, key=f'{who}/{name}', subject=f'{who}/{name}')
+        self._alert_new_decisions(before)
         if self.state_file is not None:
             write_text_atomically(self.state_file, [json.dumps(self.gate.to_json())])
         self._publish()
         self._check_done()
 
+    def _count(self, robot: str, episode: str, rows: list[tuple[str, str, int, int]]) -> bool:
+        """Count one rollout; a limit that names nothing the rollouts report is said (once a limit)."""
+        if not self.gate.add_rollout(robot, episode, rows):
+            return False
+        self._names_heard.update(n for prop, cat, _, _ in rows for n in (prop, cat))
+        for name in self.gate.limits:
+            if name not in self._names_heard:
+                self.get_logger().warning(
+                    f'gate: limit {name!r} matches no property or category of the rollouts so far (they report: '
+                    f'{", ".join(sorted(self._names_heard)[:12]) or "nothing"}): it can only stay undecided',
+                    once=True)
+        return True
+
+    def _decisions(self) -> dict[tuple[str, str], str | None]:
+        return {k: s.decision for k, s in self.gate.streams.items()}
+
+    def _alert_new_decisions(self, before: dict[tuple[str, str], str | None]) -> None:
+        """Send each decision reached since ``before`` to the alert sinks, in plain words."""
+        for (who, name), s in self.gate.streams.items():
+            if s.decision is not None and before.get((who, name)) is None:
+                test = self.gate.tests[name]
+                self.alerts.submit({
+                    'type': 'gate', 'name': name, 'robot': who or 'fleet', 'decision': s.decision,
+                    'summary': plain_decision(name, who, s.observations, s.violations, s.rollouts, test,
+                                              self.gate.unit, s.decision, s.decided_after),
+                    'time_utc': utc_now(), 'unit': self.gate.unit, 'limit': self.gate.limits[name],
+                    'alpha': test.alpha, 'observations': s.observations, 'violations': s.violations,
+                    'rollouts': s.rollouts, 'decided_after': s.decided_after},
+                    key=f'{who}/{name}', subject=f'{who}/{name}')
+
     def _check_done(self) -> None:
         outcome = self.gate.outcome()
-        pooled = max((self.gate.stream(POOLED, n).rollouts for n in self.gate.limits), default=0)
-        out_of_budget = (self.max_rollouts and pooled >= self.max_rollouts) or \
+        # The budget counts every rollout heard, whether or not it reported a limited name: a limit that
+        # matches nothing must still end when the budget is spent.
+        out_of_budget = (self.max_rollouts and len(self.gate.seen) >= self.max_rollouts) or \
             (self.max_duration_s and time.monotonic() - self.started >= self.max_duration_s)
         if outcome is not None or out_of_budget:
             self.outcome, self.finished = outcome, True
+            for robot, name in self._rows():
+                s = self.gate.stream(robot, name)
+                line = 'gate: ' + plain_decision(name, robot, s.observations, s.violations, s.rollouts,
+                                                 self.gate.tests[name], self.gate.unit, s.decision, s.decided_after)
+                if s.decision == FAIL:      # one severity per call site: rclpy's rule
+                    self.get_logger().error(line)
+                else:
+                    self.get_logger().info(line)
+            unmatched = [n for n in self.gate.limits if n not in self._names_heard and not self.gate.stream(
+                POOLED, n).rollouts]
+            if unmatched and self.gate.seen:
+                self.get_logger().error(f'gate: {", ".join(unmatched)} matched no property or category in '
+                                        f'{len(self.gate.seen)} rollout(s); they report: '
+                                        f'{", ".join(sorted(self._names_heard)[:20]) or "nothing"}')
             if outcome == FAIL:
                 who = ', '.join(f'{n} ({r or "fleet"})' for r, n in self.gate.failures())
                 self.get_logger().error(f'gate: FAIL: {who}')
