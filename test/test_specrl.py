@@ -254,3 +254,93 @@ def test_rollout_helper_runs_a_registered_environment():
     env = SpecMonitor(gymnasium.make('safemanip/LetterWorld-v0', horizon=10), 'F a')
     rollout(env, RandomPolicy(0), seed=2)
     assert env.episodes == 1
+
+
+class _OwnEnv(gymnasium.Env):
+    """An environment of a user's own, as an RL researcher writes it: ``propositions`` given on steps
+    only (not on reset), in the form ``kind`` ('set', 'dict', 'str'); lava on step 2, goal on step 3, ends there."""
+
+    observation_space = gymnasium.spaces.Discrete(4)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, kind: str = 'set') -> None:
+        self.kind, self.t = kind, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return 0, {}
+
+    def step(self, action):
+        self.t += 1
+        true = {'lava'} if self.t == 2 else {'goal'} if self.t == 3 else set()
+        given = {'set': true, 'dict': {'lava': 'lava' in true, 'goal': 'goal' in true},
+                 'str': ''.join(sorted(true)) or 'none'}[self.kind]
+        return self.t, 0.0, self.t == 3, False, {'propositions': given}
+
+
+def _outcome(kind: str, formula: str = 'G !lava & F goal') -> dict:
+    env = SpecMonitor(_OwnEnv(kind), {'spec': formula})
+    env.reset(seed=0)
+    done, info = False, {}
+    while not done:
+        _, _, term, trunc, info = env.step(0)
+        done = term or trunc
+    return info['safemanip']['episode']['specs']['spec']
+
+
+def test_an_environments_propositions_are_read_as_given_never_guessed():
+    """`set(info["propositions"])` read {"lava": False} as lava true and a string as its letters."""
+    assert _outcome('set')['outcome'] == 'violation' and _outcome('dict')['outcome'] == 'violation'
+    assert _outcome('dict', 'F goal')['outcome'] == 'success'          # {"goal": False} on steps 1-2 read false
+    assert _outcome('dict', 'F goal')['step'] == 3
+    env = SpecMonitor(_OwnEnv('dict'), {'spec': 'G !lava2'})
+    env.reset()
+    with pytest.raises(ValueError, match="names no 'lava2', which the monitor reads; it names: goal, lava"):
+        env.step(0)
+    env = SpecMonitor(_OwnEnv('str'), {'spec': 'G !a'})
+    env.reset()
+    with pytest.raises(ValueError, match="a string, not a collection of names"):
+        env.step(0)
+    env = SpecMonitor(_OwnEnv('set'), {'spec': 'F goall'})
+    env.reset()
+    with pytest.warns(UserWarning, match="gives 'goal', which no property reads; did you mean 'goall'"):
+        for _ in range(3):
+            env.step(0)
+    from safemanip_ros.gym.wrapper import proposition_names
+    for bad, words in (({'a': 1}, 'expected True or False'), ([1], 'is not a name'), (5, 'got int'),
+                       ({1: True}, 'is not a string')):
+        with pytest.raises(ValueError, match=words):
+            proposition_names(bad, ['a'])
+
+
+def test_the_vector_wrapper_takes_gymnasiums_autoreset_when_every_environment_ends_together():
+    """Every sub-environment ends on step 3: the next step is all resets, whose info has no propositions
+    (KeyError before). Each episode is scored as a single environment scores it."""
+    vec = SpecMonitorVector(gymnasium.vector.SyncVectorEnv([lambda: _OwnEnv('set') for _ in range(3)]),
+                            {'spec': 'G !lava & F goal'})
+    vec.reset(seed=0)
+    ended = []
+    for _ in range(12):               # three episodes of 3 steps, each followed by its reset step
+        info = vec.step(np.zeros(3, np.int64))[4]
+        ended += [e['specs']['spec']['outcome'] for e in info['safemanip']['episode'] if e is not None]
+    assert ended == ['violation'] * 9
+
+
+def test_specrl_evaluate_counts_each_trajectory_once_and_refuses_what_it_would_guess(tmp_path):
+    s1 = tmp_path / 's1'
+    s1.mkdir()
+    (s1 / 'a.jsonl').write_text('[]\n["goal"]\n')
+    (s1 / 'b.jsonl').write_text('["lava"]\n')
+    once = cli('specrl', 'evaluate', '--formula', 'F goal', str(s1), '--json')
+    twice = cli('specrl', 'evaluate', '--formula', 'F goal', str(s1), f'{s1}/', str(s1 / 'a.jsonl'), '--json')
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    assert json.loads(once.stdout)['success_rate'] == 0.5 and json.loads(twice.stdout) == json.loads(once.stdout)
+    assert 'again (as' in twice.stderr and 'read once' in twice.stderr
+    seeds = cli('specrl', 'evaluate', '--env', 'letter', '--formula', 'F a', '--seeds', '1,1', '--trajectories', '1')
+    assert seeds.returncode == 2 and '--seeds 1,1: seed 1 given more than once' in seeds.stderr, seeds.stderr
+    objects = tmp_path / 'objects.jsonl'
+    objects.write_text('{"goal": false}\n{"goal": true}\n')
+    typo = cli('specrl', 'evaluate', '--formula', 'F goal & G !lava', str(objects))
+    assert typo.returncode == 2 and "the formula reads 'lava', which no step of the trace gives" in typo.stderr
+    assert cli('specrl', 'evaluate', '--formula', 'F goal & G !lava', str(objects), '--absent-false').returncode == 0

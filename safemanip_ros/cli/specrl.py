@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.add_argument('--horizon', type=int, default=75, help='live: steps per episode (default 75)')
     e.add_argument('--log-dir', metavar='DIR', help='live: keep the episode logs here')
     e.add_argument('--rate-hz', type=float, default=20.0, help='bags: frame rate (default 20)')
+    e.add_argument('--absent-false', action='store_true',
+                   help='traces of objects: read an atom no step names as false (default: an error, as for check)')
     e.add_argument('--json', action='store_true', help='one JSON object per specification and seed')
     e.add_argument('--per-seed', action='store_true', help='the table also lists each seed')
     e.add_argument('--engine', choices=['local', 'ray'], default='local',
@@ -93,6 +95,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise SafemanipError(f'--seeds {args.seeds!r}: expected comma-separated integers') from None
         if not seeds or not 1 <= args.trajectories <= MAX_LIVE or not 1 <= args.horizon <= MAX_LIVE:
             raise SafemanipError(f'--seeds, --trajectories and --horizon in 1..{MAX_LIVE} needed')
+        again = sorted({s for s in seeds if seeds.count(s) > 1})
+        if again:     # the same seed twice would count its trajectories twice
+            raise SafemanipError(f'--seeds {args.seeds}: seed {again[0]} given more than once')
         if args.log_dir:
             writable_folder('--log-dir', args.log_dir)
         try:
@@ -111,7 +116,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise SafemanipError('give TRACES (files or folders of rollouts) or --env letter')
         from ..specrl.traces import load
         atoms = sorted({a for s in specs for a in _atoms(s.formula)})
-        trajectories = load(args.traces, atoms, args.rate_hz, warnings=warnings)
+        trajectories = load(args.traces, atoms, args.rate_hz, warnings=warnings, absent_false=args.absent_false)
         if not trajectories:
             raise SafemanipError(f'no trajectory in {", ".join(args.traces)}')
     rows = evaluate(specs, trajectories, args.engine, args.workers, args.ray_address)

@@ -31,8 +31,10 @@ one monitor with a rollout per sub-environment, stepped as one batch.
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,7 @@ class _Core:
         self.finite_index = [j for j, t in zip(self.spec_index, self.tables) if t.finite]
         self.formulas = formulas
         self.batch = batch
+        self._said: set[str] = set()
         self.reset()
 
     def reset(self, which: np.ndarray | None = None) -> None:
@@ -123,6 +126,19 @@ class _Core:
                                       'recovered': e.recovered})
         return res.verdicts, events
 
+    def note_unread(self, names: Iterable[str]) -> None:
+        """Say once (a UserWarning) a given name that no property reads but
+        that is close to one that is: most likely a misspelling, which
+        would leave the atom false."""
+        for name in names:
+            if name in self.column or name in self._said:
+                continue
+            self._said.add(name)
+            close = difflib.get_close_matches(name, list(self.column), n=1, cutoff=0.8)
+            if close:
+                warnings.warn(f'the environment gives {name!r}, which no property reads; did you mean '
+                              f'{close[0]!r}? ({close[0]!r} stays false while it is not given)', stacklevel=3)
+
     def violation_opened(self, events: list[dict[str, Any]]) -> bool:
         return any('end' not in e for e in events)
 
@@ -155,13 +171,55 @@ class _Core:
         return out
 
 
-def _props(info: Mapping[str, Any], obs: Any, labeller: Labeller | None) -> Iterable[str]:
+def proposition_names(given: Any, atoms: Collection[str]) -> set[str]:
+    """The propositions true after one step, as the environment gave them:
+    a collection of names (set, list, tuple, or a numpy array of strings),
+    or a mapping name → bool, which names the environment's whole
+    vocabulary, so every atom the monitor reads (``atoms``) must be one of
+    its keys.
+
+    Raises:
+        ValueError: for anything else, naming what was given: a string (its
+            letters are not names), a name that is not a string, a value
+            that is not a boolean, an atom a mapping does not name.
+
+    >>> sorted(proposition_names({'lava': False, 'goal': True}, ['lava', 'goal']))
+    ['goal']
+    """
+    if isinstance(given, Mapping):
+        out = set()
+        for name, value in given.items():
+            if not isinstance(name, str):
+                raise ValueError(f'info["propositions"]: name {name!r} is not a string')
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f'info["propositions"][{name!r}] = {value!r}: expected True or False')
+            if value:
+                out.add(name)
+        missing = sorted(a for a in atoms if a not in given)
+        if missing:
+            raise ValueError(f'info["propositions"] names no {missing[0]!r}, which the monitor reads; it names: '
+                             f'{", ".join(sorted(map(str, given))[:20]) or "nothing"}')
+        return out
+    if isinstance(given, (str, bytes)):
+        raise ValueError(f'info["propositions"] = {given!r:.60}: a string, not a collection of names '
+                         f'(give {{{given!r:.30}}} or a list)')
+    if isinstance(given, np.ndarray):
+        given = given.tolist()
+    if not isinstance(given, (set, frozenset, list, tuple)):
+        raise ValueError(f'info["propositions"]: expected a set, list or mapping of names, got '
+                         f'{type(given).__name__}')
+    bad = [a for a in given if not isinstance(a, str)]
+    if bad:
+        raise ValueError(f'info["propositions"]: {bad[0]!r} is not a name (a string)')
+    return set(given)
+
+
+def _props(info: Mapping[str, Any], obs: Any, labeller: Labeller | None, atoms: Collection[str]) -> set[str]:
     if labeller is not None:
-        return labeller(obs, info)
+        return proposition_names(labeller(obs, info), atoms)
     if 'propositions' not in info:
         raise KeyError('the environment gives no info["propositions"]; pass labeller=(obs, info) -> names')
-    names: Iterable[str] = info['propositions']
-    return names
+    return proposition_names(info['propositions'], atoms)
 
 
 class SpecMonitor(gymnasium.Wrapper):
@@ -195,7 +253,8 @@ class SpecMonitor(gymnasium.Wrapper):
         if self._done:
             raise RuntimeError('step() after the episode ended; call reset()')
         obs, reward, terminated, truncated, info = self.env.step(action)
-        props = set(_props(info, obs, self.labeller))
+        props = _props(info, obs, self.labeller, self.core.column)
+        self.core.note_unread(props)
         verdicts, events = self.core.step([props])
         out: dict[str, Any] = {'verdicts': {n: TEXT[int(v)] for n, v in zip(self.core.names, verdicts[0])},
                                'events': events[0]}
@@ -253,22 +312,38 @@ class SpecMonitorVector(gymnasium.vector.VectorWrapper):
         self._ignoring[:] = False
         return obs, info
 
-    def _propositions(self, obs: Any, info: Mapping[str, Any]) -> list[set[str]]:
+    def _propositions(self, obs: Any, info: Mapping[str, Any], wanted: np.ndarray) -> list[set[str]]:
+        """Each sub-environment's propositions; only those of ``wanted`` are
+        read (a sub-environment resetting this step gives none: under
+        Gymnasium's next-step autoreset, when every one ended together the
+        step's info is the reset's, with no propositions at all)."""
         n = self.num_envs
+        out: list[set[str]] = [set() for _ in range(n)]
+        if not wanted.any():
+            return out
+        atoms = self.core.column
         if self.labeller is not None:
-            return [set(self.labeller(obs[b], {k: v[b] for k, v in info.items() if not k.startswith('_')}))
-                    for b in range(n)]
+            for b in np.flatnonzero(wanted).tolist():
+                out[b] = proposition_names(
+                    self.labeller(obs[b], {k: v[b] for k, v in info.items() if not k.startswith('_')}), atoms)
+            return out
         given = info.get('propositions')
         if given is None:
             raise KeyError('the environments give no info["propositions"]; pass labeller=(obs, info) -> names')
-        return [set(given[b]) if given[b] is not None else set() for b in range(n)]
+        mask = info.get('_propositions')
+        for b in np.flatnonzero(wanted).tolist():
+            if mask is not None and not mask[b]:
+                raise KeyError(f'sub-environment {b} gave no info["propositions"] on a step it took')
+            out[b] = proposition_names(given[b], atoms)
+            self.core.note_unread(out[b])
+        return out
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
-        props = self._propositions(obs, info)
         if self._resetting.any():
             self.core.reset(self._resetting.copy())
         active = ~self._resetting & ~self._ignoring
+        props = self._propositions(obs, info, active)
         verdicts, events = self.core.step(props, active=active)
         inner_done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
         by_wrapper = np.zeros(self.num_envs, bool)
@@ -286,4 +361,4 @@ class SpecMonitorVector(gymnasium.vector.VectorWrapper):
         return obs, rewards, terminated, truncated, info
 
 
-__all__ = ['SpecMonitor', 'SpecMonitorVector']
+__all__ = ['SpecMonitor', 'SpecMonitorVector', 'proposition_names']

@@ -100,24 +100,35 @@ def _files(path: Path) -> Iterable[Path]:
 
 
 def load(paths: list[str | Path], atoms: list[str], rate_hz: float = 20.0, staleness_s: float = 0.5,
-         warnings: list[str] | None = None) -> list[Trajectory]:
+         warnings: list[str] | None = None, absent_false: bool = False) -> list[Trajectory]:
     """Every trajectory under ``paths`` (``atoms``: the propositions the
-    specifications read; a bag is read for those)."""
+    specifications read; a bag is read for those).  A file or bag reached
+    twice (``s1 ./s1/``, a link to it) is read once, and each repeat said in
+    ``warnings``.  A trace whose steps are objects of booleans names every
+    proposition it gives: an atom it never names is an error (a typo would
+    read as false) unless ``absent_false``, as for ``safemanip check``."""
     warnings = warnings if warnings is not None else []
     out: list[Trajectory] = []
+    read: dict[Path, str] = {}
+    reads = () if absent_false else atoms
     for given in paths:
         root = Path(given)
         seed = root.stem if root.is_file() else root.resolve().name
         found = False
         for path in _files(root):
             found = True
+            key = path.resolve()
+            if key in read:
+                warnings.append(f'{path}: again (as {read[key]}): read once')
+                continue
+            read[key] = str(path)
             if path.is_dir():
                 out += _bag(path, seed, atoms, rate_hz, staleness_s, warnings)
             elif (first := _first_object(path)) is not None and EPISODE_KEY in first:
                 out += _episode_log(path, seed)
             else:
                 out += [Trajectory(seed, tuple(steps), f'{path}#{k}') for k, steps in
-                        enumerate(read_step_traces(path))]
+                        enumerate(read_step_traces(path, reads))]
         if not found:
             raise SafemanipError(f'{root}: no trace (.jsonl), episode log or bag in it')
     return out
