@@ -594,6 +594,7 @@ def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tup
     violations) per instance), in stamp order — what a live gate would
     have counted."""
     from ..bag import open_bag, typestore
+    from ..bag.errors import BagReadError
     from ..stamps import stamp_s
     ts = typestore()
     out = []
@@ -601,11 +602,21 @@ def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tup
         with open_bag(path) as bag:
             conns = [c for c in bag.connections if c.msgtype == 'safemanip_ros/msg/MonitorMetrics'
                      and c.topic.rstrip('/').endswith('metrics')]
-            for conn, _, raw in bag.messages(conns):
-                msg = ts.deserialize_cdr(raw, conn.msgtype)
-                if not msg.final:
+            for k, (conn, _, raw) in enumerate(bag.messages(conns)):
+                try:
+                    msg = ts.deserialize_cdr(raw, conn.msgtype)
+                    final, episode = bool(msg.final), str(msg.episode_id)
+                    rows = [(str(m.property), str(m.category), int(m.triggers), int(m.violations))
+                            for m in msg.properties]
+                except Exception as exc:     # rosbags raises several types for bytes that are not the message
+                    raise BagReadError(f'{path}: {conn.topic} message {k + 1}: not a readable MonitorMetrics '
+                                       f'({type(exc).__name__}: {exc})'[:300]) from None
+                if not final:
                     continue
+                bad = [r for r in rows if r[3] > r[2] or min(r[2], r[3]) < 0]
+                if bad:
+                    raise BagReadError(f'{path}: {conn.topic} message {k + 1} (episode {episode!r:.60}): '
+                                       f'{bad[0][0]!r:.60} has {bad[0][3]} violations in {bad[0][2]} triggers')
                 robot = conn.topic.rstrip('/')[:-len('metrics')].strip('/')
-                out.append((stamp_s(msg.header.stamp), robot, msg.episode_id,
-                            [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]))
+                out.append((stamp_s(msg.header.stamp), robot, episode, rows))
     return sorted(out, key=lambda r: r[0])

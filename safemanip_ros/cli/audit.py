@@ -218,7 +218,12 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
         raise SafemanipError('--live reads the monitors over DDS: it takes no REPORT.json, --baseline or --sequential')
     if not limits:
         raise SafemanipError('--live needs at least one --max-rate NAME=X')
+    from ..ros_names import namespace_problem
     from .options import check_number, check_probability
+    for ns in args.robot or []:
+        problem = namespace_problem(ns)
+        if problem:
+            raise SafemanipError(f'--robot {problem}')
     check_probability('--alpha', args.alpha)
     check_number('--max-rollouts', args.max_rollouts, 0)
     from ..nodes.gate_node import MAX_DURATION_S

@@ -101,6 +101,15 @@ def _region_problem(region: dict[str, list[int]]) -> str | None:
 
 
 _NAME = Field('str', check=_nonempty)
+
+
+def _topic(name: str) -> str | None:
+    """A ROS topic name rcl takes ('' : none configured)."""
+    from ..ros_names import topic_problem
+    return topic_problem(name) if name else None
+
+
+_TOPIC = Field('str', check=_topic)
 _STR_LIST = Field('list', items=_NAME)
 _NUM_LIST = Field('list', items=Field('float'))
 _POSITIVE = Field('float', check=_positive)
@@ -113,7 +122,7 @@ ROBOT_SCHEMA = Field('map', keys={
     'world_frame': Field('str', required=True, check=_named),
     'gripper_frame': Field('str', required=True, check=_named),
     'camera_frame': Field('str'),
-    'wrench_topic': Field('str'),
+    'wrench_topic': _TOPIC,
     'staleness_s': Field('map', keys={k: Field('float', minimum=0.0) for k in
                                       ('joint_states', 'contacts', 'wrench', 'tf', 'camera')}),
     'joints': Field('map', required=True, keys={
@@ -124,7 +133,7 @@ ROBOT_SCHEMA = Field('map', keys={
             'closed': Field('float'), 'open': Field('float')})),
         'position_limits_rad': Field('dict', values=_NUM_LIST),
         'velocity_limits_rad_s': Field('dict', values=_POSITIVE),
-        'command_topic': Field('str'),
+        'command_topic': _TOPIC,
     }),
     # Thresholds are speeds, margins, distances and forces: none is negative.
     'thresholds': Field('map', keys={k: Field('float', minimum=0.0) for k in (
@@ -159,7 +168,7 @@ ROBOT_SCHEMA = Field('map', keys={
             'min_fraction': Field('float')}))}),
     # The robot stack's skill events (grounding/skills.py): its skill names → SafeManip's actions.
     'skills': Field('map', keys={
-        'topic': Field('str'), 'actions': Field('dict', values=Field('str')),
+        'topic': _TOPIC, 'actions': Field('dict', values=Field('str')),
         'max_active_s': Field('float', minimum=1e-3), 'unknown_after_reset_s': Field('float', minimum=0.0)}),
 })
 

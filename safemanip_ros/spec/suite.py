@@ -299,6 +299,13 @@ def load_suite(paths: Iterable[str | Path] | str | Path) -> Suite:
                 entry.get('end_policy', 'weak'), entry.get('response', 'alert'), entry.get('severity', 'error'),
                 entry['description'], over, tuple(entry['needs']) if 'needs' in entry else None, where, entry,
                 rules))
+    categories = {d.category for d in props}
+    for d in props:
+        if d.name in categories:
+            # `--max-rate NAME`, a policy's property/category sections and the gate's counts read a name as
+            # either; one name for both would mean different things in different commands.
+            raise SpecError(f'{d.where}: property {d.name!r} has the name of a category (of '
+                            f'{", ".join(sorted(p.name for p in props if p.category == d.name))}); rename one')
     return Suite(name, description, rate, predicates, derived, props, tuple(sources))
 
 

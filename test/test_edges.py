@@ -1,0 +1,91 @@
+"""Names and counts a person hands the tool are checked where they enter:
+topic names with ROS substitutions, a property that shares a category's
+name, and a recorded MonitorMetrics that is not one — each one line, exit 2,
+never an internal error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, run_cli
+
+from safemanip_ros.errors import SpecError
+from safemanip_ros.ros_names import namespace_problem, topic_problem
+
+BIN = [sys.executable, '-m', 'safemanip_ros.cli.main']
+CONFIG = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+
+
+@pytest.mark.parametrize('name, ok', [
+    ('/arm/joint_states', True), ('joint_trajectory_controller/joint_trajectory', True), ('~/acknowledge', True),
+    ('/x/{y}', False), ('{node}', False), ('a//b', False), ('/a/', False), ('1a', False), ('a-b', False),
+    ('~x', True), ('~', True), ('x~', False), ('', False), ('/', False)])
+def test_topic_names_are_checked_as_rcl_would(name, ok):
+    """As rcl's own validation judges them; substitutions, which rcl would expand, are refused."""
+    from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.expand_topic_name import expand_topic_name
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+    from rclpy.validate_topic_name import validate_topic_name
+    assert (topic_problem(name) is None) == ok, topic_problem(name)
+    if '{' not in name:
+        try:
+            validate_topic_name(name)
+            validate_full_topic_name(expand_topic_name(name, 'node', '/ns'))
+            rcl_ok = True
+        except InvalidTopicNameException:
+            rcl_ok = False
+        assert rcl_ok == ok, name
+
+
+def _one_line(proc: subprocess.CompletedProcess, words: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_substitutions_in_names_are_one_line_errors(tmp_path):
+    _one_line(run_cli('gate', '--live', '--robot', '{x}', '--max-rate', 'p=0.1', '--max-duration-s', '1'),
+              "--robot '{x}': ROS substitutions ({...}) are not expanded here")
+    assert namespace_problem('/r1/') is None
+    _one_line(run_cli('run', '--config', str(CONFIG), '--controller-topic', '/arm/{ns}/hold'),
+              "--controller-topic '/arm/{ns}/hold': ROS substitutions")
+    robot = tmp_path / 'robot.yaml'
+    robot.write_text(CONFIG.read_text() + '\nskills: {topic: "/x/{y}"}\n')
+    _one_line(run_cli('run', '--config', str(robot)), 'skills.topic: \'/x/{y}\': ROS substitutions')
+    robot.write_text(CONFIG.read_text() + '\nwrench_topic: "/ft sensor"\n')
+    _one_line(run_cli('doctor', str(tmp_path), '--config', str(robot)), "wrench_topic: '/ft sensor': part")
+
+
+def test_a_property_with_a_categorys_name_is_refused(tmp_path):
+    from safemanip_ros.spec.suite import load_suite
+    suite = tmp_path / 'suite.yaml'
+    suite.write_text('suite: s\nrate_hz: 20\npredicates:\n  a: {description: "a"}\n  b: {description: "b"}\n'
+                     'properties:\n'
+                     '  - {name: grasp, category: grasp, formula: "G !a", trigger: "true", recovery: "true", description: "x"}\n')
+    with pytest.raises(SpecError, match=r"property 'grasp' has the name of a category \(of grasp\); rename one"):
+        load_suite(suite)
+    suite.write_text(suite.read_text().replace('category: grasp', 'category: handling') +
+                     '  - {name: handling, category: other, formula: "G !b", trigger: "true", recovery: "true", description: "y"}\n')
+    with pytest.raises(SpecError, match=r"property 'handling' has the name of a category \(of grasp\)"):
+        load_suite(suite)
+
+
+def test_a_recorded_metrics_message_that_is_not_one_stops_the_rebuild_in_one_line(tmp_path):
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
+    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
+    w.add_topic('/metrics', 'safemanip_ros/msg/MonitorMetrics')
+    good = MM(header=Header(stamp=T(sec=1, nanosec=0), frame_id=''), episode_id='e1', frames=10, final=True,
+              properties=[PM(property='p', instance='p', category='c', triggers=5, violations=0, unsafe_frames=0,
+                             frames=10, pending=0, unknown_frames=0)])
+    raw = ts.serialize_cdr(good, 'safemanip_ros/msg/MonitorMetrics')
+    w.write('/metrics', 10**9, raw)
+    w.write('/metrics', 2 * 10**9, raw[:len(raw) // 2])          # cut short
+    w.close()
+    proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--rebuild-from', str(tmp_path / 'bag')],
+                          capture_output=True, text=True, timeout=120)
+    _one_line(proc, '/metrics message 2: not a readable MonitorMetrics')
+    assert str(tmp_path / 'bag') in proc.stderr
