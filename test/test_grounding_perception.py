@@ -359,3 +359,20 @@ def test_near_and_inside_read_the_tracked_pose_not_the_raw_detection():
     outside = frames_for(+0.01)
     assert min(raw_x) < 0.05
     assert all(f['near_cube_mark'] is False and f['inside_cube_in_tray'] is False for f in outside)
+
+
+def test_doctor_refuses_pose_sources_it_cannot_judge():
+    """All NaN, stamped in the future, running backwards, or 2 poses in 3 s (was: '20 Hz', no problem)."""
+    from safemanip_ros.grounding.pose_quality import assess
+    t = np.arange(0.0, 5.0, 0.1)
+    still = np.tile([0.1, 0.0, 0.82], (len(t), 1))
+    assert assess('cube', t, t + 0.05, still, TrackConfig()).problems == []
+    nan = assess('cube', t, t + 0.05, np.full((len(t), 3), np.nan), TrackConfig())
+    assert any(f'{len(t)} of {len(t)} poses are not finite numbers (NaN or infinite): none can be used' in p
+               for p in nan.problems), nan.problems
+    future = assess('cube', t + 3600.0, t + 0.05, still, TrackConfig())
+    assert any('stamped up to 3599.95 s after they arrived' in p for p in future.problems), future.problems
+    back = assess('cube', t[::-1].copy(), t + 0.05, still, TrackConfig())
+    assert any(f'stamps go backwards {len(t) - 1} time(s) in arrival order' in p for p in back.problems)
+    sparse = assess('cube', np.array([0.0, 0.05]), np.array([0.1, 3.0]), still[:2], TrackConfig())
+    assert any('only 2 usable poses over 0.05 s: too few to estimate a rate' in p for p in sparse.problems)

@@ -45,15 +45,55 @@ class PoseSourceQuality:
     problems: list[str] = field(default_factory=list)
 
 
+MIN_RATE_POSES = 10
+"""Fewer poses than this cannot estimate a rate (2 poses 50 ms apart in 3 s are not a 20 Hz source)."""
+FUTURE_TOLERANCE_S = 0.05
+"""A pose stamped more than this after it was received is stamped in the future (clock skew, wrong clock)."""
+
+
+def _input_problems(stamps_s: np.ndarray, received_s: np.ndarray, positions_m: np.ndarray) -> list[str]:
+    """What makes poses unusable before any figure is measured: non-finite
+    values, stamps after their arrival, stamps going backwards in arrival order."""
+    problems = []
+    n = len(stamps_s)
+    bad = ~np.isfinite(positions_m).all(axis=1) | ~np.isfinite(stamps_s)
+    if bad.any():
+        problems.append(f'{int(bad.sum())} of {n} poses are not finite numbers (NaN or infinite)'
+                        + (': none can be used' if bad.all() else ': each is read as no detection'))
+    ahead = stamps_s - received_s
+    future = np.isfinite(ahead) & (ahead > FUTURE_TOLERANCE_S)
+    if future.any():
+        problems.append(f'{int(future.sum())} of {n} poses are stamped up to {float(np.nanmax(ahead[future])):.2f} s '
+                        'after they arrived (a clock ahead, or stamps in the future): freshness cannot be judged')
+    arrival = np.argsort(received_s, kind='stable')
+    backwards = int((np.diff(stamps_s[arrival]) < 0).sum()) if n > 1 else 0
+    if backwards:
+        problems.append(f'stamps go backwards {backwards} time(s) in arrival order (a detector resetting its '
+                        'clock, or two sources on one frame)')
+    return problems
+
+
 def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m: np.ndarray,
            track: TrackConfig) -> PoseSourceQuality:
-    """Measure one frame's poses (stamps, receive times [n], positions [n, 3]) against ``track``."""
+    """Measure one frame's poses (stamps, receive times [n], positions [n, 3])
+    against ``track``; unusable poses (non-finite, stamped in the future)
+    are problems, and left out of the figures."""
+    stamps_s, received_s = np.asarray(stamps_s, float), np.asarray(received_s, float)
+    positions_m = np.asarray(positions_m, float).reshape(-1, 3)
+    problems = _input_problems(stamps_s, received_s, positions_m)
+    usable = np.isfinite(positions_m).all(axis=1) & np.isfinite(stamps_s) & np.isfinite(received_s)
+    stamps_s, received_s, positions_m = stamps_s[usable], received_s[usable], positions_m[usable]
     order = np.argsort(stamps_s, kind='stable')
     t, recv, p = stamps_s[order], received_s[order], positions_m[order]
     n = len(t)
     if n < 2:
-        return PoseSourceQuality(frame, n, 0.0, None, math.inf, None, 0,
-                                 [f'{n} pose(s) of this frame on /tf in the recording: nothing to judge'])
+        return PoseSourceQuality(frame, n, 0.0, None, math.inf, None, 0, problems + [
+            f'{n} usable pose(s) of this frame on /tf in the recording: nothing to judge'])
+    span = float(t[-1] - t[0])
+    if n < MIN_RATE_POSES:
+        rate = (n - 1) / span if span > 0 else 0.0
+        return PoseSourceQuality(frame, n, rate, float(np.median(recv - t)), span, None, 0, problems + [
+            f'only {n} usable poses over {span:.2f} s: too few to estimate a rate (at least {MIN_RATE_POSES})'])
     gaps = np.diff(t)
     typical = float(np.median(gaps))
     rate = 1.0 / typical if typical > 0 else math.inf        # the detector's own rate, misses aside
@@ -69,7 +109,7 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
                 sigmas.append(resid)
         start = max(end, start + 1)
     noise = float(np.median(sigmas)) if sigmas else None
-    q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas))
+    q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas), problems)
     if noise is not None and noise > TOO_NOISY * max(track.position_noise_m, 1e-4):
         q.problems.append(f'noise {noise * 1000:.1f} mm per axis while standing still, more than '
                           f'perception.position_noise_m ({track.position_noise_m * 1000:.1f} mm): set it to '
@@ -100,8 +140,11 @@ def assess_bag(path: str | Path, frames: list[str], track: TrackConfig) -> list[
             msg = ts.deserialize_cdr(raw, 'tf2_msgs/msg/TFMessage')
             for tr in msg.transforms:
                 if tr.child_frame_id in wanted:
-                    v = tr.transform.translation
-                    rows[tr.child_frame_id].append((stamp_s(tr.header.stamp), t_ns * 1e-9, v.x, v.y, v.z))
+                    v, q = tr.transform.translation, tr.transform.rotation
+                    # A pose with a rotation that is not finite is not a pose: its position is left out too.
+                    ok = all(math.isfinite(c) for c in (q.x, q.y, q.z, q.w))
+                    rows[tr.child_frame_id].append((stamp_s(tr.header.stamp), t_ns * 1e-9,
+                                                    *((v.x, v.y, v.z) if ok else (math.nan,) * 3)))
     out = []
     for frame in frames:
         a = np.array(rows[frame], dtype=float).reshape(-1, 5)
