@@ -8,6 +8,8 @@ supervisor (both lifecycle nodes, started with autostart).
 under SCHED_FIFO at that priority with memory locked, where permitted (0, the
 default: normal scheduling; safemanip_ros/realtime.py).  A supervisor that
 dies is started again after 1 s (it holds again for violations still open).
+``use_sim_time:=true`` puts every node on ``/clock`` (a simulator, or a
+replayed recording: launch/replay.launch.py sets it).
 """
 
 import os
@@ -17,7 +19,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode
+from launch_ros.actions import LifecycleNode, SetParameter
 
 GROUNDING_OUTPUTS = [f'predicates/{source}:safemanip_ros/msg/PredicateArray:0.5'
                      for source in ('joint_states', 'contacts', 'tf', 'camera')]
@@ -30,6 +32,9 @@ def generate_launch_description():
     policy = os.path.join(get_package_share_directory('safemanip_ros'), 'config', 'params', 'supervisor_policy.yaml')
     realtime = {'SAFEMANIP_REALTIME_PRIORITY': LaunchConfiguration('realtime_priority')}
     return LaunchDescription([
+        DeclareLaunchArgument('use_sim_time', default_value='false',
+                              description='true: every node on /clock (a simulator or a replayed recording)'),
+        SetParameter(name='use_sim_time', value=LaunchConfiguration('use_sim_time')),
         DeclareLaunchArgument('realtime_priority', default_value='0',
                               description='SCHED_FIFO priority of every node (0: normal scheduling)'),
         DeclareLaunchArgument('robot_config', default_value=os.path.join(share, 'config', 'robots', 'panda_demo.yaml')),

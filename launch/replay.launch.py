@@ -2,6 +2,10 @@
 into the live monitoring stack.
 
     ros2 launch safemanip_ros replay.launch.py bag:=/path/to/bag robot_config:=/path/robot.yaml
+
+The recording's stamps are in the past: the stack runs on the player's
+``/clock`` (``use_sim_time`` true, the default here), so its inputs are
+judged fresh by the time they were recorded at.
 """
 
 import os
@@ -21,8 +25,9 @@ def generate_launch_description():
         DeclareLaunchArgument('rate', default_value='1.0'),
         DeclareLaunchArgument('robot_config', default_value=os.path.join(share, 'config', 'robots', 'panda_demo.yaml')),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'monitor.launch.py')),
-                                 launch_arguments={'robot_config': LaunchConfiguration('robot_config')}.items()),
+                                 launch_arguments={'robot_config': LaunchConfiguration('robot_config'),
+                                                   'use_sim_time': 'true'}.items()),
         Node(package='safemanip_ros', executable='bag_player', name='bag_player',
              parameters=[{'bag': LaunchConfiguration('bag'), 'rate': LaunchConfiguration('rate'),
-                          'wait_for_subscribers': 1}], output='screen'),
+                          'wait_for_subscribers': 1, 'clock': True}], output='screen'),
     ])

@@ -278,30 +278,47 @@ def _listed_messages(bag: Path, topic: str) -> int:
 
 @pytest.mark.ros
 def test_bag_player_replays_a_recording(tmp_path):
+    """It plays every topic, waits only for topics something subscribes to (a topic nobody listens to
+    held it for good), publishes /clock with bag time when asked, and says its parameters on --help."""
+    from rosgraph_msgs.msg import Clock
     ts = typestore()
     Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
     Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
     w = SplitBagWriter(tmp_path / 'bag', 'mcap')
     w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    w.add_topic('/nobody_listens', 'safemanip_ros/msg/PredicateArray')
     for i in range(20):
         m = Arr(header=Header(stamp=Time(sec=i, nanosec=0), frame_id=''), seq=i,
                 predicates=[Pred(name='a', value=bool(i % 2), unknown=False, source='t',
                                  data_stamp=Time(sec=i, nanosec=0))])
-        w.write('/predicates', i * 50_000_000, ts.serialize_cdr(m, 'safemanip_ros/msg/PredicateArray'))
+        raw = ts.serialize_cdr(m, 'safemanip_ros/msg/PredicateArray')
+        w.write('/predicates', 10**9 + i * 50_000_000, raw)
+        w.write('/nobody_listens', 10**9 + i * 50_000_000 + 1, raw)
     w.close()
-    got = []
+    got, clock = [], []
     with ros_node('replay_test') as (node, ex):
         node.create_subscription(PredicateArray, 'predicates',
                                  lambda m: got.append(predicate_values(m) | {'seq': m.seq}), RELIABLE)
+        node.create_subscription(Clock, '/clock', lambda m: clock.append(m.clock.sec * 10**9 + m.clock.nanosec), 10)
         proc = subprocess.Popen([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
-                                 f'bag:={tmp_path / "bag"}', '-p', 'wait_for_subscribers:=1', '-p', 'rate:=2.0'],
+                                 f'bag:={tmp_path / "bag"}', '-p', 'wait_for_subscribers:=2', '-p', 'rate:=2.0',
+                                 '-p', 'clock:=true', '-p', 'wait_timeout_s:=3.0'],
                                 stdout=open(tmp_path / 'log', 'w'), stderr=subprocess.STDOUT)
-        spin_until(ex, lambda: len(got) >= 20)
+        assert spin_until(ex, lambda: len(got) >= 20, 60), (tmp_path / 'log').read_text()
         assert proc.wait(timeout=30) == 0
     assert got == [{'a': bool(i % 2), 'seq': i} for i in range(20)]
+    log = (tmp_path / 'log').read_text()
+    # One subscriber of two on /predicates: named while waiting, then played past the limit; never /nobody_listens.
+    assert 'waiting for subscribers on: /predicates (1 of 2)' in log and 'nobody_listens' not in log, log
+    assert 'playing after 3 s without the subscribers waited for on: /predicates (1 of 2)' in log, log
+    assert clock and clock == sorted(clock) and 10**9 <= clock[0] and clock[-1] <= 10**9 + 19 * 50_000_000 + 1
     bad = subprocess.run([str(Path(sys.executable).parent / 'bag_player'), '--ros-args', '-p',
                           f'bag:={tmp_path / "nope"}'], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and 'nope: cannot open bag' in bad.stderr
+    helped = subprocess.run([str(Path(sys.executable).parent / 'bag_player'), '--help'], capture_output=True,
+                            text=True, timeout=60)
+    assert helped.returncode == 0 and 'wait_for_subscribers (int, 0)' in helped.stdout and 'clock (bool' in \
+        helped.stdout
 
 
 def _stale_metadata_bag(path: Path) -> int:

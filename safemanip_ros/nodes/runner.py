@@ -61,6 +61,10 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     the node runs under SCHED_FIFO at that priority where permitted
     (:mod:`safemanip_ros.realtime`); with ``SAFEMANIP_PARENT_PID`` set, it
     stops as on SIGTERM when that process ends (:func:`bind_to_parent`)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    if {'-h', '--help'} & set(argv[:argv.index('--ros-args')] if '--ros-args' in argv else argv):
+        print_help(factory, name)
+        return 0
     if not realtime_from_environment(name) or not bind_to_parent():
         return 2
     try:
@@ -68,6 +72,14 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     except RosArgumentsError as err:
         print(f'{name}: error: {err.one_line()}', file=sys.stderr)
         return 2
+
+
+def print_help(factory: Callable[[], Any], name: str) -> None:
+    """``NAME --help``: the node's module docstring (what it does, its
+    parameters with their defaults), and how ROS arguments are given."""
+    doc = (sys.modules.get(getattr(factory, '__module__', '')) or sys.modules[__name__]).__doc__ or ''
+    print(doc.strip())
+    print(f'\nusage: {name} --ros-args -p NAME:=VALUE [-p ...] [-r FROM:=TO] [--log-level LEVEL]')
 
 
 def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
