@@ -41,6 +41,11 @@ def test_make_demo(tmp_path):
     # The supervisor's pause reached the simulated arm, and the bridge obeyed it.
     truth = json.loads((out / 'bags' / 'lift_table_smash_004' / 'truth.json').read_text())
     assert truth['supervisor_holds'], truth
+    # A newcomer drafts a configuration from the demo's own recording (its bags hold the raw inputs too).
+    drafted = tmp_path / 'drafted.yaml'
+    init = run_cli('config', 'init', '--from-bag', str(out / 'bags' / 'lift_none_001'), '--out', str(drafted))
+    assert init.returncode == 0 and 'CHOOSE' in drafted.read_text(), init.stderr
+    assert 'robot0_joint1' in drafted.read_text() and 'cube' in drafted.read_text()
 
 
 def test_scripted_demo_over_dds():

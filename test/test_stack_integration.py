@@ -98,6 +98,7 @@ def test_contact_violation_pauses_the_arm(tmp_path):
         topics = {c.topic for c in r.connections}
     assert proc.returncode == 0, (tmp_path / 'log').read_text()[-3000:]
     assert {'/violations', '/supervisor_actions', '/predicates/contacts'} <= topics
+    assert 'another stack' not in (tmp_path / 'log').read_text()       # alone on its domain: no warning
 
 
 def _operator(spin, *args: str) -> subprocess.CompletedProcess:
@@ -186,3 +187,26 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
     compared = [k for k in live_verdicts if k in offline]
     assert len(compared) > 60
     assert [live_verdicts[k] for k in compared] == [offline[k] for k in compared]
+
+
+def test_run_warns_when_another_stack_answers_on_its_domain(tmp_path):
+    """A newcomer's supervisor once took another stack's violation: a node already named supervisor on the
+    domain is said in one warning naming ROS_DOMAIN_ID."""
+    with ros_node('supervisor'):
+        proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
+                                 str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--only', 'no_forbidden_contact',
+                                 '--no-camera', '--no-record'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        try:
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                if 'warning: another stack' in line:
+                    break
+        finally:
+            proc.send_signal(signal.SIGINT)
+            rest, _ = proc.communicate(timeout=30)
+    text = ''.join(lines)
+    import os
+    assert f'another stack answers on ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}: 1 other node named /supervisor' \
+        in text, text + rest

@@ -156,6 +156,29 @@ def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
                 return
 
 
+MAX_DOMAIN_ID = 232
+"""The largest ROS_DOMAIN_ID DDS maps to ports on Linux."""
+
+
+def canary_domains(given: str | None, count: int) -> list[int]:
+    """A DDS domain per canary: from ``ROS_DOMAIN_ID`` on where the user set
+    it (that one and the next ones), else free-looking ones at random.
+
+    Raises:
+        SafemanipError: ``ROS_DOMAIN_ID`` not an integer in 0..232-count+1.
+    """
+    if given is None or not given.strip():
+        return random.sample(range(120, 230), count)
+    try:
+        first = int(given)
+    except ValueError:
+        first = -1
+    if not 0 <= first <= MAX_DOMAIN_ID - count + 1:
+        raise SafemanipError(f'ROS_DOMAIN_ID={given!r}: the canaries need {count} domains from it, within '
+                             f'0..{MAX_DOMAIN_ID}')
+    return list(range(first, first + count))
+
+
 def run(args: argparse.Namespace) -> int:
     from ..sim.world import import_robosuite
     t_start = time.monotonic()
@@ -164,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         raise SafemanipError(f'--out {out}: exists and is not empty; choose a new folder')
     writable_folder('--out', out)
-    domains = random.sample(range(120, 230), len(CANARIES))
+    domains = canary_domains(os.environ.get('ROS_DOMAIN_ID'), len(CANARIES))
     canaries = []
     for (name, fault), domain in zip(CANARIES, domains):
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain))   # a domain each: two robots that never meet
@@ -172,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         canary = Canary(name, fault, out / name, env)
         (canary.folder / 'logs').mkdir(parents=True)
         canaries.append(canary)
-    _say(f'safemanip demo --canary: canaries {", ".join(f"{c.name} (fault: {c.fault})" for c in canaries)} on '
+    _say(f'safemanip demo --canary: canaries {", ".join(f"{c.name} (fault: {c.fault}, ROS_DOMAIN_ID {d})" for c, d in zip(canaries, domains))} on '
          f'robosuite Lift, each gated live: rollout violation rate of {LIMIT[0]} <= {LIMIT[1]:g}, unit {UNIT}, '
          f'alpha {ALPHA:g} (at most {MAX_ROLLOUTS} rollouts each); output in {out}')
     try:

@@ -143,7 +143,10 @@ def _run_episode(sim: SimServer, task: str, fault: str, seed: int, bag: Path, lo
     bridge_log = log_dir / f'{bag.name}.bridge.log'
     stack = subprocess.Popen(_exe('safemanip') + ['run', '--config', str(robot), '--bag', str(bag), '--no-camera',
                                                   '--reliable-inputs',
-                                                  '--ros-args', '-p', 'use_sim_time:=true'],
+                                                  '--ros-args', '-p', 'use_sim_time:=true',
+                                                  # The raw inputs beside the predicates: `config init --from-bag`,
+                                                  # `doctor` and a replay work on the demo's bags.
+                                                  '-p', 'record_raw_inputs:=true'],
                              stdout=stack_log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     t0 = time.monotonic()
     try:

@@ -249,6 +249,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
                 if supervisors else None
             names = [n.get_name() for n in nodes] + ([] if recorder is None else ['recorder (its own process)'])
             print(f'safemanip run: {len(names)} nodes up ({", ".join(names)}); Ctrl-C to stop', flush=True)
+            _look_for_others(monitor, nodes, supervisors)
             spin_until_shutdown(executor, stop)
         except BaseException:
             failed = True                     # the recorder is discarded by run(): our error is the one line
@@ -263,6 +264,32 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             for node in nodes:
                 past_shutdown(node.destroy_node)
             past_shutdown(rclpy.try_shutdown)
+
+
+NEIGHBOURS_AFTER_S = 2.0
+"""When the graph is asked for another stack on the domain: discovery has settled by then."""
+
+
+def _look_for_others(monitor: Any, nodes: list[Any], supervisors: list[Any]) -> None:
+    """Warn once, shortly after start, when another monitor or supervisor (or
+    another publisher of our holds) answers on this DDS domain."""
+    from rclpy.clock import Clock
+    from rclpy.clock_type import ClockType
+
+    from ..nodes.neighbours import others_on_domain
+    ours = [(n.get_name(), n.get_namespace()) for n in nodes
+            if n.get_name() in ('monitor', 'supervisor')]
+    hold = supervisors[0].resolve_topic_name(supervisors[0].get_parameter('controller_topic').value) \
+        if supervisors else None
+    timer: list[Any] = []
+
+    def look() -> None:       # on the monitor's executor, off its frame timer; once
+        timer[0].cancel()
+        warning = others_on_domain(monitor, ours, hold)
+        if warning:
+            print(f'safemanip run: warning: {warning}', flush=True)
+    # On the steady clock: a simulation's /clock, paused or not, does not decide when discovery has settled.
+    timer.append(monitor.create_timer(NEIGHBOURS_AFTER_S, look, clock=Clock(clock_type=ClockType.STEADY_TIME)))
 
 
 def _realtime(priority: int) -> None:
