@@ -174,7 +174,7 @@ def test_a_hold_cancels_the_goal_moving_the_arm(ros, cancel):
         from action_msgs.msg import GoalStatus
         assert result.result().status == GoalStatus.STATUS_CANCELED
         # The measured arm stopped: the hold is confirmed by the joints, as for a topic hold.
-        assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+        assert wait_for(lambda: any('pause confirmed: received by' in r and 'the arm stopped' in r for r in reasons())), reasons()
         assert sup.supervisor.held and sup.supervisor.hold_confirmed
         assert not arm.moving and arm.q - q_before < SPEED_RAD_S * (latency_s + 0.1)
         assert not any(a.action == SupervisorAction.ACTION_STOP for a in actions)
@@ -235,7 +235,7 @@ def test_servo_is_paused_by_a_hold_and_unpaused_on_resume(ros):
     send(ViolationEvent.EVENT_OPENED)
     reasons = lambda: [a.reason for a in actions]          # noqa: E731
     assert wait_for(lambda: requests == [True]), (requests, reasons())
-    assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+    assert wait_for(lambda: any('pause confirmed: received by' in r and 'the arm stopped' in r for r in reasons())), reasons()
     send(ViolationEvent.EVENT_CLOSED)
     acknowledge(node)
     # Unpaused on resume (a fail-safe hold on a stalled machine may pause it again after).
@@ -325,7 +325,7 @@ def test_a_hold_switches_to_the_safe_controller_and_back(ros, manager):
             assert cm.requests[0] == (['joint_trajectory_controller'], ['forward_position_controller'],
                                       SwitchController.Request.STRICT)
             # Confirmed by the measured joint, as for every hold.
-            assert wait_for(lambda: any('pause confirmed: the arm stopped' in r for r in reasons())), reasons()
+            assert wait_for(lambda: any('pause confirmed: received by' in r and 'the arm stopped' in r for r in reasons())), reasons()
             assert cm.q - q_before < SPEED_RAD_S * (latency_s + 0.1)
             send(ViolationEvent.EVENT_CLOSED)
             acknowledge(node)

@@ -252,12 +252,18 @@ def _spin_publishing(ex, pub, messages, seconds: float, until=None) -> bool:
 
 
 @pytest.mark.ros
-@pytest.mark.parametrize('arm_moves', [False, True])
-def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
-    """A delivered pause is confirmed once the measured arm is still; an arm that
-    keeps moving makes it a failed hold: not holding, retried, escalated to stop."""
+@pytest.mark.parametrize('arm_moves, controller', [(False, True), (True, True), (False, False)],
+                         ids=['held', 'arm_moves', 'no_controller'])
+def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves, controller):
+    """A delivered pause is confirmed once the measured arm is still, saying what received it; an arm that
+    keeps moving makes it a failed hold: not holding, retried, escalated to stop.  A still arm whose hold
+    nothing received (no subscriber on the controller topic) is said as stopped, not held."""
+    from trajectory_msgs.msg import JointTrajectory
     with _supervisor_beside('hold_test', '-r', '__ns:=/hold_confirm_test',
                             '-p', 'hold_confirm_timeout_s:=0.6') as (node, ex, sup, actions):
+        if controller:      # a controller listening on the hold topic
+            node.create_subscription(JointTrajectory, 'joint_trajectory_controller/joint_trajectory',
+                                     lambda m: None, RELIABLE)
         events = node.create_publisher(ViolationEvent, 'violations', RELIABLE)
         js = node.create_publisher(JointState, 'joint_states', RELIABLE)
         q = [0.0]
@@ -266,14 +272,21 @@ def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves):
             if arm_moves:
                 q[0] += 0.01                    # 0.2 rad/s: the controller ignores the hold
             return [JointState(name=['j1'], position=[q[0]])]
-        _spin_publishing(ex, js, arm, 0.5)
+        _spin_publishing(ex, js, arm, 0.5, lambda: not controller or sup._pub_traj.get_subscription_count() > 0)
         ev = ViolationEvent(event=ViolationEvent.EVENT_OPENED, property='p', instance='p', category='c',
                             severity=ViolationEvent.SEVERITY_ERROR)
         events.publish(ev)
-        if not arm_moves:
-            assert _spin_publishing(ex, js, arm, 10, lambda: any('pause confirmed: the arm stopped' in a.reason
-                                                                 for a in actions)), [a.reason for a in actions]
+        if not arm_moves and controller:
+            topic = '/hold_confirm_test/joint_trajectory_controller/joint_trajectory'
+            assert _spin_publishing(ex, js, arm, 10, lambda: any(
+                f'pause confirmed: received by 1 subscriber of {topic}; the arm stopped' in a.reason
+                for a in actions)), [a.reason for a in actions]
             assert sup.supervisor.held and sup.supervisor.hold_confirmed
+        elif not arm_moves:
+            assert _spin_publishing(ex, js, arm, 10, lambda: any(
+                'the joints are still' in a.reason and 'but no controller received the hold (nothing subscribes to '
+                in a.reason and a.action == SupervisorAction.ACTION_ALERT for a in actions)), [a.reason for a in actions]
+            assert not any('pause confirmed' in a.reason for a in actions)
         else:
             assert _spin_publishing(ex, js, arm, 15, lambda: any(a.action == SupervisorAction.ACTION_STOP
                                                                  for a in actions)), [a.reason for a in actions]

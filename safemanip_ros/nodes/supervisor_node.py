@@ -615,8 +615,19 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if speed is not None and speed <= float(p('hold_confirm_speed_rad_s').value):
             self._confirming = None
             self._supervising.confirm_hold()
-            self._act([Action('log', action.instance, action.property,
-                              f'{action.action} confirmed: the arm stopped (max joint speed {speed:.3f} rad/s)')])
+            subscribers, answered = getattr(self, '_hold_receivers', (0, []))
+            topic = self._pub_traj.topic_name
+            took = ([f'{subscribers} subscriber{"s" * (subscribers != 1)} of {topic}'] if subscribers else []) + \
+                [_interface_name(c) for c in answered]
+            if took:
+                self._act([Action('log', action.instance, action.property,
+                                  f'{action.action} confirmed: received by {", ".join(took)}; the arm stopped '
+                                  f'(max joint speed {speed:.3f} rad/s)')])
+            else:
+                self._act([Action('alert', action.instance, action.property,
+                                  f'{action.action}: the joints are still (max joint speed {speed:.3f} rad/s), but no '
+                                  f'controller received the hold (nothing subscribes to {topic}): the arm is '
+                                  f'stopped, not held')])
         elif now > deadline:
             self._confirming = None
             # Sent, but the arm did not stop: not a hold.  Retried, then escalated.
@@ -669,6 +680,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 self._supervising.command_result(a, delivered)
                 if held:
                     self._confirming = (a, time.monotonic() + float(self.get_parameter('hold_confirm_timeout_s').value))
+                    # Who received it, for the confirmation to say: stillness alone is not a controller's hold.
+                    self._hold_receivers = (self._pub_traj.get_subscription_count(),
+                                            [c for c, r in zip(self._controllers, reached) if r])
             elif a.action == 'retract':
                 ok = self._retract()
                 self._supervising.command_result(a, ok)
@@ -743,6 +757,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             pt.time_from_start = Duration(sec=sec, nanosec=int((t - sec) * 1e9))
             traj.points.append(pt)
         self._pub_traj.publish(traj)
+
+
+def _interface_name(controller: Any) -> str:
+    """How a confirmation names a controller interface that took the hold."""
+    for attr in ('action', 'service', 'name'):
+        value = getattr(controller, attr, None)
+        if isinstance(value, str) and value:
+            return f'{type(controller).__name__} {value}'
+    return type(controller).__name__
 
 
 def main(args: list[str] | None = None) -> int:
