@@ -67,3 +67,9 @@ class StampSkew:
         return (f'{source}: a sample stamped {abs(skew_s):.1f} s {side} this node\'s clock ({clock}): {consequence}, '
                 f'and the input reads as unknown. Is it on another clock (use_sim_time set on one side only, '
                 f'or clocks not synchronised)?')
+
+
+def utc_now() -> str:
+    """Now in UTC, ISO 8601 to the second (``2026-12-07T01:02:03Z``): the time an alert was sent."""
+    import datetime
+    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')

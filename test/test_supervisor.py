@@ -132,6 +132,7 @@ def test_supervisor_node_over_dds(tmp_path, request):
         assert spin(lambda: alerts_file.exists() and alerts_file.read_text().strip() != '')
         alert = json.loads(alerts_file.read_text().splitlines()[0])
         assert alert['type'] == 'violation' and alert['instance'] == 'p1[x=1]' and alert['response'] == ['pause']
+        assert alert['time_utc'].endswith('Z') and alert['summary'].startswith('ERROR: p1[x=1] violated at frame 5')
         assert spin(lambda: len(hook.received) == 1) and hook.received[0]['property'] == 'p1'
         assert call(Trigger, '/supervisor/acknowledge', Trigger.Request()).message == 'not resuming: p1[x=1] not recovered'
         event(ViolationEvent.EVENT_CLOSED, 'p1[x=1]', 'p1')

@@ -496,12 +496,6 @@ class CanaryGate:
                                  'seen')
 
 
-def utc_now() -> str:
-    """Now in UTC, ISO 8601 to the second (``2026-12-07T01:02:03Z``)."""
-    import datetime
-    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
 def upper_bound(test: SequentialTest, n: int, k: int) -> float:
     """The smallest limit whose PASS test (same α and priors) passes after
     ``n`` observations with ``k`` violations: the anytime-valid upper bound of

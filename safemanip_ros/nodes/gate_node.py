@@ -46,11 +46,12 @@ from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
 from ..audit.gate import parse_limits
-from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollouts_from_bags, utc_now
+from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollouts_from_bags
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..file_lock import StateLock
 from ..spec.fields import validate
 from ..spec.yamlio import load_yaml
+from ..stamps import utc_now
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from ..supervisor.policy import ALERTS_FILE_SCHEMA
 from .alert_reporting import alert_statuses, failure_reporter

@@ -86,6 +86,7 @@ from safemanip_ros.srv import OpenViolations
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
+from ..stamps import utc_now
 from ..supervisor import Action, JointHistory, ResponsePolicy, Supervisor, retract_path, without_retry_count
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from .alert_reporting import failure_reporter
@@ -444,7 +445,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 'instance': msg.instance, 'category': msg.category, 'severity': severity,
                 'episode': msg.episode_id, 'start_frame': int(msg.start_frame),
                 'response': [a.action for a in actions] or ['alert'],
-                'stamp_s': ns_from_time(msg.header.stamp) * 1e-9},
+                'stamp_s': ns_from_time(msg.header.stamp) * 1e-9, 'time_utc': utc_now(),
+                'summary': f'{severity.upper()}: {msg.instance} violated at frame {int(msg.start_frame)} on '
+                           f'{self.get_namespace()}; response: {", ".join(a.action for a in actions) or "alert"}'},
                 key=f'{msg.episode_id}/{msg.instance}/{msg.start_frame}', subject=msg.property)
         elif msg.event == ViolationEvent.EVENT_CLOSED and msg.recovered:
             self._act(self._supervising.on_recovered(msg.instance))
