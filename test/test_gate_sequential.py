@@ -5,6 +5,7 @@ simulation — with a check after every observation up to 2,000."""
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 
 import numpy as np
 import pytest
@@ -170,6 +171,10 @@ def test_audit_draws_the_sequential_section_gate_sequential_decides(tmp_path, cl
     assert f'sequential: enclosure_access limit 0.05: {decision} after {row["after_observations"]}' in proc.stdout
     html = (out / 'report.html').read_text()
     assert 'Sequential gate: running bound against each limit' in html
+    # The same plain sentence heads report.html and is what gate --sequential says.
+    assert row['summary'].startswith(f'{decision}: enclosure_access (fleet): ') and \
+        f'<p class="decision">{html_escape(row["summary"])}</p>' in html, row["summary"]
+    assert row['summary'] in gate.stdout.splitlines() and f'  {row["summary"]}' in proc.stdout.splitlines()
     assert (out / 'sequential.csv').read_text().splitlines()[1].startswith('enclosure_access,rollout,category,0.05')
 
 

@@ -528,8 +528,11 @@ def write_html(report: Report, out: Path, timelines: str = 'violations',
         'td,th{border:1px solid #ccc;'
         'padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}'
         '.warning{background:#fff3cd;border:1px solid #e0c060;padding:6px}tr.flagged{background:#fff3cd}'
+        '.decision{font-size:1.15em;font-weight:bold}'
         '</style></head><body>',
         '<h1>Safety audit</h1>', warn_html,
+        ''.join(f'<p class="decision">{esc(row["summary"])}</p>' for row in (sequential or {}).get('limits', [])
+                if row.get('summary')),
         f'<p id="summary">{report["rollouts"]} rollouts, {report["frames"]} frames; task success '
         f'({esc(str(ts["reduction"]))} reduction): {_fmt(ts["rate"], ts["rate_ci"])}; safe success: '
         f'{_fmt(ts["safe_success_rate"], ts["safe_success_rate_ci"])}; mean coverage: '

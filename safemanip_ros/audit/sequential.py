@@ -250,13 +250,16 @@ class LimitReplay:
     test: SequentialTest
     batches: list[tuple[int, int]]  # per rollout, in report order
     result: Replay
+    unit: str = 'trigger'           # what one observation is
 
     def as_dict(self) -> dict[str, Any]:
         r = self.result
         return {'name': self.name, 'kind': self.kind, 'limit': self.test.limit, 'test_alpha': self.test.alpha,
                 'decision': r.decision, 'after_observations': r.after, 'after_rollouts': r.batches,
                 'observations': r.observations, 'violations': r.violations, 'rollouts': len(self.batches),
-                'log_evidence_below': r.log_pass, 'log_evidence_above': r.log_fail}
+                'log_evidence_below': r.log_pass, 'log_evidence_above': r.log_fail,
+                'summary': plain_decision(self.name, '', r.observations, r.violations, len(self.batches), self.test,
+                                          self.unit, r.decision, r.after)}
 
 
 def sequential_decisions(report: Report, limits: dict[str, float], alpha: float = 0.05,
@@ -272,7 +275,7 @@ def sequential_decisions(report: Report, limits: dict[str, float], alpha: float 
     for name, test in family(limits, alpha).items():
         kind, entry = report_entry(report, name)
         batches = entry_batches(entry, unit)
-        out.append(LimitReplay(name, kind, test, batches, replay(test, batches)))
+        out.append(LimitReplay(name, kind, test, batches, replay(test, batches), unit))
     return out
 
 

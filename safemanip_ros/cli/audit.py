@@ -201,6 +201,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         after = '' if row['decision'] is None else \
             f' after {row["after_observations"]} {args.unit}s ({row["after_rollouts"]} rollouts)'
         print(f'sequential: {row["name"]} limit {row["limit"]:g}: {row["decision"] or "undecided"}{after}')
+        print(f'  {row["summary"]}')
     return 0
 
 
