@@ -104,9 +104,11 @@ _NAME = Field('str', check=_nonempty)
 
 
 def _topic(name: str) -> str | None:
-    """A ROS topic name rcl takes ('' : none configured)."""
+    """What rcl would refuse in a configured topic name ('': none configured, or the default)."""
     from ..ros_names import topic_problem
-    return topic_problem(name) if name else None
+    if not name:
+        return None
+    return 'empty (leave it out for the default)' if not name.strip() else topic_problem(name)
 
 
 _TOPIC = Field('str', check=_topic)

@@ -9,7 +9,8 @@ Parameters:
     wait_for_subscribers (int, 0): before the first message, wait until
         each topic that something subscribes to has this many subscribers,
         and at least one topic has; a topic nobody subscribes to is not
-        waited for.  The topics still short are named every 2 s.
+        waited for.  The topics still short are named when they change
+        and every 2 s.
     wait_timeout_s (double, 30.0): play anyway after this long, naming the
         topics still short (0: wait for good).
     clock (bool, false): publish ``/clock`` (rosgraph_msgs/Clock) with the
@@ -55,6 +56,7 @@ class BagPlayer(RosParameters, Node):
         check_range(self, 'wait_timeout_s', 0.0, 86400.0)
         self._wait_since = time.monotonic()
         self._said_at = 0.0
+        self._said = ''
         path = self.get_parameter('bag').value
         if not path:
             raise SafemanipError('bag_player: parameter bag is required')
@@ -109,9 +111,9 @@ class BagPlayer(RosParameters, Node):
                 if limit and waited >= limit:
                     self.get_logger().warning(f'playing after {limit:g} s without the subscribers waited for on: '
                                               f'{what}')
-                else:
-                    if time.monotonic() - self._said_at >= 2.0:
-                        self._said_at = time.monotonic()
+                else:       # said when it changes, and every 2 s
+                    if what != self._said or time.monotonic() - self._said_at >= 2.0:
+                        self._said, self._said_at = what, time.monotonic()
                         self.get_logger().info(f'waiting for subscribers on: {what}')
                     return
         rate = float(self.get_parameter('rate').value)
