@@ -86,6 +86,7 @@ class Run:
     after: dict[int, str] = field(default_factory=dict)
     timeout_s: float = 300.0
     expect: dict[int, str] = field(default_factory=dict)        # text the command's output must hold
+    check: str = ''        # a function(sandbox) judging what the block left, once every command has ended
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,12 @@ PLANS: dict[tuple[str, str], Run | Elsewhere | NotHere] = {
         Run(after={0: 'keep_as_last_release'}, exits={2: (0, 1)}, expect={2: 'collision_contact'}),
     ('bringup.md', 'ros2 bag record -o first_look /joint_states /tf /tf_static /contacts     # a few seconds of '
                    'normal motion'):
-        Run(after={0: 'fill_in_the_draft'}),
+        Run(after={1: 'fill_in_the_draft'}),
     ('bringup.md', 'safemanip doctor --config config/robots/my_cell.yaml first_look'):
         Run(expect={0: 'doctor: config/robots/my_cell.yaml against first_look'}),
     ('bringup.md', 'safemanip audit first_look --config config/robots/my_cell.yaml --out audit_first_look'): Run(),
     ('bringup.md', 'safemanip run --config config/robots/my_cell.yaml --no-supervisor --ros-args -p '
-                   'use_sim_time:=true'): Run(),
+                   'use_sim_time:=true'): Run(check='replayed_inputs_were_fresh'),
     ('bringup.md', 'safemanip run --config config/robots/my_cell.yaml --reliable-inputs --no-supervisor'): Run(),
     ('bringup.md', 'safemanip run --config config/robots/my_cell.yaml --reliable-inputs --realtime \\'):
         NotHere('beside the arm it holds: a running stack waits for a robot; started and stopped with the same '
@@ -210,6 +211,22 @@ def keep_as_last_release(box: Path) -> None:
     shutil.copy(box / 'audit_out' / 'report.json', box / 'last_release' / 'report.json')
 
 
+def replayed_inputs_were_fresh(box: Path) -> None:
+    """On the player's /clock the replayed joint states are fresh: the stack's own recording of its grounding
+    holds known values (off /clock, every predicate would read unknown: stale on arrival)."""
+    from safemanip_ros.bag import open_bag, typestore
+    (bag,) = sorted((box / 'bags').glob('safemanip_*'))
+    ts = typestore()
+    known = unknown = 0
+    with open_bag(bag) as b:
+        conns = [c for c in b.connections if c.topic == '/predicates/joint_states']
+        for conn, _, raw in b.messages(conns):
+            for p in ts.deserialize_cdr(raw, conn.msgtype).predicates:
+                known += not p.unknown
+                unknown += bool(p.unknown)
+    assert known > 10 * unknown and known > 100, (known, unknown)
+
+
 def _env(box: Path) -> dict[str, str]:
     return dict(os.environ, PATH=f'{BIN}:{os.environ["PATH"]}', HOME=str(box), PYTHONUNBUFFERED='1')
 
@@ -278,6 +295,8 @@ def test_a_doc_block_runs_as_a_person_types_it(block, recording, tmp_path):
             text = _stop(proc, log)
             assert proc.returncode == 0, f'`{line}` in another terminal exited {proc.returncode}:\n{text[-3000:]}'
             assert 'Traceback' not in text and 'internal error' not in text, text[-3000:]
+        if plan.check:
+            globals()[plan.check](box)
     finally:
         for proc, _, _ in background:
             if proc.poll() is None:
