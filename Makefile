@@ -17,11 +17,12 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 # (bench/bench_startup.py).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup demo test bench colcon clean help
+.PHONY: setup demo test check bench colcon clean help
 
 help:
 	@echo "make demo   - set up .venv and run the end-to-end demo"
 	@echo "make test   - set up .venv and run the whole test suite"
+	@echo "make check  - the fast inner loop: unit and integration tiers (test/conftest.py)"
 	@echo "make bench  - run the benchmarks in bench/ (prints figures and ratios)"
 	@echo "make clean  - remove build outputs (keeps .venv)"
 
@@ -31,8 +32,19 @@ setup:
 demo: setup
 	$(VENV)/bin/safemanip demo $(DEMO_ARGS)
 
+# Two stages: every tier but live in parallel, then the live tier (real-time assertions: deadlines,
+# latencies, overrun lines) alone on the machine, so no heavy neighbour (mypy, colcon, physics) shares its
+# CPU.  Both run whatever the first gave; the exit status is the first failure's.
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	@rc=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m 'not live' $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) -m pytest -m live $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	exit $$rc
+
+# The inner loop: the unit and integration tiers.
+CHECK_WORKERS ?= 3
+check: setup
+	$(PY) -m pytest -n $(CHECK_WORKERS) --dist loadfile -m 'unit or integration' $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/safemanip bench

@@ -80,6 +80,68 @@ def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
     return cond()
 
 
+# ---------------------------------------------------------------- tiers
+# Every test is in one tier (a marker, set here from its file so a new file cannot miss it):
+#   unit         pure code, no process, no DDS
+#   integration  real DDS nodes, subprocesses, the CLI (found by what the file uses)
+#   live         real-time assertions on the wall clock (deadlines, latencies, overrun lines): `make test` runs
+#                these in a stage of their own, after the rest, on an otherwise idle machine
+#   system       the demos, physics, colcon, benches, static analysis, the docs and journeys end to end
+LIVE_FILES = frozenset({
+    'test_live_timing.py', 'test_live_faults.py', 'test_realtime.py', 'test_gate_fleet.py', 'test_closing_pacing.py',
+    'test_run_recorder.py', 'test_stack_integration.py', 'test_controllers.py', 'test_supervisor.py',
+    'test_recording.py'})
+SYSTEM_FILES = frozenset({
+    'test_demo.py', 'test_demo_canary.py', 'test_colcon_build.py', 'test_bench_smoke.py', 'test_sim.py',
+    'test_docs_run.py', 'test_journeys.py', 'test_setup.py', 'test_lint.py', 'test_node_fuzz.py',
+    'test_physical.py', 'test_safemanip_fidelity.py', 'test_ltlf_mona.py', 'test_security_enforcement.py',
+    'test_cli_fuzz.py'})
+TIERS = ('unit', 'integration', 'live', 'system')
+_USES_PROCESSES = ('subprocess', 'run_cli', 'rclpy', 'ros_node', 'pytest.mark.ros')
+
+
+def tier_of(path: Path) -> str:
+    """The tier of the tests in file ``path`` (see above)."""
+    if path.name in LIVE_FILES:
+        return 'live'
+    if path.name in SYSTEM_FILES:
+        return 'system'
+    text = path.read_text(errors='replace')
+    return 'integration' if any(word in text for word in _USES_PROCESSES) else 'unit'
+
+
+def pytest_configure(config) -> None:
+    for tier in TIERS:
+        config.addinivalue_line('markers', f'{tier}: the {tier} tier (test/conftest.py, tier_of)')
+
+
 def pytest_collection_modifyitems(items: list) -> None:
+    tiers: dict[Path, str] = {}
+    for item in items:
+        if item.path not in tiers:
+            tiers[item.path] = tier_of(item.path)
+        item.add_marker(getattr(pytest.mark, tiers[item.path]))
     rank = {name: k for k, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))    # stable: the rest keep their order
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """What the run cost, by tier (summed test time: setup, call and teardown) and the ten slowest tests:
+    where a suite that must pass on a slower machine spends its time."""
+    per_test: dict[str, float] = {}
+    tier_of_test: dict[str, str] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            nodeid, duration = getattr(rep, 'nodeid', None), getattr(rep, 'duration', None)
+            if not nodeid or duration is None or getattr(rep, 'when', None) is None:
+                continue
+            per_test[nodeid] = per_test.get(nodeid, 0.0) + float(duration)
+            tier_of_test[nodeid] = next((t for t in TIERS if t in getattr(rep, 'keywords', {})), 'unit')
+    if not per_test:
+        return
+    sums = {t: (sum(d for n, d in per_test.items() if tier_of_test[n] == t),
+                sum(1 for n in per_test if tier_of_test[n] == t)) for t in TIERS}
+    terminalreporter.write_line('suite time by tier (summed over tests): ' + ', '.join(
+        f'{t} {s:.0f} s ({n} tests)' for t, (s, n) in sums.items() if n))
+    terminalreporter.write_line('ten slowest tests: ' + '; '.join(
+        f'{n} {d:.1f} s' for n, d in sorted(per_test.items(), key=lambda kv: -kv[1])[:10]))

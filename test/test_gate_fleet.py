@@ -62,8 +62,12 @@ def test_a_fleet_of_real_monitors_is_gated_per_robot(tmp_path):
                 assert wait(future.done), client.srv_name
                 return future.result()
 
+            # Up, and discovered by each other: each robot's final metrics have their monitor's publisher and
+            # the gate's subscription (a gate that had not yet matched r1's monitor counted r2's rollouts alone).
             assert wait(lambda: all(c.service_is_ready() for c in ends.values()) and
                         all(p.get_subscription_count() > 0 for p in pubs.values()) and
+                        all(node.count_publishers(f'/{r}/metrics/final') > 0 and
+                            node.count_subscribers(f'/{r}/metrics/final') > 0 for r in ROBOTS) and
                         decisions.get(('', 'enclosure_access')) is not None, 120)
 
             def rollout(robot: str, door_open: bool) -> None:
