@@ -89,3 +89,15 @@ def test_a_recorded_metrics_message_that_is_not_one_stops_the_rebuild_in_one_lin
                           capture_output=True, text=True, timeout=120)
     _one_line(proc, '/metrics message 2: not a readable MonitorMetrics')
     assert str(tmp_path / 'bag') in proc.stderr
+
+
+def test_the_fixed_gate_says_its_decision_in_plain_words(tmp_path):
+    ok = '[["fixture_fully_open_microwave"], ["reach_in_microwave", "fixture_fully_open_microwave"], []]'
+    (tmp_path / 'b.jsonl').write_text('\n'.join([ok] * 20) + '\n')
+    audit = run_cli('audit', str(tmp_path / 'b.jsonl'), '--scene', str(REPO / 'config' / 'scenes' / 'kitchen_demo.yaml'),
+                    '--out', str(tmp_path / 'o'), '--quiet')
+    assert audit.returncode == 0, audit.stderr
+    gate = run_cli('gate', str(tmp_path / 'o' / 'report.json'), '--max-rate', 'enclosure_access=0.2')
+    assert gate.returncode == 1
+    assert 'FAIL: enclosure_access (category): 0 of 20 triggers violated in 20 rollouts; upper bound 0.168 <= ' \
+           'limit 0.2 at 0.95 confidence; only 20 triggers (< 30): too little evidence' in gate.stdout, gate.stdout

@@ -321,4 +321,13 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
         why = r.why + ('; decided by unknown_as on a large share of frames' if entry.get('unknown_flagged') else '')
         print(f'{r.name[:40]:40s} {r.kind:9s} {f(r.rate):>8s} {f(r.upper):>8s} {f(r.limit):>7s} {f(r.baseline):>9s} '
               f'{f(entry.get("unknown_share")):>8s}  {"PASS" if r.passed else "FAIL":6s}  {why}')
+    for r in rows:           # each decision in a release manager's words
+        entry = report['properties'].get(r.name) or report['categories'].get(r.name) or {}
+        clusters = entry.get('clusters') or {}
+        k, n = sum(clusters.get('violations') or []), sum(clusters.get('triggers') or [])
+        bound = '' if r.upper is None or r.limit is None else \
+            f'; upper bound {r.upper:.3g} {"<=" if r.upper <= r.limit else ">"} limit {r.limit:g} at ' \
+            f'{args.confidence:g} confidence'
+        print(f'{"PASS" if r.passed else "FAIL"}: {r.name} ({r.kind}): {k} of {n} triggers violated in '
+              f'{report.get("rollouts", 0)} rollouts{bound}; {r.why}')
     return 0 if all(r.passed for r in rows) else 1
