@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_for
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import ros_node
 from rosbags.rosbag2 import Reader
@@ -195,18 +195,15 @@ def test_run_warns_when_another_stack_answers_on_its_domain(tmp_path):
     with ros_node('supervisor'):
         proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                                  str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--only', 'no_forbidden_contact',
-                                 '--no-camera', '--no-record'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+                                 '--no-camera', '--no-record'], stdout=open(tmp_path / 'log', 'w'),
+                                stderr=subprocess.STDOUT)
         try:
-            lines = []
-            for line in proc.stdout:
-                lines.append(line)
-                if 'warning: another stack' in line:
-                    break
+            warned = wait_for(lambda: 'warning: another stack' in (tmp_path / 'log').read_text()
+                              or proc.poll() is not None, 60)
         finally:
             proc.send_signal(signal.SIGINT)
-            rest, _ = proc.communicate(timeout=30)
-    text = ''.join(lines)
+            proc.wait(timeout=30)
+    text = (tmp_path / 'log').read_text()
     import os
-    assert f'another stack answers on ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}: 1 other node named /supervisor' \
-        in text, text + rest
+    assert warned and f'another stack answers on ROS_DOMAIN_ID {os.environ["ROS_DOMAIN_ID"]}: 1 other node named ' \
+        '/supervisor' in text, text

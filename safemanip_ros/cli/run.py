@@ -266,13 +266,16 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             past_shutdown(rclpy.try_shutdown)
 
 
-NEIGHBOURS_AFTER_S = 2.0
-"""When the graph is asked for another stack on the domain: discovery has settled by then."""
+NEIGHBOURS_AFTER_S = (2.0, 5.0, 10.0, 30.0)
+"""When the graph is asked for another stack on the domain (seconds after start): discovery takes longer
+on a busy machine, so it is asked again until one answers or the last time has passed."""
 
 
 def _look_for_others(monitor: Any, nodes: list[Any], supervisors: list[Any]) -> None:
     """Warn once, shortly after start, when another monitor or supervisor (or
     another publisher of our holds) answers on this DDS domain."""
+    import time
+
     from rclpy.clock import Clock
     from rclpy.clock_type import ClockType
 
@@ -281,15 +284,21 @@ def _look_for_others(monitor: Any, nodes: list[Any], supervisors: list[Any]) -> 
             if n.get_name() in ('monitor', 'supervisor')]
     hold = supervisors[0].resolve_topic_name(supervisors[0].get_parameter('controller_topic').value) \
         if supervisors else None
+    started = time.monotonic()
+    due = list(NEIGHBOURS_AFTER_S)
     timer: list[Any] = []
 
-    def look() -> None:       # on the monitor's executor, off its frame timer; once
-        timer[0].cancel()
+    def look() -> None:       # on the monitor's executor, off its frame timer
+        if not due or time.monotonic() - started < due[0]:
+            return
+        due.pop(0)
         warning = others_on_domain(monitor, ours, hold)
+        if warning or not due:
+            timer[0].cancel()
         if warning:
             print(f'safemanip run: warning: {warning}', flush=True)
     # On the steady clock: a simulation's /clock, paused or not, does not decide when discovery has settled.
-    timer.append(monitor.create_timer(NEIGHBOURS_AFTER_S, look, clock=Clock(clock_type=ClockType.STEADY_TIME)))
+    timer.append(monitor.create_timer(1.0, look, clock=Clock(clock_type=ClockType.STEADY_TIME)))
 
 
 def _realtime(priority: int) -> None:
