@@ -101,3 +101,16 @@ def test_the_fixed_gate_says_its_decision_in_plain_words(tmp_path):
     assert gate.returncode == 1
     assert 'FAIL: enclosure_access (category): 0 of 20 triggers violated in 20 rollouts; upper bound 0.168 <= ' \
            'limit 0.2 at 0.95 confidence; only 20 triggers (< 30): too little evidence' in gate.stdout, gate.stdout
+
+
+@pytest.mark.parametrize('args, words', [
+    (['ack', '--supervisor', '{x}', '--timeout-s', '1'], "--supervisor '{x}': ROS substitutions"),
+    (['resume', '--supervisor', 'a b', '--timeout-s', '1'], "--supervisor 'a b': part 'a b'"),
+    (['ack', '--supervisor', '', '--timeout-s', '1'], '--supervisor an empty node name'),
+    (['watch', '--once', '--timeout-s', '1', '--ros-args', '-r', '__ns:=/bad', 'ns'], "rcl refuses them"),
+    (['ack', '--timeout-s', '1', '--ros-args', '--bogus'], "rcl refuses them"),
+])
+def test_operator_commands_refuse_names_and_ros_arguments_rcl_refuses(args, words):
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and words in proc.stderr, (proc.returncode, proc.stderr)
+    assert 'internal error' not in proc.stderr and 'Traceback' not in proc.stderr

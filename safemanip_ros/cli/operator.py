@@ -46,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
     check_wait('--timeout-s', args.timeout_s)
     if hasattr(args, 'wait_s'):
         check_wait('--wait-s', args.wait_s, zero=True)
-    service = f'{args.supervisor.rstrip("/")}/{"acknowledge_stop" if args.release_stop else "acknowledge"}'
+    from ..ros_names import topic_problem
+    supervisor = args.supervisor.rstrip('/')
+    problem = topic_problem(supervisor or '/') if supervisor else 'an empty node name'
+    if problem:
+        raise SafemanipError(f'--supervisor {problem}: give the supervisor node, e.g. /supervisor')
+    service = f'{supervisor}/{"acknowledge_stop" if args.release_stop else "acknowledge"}'
     with client_node('safemanip_operator', list(args.ros_args[1:] if args.ros_args else [])) as (node, executor):
         client: Any = node.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=args.timeout_s):

@@ -29,11 +29,21 @@ def client_node(name: str, ros_args: list[str] | None = None) -> Iterator[tuple[
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    from ..errors import SafemanipError
+
     context = rclpy.Context()
-    rclpy.init(args=['--ros-args', *(ros_args or [])], context=context,
-               signal_handler_options=SignalHandlerOptions.NO)
-    node = rclpy.create_node(name, context=context)
+    try:
+        rclpy.init(args=['--ros-args', *(ros_args or [])], context=context,
+                   signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as err:     # rcl's word on the user's --ros-args (unknown ones, a bad remap)
+        raise SafemanipError(f'--ros-args {" ".join(ros_args or [])}: rcl refuses them ({type(err).__name__}: '
+                             f'{" ".join(str(err).split())})'[:400]) from None
+    try:
+        node = rclpy.create_node(name, context=context)
+    except Exception as err:     # a remapped name or namespace rcl refuses
+        rclpy.try_shutdown(context=context)
+        raise SafemanipError(f'--ros-args: {" ".join(str(err).split())}'[:400]) from None
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     try:
