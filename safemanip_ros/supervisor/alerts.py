@@ -153,6 +153,11 @@ def _jsonl_path(path: str) -> str | None:
         return f'{path!r} is a folder: name the file alerts are appended to'
     if p.exists() and not os.access(p, os.W_OK):
         return f'{path!r} is not writable'
+    ancestor = p.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        return f'{path!r} cannot be made: {str(ancestor)!r} is not a folder this process may write in'
     return None
 
 
