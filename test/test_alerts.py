@@ -172,7 +172,7 @@ def test_alert_configuration_is_checked():
                        ({}, 'alerts: no sink: give jsonl'), ({'min_interval_s': 1}, 'alerts: no sink'),
                        ({'jsonl': ''}, 'alerts.jsonl: an empty path'), ({'jsonl': '  '}, 'alerts.jsonl: an empty path'),
                        ({'jsonl': '/tmp'}, "alerts.jsonl: '/tmp' is a folder"),
-                       ({'jsonl': '/etc/hostname/alerts.jsonl'}, "alerts.jsonl: .* cannot be made: '/etc/hostname' is not"),
+                       ({'jsonl': '/etc/passwd/alerts.jsonl'}, "alerts.jsonl: .* cannot be made: '/etc/passwd' is not"),
                        ({'webhook': {'url': 'http://h/x', 'timeout_s': 0}}, 'alerts.webhook.timeout_s: must be >='),
                        ({'webhook': {'url': 'http://127.0.0.1:99999/x'}}, 'alerts.webhook.url: .* out of range'),
                        ({'webhook': {'url': 'http://127.0.0.1:0/x'}}, 'alerts.webhook.url: .* port 0'),
