@@ -23,12 +23,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_for
 
 BIN = Path(sys.executable).parent
 DOCS = [REPO / 'README.md', *sorted((REPO / 'docs').glob('*.md'))]
@@ -270,7 +269,7 @@ def test_a_doc_block_runs_as_a_person_types_it(block, recording, tmp_path):
                 log = tmp_path / f'bg{k}.log'
                 proc = subprocess.Popen(args, cwd=box, env=_env(box), stdout=open(log, 'w'), stderr=subprocess.STDOUT)
                 if first == ['safemanip', 'run']:
-                    _wait_until(lambda: 'nodes up' in log.read_text() or proc.poll() is not None, 120)
+                    wait_for(lambda: 'nodes up' in log.read_text() or proc.poll() is not None, 120)
                     assert proc.poll() is None, log.read_text()[-3000:]
                 if first[0] == 'bag_player':      # the replay finishes by itself: wait for it, as a person would
                     assert proc.wait(timeout=plan.timeout_s) == 0, log.read_text()[-3000:]
@@ -278,7 +277,7 @@ def test_a_doc_block_runs_as_a_person_types_it(block, recording, tmp_path):
                         assert plan.expect[k] in log.read_text(), log.read_text()[-3000:]
                     continue
                 if first == ['safemanip', 'watch']:
-                    _wait_until(lambda: 'recent violations:' in log.read_text() or proc.poll() is not None, 60)
+                    wait_for(lambda: 'recent violations:' in log.read_text() or proc.poll() is not None, 60)
                 background.append((proc, log, line))
                 continue
             proc = subprocess.run(args, cwd=box, env=_env(box), capture_output=True, text=True,
@@ -309,11 +308,3 @@ def fill_in_the_draft_from_scratch(box: Path) -> None:
                    timeout=300)
     fill_in_the_draft(box)
 
-
-def _wait_until(cond, timeout_s: float) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()

@@ -72,19 +72,9 @@ def test_a_property_with_a_categorys_name_is_refused(tmp_path):
 
 
 def test_a_recorded_metrics_message_that_is_not_one_stops_the_rebuild_in_one_line(tmp_path):
-    from safemanip_ros.bag import SplitBagWriter, typestore
-    ts = typestore()
-    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
-    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
-    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
-    w.add_topic('/metrics', 'safemanip_ros/msg/MonitorMetrics')
-    good = MM(header=Header(stamp=T(sec=1, nanosec=0), frame_id=''), episode_id='e1', frames=10, final=True,
-              properties=[PM(property='p', instance='p', category='c', triggers=5, violations=0, unsafe_frames=0,
-                             frames=10, pending=0, unknown_frames=0)])
-    raw = ts.serialize_cdr(good, 'safemanip_ros/msg/MonitorMetrics')
-    w.write('/metrics', 10**9, raw)
-    w.write('/metrics', 2 * 10**9, raw[:len(raw) // 2])          # cut short
-    w.close()
+    from test_gate_live import final_metrics_cdr, metrics_bag
+    raw = final_metrics_cdr('e1', 1)
+    metrics_bag(tmp_path / 'bag', [raw, raw[:len(raw) // 2]])         # the second cut short
     proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--rebuild-from', str(tmp_path / 'bag')],
                           capture_output=True, text=True, timeout=120)
     _one_line(proc, '/metrics message 2: not a readable MonitorMetrics')

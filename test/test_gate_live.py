@@ -317,18 +317,7 @@ def test_a_limit_that_matches_nothing_ends_with_the_budget_and_says_so(fleet, tm
 
 def test_a_decision_reached_on_the_recording_is_alerted(tmp_path):
     """`gate --live --rebuild-from` decided on the bags and sent nothing to the sinks."""
-    from safemanip_ros.bag import SplitBagWriter, typestore
-    ts = typestore()
-    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
-    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
-    w = SplitBagWriter(tmp_path / 'bag', 'mcap', split_s=100.0)
-    w.add_topic('/metrics', 'safemanip_ros/msg/MonitorMetrics')
-    for i in range(20):
-        msg = MM(header=Header(stamp=T(sec=i + 1, nanosec=0), frame_id=''), episode_id=f'ep{i}', frames=100,
-                 final=True, properties=[PM(property='p', instance='p[x]', category='c', triggers=5, violations=0,
-                                            unsafe_frames=0, frames=100, pending=0, unknown_frames=0)])
-        w.write('/metrics', 10**9 * (i + 1), ts.serialize_cdr(msg, 'safemanip_ros/msg/MonitorMetrics'))
-    w.close()
+    metrics_bag(tmp_path / 'bag', [final_metrics_cdr(f'ep{i}', i + 1) for i in range(20)])
     (tmp_path / 'alerts.yaml').write_text(f'alerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n  min_interval_s: 0\n')
     proc = subprocess.run([*BIN, 'gate', '--live', '--max-rate', 'p=0.05', '--rebuild-from', str(tmp_path / 'bag'),
                            '--alerts', str(tmp_path / 'alerts.yaml')], capture_output=True, text=True, timeout=120)
@@ -337,3 +326,25 @@ def test_a_decision_reached_on_the_recording_is_alerted(tmp_path):
     assert len(alerts) == 1 and alerts[0]['decision'] == PASS and alerts[0]['alpha'] == 0.05
     assert alerts[0]['summary'].startswith('PASS: p (fleet): 0 of 75 triggers violated in 15 rollouts; bound '), alerts[0]['summary']
     assert alerts[0]['time_utc'].endswith('Z') and alerts[0]['observations'] == 75 and alerts[0]['violations'] == 0
+
+
+def final_metrics_cdr(episode: str, stamp_s: int, triggers: int = 5, violations: int = 0) -> bytes:
+    """A monitor's final MonitorMetrics of one rollout of property p (category c), as a recorder keeps it."""
+    from safemanip_ros.bag import typestore
+    ts = typestore()
+    T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
+    MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
+    msg = MM(header=Header(stamp=T(sec=stamp_s, nanosec=0), frame_id=''), episode_id=episode, frames=100, final=True,
+             properties=[PM(property='p', instance='p[x]', category='c', triggers=triggers, violations=violations,
+                            unsafe_frames=0, frames=100, pending=0, unknown_frames=0)])
+    return bytes(ts.serialize_cdr(msg, 'safemanip_ros/msg/MonitorMetrics'))
+
+
+def metrics_bag(path, messages: list[bytes], topic: str = '/metrics') -> None:
+    """A bag holding ``messages`` (serialized MonitorMetrics) on ``topic``, one a second from t = 1 s."""
+    from safemanip_ros.bag import SplitBagWriter
+    w = SplitBagWriter(path, 'mcap', split_s=100.0)
+    w.add_topic(topic, 'safemanip_ros/msg/MonitorMetrics')
+    for i, raw in enumerate(messages):
+        w.write(topic, 10**9 * (i + 1), raw)
+    w.close()
