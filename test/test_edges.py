@@ -104,3 +104,20 @@ def test_operator_commands_refuse_names_and_ros_arguments_rcl_refuses(args, word
     proc = run_cli(*args)
     assert proc.returncode == 2 and words in proc.stderr, (proc.returncode, proc.stderr)
     assert 'internal error' not in proc.stderr and 'Traceback' not in proc.stderr
+
+
+@pytest.mark.parametrize('exe, params, words', [
+    ('supervisor', ["monitor_status_topic:='/proc/version/x.yaml'"],
+     "parameter monitor_status_topic = '/proc/version/x.yaml': part 'x.yaml'"),
+    ('monitor', ["predicate_topics:=['/a/x.yaml']", f'properties:=[{REPO}/config/properties/safemanip.yaml]',
+                 f'scene:={REPO}/config/scenes/kitchen_demo.yaml'], 'configure failed: failed to resolve name'),
+    ('recorder', ["record_topics:=['/a/x.yaml:std_msgs/msg/String']"], 'configure failed: failed to resolve name'),
+])
+def test_a_topic_parameter_rcl_cannot_resolve_stops_the_node_in_one_line(exe, params, words):
+    """Found by the node fuzz: rcl's resolve_topic_name raises its own RCLError in configure (exit 70)."""
+    args = [str(__import__('pathlib').Path(sys.executable).parent / exe), '--ros-args', '-p', 'autostart:=true']
+    for p in params:
+        args += ['-p', p]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and words in proc.stderr, (proc.returncode, proc.stderr[-2000:])
+    assert 'Traceback' not in proc.stderr

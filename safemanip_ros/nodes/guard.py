@@ -61,6 +61,12 @@ def _remembering(transition: Callable[..., Any]) -> Callable[..., Any]:
             from .runner import transition_failed
             return transition_failed(self, transition.__name__.removeprefix('on_'), name_problem(err))
         except Exception as err:     # rclpy would swallow it into ERROR: keep and log it first
+            if type(err).__name__ == 'RCLError' and 'failed to resolve name' in str(err):
+                # rcl's word on a name from a parameter (resolve_topic_name raises its own error type): the
+                # user's error, one line, as for NameValidationException.
+                from .runner import transition_failed
+                return transition_failed(self, transition.__name__.removeprefix('on_'),
+                                         ' '.join(str(err).split(', at ')[0].split()))
             self.transition_exception = err
             self.get_logger().error(f'{transition.__name__}: {type(err).__name__}: {err}\n'
                                     + ''.join(traceback.format_exception(err)))

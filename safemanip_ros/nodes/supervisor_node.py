@@ -84,6 +84,7 @@ from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
+from ..ros_names import topic_problem
 from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
 from ..stamps import utc_now
@@ -260,6 +261,11 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             if int(p('max_hold_failures').value) < 1:
                 raise ParameterError(f'supervisor: parameter max_hold_failures = {p("max_hold_failures").value} '
                                      f'is below 1')
+            for name in NAME_PARAMETERS:      # rcl would refuse them deep in configure (an RCLError, exit 70)
+                value = str(p(name).value)
+                problem = topic_problem(value) if value else None
+                if problem:
+                    raise ParameterError(f'supervisor: parameter {name} = {problem}')
         except SafemanipError as err:
             return transition_failed(self, 'configure', f'{err.one_line()}')
         suite_files = [f for f in p('properties').value if f]
@@ -760,6 +766,12 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             pt.time_from_start = Duration(sec=sec, nanosec=int((t - sec) * 1e9))
             traj.points.append(pt)
         self._pub_traj.publish(traj)
+
+
+NAME_PARAMETERS = ('controller_topic', 'pause_service', 'resume_service', 'stop_service', 'trajectory_action',
+                   'servo_pause_service', 'switch_controller_service', 'monitor_status_topic',
+                   'monitor_open_violations_service')
+"""Parameters that name a topic, service or action ('' : none)."""
 
 
 def _interface_name(controller: Any) -> str:
