@@ -40,7 +40,7 @@ def _run(*ros_args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
     ('rate_hz:=-5.0', 'joint_state_grounding', 'parameter rate_hz = -5 is outside [0.01, 1000]'),
     ('rate_hz:=1e-300', 'joint_state_grounding', 'parameter rate_hz = 1e-300 is outside [0.01, 1000]'),
     ('config:=-5.0', 'joint_state_grounding', 'parameter config = -5.0 is of type double; expected string'),
-    ("controller_topic:='a b'", 'supervisor', "Invalid topic name: topic name must not contain characters"),
+    ("controller_topic:='a b'", 'supervisor', "parameter controller_topic = 'a b': part 'a b' must be letters"),
 ])
 def test_a_node_that_cannot_come_up_stops_the_run(param, node, words):
     """Nothing keeps running with a node down: `safemanip run` exits 2 and
