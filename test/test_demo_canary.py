@@ -5,14 +5,23 @@ equal to ``gate --sequential`` on the audit of the same run's recorded bags."""
 from __future__ import annotations
 
 import json
-
-from conftest import run_cli
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 
 def test_canary_demo_passes_the_good_fails_the_dropper_and_agrees_with_its_bags(tmp_path):
     out = tmp_path / 'canary'
-    proc = run_cli('demo', '--canary', '--out', str(out), timeout=1200)
+    # The canaries take ROS_DOMAIN_ID and the one after it: two domains no test worker uses (conftest: the
+    # workers' are the base + 1 .. + n).
+    first = int(os.environ['SAFEMANIP_TEST_DOMAIN_BASE']) + 100
+    proc = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'demo', '--canary', '--out', str(out)],
+                          capture_output=True, text=True, timeout=1200,
+                          env=dict(os.environ, ROS_DOMAIN_ID=str(first)))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert f'(fault: none, ROS_DOMAIN_ID {first})' in proc.stdout and f'ROS_DOMAIN_ID {first + 1})' in proc.stdout, \
+        proc.stdout[:600]
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith(('good ', 'dropper '))}
     # canary, fault, rollouts, violated, live gate, decided after N rollouts, offline decision after N
     good, dropper = rows['good'], rows['dropper']

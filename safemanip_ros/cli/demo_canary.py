@@ -2,7 +2,8 @@
 the evidence allows.
 
 Two candidate policies run the robosuite Lift task, each on a DDS domain of
-its own as on a robot of its own: **good** (the scripted policy) and
+its own as on a robot of its own (``ROS_DOMAIN_ID`` and the one after it
+where it is set, else two at random): **good** (the scripted policy) and
 **dropper** (the same policy, which drops the cube in mid-air: its fault
 injection), side by side.  Every episode is watched by the whole stack (``safemanip run``,
 recording a bag), and the bridge ends it with the monitor's
