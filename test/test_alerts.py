@@ -186,7 +186,7 @@ def test_a_redirect_is_not_delivery_and_is_never_followed(hook):
     """A 302 would have urllib re-send the alert as a bodiless GET elsewhere and count it delivered."""
     failures = []
     cfg = AlertConfig(webhook_url=hook.url, retries=1, backoff_s=0.01, min_interval_s=0.0)
-    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why: failures.append((sink, why)))
+    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why, stats: failures.append((sink, why)))
     try:
         d.submit(_alert(1), 'k1', 'p')
         assert wait_for(lambda: d.stats()['webhook'].failed == 1)
@@ -208,11 +208,12 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(hook):
 def test_a_failing_sink_is_said_through_the_failure_hook(tmp_path):
     failures = []
     cfg = AlertConfig(webhook_url='http://127.0.0.1:9/none', retries=0, min_interval_s=0.0)
-    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why: failures.append((sink, why)))
+    d = AlertDispatcher.from_config(cfg, on_failure=lambda sink, why, stats: failures.append((sink, why, stats)))
     try:
         d.submit(_alert(1), 'k1', 'p')
         assert wait_for(lambda: bool(failures))
         assert failures[0][0] == 'webhook' and 'given up after 1 attempt(s): http://127.0.0.1:9/none' in failures[0][1]
         assert d.stats()['webhook'].last_error
+        assert failures[0][2]['webhook'].failed == 1      # every sink's counts come with the failure
     finally:
         d.close()

@@ -8,16 +8,17 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from ..supervisor.alerts import AlertDispatcher, FailureHook
+from ..supervisor.alerts import FailureHook, SinkStats
 
 __all__ = ['alert_statuses', 'failure_reporter']
 
 
-def alert_statuses(owner: str, dispatcher: AlertDispatcher) -> list[DiagnosticStatus]:
-    """One status per sink, named ``safemanip/<owner>/alerts/<sink>``: ERROR
-    once an alert was given up or dropped, else OK."""
+def alert_statuses(owner: str, stats: dict[str, SinkStats]) -> list[DiagnosticStatus]:
+    """One status per sink (``stats``: a dispatcher's), named
+    ``safemanip/<owner>/alerts/<sink>``: ERROR once an alert was given up or
+    dropped, else OK."""
     out = []
-    for sink, st in dispatcher.stats().items():
+    for sink, st in stats.items():
         lost = st.failed + st.dropped
         out.append(DiagnosticStatus(
             level=DiagnosticStatus.ERROR if lost else DiagnosticStatus.OK, name=f'safemanip/{owner}/alerts/{sink}',
@@ -28,17 +29,14 @@ def alert_statuses(owner: str, dispatcher: AlertDispatcher) -> list[DiagnosticSt
     return out
 
 
-def failure_reporter(node: Any, owner: str, publisher: Any, dispatcher: list[AlertDispatcher]) -> FailureHook:
-    """An ``on_failure`` hook for ``node``'s dispatcher (given later, in the
-    one-item list ``dispatcher``, since the hook is made before it): an error
-    line in the node's log and the sinks' statuses on ``publisher``
-    (``/diagnostics``).  Called from a sink's thread: rclpy's publish and
-    logging are thread-safe."""
-    def report(sink: str, reason: str) -> None:
+def failure_reporter(node: Any, owner: str, publisher: Any) -> FailureHook:
+    """An ``on_failure`` hook for ``node``'s dispatcher: an error line in the
+    node's log and the sinks' statuses on ``publisher`` (``/diagnostics``).
+    Called from a sink's thread: rclpy's publish and logging are thread-safe."""
+    def report(sink: str, reason: str, stats: dict[str, SinkStats]) -> None:
         node.get_logger().error(f'alerts: {sink}: {reason}')
-        if dispatcher:
-            arr = DiagnosticArray()
-            arr.header.stamp = node.get_clock().now().to_msg()
-            arr.status = alert_statuses(owner, dispatcher[0])
-            publisher.publish(arr)
+        arr = DiagnosticArray()
+        arr.header.stamp = node.get_clock().now().to_msg()
+        arr.status = alert_statuses(owner, stats)
+        publisher.publish(arr)
     return report

@@ -134,9 +134,7 @@ class GateNode(RosParameters, Node):
             self.gate = restored
             self.get_logger().info(f'continuing from {self.state_file}: {len(self.gate.seen)} rollouts counted')
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
-        made: list[AlertDispatcher] = []
-        self.alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'gate', self._pub_diag, made))
-        made.append(self.alerts)
+        self.alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'gate', self._pub_diag))
         self._names_heard: set[str] = set()      # every property and category the rollouts reported
         bags = [b for b in p('rebuild_from') if b]
         if bags:
@@ -276,7 +274,7 @@ class GateNode(RosParameters, Node):
                     KeyValue(key='log_evidence_above', value=f'{float(test.log_evidence(s.observations, s.violations, True)):.3f}'
                              if s.observations else '0'),
                     KeyValue(key='threshold', value=f'{test.threshold:.3f}')]))
-        arr.status += alert_statuses('gate', self.alerts)
+        arr.status += alert_statuses('gate', self.alerts.stats())
         self._pub_diag.publish(arr)
 
 

@@ -287,9 +287,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.supervisor = Supervisor(policy, int(p('max_hold_failures').value))
         # Alerts leave the control path through bounded queues on their own threads (supervisor/alerts.py).
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
-        made: list[AlertDispatcher] = []
-        self._alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'supervisor', self._pub_diag, made))
-        made.append(self._alerts)
+        self._alerts = AlertDispatcher.from_config(alerts, failure_reporter(self, 'supervisor', self._pub_diag))
         self._history = JointHistory(float(p('retract_window_s').value))
         self._pub_traj = self.create_publisher(JointTrajectory, p('controller_topic').value, RELIABLE)
         self._pub_action = self.create_lifecycle_publisher(SupervisorAction, 'supervisor_actions', EVENTS)

@@ -227,15 +227,16 @@ class SinkStats:
     last_error: str = ''   # the reason of the last failed attempt
 
 
-FailureHook = Callable[[str, str], None]
-"""Called as ``on_failure(sink name, reason)`` from the sink's thread when an alert is given up or dropped."""
+FailureHook = Callable[[str, str, 'dict[str, SinkStats]'], None]
+"""Called as ``on_failure(sink name, reason, every sink's stats)`` from the sink's thread when an alert is
+given up or dropped."""
 
 
 class _Worker:
     """One sink's bounded queue and thread."""
 
     def __init__(self, sink: AlertSink, cfg: AlertConfig, sleep: Callable[[float], bool],
-                 on_failure: FailureHook | None) -> None:
+                 on_failure: Callable[[str, str], None] | None) -> None:
         self.sink, self.cfg, self._sleep, self._on_failure = sink, cfg, sleep, on_failure
         self.queue: deque[Alert] = deque()
         self.stats = SinkStats()
@@ -306,7 +307,9 @@ class AlertDispatcher:
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
-        self._workers = [_Worker(s, self.config, self._stop.wait, self.on_failure) for s in self.sinks]
+        hook = self.on_failure
+        said = None if hook is None else (lambda sink, why: hook(sink, why, self.stats()))
+        self._workers = [_Worker(s, self.config, self._stop.wait, said) for s in self.sinks]
         self._keys: dict[str, None] = {}
         self._last_sent: dict[str, float] = {}
         self._held: dict[str, tuple[Alert, int]] = {}     # subject: (newest held alert, how many held)
