@@ -17,9 +17,10 @@ class StateLockError(SafemanipError):
 
 
 class StateLock:
-    """An exclusive ``flock`` on ``<state>.lock`` beside ``state``, held while
-    this object lives (the kernel releases it when the process ends, however
-    it ends); the holder's pid is written into the lock file for the message.
+    """An exclusive ``flock`` on ``<state>.lock`` beside ``state``, held for
+    the rest of the process (the kernel releases it when the process ends,
+    however it ends); the holder's pid is written into the lock file for the
+    message.
 
     Raises:
         StateLockError: another process holds it, or the lock file cannot be made.
@@ -40,9 +41,3 @@ class StateLock:
                                  'give each gate a state file of its own') from None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, f'{os.getpid()}\n'.encode())
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1

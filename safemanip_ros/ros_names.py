@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ['namespace_problem', 'topic_problem']
+__all__ = ['namespace_problem', 'optional_topic_problem', 'topic_problem']
 
 _TOKEN = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
 
@@ -40,6 +40,11 @@ def topic_problem(name: str) -> str | None:
         if not _TOKEN.match(token):
             return f'{name!r}: part {token!r} must be letters, digits and underscores, not starting with a digit'
     return None
+
+
+def optional_topic_problem(name: str) -> str | None:
+    """:func:`topic_problem` for an option or parameter where '' means none configured."""
+    return topic_problem(name) if name else None
 
 
 def namespace_problem(ns: str) -> str | None:

@@ -584,6 +584,13 @@ def _rate(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
 
 
+def rollout_rows(metrics: Any) -> list[tuple[str, str, int, int]]:
+    """A final ``MonitorMetrics`` (an rclpy message, or rosbags' from a bag)
+    as :meth:`CanaryGate.add_rollout` takes it: (property, category,
+    triggers, violations) per instance."""
+    return [(str(m.property), str(m.category), int(m.triggers), int(m.violations)) for m in metrics.properties]
+
+
 def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tuple[str, str, int, int]]]]:
     """The finished rollouts recorded in bags (``MonitorMetrics`` with
     ``final`` on a topic ending in ``metrics``; the robot is the topic's
@@ -603,8 +610,7 @@ def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tup
                 try:
                     msg = ts.deserialize_cdr(raw, conn.msgtype)
                     final, episode = bool(msg.final), str(msg.episode_id)
-                    rows = [(str(m.property), str(m.category), int(m.triggers), int(m.violations))
-                            for m in msg.properties]
+                    rows = rollout_rows(msg)
                 except Exception as exc:     # rosbags raises several types for bytes that are not the message
                     raise BagReadError(f'{path}: {conn.topic} message {k + 1}: not a readable MonitorMetrics '
                                        f'({type(exc).__name__}: {exc})'[:300]) from None

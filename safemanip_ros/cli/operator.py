@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from std_srvs.srv import Trigger
 
     from ..errors import SafemanipError
+    from ..ros_names import topic_problem
     from .options import check_wait
     from .ros_client import client_node
     from .text import printable
@@ -46,9 +47,8 @@ def run(args: argparse.Namespace) -> int:
     check_wait('--timeout-s', args.timeout_s)
     if hasattr(args, 'wait_s'):
         check_wait('--wait-s', args.wait_s, zero=True)
-    from ..ros_names import topic_problem
     supervisor = args.supervisor.rstrip('/')
-    problem = topic_problem(supervisor or '/') if supervisor else 'an empty node name'
+    problem = topic_problem(supervisor) if supervisor else 'an empty node name'
     if problem:
         raise SafemanipError(f'--supervisor {problem}: give the supervisor node, e.g. /supervisor')
     service = f'{supervisor}/{"acknowledge_stop" if args.release_stop else "acknowledge"}'

@@ -93,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
     _check_no_option_parameter(list(getattr(args, 'ros_args', []) or []))
     from ..grounding.config import load_robot_config
     from ..monitor.build import build_instances
-    from ..ros_names import topic_problem
+    from ..ros_names import optional_topic_problem
     for option, name in (('--controller-topic', args.controller_topic), ('--trajectory-action', args.trajectory_action),
                          ('--servo-pause-service', args.servo_pause_service),
                          ('--switch-controller-service', args.switch_controller_service)):
-        problem = topic_problem(name) if name else None
+        problem = optional_topic_problem(name)
         if problem:
             raise SafemanipError(f'{option} {problem}')
     robot = load_robot_config(args.config)   # fail early, with the file's error, before starting DDS

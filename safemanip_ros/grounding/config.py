@@ -105,10 +105,8 @@ _NAME = Field('str', check=_nonempty)
 
 def _topic(name: str) -> str | None:
     """What rcl would refuse in a configured topic name ('': none configured, or the default)."""
-    from ..ros_names import topic_problem
-    if not name:
-        return None
-    return 'empty (leave it out for the default)' if not name.strip() else topic_problem(name)
+    from ..ros_names import optional_topic_problem
+    return 'empty (leave it out for the default)' if name and not name.strip() else optional_topic_problem(name)
 
 
 _TOPIC = Field('str', check=_topic)

@@ -46,7 +46,7 @@ from safemanip_ros.msg import GateDecision, MonitorMetrics
 
 from ..atomic_file import write_text_atomically
 from ..audit.gate import parse_limits
-from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollouts_from_bags
+from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollout_rows, rollouts_from_bags
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..file_lock import StateLock
 from ..spec.fields import validate
@@ -174,9 +174,8 @@ class GateNode(RosParameters, Node):
     def _on_metrics(self, robot: str, msg: MonitorMetrics) -> None:
         if not msg.final or self.finished:
             return
-        rows = [(m.property, m.category, int(m.triggers), int(m.violations)) for m in msg.properties]
         before = self._decisions()
-        if not self._count(robot, msg.episode_id, rows):
+        if not self._count(robot, msg.episode_id, rollout_rows(msg)):
             return
         self._alert_new_decisions(before)
         if self.state_file is not None:
@@ -185,16 +184,18 @@ class GateNode(RosParameters, Node):
         self._check_done()
 
     def _count(self, robot: str, episode: str, rows: list[tuple[str, str, int, int]]) -> bool:
-        """Count one rollout; a limit that names nothing the rollouts report is said (once a limit)."""
+        """Count one rollout; the limits that name nothing the rollouts report
+        so far are said once (rclpy's ``once``: the first time any is), and
+        again when the gate ends (:meth:`_check_done`)."""
         if not self.gate.add_rollout(robot, episode, rows):
             return False
         self._names_heard.update(n for prop, cat, _, _ in rows for n in (prop, cat))
-        for name in self.gate.limits:
-            if name not in self._names_heard:
-                self.get_logger().warning(
-                    f'gate: limit {name!r} matches no property or category of the rollouts so far (they report: '
-                    f'{", ".join(sorted(self._names_heard)[:12]) or "nothing"}): it can only stay undecided',
-                    once=True)
+        unheard = [repr(name) for name in self.gate.limits if name not in self._names_heard]
+        if unheard:
+            self.get_logger().warning(
+                f'gate: limit {", ".join(unheard)} matches no property or category of the rollouts so far (they '
+                f'report: {", ".join(sorted(self._names_heard)[:12]) or "nothing"}): it can only stay undecided',
+                once=True)
         return True
 
     def _decisions(self) -> dict[tuple[str, str], str | None]:

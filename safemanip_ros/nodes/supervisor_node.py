@@ -84,7 +84,7 @@ from safemanip_ros.msg import MonitorStatus, SupervisorAction, ViolationEvent
 from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
-from ..ros_names import topic_problem
+from ..ros_names import optional_topic_problem
 from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
 from ..stamps import utc_now
@@ -218,6 +218,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._last_retry = 0.0
         self._last_watchdog: float | None = None
         self._confirming: tuple[Action, float] | None = None   # (delivered hold, deadline, monotonic)
+        self._hold_receivers: tuple[int, list[Any]] = (0, [])   # the last hold's topic subscribers, interfaces
         self._stalls = 0
         self._retry_period_s = 0.25
         # Callbacks may run on two threads (its own executor, and violations
@@ -262,8 +263,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 raise ParameterError(f'supervisor: parameter max_hold_failures = {p("max_hold_failures").value} '
                                      f'is below 1')
             for name in NAME_PARAMETERS:      # rcl would refuse them deep in configure (an RCLError, exit 70)
-                value = str(p(name).value)
-                problem = topic_problem(value) if value else None
+                problem = optional_topic_problem(str(p(name).value))
                 if problem:
                     raise ParameterError(f'supervisor: parameter {name} = {problem}')
         except SafemanipError as err:
@@ -622,7 +622,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if speed is not None and speed <= float(p('hold_confirm_speed_rad_s').value):
             self._confirming = None
             self._supervising.confirm_hold()
-            subscribers, answered = getattr(self, '_hold_receivers', (0, []))
+            subscribers, answered = self._hold_receivers
             topic = self._pub_traj.topic_name
             took = ([f'{subscribers} subscriber{"s" * (subscribers != 1)} of {topic}'] if subscribers else []) + \
                 [_interface_name(c) for c in answered]
