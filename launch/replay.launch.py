@@ -3,9 +3,9 @@ into the live monitoring stack.
 
     ros2 launch safemanip_ros replay.launch.py bag:=/path/to/bag robot_config:=/path/robot.yaml
 
-The recording's stamps are in the past: the stack runs on the player's
-``/clock`` (``use_sim_time`` true, the default here), so its inputs are
-judged fresh by the time they were recorded at.
+The recording's stamps are in the past: the stack always runs on the
+player's ``/clock`` here (``use_sim_time`` true, ``bag_player`` with
+``clock``), so its inputs are judged fresh by the time they were recorded at.
 """
 
 import os
