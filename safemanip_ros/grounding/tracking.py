@@ -35,6 +35,7 @@ Lengths in metres, angles in radians, times in seconds.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -111,6 +112,17 @@ class Estimate:
     detected_horizontal_m_s: float | None = None   # while grasped: the detections' own horizontal speed
 
 
+def _mean_rows(a: np.ndarray) -> np.ndarray:
+    """``a.mean(axis=0)``, the same arithmetic without its bookkeeping (the tracker's arrays are a few rows)."""
+    out: np.ndarray = np.add.reduce(a, axis=0) / len(a)
+    return out
+
+
+def _length(v: np.ndarray) -> float:
+    """``np.linalg.norm`` of a vector, the same arithmetic."""
+    return math.sqrt(float(v.dot(v)))
+
+
 def log_rotation(R: np.ndarray) -> np.ndarray:
     """The rotation vector (axis × angle, rad) of a rotation matrix."""
     c = max(-1.0, min(1.0, (float(np.trace(R)) - 1.0) / 2.0))
@@ -127,27 +139,35 @@ def log_rotation(R: np.ndarray) -> np.ndarray:
 
 def log_rotations(R: np.ndarray) -> np.ndarray:
     """:func:`log_rotation` of rotations ``R[n, 3, 3]`` at once (angles below a half turn)."""
-    c = np.clip((np.trace(R, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    m = R.reshape(len(R), 9)
+    c = np.clip((m[:, 0] + m[:, 4] + m[:, 8] - 1.0) / 2.0, -1.0, 1.0)
     angle = np.arccos(c)
-    w = np.stack([R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], axis=1)
+    w = np.empty((len(R), 3))
+    np.subtract(m[:, 7], m[:, 5], out=w[:, 0])
+    np.subtract(m[:, 2], m[:, 6], out=w[:, 1])
+    np.subtract(m[:, 3], m[:, 1], out=w[:, 2])
     s = np.sin(angle)
+    near_half_turn = (s < 1e-6) & (angle >= 1e-9)
     scale = np.where(angle < 1e-9, 0.5, angle / (2.0 * np.where(s < 1e-6, 1.0, s)))
     out = w * scale[:, None]
-    near_half_turn = (s < 1e-6) & (angle >= 1e-9)
-    for i in np.flatnonzero(near_half_turn):
-        out[i] = log_rotation(R[i])
+    if near_half_turn.any():
+        for i in np.flatnonzero(near_half_turn):
+            out[i] = log_rotation(R[i])
     return out
 
 
 def exp_rotation(v: np.ndarray) -> np.ndarray:
     """The rotation matrix of a rotation vector (axis × angle, rad): Rodrigues' formula."""
-    angle = float(np.linalg.norm(v))
+    x, y, z = v.tolist()
+    angle = math.sqrt(x * x + y * y + z * z)
     if angle < 1e-12:
         return np.eye(3)
-    x, y, z = v / angle
-    K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-    out: np.ndarray = np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
-    return out
+    x, y, z = x / angle, y / angle, z / angle
+    s, c1 = math.sin(angle), 1.0 - math.cos(angle)
+    # I + sin K + (1 - cos) K², K the cross-product matrix of the unit axis (K² = a aᵀ - I).
+    return np.array([[1.0 + c1 * (x * x - 1.0), -s * z + c1 * x * y, s * y + c1 * x * z],
+                     [s * z + c1 * x * y, 1.0 + c1 * (y * y - 1.0), -s * x + c1 * y * z],
+                     [-s * y + c1 * x * z, s * x + c1 * y * z, 1.0 + c1 * (z * z - 1.0)]])
 
 
 def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
@@ -157,7 +177,7 @@ def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
     indistinguishable from the full iteration)."""
     R = np.asarray(Rs)
     ref = R[-1]
-    out: np.ndarray = ref @ exp_rotation(log_rotations(np.einsum('ji,njk->nik', ref, R)).mean(axis=0))
+    out: np.ndarray = ref @ exp_rotation(_mean_rows(log_rotations(np.einsum('ji,njk->nik', ref, R))))
     return out
 
 
@@ -165,15 +185,58 @@ def slope(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Least-squares slope of ``x[n, d]`` against ``t[n]`` (n ≥ 2, stamps not
     all equal): (slope [d], √Sxx, residual standard deviation per axis, NaN
     with fewer than three samples)."""
-    tc = t - t.mean()
-    sxx = float(tc @ tc)
-    xc = x - x.mean(axis=0)
-    b = (tc @ xc) / sxx
     n = len(t)
+    tc = t - float(np.add.reduce(t)) / n
+    sxx = float(tc.dot(tc))
+    xc = x - _mean_rows(x)
+    b = tc.dot(xc) / sxx
     if n < 3:
         return b, math.sqrt(sxx), math.nan
-    resid = xc - np.outer(tc, b)
-    return b, math.sqrt(sxx), math.sqrt(float((resid * resid).sum()) / ((n - 2) * x.shape[1]))
+    resid = xc - tc[:, None] * b
+    return b, math.sqrt(sxx), math.sqrt(float(np.add.reduce((resid * resid).ravel())) / ((n - 2) * x.shape[1]))
+
+
+class _Detections:
+    """A track's detections in stamp order, as growing arrays: a window is a
+    slice.  Rows are never written twice (growing allocates anew), so an
+    array handed out stays as it was."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []         # from ``first``; stamps only grow
+        self.first = 0                        # the oldest kept, as an index into ``stamps``
+        cap = 64
+        self.p_w, self.R_w = np.empty((cap, 3)), np.empty((cap, 3, 3))
+        self.p_g, self.R_g = np.empty((cap, 3)), np.empty((cap, 3, 3))
+        self.rel_ok = np.zeros(cap, bool)
+
+    def __len__(self) -> int:
+        return len(self.stamps)
+
+    def append(self, m: Measurement) -> None:
+        n = len(self.stamps)
+        if n == len(self.rel_ok):
+            keep = slice(self.first, n)
+            self.stamps = self.stamps[self.first:]
+            n -= self.first
+            self.first = 0
+            cap = max(64, 2 * n)
+            for name in ('p_w', 'R_w', 'p_g', 'R_g', 'rel_ok'):
+                old = getattr(self, name)
+                new = np.zeros((cap,) + old.shape[1:], old.dtype)
+                new[:n] = old[keep]
+                setattr(self, name, new)
+        self.stamps.append(m.stamp_s)
+        self.p_w[n], self.R_w[n], self.p_g[n], self.R_g[n], self.rel_ok[n] = m.p_w, m.R_w, m.p_g, m.R_g, m.rel_ok
+
+    def since(self, stamp_s: float) -> int:
+        """The index of the first kept detection stamped at or after ``stamp_s``."""
+        return bisect.bisect_left(self.stamps, stamp_s, self.first)
+
+    def relative(self, lo: int, hi: int | None = None) -> list[int]:
+        """The indices in ``[lo, hi)`` of detections with the gripper's pose known."""
+        hi = len(self.stamps) if hi is None else hi
+        rows: list[int] = (np.flatnonzero(self.rel_ok[lo:hi]) + lo).tolist()
+        return rows
 
 
 class ObjectTrack:
@@ -181,7 +244,7 @@ class ObjectTrack:
 
     def __init__(self, config: TrackConfig) -> None:
         self.config = config
-        self.measurements: list[Measurement] = []
+        self._seen = _Detections()
         self.last_stamp_s = -math.inf           # the newest measurement taken in
         self.regime_start_s = -math.inf         # measurements before are of another regime
         self.grasping = False
@@ -201,7 +264,7 @@ class ObjectTrack:
         if m.stamp_s <= self.last_stamp_s:
             return
         self.last_stamp_s = m.stamp_s
-        self.measurements.append(m)
+        self._seen.append(m)
         if self.grasping and m.stamp_s >= self.onset_s:
             self._add_reference(m)
 
@@ -231,23 +294,23 @@ class ObjectTrack:
         if m.rel_ok and len(self._reference_parts) < self._averaged(REFERENCE_MEASUREMENTS):
             self._reference_parts.append(m)
             parts = self._reference_parts
-            self.reference = (np.mean([p.p_g for p in parts], axis=0), mean_rotation([p.R_g for p in parts]),
-                              len(parts))
+            self.reference = (_mean_rows(np.array([p.p_g for p in parts])),
+                              mean_rotation(np.array([p.R_g for p in parts])), len(parts))
 
-    def _mean_pose(self, ms: list[Measurement], slot: str, relative: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The mean position and rotation of ``ms`` (in the gripper when
-        ``relative``, else in the world), remembered per ``slot`` while the
-        same detections are asked for (frames between detections)."""
-        key = (ms[0].stamp_s, ms[-1].stamp_s, len(ms), relative)     # a track's stamps only grow
+    def _mean_pose(self, rows: list[int], slot: str, relative: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The mean position and rotation of the detections ``rows`` (in the
+        gripper when ``relative``, else in the world), remembered per
+        ``slot`` while the same detections are asked for (frames between detections)."""
+        seen = self._seen
+        key = (seen.stamps[rows[0]], seen.stamps[rows[-1]], len(rows), relative)     # a track's stamps only grow
         hit = self._means.get(slot)
         if hit is not None and hit[0] == key:
             return hit[1]
-        if len(ms) == 1:
-            value = (ms[0].p_g, ms[0].R_g) if relative else (ms[0].p_w, ms[0].R_w)
-        elif relative:
-            value = (np.mean([m.p_g for m in ms], axis=0), mean_rotation([m.R_g for m in ms]))
+        p, R = (seen.p_g, seen.R_g) if relative else (seen.p_w, seen.R_w)
+        if len(rows) == 1:
+            value = (p[rows[0]].copy(), R[rows[0]].copy())
         else:
-            value = (np.mean([m.p_w for m in ms], axis=0), mean_rotation([m.R_w for m in ms]))
+            value = (_mean_rows(p[rows]), mean_rotation(R[rows]))
         self._means[slot] = (key, value)
         return value
 
@@ -255,41 +318,32 @@ class ObjectTrack:
         """How many detections to average where ``count`` would be: one for exact poses."""
         return count if self.config.position_noise_m > 0 or self.config.orientation_noise_rad > 0 else 1
 
-    def _window(self, now_s: float) -> list[Measurement]:
-        lo = max(now_s - self.config.window_s, self.regime_start_s)
-        keep_from = now_s - max(self.config.window_s, self.config.staleness_s, OFFSET_HORIZON_S)
-        if self.measurements and self.measurements[0].stamp_s < keep_from:
-            self.measurements = [m for m in self.measurements if m.stamp_s >= keep_from]
-        return [m for m in self.measurements if m.stamp_s >= lo]
+    def _window(self, now_s: float) -> tuple[int, int]:
+        """The detections of the current regime within ``window_s`` of
+        ``now_s``, as an index range (older ones past every horizon are dropped)."""
+        cfg, seen = self.config, self._seen
+        keep_from = now_s - max(cfg.window_s, cfg.staleness_s, OFFSET_HORIZON_S)
+        if seen.first < len(seen) and seen.stamps[seen.first] < keep_from:
+            seen.first = seen.since(keep_from)
+        return seen.since(max(now_s - cfg.window_s, self.regime_start_s)), len(seen)
 
     def estimate(self, now_s: float, gripper: tuple[np.ndarray, np.ndarray] | None,
                  gripper_motion: tuple[float, float, float] | None) -> Estimate:
         """The object's state at ``now_s`` given the gripper's pose in the
         world now (None: unknown) and its motion (speed, horizontal speed,
         angular speed; None: unknown)."""
-        cfg = self.config
+        cfg, seen = self.config, self._seen
         window = self._window(now_s)
         if self.grasping and self.ungrasped_frames == 0 and gripper is not None:
-            lo = max(self.onset_s, now_s - OFFSET_HORIZON_S)
-            offsets = [m for m in self.measurements if m.stamp_s >= lo and m.rel_ok] or self._reference_parts
-            if not offsets:
-                # Not seen since the fingers closed: where it was last seen relative to the gripper.
-                offsets = [m for m in self.measurements if m.rel_ok and m.stamp_s >= now_s - OFFSET_HORIZON_S][
-                    -RECENT_MEASUREMENTS:]
-            if offsets:
-                offsets = offsets[-self._averaged(len(offsets)):]
-                off_p, off_R = self._mean_pose(offsets, 'offset', relative=True)
-                GR, Gp = gripper
-                est = Estimate(True, GR @ off_p + Gp, GR @ off_R,
-                               position_se_m=self._spread([m.p_g for m in offsets]), from_gripper=True)
+            est = self._from_gripper(now_s, gripper, window)
+            if est is not None:
                 if gripper_motion is not None:
                     est.speed_m_s, est.horizontal_m_s, est.angular_rad_s = gripper_motion
                 est.detected_horizontal_m_s = self._detected_horizontal(window)
                 self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
                 return est
         if self.held_pose is not None:
-            after = [m for m in window if m.stamp_s > self.held_pose[2]]
-            if not after:
+            if not (window[1] > window[0] and seen.stamps[window[1] - 1] > self.held_pose[2]):
                 p, R, t_end, se = self.held_pose
                 if now_s - t_end > cfg.staleness_s:
                     return Estimate()
@@ -306,56 +360,96 @@ class ObjectTrack:
             self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
         return est
 
-    def _detected_horizontal(self, window: list[Measurement]) -> float | None:
+    def _from_gripper(self, now_s: float, gripper: tuple[np.ndarray, np.ndarray],
+                      window: tuple[int, int]) -> Estimate | None:
+        """A grasped object's pose: the gripper's now composed with the mean
+        grip offset measured since the grasp began (None: never measured)."""
+        seen = self._seen
+        rows = seen.relative(seen.since(max(self.onset_s, now_s - OFFSET_HORIZON_S)))
+        if rows:
+            rows = rows[-self._averaged(len(rows)):]
+            off_p, off_R = self._mean_pose(rows, 'offset', relative=True)
+            spread = self._spread(seen.p_g[rows])
+        elif self._reference_parts:
+            parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
+            off_p, off_R = self._parts_mean(parts)
+            spread = self._spread(np.array([m.p_g for m in parts]))
+        else:
+            # Not seen since the fingers closed: where it was last seen relative to the gripper.
+            rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
+            if not rows:
+                return None
+            rows = rows[-self._averaged(len(rows)):]
+            off_p, off_R = self._mean_pose(rows, 'offset', relative=True)
+            spread = self._spread(seen.p_g[rows])
+        GR, Gp = gripper
+        return Estimate(True, GR @ off_p + Gp, GR @ off_R, position_se_m=spread, from_gripper=True)
+
+    def _parts_mean(self, parts: list[Measurement]) -> tuple[np.ndarray, np.ndarray]:
+        """The mean grip offset of the slip reference's detections ``parts``."""
+        key = (parts[0].stamp_s, parts[-1].stamp_s, len(parts), True)
+        hit = self._means.get('offset')
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = (parts[0].p_g, parts[0].R_g) if len(parts) == 1 else \
+            (_mean_rows(np.array([m.p_g for m in parts])), mean_rotation(np.array([m.R_g for m in parts])))
+        self._means['offset'] = (key, value)
+        return value
+
+    def _detected_horizontal(self, window: tuple[int, int]) -> float | None:
         """The horizontal speed the newest :data:`MIN_MOTION_SAMPLES`
         detections of ``window`` fit (few: it vetoes the gripper's motion
         only when the object itself stays put, and must not lag a real
         drag); None with fewer than two or one stamp."""
-        window = window[-MIN_MOTION_SAMPLES:]
-        if len(window) < 2 or window[-1].stamp_s <= window[0].stamp_s:
+        seen = self._seen
+        lo, hi = max(window[0], window[1] - MIN_MOTION_SAMPLES), window[1]
+        if hi - lo < 2 or seen.stamps[hi - 1] <= seen.stamps[lo]:
             return None
-        v, _, _ = slope(np.array([m.stamp_s for m in window]), np.array([m.p_w[:2] for m in window]))
-        return float(math.hypot(v[0], v[1]))
+        v, _, _ = slope(np.array(seen.stamps[lo:hi]), seen.p_w[lo:hi, :2])
+        return math.hypot(v[0], v[1])
 
-    def _spread(self, points: list[np.ndarray]) -> float:
-        """Standard error (m) of the mean of ``points``: from their own
+    def _spread(self, points: np.ndarray) -> float:
+        """Standard error (m) of the mean of ``points[n, 3]``: from their own
         scatter when there are enough of them, else from the configured noise."""
         n = len(points)
         if n >= MIN_SCATTER_SAMPLES:
-            sigma = float(np.sqrt(np.var(np.array(points), axis=0, ddof=1).mean()))
+            sigma = float(np.sqrt(np.var(points, axis=0, ddof=1).mean()))
         else:
             sigma = self.config.position_noise_m
         return sigma / math.sqrt(n)
 
-    def _from_detections(self, now_s: float, window: list[Measurement]) -> Estimate:
-        cfg = self.config
-        if not window or now_s - window[-1].stamp_s > cfg.staleness_s:
+    def _from_detections(self, now_s: float, window: tuple[int, int]) -> Estimate:
+        cfg, seen = self.config, self._seen
+        lo, hi = window
+        if hi == lo or now_s - seen.stamps[hi - 1] > cfg.staleness_s:
             return Estimate()
-        if len(window) < MIN_MOTION_SAMPLES:
+        if hi - lo < MIN_MOTION_SAMPLES:
             # Detections missed: reach back (within the regime) for enough to fit a slope to.
-            lo = max(now_s - cfg.window_s - cfg.staleness_s, self.regime_start_s)
-            window = [m for m in self.measurements if m.stamp_s >= lo][-MIN_MOTION_SAMPLES:]
-        newest = window[-1]
-        est = Estimate(True, newest.p_w, newest.R_w, position_se_m=cfg.position_noise_m)
-        if len(window) >= 2 and window[-1].stamp_s > window[0].stamp_s:
-            t = np.array([m.stamp_s for m in window])
-            v, root_sxx, resid = slope(t, np.array([m.p_w for m in window]))
-            sigma = max(cfg.position_noise_m, resid if len(window) >= MIN_SCATTER_SAMPLES else 0.0)
+            lo = max(seen.since(max(now_s - cfg.window_s - cfg.staleness_s, self.regime_start_s)),
+                     hi - MIN_MOTION_SAMPLES)
+        newest = hi - 1
+        est = Estimate(True, seen.p_w[newest].copy(), seen.R_w[newest].copy(), position_se_m=cfg.position_noise_m)
+        if hi - lo >= 2 and seen.stamps[newest] > seen.stamps[lo]:
+            n = hi - lo
+            t = np.array(seen.stamps[lo:hi])
+            p_w = seen.p_w[lo:hi]
+            v, root_sxx, resid = slope(t, p_w)
+            sigma = max(cfg.position_noise_m, resid if n >= MIN_SCATTER_SAMPLES else 0.0)
             se = sigma / root_sxx
-            rot = log_rotations(np.einsum('ji,njk->nik', newest.R_w, np.array([m.R_w for m in window])))
+            rot = log_rotations(np.einsum('ji,njk->nik', est.R_w, seen.R_w[lo:hi]))
             w, _, resid_r = slope(t, rot)
-            sigma_r = max(cfg.orientation_noise_rad, resid_r if len(window) >= MIN_SCATTER_SAMPLES else 0.0)
-            est.samples = len(window)
-            est.speed_m_s = float(np.linalg.norm(v))
-            est.horizontal_m_s = float(math.hypot(v[0], v[1]))
-            est.angular_rad_s = float(np.linalg.norm(w))
+            sigma_r = max(cfg.orientation_noise_rad, resid_r if n >= MIN_SCATTER_SAMPLES else 0.0)
+            est.samples = n
+            est.speed_m_s = _length(v)
+            est.horizontal_m_s = math.hypot(v[0], v[1])
+            est.angular_rad_s = _length(w)
             est.speed_floor_m_s, est.horizontal_floor_m_s = NOISE_QUANTILE[3] * se, NOISE_QUANTILE[2] * se
             est.angular_floor_rad_s = NOISE_QUANTILE[3] * sigma_r / root_sxx
             if self.stable:
                 # Still: the mean of the window is the better position.
-                est.p_w = np.mean([m.p_w for m in window], axis=0)
-                est.R_w = newest.R_w @ exp_rotation(rot.mean(axis=0))     # rot: each from the newest
-                est.position_se_m = sigma / math.sqrt(len(window))
+                est.p_w = _mean_rows(p_w)
+                est.R_w = est.R_w @ exp_rotation(_mean_rows(rot))     # rot: each from the newest
+                est.position_se_m = sigma / math.sqrt(n)
         return est
 
     def decide_motion(self, est: Estimate, linear_m_s: float, angular_rad_s: float,
@@ -398,16 +492,20 @@ class ObjectTrack:
         ref = self.reference
         if ref is None:
             return False
-        cfg = self.config
-        lo = max(window_now_s - cfg.window_s, self.onset_s)
-        used = {id(m) for m in self._reference_parts}
-        recent = [m for m in self.measurements if m.stamp_s >= lo and m.rel_ok and id(m) not in used]
-        recent = recent[-self._averaged(RECENT_MEASUREMENTS):]
+        cfg, seen = self.config, self._seen
+        used = {m.stamp_s for m in self._reference_parts}
+        want = self._averaged(RECENT_MEASUREMENTS)
+        recent: list[int] = []
+        for i in reversed(seen.relative(seen.since(max(window_now_s - cfg.window_s, self.onset_s)))):
+            if seen.stamps[i] not in used:
+                recent.append(i)
+                if len(recent) == want:
+                    break
         if not recent:
             return False
-        p, R = self._mean_pose(recent, 'recent', relative=True)
+        p, R = self._mean_pose(recent[::-1], 'recent', relative=True)
         spread = math.sqrt(1.0 / ref[2] + 1.0 / len(recent))
-        dist = float(np.linalg.norm(p - ref[0]))
-        angle = float(np.linalg.norm(log_rotation(ref[1].T @ R)))
+        dist = _length(p - ref[0])
+        angle = _length(log_rotation(ref[1].T @ R))
         return dist > slip_m + NOISE_QUANTILE[3] * cfg.position_noise_m * spread or \
             angle > slip_rad + NOISE_QUANTILE[3] * cfg.orientation_noise_rad * spread
