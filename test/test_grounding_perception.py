@@ -295,7 +295,65 @@ def test_track_helpers():
     assert log_rotation(R) == pytest.approx([0.0, 0.0, 0.4])
     assert mean_rotation([R, R]) == pytest.approx(R)
     track = ObjectTrack(TrackConfig())
-    assert not track.estimate(0.0, None, None).known
+    assert not track.run([0.0], [-2], [[]], np.zeros((1, 3, 3)), np.zeros((1, 3)), [False], [None]).known[0]
+
+
+def _track_inputs(seed: int, frames: int = 240) -> tuple:
+    """A tracked cube standing, grasped, lifted and shaken in the grip,
+    dropped, then dragged: detections noisy, missed, late and now and then
+    grossly wrong, the gripper exact; per frame (time, grasp code,
+    detections, gripper R, gripper t, gripper known, gripper motion)."""
+    from safemanip_ros.grounding.tracking import Measurement
+    rng = np.random.default_rng(seed)
+    times = [k / RATE_HZ for k in range(frames)]
+    codes, detections, motion = [], [], []
+    G_t = np.zeros((frames, 3))
+    G_R = np.tile(np.eye(3), (frames, 1, 1))
+    ok = [True] * frames
+    for k, t in enumerate(times):
+        phase = k * 8 // frames                 # 0-1 still, 2-4 grasped and lifted, 5 dropped, 6-7 dragged
+        cube = np.array([0.1 + (0.002 * k if phase >= 6 else 0.0), 0.0,
+                         0.82 + (0.05 * (k - frames // 4) / frames if 2 <= phase <= 4 else 0.0)])
+        G_t[k] = cube + (0.0, 0.0, 0.04 + (0.01 * math.sin(k) if phase == 4 else 0.0))
+        codes.append(1 if 2 <= phase <= 4 else (-1 if phase == 5 and k % 3 == 0 else 0))
+        ok[k] = rng.random() > 0.05
+        motion.append(None if k == 0 or not ok[k] else (float(rng.random() * 0.1), 0.01, 0.0))
+        seen = []
+        if rng.random() > 0.3:
+            p = cube + rng.normal(0.0, 0.005, 3) + (rng.normal(0.0, 0.1, 3) if rng.random() < 0.05 else 0.0)
+            angle = rng.normal(0.0, 0.03)
+            R = np.array([[math.cos(angle), -math.sin(angle), 0.0], [math.sin(angle), math.cos(angle), 0.0],
+                          [0.0, 0.0, 1.0]])
+            stamp = t - 0.1 * rng.random()
+            seen.append(Measurement(stamp, p, R, p - G_t[k], R, bool(rng.random() > 0.1)))
+        detections.append(seen)
+    return times, codes, detections, G_R, G_t, ok, motion
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), cut=st.lists(st.integers(1, 239), max_size=6))
+def test_a_track_run_frame_by_frame_equals_the_same_frames_in_one_run(seed: int, cut: list[int]) -> None:
+    """One implementation serves live and offline: the frames of an episode
+    in one run (the audit) and in runs of any length down to one frame
+    (live ticks, deferred frames) give the same states bit for bit."""
+    times, codes, detections, G_R, G_t, ok, motion = _track_inputs(seed)
+    whole = ObjectTrack(TrackConfig()).run(times, codes, detections, G_R, G_t, ok, motion)
+    for bounds in (sorted({0, len(times), *cut}), list(range(len(times) + 1))):     # some runs; one a frame
+        pieces = ObjectTrack(TrackConfig())
+        parts = [pieces.run(times[a:b], codes[a:b], detections[a:b], G_R[a:b], G_t[a:b], ok[a:b], motion[a:b])
+                 for a, b in zip(bounds[:-1], bounds[1:])]
+        _same_states(parts, whole)
+    assert whole.known.sum() > len(times) // 2 and whole.stable[1].any() and whole.sync[1].any()
+    assert whole.from_gripper.any() and (whole.known & ~whole.from_gripper).any()
+
+
+def _same_states(parts: list, whole) -> None:
+    for name in ('known', 'p_w', 'R_w', 'position_se_m', 'from_gripper'):
+        np.testing.assert_array_equal(np.concatenate([getattr(p, name) for p in parts]), getattr(whole, name), name)
+    for name in ('stable', 'sliding', 'sync'):
+        for i in range(2):
+            np.testing.assert_array_equal(np.concatenate([getattr(p, name)[i] for p in parts]),
+                                          getattr(whole, name)[i], name)
 
 
 def test_doctor_judges_a_pose_source_against_the_perception_thresholds():

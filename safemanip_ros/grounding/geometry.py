@@ -83,18 +83,24 @@ class SupportSurface:
     top_z_m: float = 0.0
 
 
-_UP = np.array([0.0, 0.0, 1.0])
 
 
 def support_gap_m(object_in_support: np.ndarray, shape: Shape, surface: SupportSurface) -> float | None:
     """Height of the object's lowest point above the support's top face, or
     None when the object's centre is not over the face (4x4 pose of the
     object in the support's frame)."""
-    p = object_in_support[:3, 3]
-    if abs(p[0]) > surface.half_x_m or abs(p[1]) > surface.half_y_m:
-        return None
-    bottom = p[2] - shape.extent_along(_UP, object_in_support[:3, :3])
-    return float(bottom - surface.top_z_m)
+    T = np.asarray(object_in_support, dtype=float)
+    gap = float(support_gaps_m(T[None, :3, :3], T[None, :3, 3], shape, surface)[0])
+    return None if math.isnan(gap) else gap
+
+
+def support_gaps_m(R: np.ndarray, t: np.ndarray, shape: Shape, surface: SupportSurface) -> np.ndarray:
+    """:func:`support_gap_m` of object poses ``(R[n, 3, 3], t[n, 3])`` in the
+    support's frame: ``[n]`` m, NaN where the centre is not over the face."""
+    over = (np.abs(t[:, 0]) <= surface.half_x_m) & (np.abs(t[:, 1]) <= surface.half_y_m)
+    gap = t[:, 2] - depth_below_centre_m(R, shape) - surface.top_z_m
+    out: np.ndarray = np.where(over, gap, np.nan)
+    return out
 
 
 def rests_on(object_in_support: np.ndarray, shape: Shape, surface: SupportSurface, tolerance_m: float) -> bool:

@@ -45,9 +45,9 @@ import numpy as np
 from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, InputHealth, Predicates, all_unknown, kleene_and
-from .geometry import Shape, SupportSurface, support_gap_m
+from .geometry import Shape, SupportSurface, support_gaps_m
 from .preconditions import Body, Support, pick_preconditions, place_preconditions
-from .tracking import Measurement, ObjectTrack, TrackConfig
+from .tracking import Measurement, MotionLimits, ObjectTrack, TrackConfig, TrackFrames
 
 
 def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
@@ -740,92 +740,123 @@ class TfGrounding:
         vals = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
         known = {kind: np.zeros((len(objs), n), bool) for kind in kinds}
         position, position_known = np.zeros((len(objs), n, 3)), np.zeros((len(objs), n), bool)
+        rotation = np.tile(np.eye(3), (len(objs), n, 1, 1))
         pick, pick_known = np.zeros(n, bool), np.zeros(n, bool)
-        codes_l, times_l, g_ok = codes.tolist(), times.tolist(), Gw.ok.tolist()
-        for k in range(n):
-            now = times_l[k]
-            if epochs[k] != self._state_epoch:
-                self._state_epoch = epochs[k]
+        codes_l = codes.tolist()
+        limits = MotionLimits(cfg.stable_linear_m_s, cfg.stable_angular_rad_s, cfg.sliding_m_s, cfg.slip_m,
+                              cfg.slip_rad)
+        times_l, g_ok = times.tolist(), Gw.ok.tolist()
+        # Runs of frames of one reset count: a reset forgets every track and previous pose.
+        bounds = [0] + [k for k in range(1, n) if epochs[k] != epochs[k - 1]] + [n]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if epochs[a] != self._state_epoch:
+                self._state_epoch = epochs[a]
                 self._tracks, self._prev_gripper, self._prev_distance, self._support_seen = {}, None, {}, {}
-            bodies: dict[str, Body] = {}
-            gripper = (Gw.R[k], Gw.t[k]) if g_ok[k] else None
-            motion = None
-            if gripper is not None:
-                prev = self._prev_gripper
-                if prev is not None and now > prev[0]:
-                    dt = now - prev[0]
-                    d = gripper[1] - prev[2]
-                    motion = (float(np.linalg.norm(d)) / dt, math.hypot(d[0], d[1]) / dt,
-                              float(poses.relative_angle(prev[1][None], gripper[0][None])[0]) / dt)
-                self._prev_gripper = (now, gripper[0], gripper[1])
+            motion = self._gripper_motion(times_l[a:b], Gw.R[a:b], Gw.t[a:b], g_ok[a:b])
             for j, obj in enumerate(objs):
                 track = self._tracks.get(obj)
                 if track is None:
-                    track = self._tracks[obj] = ObjectTrack(cfg.track)
-                code = codes_l[j][k]
-                track.grasp(code, now)      # first: a detection captured at a grasp's onset is its reference
-                for mm in meas[j][k]:
-                    track.add(mm)
-                est = track.estimate(now, gripper, motion)
-                stable, sliding = track.decide_motion(est, cfg.stable_linear_m_s, cfg.stable_angular_rad_s,
-                                                      cfg.sliding_m_s)
-                if est.known:
-                    position[j, k], position_known[j, k] = est.p_w, True
-                for kind, v in (('object_stable', stable), ('object_sliding', sliding)):
-                    vals[kind][j, k], known[kind][j, k] = bool(v), v is not None
-                # sync = (not grasped) or (not slipped); with the grasp unknown, true only when an
-                # ongoing grasp shows no slip.
-                slipped = track.slipped(now, cfg.slip_m, cfg.slip_rad)
-                if code == GRASP_TRUE:
-                    sync: bool | None = not slipped
-                elif code == GRASP_UNKNOWN:
-                    sync = True if track.grasping and track.reference is not None and not slipped else None
-                else:
-                    sync = True
-                vals['object_sync'][j, k], known['object_sync'][j, k] = bool(sync), sync is not None
-                supported: bool | None = None
-                if est.known:
-                    supported = False
-                    for (sup, surface), S, noise in zip(supports, sup_w, sup_noise):
-                        if sup == obj:
-                            continue       # an object never supports itself
-                        if not S.ok[k]:
-                            supported = None if supported is False else supported
-                            continue
-                        Ri, ti = poses.invert(S.R[k][None], S.t[k][None])
-                        R, t = poses.compose(Ri, ti, est.R_w[None], est.p_w[None])
-                        gap = support_gap_m(poses.to_matrix(R[0], t[0]), shapes[j], surface)
-                        tol_m = cfg.support_gap_m + SUPPORT_QUANTILE * math.hypot(est.position_se_m, noise)
-                        # A pose from the gripper sinks below the surface as the fingers push on
-                        # (the object slides up in the grip): as far as the grip may slip.
-                        below_m = tol_m + (cfg.slip_m if est.from_gripper else 0.0)
-                        if gap is not None and -below_m <= gap <= tol_m:
-                            supported = True
-                            break
-                vals['object_supported'][j, k], known['object_supported'][j, k] = bool(supported), \
-                    supported is not None
-                dist = float(np.linalg.norm(est.p_w - gripper[1])) if est.known and gripper is not None else None
-                if stable is not None and supported is not None and dist is not None:
-                    vals['object_settled'][j, k] = stable and supported and dist > cfg.gripper_clearance_m
-                    known['object_settled'][j, k] = True
+                    track = self._tracks[obj] = ObjectTrack(cfg.track, limits)
+                est = track.run(times_l[a:b], codes[j, a:b].tolist(), meas[j][a:b], Gw.R[a:b], Gw.t[a:b],
+                                g_ok[a:b], motion)
+                position[j, a:b], position_known[j, a:b], rotation[j, a:b] = est.p_w, est.known, est.R_w
+                for kind, col in (('object_stable', est.stable), ('object_sliding', est.sliding),
+                                  ('object_sync', est.sync)):
+                    vals[kind][j, a:b], known[kind][j, a:b] = col
+                supported = self._supported(est, shapes[j], supports, sup_w, sup_noise, obj, a, b)
+                vals['object_supported'][j, a:b], known['object_supported'][j, a:b] = supported
+                dist = poses.norm3(est.p_w - Gw.t[a:b])
+                dist_ok = est.known & Gw.ok[a:b]
+                settled_k = est.stable[1] & supported[1] & dist_ok
+                vals['object_settled'][j, a:b] = settled_k & est.stable[0] & supported[0] & \
+                    (dist > cfg.gripper_clearance_m)
+                known['object_settled'][j, a:b] = settled_k
                 # Approaching: within approach_m and closer than at the previous frame with a known distance.
-                if dist is not None:
-                    prev_d = self._prev_distance.get(obj)
-                    if prev_d is not None:
-                        vals['gripper_approaching'][j, k] = dist < cfg.approach_m and dist < prev_d
-                        known['gripper_approaching'][j, k] = True
-                    self._prev_distance[obj] = dist
-                bodies[obj] = Body(est.p_w if est.known else None, est.R_w, shapes[j], stable,
-                                   None if code == GRASP_UNKNOWN else code == GRASP_TRUE)
-            target = objs[targets[k]] if targets[k] >= 0 else None
-            ready, place = self._preconditions(k, now, gripper, bodies, supports, sup_w, sup_noise, target)
-            pick[k], pick_known[k] = bool(ready), ready is not None
-            for j, obj in enumerate(objs):
-                v = place[obj]
-                vals['preconditions_satisfied_place'][j, k], known['preconditions_satisfied_place'][j, k] = \
-                    bool(v), v is not None
+                prev = self._prev_distance.get(obj)
+                last = np.maximum.accumulate(np.where(dist_ok, np.arange(b - a), -1))
+                before = np.concatenate([[-1], last[:-1]])
+                prev_d = np.where(before >= 0, dist[np.maximum(before, 0)], np.nan if prev is None else prev)
+                has_prev = (before >= 0) | (prev is not None)
+                vals['gripper_approaching'][j, a:b] = dist_ok & has_prev & (dist < cfg.approach_m) & (dist < prev_d)
+                known['gripper_approaching'][j, a:b] = dist_ok & has_prev
+                if last[-1] >= 0:
+                    self._prev_distance[obj] = float(dist[last[-1]])
+            for k in range(a, b):
+                bodies = {obj: Body(position[j, k] if position_known[j, k] else None, rotation[j, k], shapes[j],
+                                    bool(vals['object_stable'][j, k]) if known['object_stable'][j, k] else None,
+                                    None if codes_l[j][k] == GRASP_UNKNOWN else codes_l[j][k] == GRASP_TRUE)
+                          for j, obj in enumerate(objs)}
+                gripper = (Gw.R[k], Gw.t[k]) if g_ok[k] else None
+                target = objs[targets[k]] if targets[k] >= 0 else None
+                ready, place = self._preconditions(k, times_l[k], gripper, bodies, supports, sup_w, sup_noise,
+                                                   target)
+                pick[k], pick_known[k] = bool(ready), ready is not None
+                for j, obj in enumerate(objs):
+                    v = place[obj]
+                    vals['preconditions_satisfied_place'][j, k], known['preconditions_satisfied_place'][j, k] = \
+                        bool(v), v is not None
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
                  'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
+
+    def _gripper_motion(self, times_s: list[float], R: np.ndarray, t: np.ndarray,
+                        ok: list[bool]) -> list[tuple[float, float, float] | None]:
+        """The gripper's motion at each frame (speed m/s, horizontal speed
+        m/s, angular speed rad/s) since the previous frame its pose was
+        known at (None: unknown); carries the last known pose on."""
+        out: list[tuple[float, float, float] | None] = [None] * len(times_s)
+        prev = self._prev_gripper
+        prev_k: list[int] = []          # per frame with a known pose: the previous one's index (-1: carried)
+        now_k: list[int] = []
+        last = -1
+        for k, (now, known_k) in enumerate(zip(times_s, ok)):
+            if not known_k:
+                continue
+            if (last >= 0 and now > times_s[last]) or (last < 0 and prev is not None and now > prev[0]):
+                prev_k.append(last)
+                now_k.append(k)
+            last = k
+        if now_k:
+            at, before = np.array(now_k), np.array(prev_k)
+            carried = before < 0
+            R0, t0 = R[np.maximum(before, 0)], t[np.maximum(before, 0)]
+            t_then = np.array(times_s)[np.maximum(before, 0)]
+            if carried.any():
+                assert prev is not None
+                R0[carried], t0[carried], t_then[carried] = prev[1], prev[2], prev[0]
+            dt = np.array(times_s)[at] - t_then
+            d = t[at] - t0
+            speed = poses.norm3(d) / dt
+            horizontal = np.hypot(d[:, 0], d[:, 1]) / dt
+            angular = poses.relative_angle(R0, R[at]) / dt
+            for k, s_, h_, a_ in zip(now_k, speed.tolist(), horizontal.tolist(), angular.tolist()):
+                out[k] = (s_, h_, a_)
+        if last >= 0:
+            self._prev_gripper = (times_s[last], R[last].copy(), t[last].copy())
+        return out
+
+    def _supported(self, est: TrackFrames, shape: Shape, supports: list[tuple[str, SupportSurface]],
+                   sup_w: list[Lookup], sup_noise: list[float], obj: str, a: int, b: int) -> Column:
+        """*supported* per frame of ``[a, b)``: the object's bottom within the
+        support gap (plus its position's uncertainty) of a support's top face
+        beneath it.  A pose from the gripper sinks below the surface as the
+        fingers push on (the object slides up in the grip): as far as the grip may slip."""
+        cfg = self.config
+        n = b - a
+        state = np.zeros(n, np.int8)            # 0 false, 1 true, -1 unknown (Kleene, supports in turn)
+        for (sup, surface), S, noise in zip(supports, sup_w, sup_noise):
+            if sup == obj:
+                continue       # an object never supports itself
+            ok = S.ok[a:b]
+            Ri, ti = poses.invert(S.R[a:b], S.t[a:b])
+            R, t = poses.compose(Ri, ti, est.R_w, est.p_w)
+            gap = support_gaps_m(R, t, shape, surface)
+            tol_m = cfg.support_gap_m + SUPPORT_QUANTILE * np.hypot(est.position_se_m, noise)
+            below_m = tol_m + np.where(est.from_gripper, cfg.slip_m, 0.0)
+            hit = ok & (gap >= -below_m) & (gap <= tol_m)
+            open_ = state != 1
+            state = np.where(open_ & ~ok & (state == 0), -1, state)
+            state = np.where(open_ & hit, 1, state)
+        return est.known & (state == 1), est.known & (state >= 0)
 
     def _preconditions(self, k: int, now: float, gripper: tuple[np.ndarray, np.ndarray] | None,
                        bodies: dict[str, Body], supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup],

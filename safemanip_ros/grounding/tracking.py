@@ -6,7 +6,9 @@ than the frames, stamped at capture and published late, missing while the
 fingers hide the object.  :class:`ObjectTrack` keeps one object's
 detections (*measurements*: the object's pose in the world and relative to
 the gripper, both at the detection's own stamp, so latency does not read
-as motion) and answers, frame by frame:
+as motion) and answers for a run of frames at once (:meth:`ObjectTrack.run`: a live
+frame is a run of one, an offline episode a run of thousands, and the
+state carried between runs makes them the same):
 
 * **pose**: while the object is grasped (the contacts, exact, say so) and
   its grip offset has been measured, the gripper's pose now composed with
@@ -37,9 +39,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+
+from . import poses, windows
 
 REFERENCE_MEASUREMENTS = 3
 """Detections after grasp onset averaged into the slip reference."""
@@ -91,83 +95,16 @@ class Measurement:
     rel_ok: bool
 
 
-@dataclass
-class Estimate:
-    """An object's state at one frame (``known`` False: nothing else counts).
-    Speeds are None when the motion is unknown; ``*_floor`` is the noise
-    floor evidence must exceed; ``position_se_m`` the position's standard error."""
-
-    known: bool = False
-    p_w: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    R_w: np.ndarray = field(default_factory=lambda: np.eye(3))
-    speed_m_s: float | None = None
-    horizontal_m_s: float | None = None
-    angular_rad_s: float | None = None
-    speed_floor_m_s: float = 0.0
-    horizontal_floor_m_s: float = 0.0
-    angular_floor_rad_s: float = 0.0
-    position_se_m: float = 0.0
-    from_gripper: bool = False       # the gripper's pose and the grip offset, not a detection
-    samples: int = 0                 # detections the motion is fitted to (0: the gripper's exact motion)
-    detected_horizontal_m_s: float | None = None   # while grasped: the detections' own horizontal speed
-
-
 def _mean_rows(a: np.ndarray) -> np.ndarray:
     """``a.mean(axis=0)``, the same arithmetic without its bookkeeping (the tracker's arrays are a few rows)."""
     out: np.ndarray = np.add.reduce(a, axis=0) / len(a)
     return out
 
 
-def _length(v: np.ndarray) -> float:
-    """``np.linalg.norm`` of a vector, the same arithmetic."""
-    return math.sqrt(float(v.dot(v)))
-
-
 def log_rotation(R: np.ndarray) -> np.ndarray:
     """The rotation vector (axis × angle, rad) of a rotation matrix."""
-    c = max(-1.0, min(1.0, (float(np.trace(R)) - 1.0) / 2.0))
-    angle = math.acos(c)
-    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    if angle < 1e-9:
-        return w / 2.0
-    s = math.sin(angle)
-    if s < 1e-6:       # a half turn: the axis from the symmetric part
-        axis = np.sqrt(np.maximum(np.diag(R) + 1.0, 0.0) / 2.0)
-        return axis * angle
-    return w * (angle / (2.0 * s))
-
-
-def log_rotations(R: np.ndarray) -> np.ndarray:
-    """:func:`log_rotation` of rotations ``R[n, 3, 3]`` at once (angles below a half turn)."""
-    m = R.reshape(len(R), 9)
-    c = np.clip((m[:, 0] + m[:, 4] + m[:, 8] - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(c)
-    w = np.empty((len(R), 3))
-    np.subtract(m[:, 7], m[:, 5], out=w[:, 0])
-    np.subtract(m[:, 2], m[:, 6], out=w[:, 1])
-    np.subtract(m[:, 3], m[:, 1], out=w[:, 2])
-    s = np.sin(angle)
-    near_half_turn = (s < 1e-6) & (angle >= 1e-9)
-    scale = np.where(angle < 1e-9, 0.5, angle / (2.0 * np.where(s < 1e-6, 1.0, s)))
-    out = w * scale[:, None]
-    if near_half_turn.any():
-        for i in np.flatnonzero(near_half_turn):
-            out[i] = log_rotation(R[i])
+    out: np.ndarray = windows.log_rotations(np.asarray(R, dtype=float)[None])[0]
     return out
-
-
-def exp_rotation(v: np.ndarray) -> np.ndarray:
-    """The rotation matrix of a rotation vector (axis × angle, rad): Rodrigues' formula."""
-    x, y, z = v.tolist()
-    angle = math.sqrt(x * x + y * y + z * z)
-    if angle < 1e-12:
-        return np.eye(3)
-    x, y, z = x / angle, y / angle, z / angle
-    s, c1 = math.sin(angle), 1.0 - math.cos(angle)
-    # I + sin K + (1 - cos) K², K the cross-product matrix of the unit axis (K² = a aᵀ - I).
-    return np.array([[1.0 + c1 * (x * x - 1.0), -s * z + c1 * x * y, s * y + c1 * x * z],
-                     [s * z + c1 * x * y, 1.0 + c1 * (y * y - 1.0), -s * x + c1 * y * z],
-                     [-s * y + c1 * x * z, s * x + c1 * y * z, 1.0 + c1 * (z * z - 1.0)]])
 
 
 def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
@@ -175,9 +112,8 @@ def mean_rotation(Rs: list[np.ndarray] | np.ndarray) -> np.ndarray:
     others' rotation vectors from it (one step of the Karcher mean; exact
     for rotations about one axis, and for a detector's few degrees of noise
     indistinguishable from the full iteration)."""
-    R = np.asarray(Rs)
-    ref = R[-1]
-    out: np.ndarray = ref @ exp_rotation(_mean_rows(log_rotations(np.einsum('ji,njk->nik', ref, R))))
+    R = np.asarray(Rs, dtype=float)
+    out: np.ndarray = windows.mean_rotations(R[None], np.ones((1, len(R)), bool), R[-1:])[0]
     return out
 
 
@@ -185,15 +121,9 @@ def slope(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float, float]:
     """Least-squares slope of ``x[n, d]`` against ``t[n]`` (n ≥ 2, stamps not
     all equal): (slope [d], √Sxx, residual standard deviation per axis, NaN
     with fewer than three samples)."""
-    n = len(t)
-    tc = t - float(np.add.reduce(t)) / n
-    sxx = float(tc.dot(tc))
-    xc = x - _mean_rows(x)
-    b = tc.dot(xc) / sxx
-    if n < 3:
-        return b, math.sqrt(sxx), math.nan
-    resid = xc - tc[:, None] * b
-    return b, math.sqrt(sxx), math.sqrt(float(np.add.reduce((resid * resid).ravel())) / ((n - 2) * x.shape[1]))
+    b, root_sxx, sigma = windows.masked_slope(np.asarray(t, float)[None], np.asarray(x, float)[None],
+                                              np.ones((1, len(t)), bool))
+    return b[0], float(root_sxx[0]), float(sigma[0])
 
 
 class _Detections:
@@ -214,19 +144,27 @@ class _Detections:
 
     def append(self, m: Measurement) -> None:
         n = len(self.stamps)
-        if n == len(self.rel_ok):
-            keep = slice(self.first, n)
-            self.stamps = self.stamps[self.first:]
-            n -= self.first
-            self.first = 0
-            cap = max(64, 2 * n)
+        if n == len(self.rel_ok):       # grown, keeping every row: a run's plan holds indices into them
             for name in ('p_w', 'R_w', 'p_g', 'R_g', 'rel_ok'):
                 old = getattr(self, name)
-                new = np.zeros((cap,) + old.shape[1:], old.dtype)
-                new[:n] = old[keep]
+                new = np.zeros((2 * n,) + old.shape[1:], old.dtype)
+                new[:n] = old
                 setattr(self, name, new)
         self.stamps.append(m.stamp_s)
         self.p_w[n], self.R_w[n], self.p_g[n], self.R_g[n], self.rel_ok[n] = m.p_w, m.R_w, m.p_g, m.R_g, m.rel_ok
+
+    def compact(self) -> None:
+        """Forget the detections before ``first`` (between runs: indices change)."""
+        if self.first < 64 or self.first < len(self.stamps) // 2:
+            return
+        keep = slice(self.first, len(self.stamps))
+        self.stamps = self.stamps[self.first:]
+        self.first = 0
+        for name in ('p_w', 'R_w', 'p_g', 'R_g', 'rel_ok'):
+            old = getattr(self, name)
+            new = np.zeros((max(64, 2 * len(self.stamps)),) + old.shape[1:], old.dtype)
+            new[:len(self.stamps)] = old[keep]
+            setattr(self, name, new)
 
     def since(self, stamp_s: float) -> int:
         """The index of the first kept detection stamped at or after ``stamp_s``."""
@@ -239,11 +177,82 @@ class _Detections:
         return rows
 
 
+Column = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class TrackFrames:
+    """An object's state over the frames of one :meth:`ObjectTrack.run`:
+    its pose (``known`` False: unknown; ``from_gripper``: the gripper's
+    pose and the grip offset, or that pose held after a release, not a
+    detection) with the position's standard error (m), and the (values,
+    known) columns of *stable*, *sliding* and *sync*."""
+
+    known: np.ndarray             # bool[n]
+    p_w: np.ndarray               # [n, 3] m
+    R_w: np.ndarray               # [n, 3, 3]
+    position_se_m: np.ndarray     # [n] m
+    from_gripper: np.ndarray      # bool[n]
+    stable: Column
+    sliding: Column
+    sync: Column
+
+
+@dataclass(frozen=True)
+class MotionLimits:
+    """What counts as moving: *stable* up to ``stable_linear_m_s`` and
+    ``stable_angular_rad_s``, *sliding* above ``sliding_m_s`` horizontally,
+    slipped in the grip beyond ``slip_m`` or ``slip_rad`` (each beyond the
+    noise floor)."""
+
+    stable_linear_m_s: float = 0.05
+    stable_angular_rad_s: float = 0.5
+    sliding_m_s: float = 0.01
+    slip_m: float = 0.03
+    slip_rad: float = 0.3
+
+
+_UNKNOWN, _FROM_GRIPPER, _HELD, _DETECTED = 0, 1, 2, 3
+"""How a frame's pose is estimated (the plan the first pass of a run makes)."""
+
+Fused = tuple[np.ndarray, np.ndarray, float, float]
+"""A pose a grasp vouched for: (p_w, R_w, time s, standard error m)."""
+
+
+@dataclass
+class _Plan:
+    """The first pass of a run: per frame, what each estimate is made of
+    (indices into the track's detections), decided from stamps and grasp
+    states alone; the arithmetic is done for all frames at once after it."""
+
+    kind: list[int]
+    reset: list[bool]                        # the motion state forgotten before this frame (a release)
+    motion: list[tuple[float, float, float] | None]     # the gripper's motion taken as the object's
+    gripper_rows: list[int]                  # frames estimated from the gripper ...
+    offset_lo: list[int]                     # ... with the offsets of detections [lo, hi) (relative ones)
+    offset_hi: list[int]
+    offset_given: dict[int, tuple[np.ndarray, np.ndarray, float]]   # ... or with this offset (p, R, se)
+    horizontal_lo: list[int]                 # ... and the detections' own horizontal motion over [lo, hi)
+    horizontal_hi: list[int]
+    held: dict[int, int | Fused]             # frame → the frame (or carried pose) whose pose it holds
+    detected_rows: list[int]                 # frames estimated from detections [lo, hi)
+    detected_lo: list[int]
+    detected_hi: list[int]
+    slip: dict[int, tuple[list[int], tuple[np.ndarray, np.ndarray, int]]]   # frame → recent rows, reference
+    slipped: list[bool | None]               # where not in ``slip``
+    code: list[int]
+    grasping: list[bool]
+    has_reference: list[bool]
+    fused_end: int | Fused | None = None     # the last pose a grasp vouched for, after the run
+    held_end: int | Fused | None = None      # the pose held since a release, after the run
+
+
 class ObjectTrack:
     """One object's detections and grasp state, frame by frame (see the module docstring)."""
 
-    def __init__(self, config: TrackConfig) -> None:
+    def __init__(self, config: TrackConfig, limits: MotionLimits = MotionLimits()) -> None:
         self.config = config
+        self.limits = limits
         self._seen = _Detections()
         self.last_stamp_s = -math.inf           # the newest measurement taken in
         self.regime_start_s = -math.inf         # measurements before are of another regime
@@ -252,71 +261,193 @@ class ObjectTrack:
         self.reference: tuple[np.ndarray, np.ndarray, int] | None = None   # mean offset (p, R), how many
         self._reference_parts: list[Measurement] = []
         self.ungrasped_frames = 0
-        self.held_pose: tuple[np.ndarray, np.ndarray, float, float] | None = None  # (p, R, time, se) at the grasp's end
-        self.last_fused: tuple[np.ndarray, np.ndarray, float, float] | None = None
+        self.held_pose: Fused | None = None     # the pose at the grasp's end
+        self.last_fused: Fused | None = None
         self.stable: bool | None = None
         self.sliding: bool | None = None
         self._decided_on = 0        # detections in the fit that last decided (stable, sliding)
-        self._means: dict[str, tuple[tuple[float, float, int, bool], tuple[np.ndarray, np.ndarray]]] = {}
 
-    def add(self, m: Measurement) -> None:
+    @property
+    def _exact(self) -> bool:
+        return not (self.config.position_noise_m > 0 or self.config.orientation_noise_rad > 0)
+
+    def _averaged(self, count: int) -> int:
+        """How many detections to average where ``count`` would be: one for exact poses."""
+        return 1 if self._exact else count
+
+    def run(self, times_s: list[float], codes: list[int], detections: list[list[Measurement]],
+            gripper_R: np.ndarray, gripper_t: np.ndarray, gripper_ok: list[bool],
+            gripper_motion: list[tuple[float, float, float] | None]) -> TrackFrames:
+        """The object's state at each of the frames ``times_s`` (in order),
+        given per frame its grasp code (1 grasped, 0 not, else unknown or no
+        input), the detections first visible then, the gripper's pose in
+        the world (``gripper_R[n, 3, 3]``, ``gripper_t[n, 3]``, known where
+        ``gripper_ok``) and its motion (speed, horizontal speed, angular
+        speed; None: unknown).  The state carries on to the next run."""
+        plan = self._plan(times_s, codes, detections, gripper_ok, gripper_motion)
+        n = len(times_s)
+        seen, cfg = self._seen, self.config
+        stamps = np.asarray(seen.stamps)
+        known = np.zeros(n, bool)
+        p_w, R_w = np.zeros((n, 3)), np.tile(np.eye(3), (n, 1, 1))
+        se = np.zeros(n)
+        from_gripper = np.zeros(n, bool)
+        # Motion evidence per frame: speed, horizontal, angular, their floors, samples, detected horizontal.
+        speed: list[tuple[float, float, float] | None] = [None] * n
+        floors: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * n
+        samples = [0] * n
+        detected_h: list[float | None] = [None] * n
+        # From the gripper: the gripper's pose composed with the mean grip offset.
+        rows = plan.gripper_rows
+        if rows:
+            off_p, off_R, off_se = np.zeros((len(rows), 3)), np.zeros((len(rows), 3, 3)), np.zeros(len(rows))
+            ranged = [i for i, k in enumerate(rows) if k not in plan.offset_given]
+            if ranged:
+                w = windows.Windows(np.array(plan.offset_lo)[ranged], np.array(plan.offset_hi)[ranged], seen.rel_ok)
+                if self._exact:
+                    w.last_only()
+                off_p[ranged], off_R[ranged], off_se[ranged] = self._offsets(w)
+            for i, k in enumerate(rows):
+                if k in plan.offset_given:
+                    off_p[i], off_R[i], off_se[i] = plan.offset_given[k]
+            GR, Gt = gripper_R[rows], gripper_t[rows]
+            p_w[rows] = poses.mat_vec(GR, off_p) + Gt
+            R_w[rows] = poses.mat_mul(GR, off_R)
+            se[rows], known[rows], from_gripper[rows] = off_se, True, True
+            h = self._horizontal(stamps, np.array(plan.horizontal_lo), np.array(plan.horizontal_hi))
+            for k, h_k in zip(rows, h):
+                detected_h[k] = h_k
+                speed[k] = plan.motion[k]
+        # From detections: the newest, or (while still) the window's mean; motion fitted over the window.
+        rows = plan.detected_rows
+        use_mean: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        if rows:
+            lo, hi = np.array(plan.detected_lo), np.array(plan.detected_hi)
+            newest = hi - 1
+            p_w[rows], R_w[rows] = seen.p_w[newest], seen.R_w[newest]
+            se[rows], known[rows] = cfg.position_noise_m, True
+            fit = np.flatnonzero((hi - lo >= 2) & (stamps[newest] > stamps[lo]))
+            fits = self._fits(stamps, lo[fit], hi[fit]) if len(fit) else []
+            for i, (motion, fl, count, mean) in zip(fit.tolist(), fits):
+                k = rows[i]
+                use_mean[k] = mean
+                if plan.motion[k] is None:
+                    speed[k], floors[k], samples[k] = motion, fl, count
+            for k in rows:
+                if plan.motion[k] is not None:
+                    speed[k] = plan.motion[k]      # grasped before its offset is measured: it moves with the gripper
+        # Stable and sliding: hysteresis, frame by frame (the window's mean is taken while still).
+        stable_v, stable_k = np.zeros(n, bool), np.zeros(n, bool)
+        sliding_v, sliding_k = np.zeros(n, bool), np.zeros(n, bool)
+        for k in range(n):
+            if plan.reset[k]:
+                self.stable = self.sliding = None
+            if k in use_mean and self.stable:
+                p_w[k], R_w[k], se[k] = use_mean[k]
+            if k in plan.held:
+                source = plan.held[k]
+                if isinstance(source, int):
+                    p_w[k], R_w[k], se[k] = p_w[source], R_w[source], se[source]
+                else:
+                    p_w[k], R_w[k], se[k] = source[0], source[1], source[3]
+                known[k] = from_gripper[k] = True
+            s, sl = self._decide(speed[k], floors[k], samples[k], detected_h[k])
+            stable_v[k], stable_k[k] = bool(s), s is not None
+            sliding_v[k], sliding_k[k] = bool(sl), sl is not None
+
+        def resolved(source: int | Fused | None) -> Fused | None:
+            if isinstance(source, int):
+                return p_w[source].copy(), R_w[source].copy(), times_s[source], float(se[source])
+            return source
+
+        self.last_fused, self.held_pose = resolved(plan.fused_end), resolved(plan.held_end)
+        sync_v, sync_k = self._sync(plan)
+        seen.compact()
+        return TrackFrames(known, p_w, R_w, se, from_gripper, (stable_v, stable_k), (sliding_v, sliding_k),
+                           (sync_v, sync_k))
+
+    def _plan(self, times_s: list[float], codes: list[int], detections: list[list[Measurement]],
+              gripper_ok: list[bool], gripper_motion: list[tuple[float, float, float] | None]) -> _Plan:
+        """The first pass: grasp states, detections taken in and, per frame,
+        which detections each estimate is made of."""
+        cfg, seen = self.config, self._seen
+        n = len(times_s)
+        plan = _Plan([_UNKNOWN] * n, [False] * n, [None] * n, [], [], [], {}, [], [], {}, [], [], [], {},
+                     [None] * n, list(codes), [False] * n, [False] * n)
+        fused_at: int | Fused | None = self.last_fused
+        held: int | Fused | None = self.held_pose
+        fused_time = self.last_fused[2] if self.last_fused is not None else None
+        held_time = self.held_pose[2] if self.held_pose is not None else None
+        for k in range(n):
+            now, code = times_s[k], codes[k]
+            if code == 1:
+                self.ungrasped_frames = 0
+                if not self.grasping:
+                    self.grasping, self.onset_s = True, now
+                    self.reference, self._reference_parts = None, []
+                    self.regime_start_s = now
+                held = held_time = None
+            elif code == 0:
+                self.ungrasped_frames += 1
+                if self.grasping and self.ungrasped_frames == 1 and fused_at is not None:
+                    # The fingers let go (maybe for one frame): the object is where the gripper last
+                    # held it until a detection captured after that says otherwise.
+                    held, held_time = fused_at, fused_time
+                    assert fused_time is not None
+                    self.regime_start_s = fused_time
+                    plan.reset[k] = True
+                # The grasp (and its slip reference) survives a one-frame contact dropout.
+                if self.grasping and self.ungrasped_frames >= 2:
+                    self.grasping = False
+                    self.reference, self._reference_parts = None, []
+            for m in detections[k]:
+                self._add(m)
+            lo, hi = self._window(now)
+            holding = self.grasping and self.ungrasped_frames == 0
+            kind = _UNKNOWN
+            if holding and gripper_ok[k] and self._plan_offset(plan, k, now, lo, hi):
+                kind = _FROM_GRIPPER
+                plan.motion[k] = gripper_motion[k]
+                fused_at, fused_time = k, now
+            if kind == _UNKNOWN and held is not None:
+                assert held_time is not None
+                if not (hi > lo and seen.stamps[hi - 1] > held_time):
+                    if now - held_time <= cfg.staleness_s:
+                        kind = _HELD
+                        plan.held[k] = held
+                    plan.kind[k] = kind
+                    self._plan_slip(plan, k, now)
+                    continue
+                held = held_time = None
+            if kind == _UNKNOWN and hi > lo and now - seen.stamps[hi - 1] <= cfg.staleness_s:
+                kind = _DETECTED
+                if hi - lo < MIN_MOTION_SAMPLES:
+                    # Detections missed: reach back (within the regime) for enough to fit a slope to.
+                    lo = max(seen.since(max(now - cfg.window_s - cfg.staleness_s, self.regime_start_s)),
+                             hi - MIN_MOTION_SAMPLES)
+                plan.detected_rows.append(k)
+                plan.detected_lo.append(lo)
+                plan.detected_hi.append(hi)
+                if holding:
+                    plan.motion[k] = gripper_motion[k]
+                    fused_at, fused_time = k, now
+            plan.kind[k] = kind
+            self._plan_slip(plan, k, now)
+        plan.fused_end, plan.held_end = fused_at, held
+        return plan
+
+    def _add(self, m: Measurement) -> None:
         """Take in a detection (one not newer than the newest taken is ignored)."""
         if m.stamp_s <= self.last_stamp_s:
             return
         self.last_stamp_s = m.stamp_s
         self._seen.append(m)
-        if self.grasping and m.stamp_s >= self.onset_s:
-            self._add_reference(m)
-
-    def grasp(self, code: int, now_s: float) -> None:
-        """This frame's grasp state: 1 grasped, 0 not, else unknown or no input."""
-        if code == 1:
-            self.ungrasped_frames = 0
-            if not self.grasping:
-                self.grasping, self.onset_s = True, now_s
-                self.reference, self._reference_parts = None, []
-                self.regime_start_s = now_s
-            self.held_pose = None
-        elif code == 0:
-            self.ungrasped_frames += 1
-            if self.grasping and self.ungrasped_frames == 1 and self.last_fused is not None:
-                # The fingers let go (maybe for one frame): the object is where the gripper last
-                # held it until a detection captured after that says otherwise.
-                self.held_pose = self.last_fused
-                self.regime_start_s = self.last_fused[2]
-                self.stable = self.sliding = None
-            # The grasp (and its slip reference) survives a one-frame contact dropout.
-            if self.grasping and self.ungrasped_frames >= 2:
-                self.grasping = False
-                self.reference, self._reference_parts = None, []
-
-    def _add_reference(self, m: Measurement) -> None:
-        if m.rel_ok and len(self._reference_parts) < self._averaged(REFERENCE_MEASUREMENTS):
+        if self.grasping and m.stamp_s >= self.onset_s and m.rel_ok and \
+                len(self._reference_parts) < self._averaged(REFERENCE_MEASUREMENTS):
             self._reference_parts.append(m)
             parts = self._reference_parts
-            self.reference = (_mean_rows(np.array([p.p_g for p in parts])),
-                              mean_rotation(np.array([p.R_g for p in parts])), len(parts))
-
-    def _mean_pose(self, rows: list[int], slot: str, relative: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The mean position and rotation of the detections ``rows`` (in the
-        gripper when ``relative``, else in the world), remembered per
-        ``slot`` while the same detections are asked for (frames between detections)."""
-        seen = self._seen
-        key = (seen.stamps[rows[0]], seen.stamps[rows[-1]], len(rows), relative)     # a track's stamps only grow
-        hit = self._means.get(slot)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        p, R = (seen.p_g, seen.R_g) if relative else (seen.p_w, seen.R_w)
-        if len(rows) == 1:
-            value = (p[rows[0]].copy(), R[rows[0]].copy())
-        else:
-            value = (_mean_rows(p[rows]), mean_rotation(R[rows]))
-        self._means[slot] = (key, value)
-        return value
-
-    def _averaged(self, count: int) -> int:
-        """How many detections to average where ``count`` would be: one for exact poses."""
-        return count if self.config.position_noise_m > 0 or self.config.orientation_noise_rad > 0 else 1
+            self.reference = (_mean_rows(np.array([q.p_g for q in parts])),
+                              mean_rotation(np.array([q.R_g for q in parts])), len(parts))
 
     def _window(self, now_s: float) -> tuple[int, int]:
         """The detections of the current regime within ``window_s`` of
@@ -327,86 +458,62 @@ class ObjectTrack:
             seen.first = seen.since(keep_from)
         return seen.since(max(now_s - cfg.window_s, self.regime_start_s)), len(seen)
 
-    def estimate(self, now_s: float, gripper: tuple[np.ndarray, np.ndarray] | None,
-                 gripper_motion: tuple[float, float, float] | None) -> Estimate:
-        """The object's state at ``now_s`` given the gripper's pose in the
-        world now (None: unknown) and its motion (speed, horizontal speed,
-        angular speed; None: unknown)."""
-        cfg, seen = self.config, self._seen
-        window = self._window(now_s)
-        if self.grasping and self.ungrasped_frames == 0 and gripper is not None:
-            est = self._from_gripper(now_s, gripper, window)
-            if est is not None:
-                if gripper_motion is not None:
-                    est.speed_m_s, est.horizontal_m_s, est.angular_rad_s = gripper_motion
-                est.detected_horizontal_m_s = self._detected_horizontal(window)
-                self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
-                return est
-        if self.held_pose is not None:
-            if not (window[1] > window[0] and seen.stamps[window[1] - 1] > self.held_pose[2]):
-                p, R, t_end, se = self.held_pose
-                if now_s - t_end > cfg.staleness_s:
-                    return Estimate()
-                return Estimate(True, p, R, position_se_m=se, from_gripper=True)
-            self.held_pose = None
-        est = self._from_detections(now_s, window)
-        held = self.grasping and self.ungrasped_frames == 0
-        if held and est.known and gripper_motion is not None:
-            # Grasped before its offset is measured: it moves with the gripper.
-            est.speed_m_s, est.horizontal_m_s, est.angular_rad_s = gripper_motion
-            est.speed_floor_m_s = est.horizontal_floor_m_s = est.angular_floor_rad_s = 0.0
-            est.samples = 0
-        if held and est.known:
-            self.last_fused = (est.p_w, est.R_w, now_s, est.position_se_m)
-        return est
-
-    def _from_gripper(self, now_s: float, gripper: tuple[np.ndarray, np.ndarray],
-                      window: tuple[int, int]) -> Estimate | None:
-        """A grasped object's pose: the gripper's now composed with the mean
-        grip offset measured since the grasp began (None: never measured)."""
+    def _plan_offset(self, plan: _Plan, k: int, now_s: float, lo: int, hi: int) -> bool:
+        """Plan frame ``k``'s grip offset: the detections relative to the
+        gripper since the grasp began (within :data:`OFFSET_HORIZON_S`), else
+        the slip reference's, else the last few seen before the grasp; False
+        when there are none."""
         seen = self._seen
-        rows = seen.relative(seen.since(max(self.onset_s, now_s - OFFSET_HORIZON_S)))
-        if rows:
-            rows = rows[-self._averaged(len(rows)):]
-            off_p, off_R = self._mean_pose(rows, 'offset', relative=True)
-            spread = self._spread(seen.p_g[rows])
+        a = seen.since(max(self.onset_s, now_s - OFFSET_HORIZON_S))
+        if seen.rel_ok[a:hi].any():
+            plan.offset_lo.append(a)
+            plan.offset_hi.append(hi)
         elif self._reference_parts:
             parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
-            off_p, off_R = self._parts_mean(parts)
-            spread = self._spread(np.array([m.p_g for m in parts]))
+            points = np.array([m.p_g for m in parts])
+            plan.offset_given[k] = (_mean_rows(points), mean_rotation(np.array([m.R_g for m in parts])),
+                                    self._spread(points))
+            plan.offset_lo.append(0)
+            plan.offset_hi.append(0)
         else:
             # Not seen since the fingers closed: where it was last seen relative to the gripper.
             rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
             if not rows:
-                return None
+                return False
             rows = rows[-self._averaged(len(rows)):]
-            off_p, off_R = self._mean_pose(rows, 'offset', relative=True)
-            spread = self._spread(seen.p_g[rows])
-        GR, Gp = gripper
-        return Estimate(True, GR @ off_p + Gp, GR @ off_R, position_se_m=spread, from_gripper=True)
+            points = seen.p_g[rows]
+            plan.offset_given[k] = (_mean_rows(points), mean_rotation(seen.R_g[rows]), self._spread(points))
+            plan.offset_lo.append(0)
+            plan.offset_hi.append(0)
+        plan.gripper_rows.append(k)
+        plan.horizontal_lo.append(max(lo, hi - MIN_MOTION_SAMPLES))
+        plan.horizontal_hi.append(hi)
+        return True
 
-    def _parts_mean(self, parts: list[Measurement]) -> tuple[np.ndarray, np.ndarray]:
-        """The mean grip offset of the slip reference's detections ``parts``."""
-        key = (parts[0].stamp_s, parts[-1].stamp_s, len(parts), True)
-        hit = self._means.get('offset')
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        value = (parts[0].p_g, parts[0].R_g) if len(parts) == 1 else \
-            (_mean_rows(np.array([m.p_g for m in parts])), mean_rotation(np.array([m.R_g for m in parts])))
-        self._means['offset'] = (key, value)
-        return value
-
-    def _detected_horizontal(self, window: tuple[int, int]) -> float | None:
-        """The horizontal speed the newest :data:`MIN_MOTION_SAMPLES`
-        detections of ``window`` fit (few: it vetoes the gripper's motion
-        only when the object itself stays put, and must not lag a real
-        drag); None with fewer than two or one stamp."""
+    def _plan_slip(self, plan: _Plan, k: int, now_s: float) -> None:
+        """Plan frame ``k``'s slip test: the newest detections relative to
+        the gripper in the window (not the reference's own) against the reference."""
+        plan.grasping[k] = self.grasping
+        plan.has_reference[k] = self.reference is not None
+        if not self.grasping:
+            return
+        ref = self.reference
+        if ref is None:
+            plan.slipped[k] = False
+            return
         seen = self._seen
-        lo, hi = max(window[0], window[1] - MIN_MOTION_SAMPLES), window[1]
-        if hi - lo < 2 or seen.stamps[hi - 1] <= seen.stamps[lo]:
-            return None
-        v, _, _ = slope(np.array(seen.stamps[lo:hi]), seen.p_w[lo:hi, :2])
-        return math.hypot(v[0], v[1])
+        used = {m.stamp_s for m in self._reference_parts}
+        want = self._averaged(RECENT_MEASUREMENTS)
+        recent: list[int] = []
+        for i in reversed(seen.relative(seen.since(max(now_s - self.config.window_s, self.onset_s)))):
+            if seen.stamps[i] not in used:
+                recent.append(i)
+                if len(recent) == want:
+                    break
+        if not recent:
+            plan.slipped[k] = False
+            return
+        plan.slip[k] = (recent[::-1], ref)
 
     def _spread(self, points: np.ndarray) -> float:
         """Standard error (m) of the mean of ``points[n, 3]``: from their own
@@ -418,42 +525,71 @@ class ObjectTrack:
             sigma = self.config.position_noise_m
         return sigma / math.sqrt(n)
 
-    def _from_detections(self, now_s: float, window: tuple[int, int]) -> Estimate:
-        cfg, seen = self.config, self._seen
-        lo, hi = window
-        if hi == lo or now_s - seen.stamps[hi - 1] > cfg.staleness_s:
-            return Estimate()
-        if hi - lo < MIN_MOTION_SAMPLES:
-            # Detections missed: reach back (within the regime) for enough to fit a slope to.
-            lo = max(seen.since(max(now_s - cfg.window_s - cfg.staleness_s, self.regime_start_s)),
-                     hi - MIN_MOTION_SAMPLES)
-        newest = hi - 1
-        est = Estimate(True, seen.p_w[newest].copy(), seen.R_w[newest].copy(), position_se_m=cfg.position_noise_m)
-        if hi - lo >= 2 and seen.stamps[newest] > seen.stamps[lo]:
-            n = hi - lo
-            t = np.array(seen.stamps[lo:hi])
-            p_w = seen.p_w[lo:hi]
-            v, root_sxx, resid = slope(t, p_w)
-            sigma = max(cfg.position_noise_m, resid if n >= MIN_SCATTER_SAMPLES else 0.0)
-            se = sigma / root_sxx
-            rot = log_rotations(np.einsum('ji,njk->nik', est.R_w, seen.R_w[lo:hi]))
-            w, _, resid_r = slope(t, rot)
-            sigma_r = max(cfg.orientation_noise_rad, resid_r if n >= MIN_SCATTER_SAMPLES else 0.0)
-            est.samples = n
-            est.speed_m_s = _length(v)
-            est.horizontal_m_s = math.hypot(v[0], v[1])
-            est.angular_rad_s = _length(w)
-            est.speed_floor_m_s, est.horizontal_floor_m_s = NOISE_QUANTILE[3] * se, NOISE_QUANTILE[2] * se
-            est.angular_floor_rad_s = NOISE_QUANTILE[3] * sigma_r / root_sxx
-            if self.stable:
-                # Still: the mean of the window is the better position.
-                est.p_w = _mean_rows(p_w)
-                est.R_w = est.R_w @ exp_rotation(_mean_rows(rot))     # rot: each from the newest
-                est.position_se_m = sigma / math.sqrt(n)
-        return est
+    def _offsets(self, w: windows.Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each window's mean grip offset (position, rotation) and the
+        position's standard error (:meth:`_spread`, over arrays)."""
+        seen = self._seen
+        p = seen.p_g[w.rows]
+        mean_p = windows.masked_mean(p, w.valid)
+        newest = w.newest
+        mean_R = windows.mean_rotations(seen.R_g[w.rows], w.valid, seen.R_g[newest])
+        n = w.count
+        single = n == 1
+        mean_p[single], mean_R[single] = seen.p_g[newest[single]], seen.R_g[newest[single]]
+        d = p - mean_p[:, None, :]
+        with np.errstate(invalid='ignore', divide='ignore'):
+            var = windows.masked_sum(d * d, w.valid) / (n - 1)[:, None]
+            sigma = np.where(n >= MIN_SCATTER_SAMPLES, np.sqrt(var.mean(axis=1)), self.config.position_noise_m)
+        return mean_p, mean_R, sigma / np.sqrt(n)
 
-    def decide_motion(self, est: Estimate, linear_m_s: float, angular_rad_s: float,
-                      sliding_m_s: float) -> tuple[bool | None, bool | None]:
+    def _horizontal(self, stamps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[float | None]:
+        """The horizontal speed the detections ``[lo, hi)`` fit, per window
+        (a few: it vetoes the gripper's motion only when the object itself
+        stays put, and must not lag a real drag); None with fewer than two or one stamp."""
+        out: list[float | None] = [None] * len(lo)
+        if not len(lo):
+            return out
+        ok = (hi - lo >= 2) & (stamps[np.maximum(hi - 1, 0)] > stamps[np.minimum(lo, np.maximum(hi - 1, 0))])
+        at = np.flatnonzero(ok)
+        if len(at):
+            w = windows.Windows(lo[at], hi[at])
+            v, _, _ = windows.masked_slope(stamps[w.rows], self._seen.p_w[w.rows][:, :, :2], w.valid)
+            for i, h in zip(at.tolist(), np.hypot(v[:, 0], v[:, 1]).tolist()):
+                out[i] = h
+        return out
+
+    def _fits(self, stamps: np.ndarray, lo: np.ndarray, hi: np.ndarray
+              ) -> list[tuple[tuple[float, float, float], tuple[float, float, float], int,
+                              tuple[np.ndarray, np.ndarray, float]]]:
+        """Per window of detections ``[lo, hi)``: the motion a least-squares
+        fit gives (speed, horizontal speed, angular speed), their noise
+        floors, the number of detections, and the window's mean pose with
+        its standard error (taken while the object is still)."""
+        cfg, seen = self.config, self._seen
+        w = windows.Windows(lo, hi)
+        t = stamps[w.rows]
+        v, root_sxx, resid = windows.masked_slope(t, seen.p_w[w.rows], w.valid)
+        n = w.count
+        sigma = np.maximum(cfg.position_noise_m, np.where(n >= MIN_SCATTER_SAMPLES, resid, 0.0))
+        pos_se = sigma / root_sxx
+        newest_R = seen.R_w[hi - 1]
+        rot = windows.relative_logs(newest_R, seen.R_w[w.rows])
+        wr, _, resid_r = windows.masked_slope(t, rot, w.valid)
+        sigma_r = np.maximum(cfg.orientation_noise_rad, np.where(n >= MIN_SCATTER_SAMPLES, resid_r, 0.0))
+        speed = poses.norm3(v)
+        horizontal = np.hypot(v[:, 0], v[:, 1])
+        angular = poses.norm3(wr)
+        mean_p = windows.masked_mean(seen.p_w[w.rows], w.valid)
+        mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, w.valid)))
+        mean_se = sigma / np.sqrt(n)
+        q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]
+        return [((s, h, a), (q3 * ps, q2 * ps, q3 * sr / rs), c, (mp, mR, ms))
+                for s, h, a, ps, sr, rs, c, mp, mR, ms in zip(
+                    speed.tolist(), horizontal.tolist(), angular.tolist(), pos_se.tolist(), sigma_r.tolist(),
+                    root_sxx.tolist(), n.tolist(), mean_p, mean_R, mean_se.tolist())]
+
+    def _decide(self, speeds: tuple[float, float, float] | None, floors: tuple[float, float, float], samples: int,
+                detected_h: float | None) -> tuple[bool | None, bool | None]:
         """(stable, sliding) with hysteresis: a state is left only on
         evidence beyond the noise floor and re-entered within half of it
         (with exact poses both are the threshold itself); with no state yet (or after a grasp began or ended) the
@@ -463,49 +599,65 @@ class ObjectTrack:
         state decided on at least that many (not one taken on fewer: the
         first fits of a track, two or three detections with a wide noise
         floor, must not hold "stable" for an object already moving)."""
-        if not est.known or est.speed_m_s is None or est.angular_rad_s is None or est.horizontal_m_s is None:
+        if speeds is None:
             return None, None
-        if 0 < est.samples < MIN_SCATTER_SAMPLES and self.config.position_noise_m > 0 and \
+        if 0 < samples < MIN_SCATTER_SAMPLES and self.config.position_noise_m > 0 and \
                 self.stable is not None and self.sliding is not None and self._decided_on >= MIN_SCATTER_SAMPLES:
             return self.stable, self.sliding      # too few detections to change a state on
-        self._decided_on = est.samples
+        self._decided_on = samples
+        speed_m_s, horizontal_m_s, angular_rad_s = speeds
+        speed_floor, horizontal_floor, angular_floor = floors
+        lim = self.limits
         # Schmitt triggers: a state is left beyond the noise floor, re-entered within half of it.
-        fast = est.speed_m_s > linear_m_s + est.speed_floor_m_s or \
-            est.angular_rad_s > angular_rad_s + est.angular_floor_rad_s
-        slow = est.speed_m_s < linear_m_s + est.speed_floor_m_s / 2 and \
-            est.angular_rad_s < angular_rad_s + est.angular_floor_rad_s / 2
+        fast = speed_m_s > lim.stable_linear_m_s + speed_floor or angular_rad_s > lim.stable_angular_rad_s + angular_floor
+        slow = speed_m_s < lim.stable_linear_m_s + speed_floor / 2 and angular_rad_s < lim.stable_angular_rad_s + angular_floor / 2
         self.stable = slow if self.stable is False else not fast
         # A grasped object pressed on a support can stay put while the hand moves (the fingers slip):
         # it slides only if its own detections move too.
-        horizontal = est.horizontal_m_s if est.detected_horizontal_m_s is None else \
-            min(est.horizontal_m_s, est.detected_horizontal_m_s)
-        moving = horizontal > sliding_m_s + est.horizontal_floor_m_s
-        still = horizontal < sliding_m_s + est.horizontal_floor_m_s / 2
+        horizontal = horizontal_m_s if detected_h is None else min(horizontal_m_s, detected_h)
+        moving = horizontal > lim.sliding_m_s + horizontal_floor
+        still = horizontal < lim.sliding_m_s + horizontal_floor / 2
         self.sliding = (not still) if self.sliding else moving
         return self.stable, self.sliding
 
-    def slipped(self, window_now_s: float, slip_m: float, slip_rad: float) -> bool | None:
-        """While grasped: has the object slipped from its reference (None:
-        not grasped; False when not seen since the reference)?"""
-        if not self.grasping:
-            return None
-        ref = self.reference
-        if ref is None:
-            return False
-        cfg, seen = self.config, self._seen
-        used = {m.stamp_s for m in self._reference_parts}
-        want = self._averaged(RECENT_MEASUREMENTS)
-        recent: list[int] = []
-        for i in reversed(seen.relative(seen.since(max(window_now_s - cfg.window_s, self.onset_s)))):
-            if seen.stamps[i] not in used:
-                recent.append(i)
-                if len(recent) == want:
-                    break
-        if not recent:
-            return False
-        p, R = self._mean_pose(recent[::-1], 'recent', relative=True)
-        spread = math.sqrt(1.0 / ref[2] + 1.0 / len(recent))
-        dist = _length(p - ref[0])
-        angle = _length(log_rotation(ref[1].T @ R))
-        return dist > slip_m + NOISE_QUANTILE[3] * cfg.position_noise_m * spread or \
-            angle > slip_rad + NOISE_QUANTILE[3] * cfg.orientation_noise_rad * spread
+    def _sync(self, plan: _Plan) -> Column:
+        """*sync* per frame: not grasped, or grasped and not slipped from the
+        reference (the mean offset of the newest detections against it,
+        beyond the limit by the noise floor); with the grasp unknown, true
+        only while an ongoing grasp shows no slip."""
+        slipped = list(plan.slipped)
+        if plan.slip:
+            cfg, lim, seen = self.config, self.limits, self._seen
+            frames = list(plan.slip)
+            recent = [plan.slip[k][0] for k in frames]
+            width = max(map(len, recent))
+            rows = np.array([r + [r[-1]] * (width - len(r)) for r in recent], np.int64)
+            valid = np.arange(width)[None, :] < np.array([len(r) for r in recent])[:, None]
+            newest = np.array([r[-1] for r in recent], np.int64)
+            mean_p = windows.masked_mean(seen.p_g[rows], valid)
+            mean_R = windows.mean_rotations(seen.R_g[rows], valid, seen.R_g[newest])
+            count = valid.sum(axis=1)
+            single = count == 1
+            mean_p[single], mean_R[single] = seen.p_g[newest[single]], seen.R_g[newest[single]]
+            ref_p = np.array([plan.slip[k][1][0] for k in frames])
+            ref_R = np.array([plan.slip[k][1][1] for k in frames])
+            ref_n = np.array([plan.slip[k][1][2] for k in frames], float)
+            spread = np.sqrt(1.0 / ref_n + 1.0 / count)
+            dist = poses.norm3(mean_p - ref_p)
+            angle = poses.norm3(windows.log_rotations(poses.mat_mul(np.swapaxes(ref_R, -1, -2), mean_R)))
+            q3 = NOISE_QUANTILE[3]
+            out = (dist > lim.slip_m + q3 * cfg.position_noise_m * spread) | \
+                (angle > lim.slip_rad + q3 * cfg.orientation_noise_rad * spread)
+            for k, v in zip(frames, out.tolist()):
+                slipped[k] = v
+        n = len(slipped)
+        sync_v, sync_k = np.zeros(n, bool), np.zeros(n, bool)
+        for k, (code, s) in enumerate(zip(plan.code, slipped)):
+            if code == 1:
+                sync: bool | None = not s
+            elif code == -1:        # the grasp unknown
+                sync = True if plan.grasping[k] and plan.has_reference[k] and not s else None
+            else:
+                sync = True
+            sync_v[k], sync_k[k] = bool(sync), sync is not None
+        return sync_v, sync_k

@@ -1,0 +1,143 @@
+"""Statistics of many short windows of samples at once.
+
+A batch of windows is a padded array ``x[F, W, ...]`` (``F`` windows of at
+most ``W`` samples, oldest first) with ``valid[F, W]`` saying which entries
+are samples.  Every sum here runs over the window axis in a Python loop,
+oldest sample first, so a window's result is bit for bit the same whether
+it is computed alone (a live frame) or among thousands (an offline
+episode), whatever the padding.  Rotations are ``[..., 3, 3]`` matrices,
+rotation vectors axis × angle in radians.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import poses
+
+__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_mean', 'masked_slope', 'masked_sum', 'mean_rotations',
+           'relative_logs']
+
+
+class Windows:
+    """Index ranges ``[lo, hi)`` into sample arrays as padded windows:
+    ``rows[F, W]`` (clipped into range where padded) and ``valid[F, W]``;
+    ``keep`` [F, W] narrows ``valid`` further (samples a window leaves out)."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, keep: np.ndarray | None = None) -> None:
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        width = int((hi - lo).max()) if len(lo) else 0
+        self.rows = lo[:, None] + np.arange(max(width, 1))[None, :]
+        self.valid = self.rows < hi[:, None]
+        self.rows = np.minimum(self.rows, np.maximum(hi - 1, 0)[:, None])
+        if keep is not None:
+            self.valid &= keep[self.rows]
+
+    @property
+    def count(self) -> np.ndarray:
+        """Samples per window."""
+        out: np.ndarray = self.valid.sum(axis=1)
+        return out
+
+    def last_only(self) -> None:
+        """Keep only each window's newest valid sample."""
+        newest = self.valid.shape[1] - 1 - np.argmax(self.valid[:, ::-1], axis=1)
+        only = np.zeros_like(self.valid)
+        only[np.arange(len(newest)), newest] = self.valid.any(axis=1)
+        self.valid = only
+
+    @property
+    def newest(self) -> np.ndarray:
+        """Each window's newest valid sample (its index into the sample arrays)."""
+        last = self.valid.shape[1] - 1 - np.argmax(self.valid[:, ::-1], axis=1)
+        out: np.ndarray = self.rows[np.arange(len(last)), last]
+        return out
+
+
+def masked_sum(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Sum over the window axis (1), oldest first, of the valid entries."""
+    shape = (valid.shape[0], valid.shape[1]) + (1,) * (x.ndim - 2)
+    mask = valid.reshape(shape)
+    acc = np.where(mask[:, 0], x[:, 0], 0.0)
+    for w in range(1, x.shape[1]):
+        acc = acc + np.where(mask[:, w], x[:, w], 0.0)
+    return acc
+
+
+def masked_mean(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The mean of each window's valid samples ``x[F, W, ...]`` (NaN for an empty window)."""
+    n = valid.sum(axis=1).astype(float)
+    shape = (len(n),) + (1,) * (x.ndim - 2)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        out: np.ndarray = masked_sum(x, valid) / n.reshape(shape)
+    return out
+
+
+def log_rotations(R: np.ndarray) -> np.ndarray:
+    """Rotation vectors of rotations ``R[..., 3, 3]`` (angles below a half turn;
+    a half turn takes its axis from the symmetric part)."""
+    shape = R.shape[:-2]
+    m = R.reshape(-1, 9)
+    c = np.clip((m[:, 0] + m[:, 4] + m[:, 8] - 1.0) / 2.0, -1.0, 1.0)
+    angle = np.arccos(c)
+    w = np.stack([m[:, 7] - m[:, 5], m[:, 2] - m[:, 6], m[:, 3] - m[:, 1]], axis=1)
+    s = np.sin(angle)
+    scale = np.where(angle < 1e-9, 0.5, angle / (2.0 * np.where(s < 1e-6, 1.0, s)))
+    out = w * scale[:, None]
+    half_turn = (s < 1e-6) & (angle >= 1e-9)
+    if half_turn.any():
+        axis = np.sqrt(np.maximum(np.stack([m[:, 0], m[:, 4], m[:, 8]], axis=1) + 1.0, 0.0) / 2.0)
+        out[half_turn] = (axis * angle[:, None])[half_turn]
+    result: np.ndarray = out.reshape(shape + (3,))
+    return result
+
+
+def exp_rotations(v: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``[..., 3, 3]`` of rotation vectors ``v[..., 3]`` (Rodrigues' formula)."""
+    x, y, z = v[..., 0], v[..., 1], v[..., 2]
+    angle = np.sqrt(x * x + y * y + z * z)
+    tiny = angle < 1e-12
+    a = np.where(tiny, 1.0, angle)
+    x, y, z = x / a, y / a, z / a
+    s, c1 = np.sin(angle), 1.0 - np.cos(angle)
+    R = np.empty(v.shape[:-1] + (3, 3))
+    R[..., 0, 0] = 1.0 + c1 * (x * x - 1.0)
+    R[..., 0, 1] = -s * z + c1 * x * y
+    R[..., 0, 2] = s * y + c1 * x * z
+    R[..., 1, 0] = s * z + c1 * x * y
+    R[..., 1, 1] = 1.0 + c1 * (y * y - 1.0)
+    R[..., 1, 2] = -s * x + c1 * y * z
+    R[..., 2, 0] = -s * y + c1 * x * z
+    R[..., 2, 1] = s * x + c1 * y * z
+    R[..., 2, 2] = 1.0 + c1 * (z * z - 1.0)
+    R[tiny] = np.eye(3)
+    return R
+
+
+def relative_logs(ref: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Rotation vectors of ``refᵀ R`` for ``ref[F, 3, 3]`` and each ``R[F, W, 3, 3]``: ``[F, W, 3]``."""
+    return log_rotations(poses.mat_mul(np.swapaxes(ref, -1, -2)[:, None], R))
+
+
+def mean_rotations(R: np.ndarray, valid: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """The mean of each window's rotations ``R[F, W, 3, 3]``: ``ref[F]`` (one
+    of them) turned by the mean of their rotation vectors from it (one step
+    of the Karcher mean)."""
+    return poses.mat_mul(ref, exp_rotations(masked_mean(relative_logs(ref, R), valid)))
+
+
+def masked_slope(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares slopes of ``x[F, W, d]`` against ``t[F, W]`` over each
+    window's valid samples (at least two, stamps not all equal): slope
+    ``[F, d]``, √Sxx ``[F]`` and the residual standard deviation per axis
+    ``[F]`` (NaN with fewer than three samples)."""
+    n = valid.sum(axis=1).astype(float)
+    tc = t - (masked_sum(t, valid) / n)[:, None]
+    sxx = masked_sum(tc * tc, valid)
+    xc = x - masked_mean(x, valid)[:, None, :]
+    b = masked_sum(tc[:, :, None] * xc, valid) / sxx[:, None]
+    resid = xc - tc[:, :, None] * b[:, None, :]
+    d = x.shape[2]
+    with np.errstate(invalid='ignore', divide='ignore'):
+        sigma = np.where(n >= 3, np.sqrt(masked_sum((resid * resid).sum(axis=2), valid) / ((n - 2) * d)), np.nan)
+    return b, np.sqrt(sxx), sigma
