@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 
 from ..bag.layouts import Columns, decode_shared
-from ..grounding.base import Column
+from ..grounding.base import Column, within_staleness
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
-from ..grounding.joints import JointStateGrounding, fixture_predicates, sample_predicates
+from ..grounding.joints import GripperMotion, JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
-from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding
+from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding, are_poses, first_kept
 from ..monitor.clock import frame_grid, frame_segments, period_ns_of
 
 TYPES = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
@@ -206,8 +206,9 @@ def _fresh(stamps: np.ndarray, newest: np.ndarray, now_s: np.ndarray, staleness_
     """:meth:`~safemanip_ros.grounding.base.Freshness.fresh` per frame, given
     the newest sample's index (-1: none yet)."""
     have = newest >= 0
-    age = now_s - np.where(have, stamps[np.maximum(newest, 0)] if len(stamps) else 0.0, 0.0)
-    return have & (-1e-6 <= age) & (age <= staleness_s)
+    stamp = np.where(have, stamps[np.maximum(newest, 0)] if len(stamps) else 0.0, 0.0)
+    fresh: np.ndarray = have & within_staleness(now_s, stamp, staleness_s)
+    return fresh
 
 
 def _interleaved(stamps: np.ndarray, clock_jump_s: float) -> np.ndarray:
@@ -282,24 +283,8 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     has_prev = np.arange(n) > 0
     prev_pos = np.vstack([np.full((1, width), np.nan), pos[:-1]])
     prev_stamp = np.concatenate([[np.nan], stamps[:-1]])
-    if cfg.gripper_joints:
-        opening = arrays.opening(pos)
-        known = has_prev & ~np.isnan(opening).any(axis=1) & ~np.isnan(arrays.opening(prev_pos)).any(axis=1)
-        means = opening.mean(axis=1)
-        delta = np.where(known, means - np.concatenate([[np.nan], means[:-1]]), 0.0)
-    else:
-        known, delta = np.zeros(n, bool), np.zeros(n)
-    hold_s = cfg.gripper_motion_hold_s
-
-    def recently(moved: np.ndarray) -> np.ndarray:
-        last = np.maximum.accumulate(np.where(moved, np.arange(n), -1))
-        held: np.ndarray = (last >= 0) & (stamps - stamps[np.maximum(last, 0)] <= hold_s)
-        return held
-
-    opened = known & (delta > cfg.gripper_motion_m)
-    closed = known & ~opened & (delta < -cfg.gripper_motion_m)
-    rows = sample_predicates(arrays, pos, vel, has_vel, prev_pos, has_prev, stamps, prev_stamp, known,
-                             recently(opened), recently(closed))
+    known, opened, closed = GripperMotion().samples(arrays, pos, stamps)
+    rows = sample_predicates(arrays, pos, vel, has_vel, prev_pos, has_prev, stamps, prev_stamp, known, opened, closed)
     at, fresh = stream.at, stream.fresh
     for name, (v, k) in rows.items():
         out[name] = (v[at] & fresh, k[at] & fresh)
@@ -449,10 +434,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
                 v = c.stack([f'transforms[{k}].transform.{f}' for f in
                              ('translation.x', 'translation.y', 'translation.z',
                               'rotation.x', 'rotation.y', 'rotation.z', 'rotation.w')])
-                q = v[:, 3:]
-                valid = np.isfinite(v).all(axis=1) & (np.sqrt(q[:, 0] * q[:, 0] + q[:, 1] * q[:, 1] + q[:, 2] * q[:, 2]
-                                                            + q[:, 3] * q[:, 3]) > 0)
-                if not valid[inside].all():
+                if not are_poses(v)[inside].all():
                     raise _NotColumnar      # a NaN or infinite transform (counted and dropped live)
                 known = parent_of.get(child)
                 if known is None:
@@ -483,7 +465,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
             start = np.maximum(end - 1, 0)
         else:
             _in_order(st)
-            start = _trimmed(st, end, tree.buffer_s)
+            start = first_kept(st, end, tree.buffer_s)
         links[child], ends[child], starts[child] = link, end, start
         first_seen.append((int(glob[0]), child))
     first_seen.sort()
@@ -548,22 +530,3 @@ def _needed_frames(tf: TfGrounding, topics: list[_Topic], lo: int, hi: int) -> s
                 break
             frame = parent_of[frame]
     return needed
-
-
-def _trimmed(stamps: np.ndarray, end: np.ndarray, buffer_s: float) -> np.ndarray:
-    """Each view's first kept sample: the first whose stamp is within
-    ``buffer_s`` of the newest of the ``end`` fed so far, as the tree trims
-    (the exact float comparison, not a rearranged one)."""
-    newest = stamps[np.maximum(end - 1, 0)]
-    i = np.minimum(np.searchsorted(stamps, newest - buffer_s, 'left'), np.maximum(end - 1, 0))
-    while True:
-        back = (i > 0) & (newest - stamps[np.maximum(i - 1, 0)] <= buffer_s)
-        if not back.any():
-            break
-        i = np.where(back, i - 1, i)
-    while True:
-        ahead = newest - stamps[i] > buffer_s
-        if not ahead.any():
-            break
-        i = np.where(ahead, i + 1, i)
-    return np.where(end > 0, i, 0)

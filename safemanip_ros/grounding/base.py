@@ -11,7 +11,7 @@ each such event is counted in :class:`InputHealth` and never folded into
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -83,12 +83,20 @@ class Freshness:
     def fresh(self, now_s: float) -> bool:
         last = self.last_stamp_s
         aged_at_s = now_s if self.judged_at_s is None else min(now_s, self.judged_at_s)
-        # A sample stamped (by rounding) a hair after now still counts as fresh.
-        ok = (last is not None and -1e-6 <= now_s - last and aged_at_s - last <= self.staleness_s
-              and self._rejected_since is None)
+        ok = last is not None and bool(within_staleness(now_s, last, self.staleness_s, aged_at_s)) \
+            and self._rejected_since is None
         if not ok:
             self.health.stale_evaluations += 1
         return ok
+
+
+def within_staleness(now_s: Any, stamp_s: Any, staleness_s: float, aged_at_s: Any = None) -> Any:
+    """A sample stamped ``stamp_s`` is fresh at ``now_s``: stamped no later
+    than now (a hair after, by rounding, still counts) and at most
+    ``staleness_s`` old at ``aged_at_s`` (default ``now_s``: a frame a late
+    tick caught up on is aged at the tick's first frame).  Floats or arrays."""
+    aged = now_s if aged_at_s is None else aged_at_s
+    return (-1e-6 <= now_s - stamp_s) & (aged - stamp_s <= staleness_s)
 
 
 def all_unknown(names: Iterable[str]) -> Predicates:

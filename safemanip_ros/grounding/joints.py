@@ -101,9 +101,9 @@ class JointStateGrounding:
         self._prev_stamp: float | None = None
         self._stamp: float | None = None
         self._command: np.ndarray | None = None
-        self._opened_at_s: float | None = None     # stamp of the last outward / inward finger motion
-        self._closed_at_s: float | None = None
-        self._grip_delta_m: float | None = None    # mean finger opening change over the last two samples
+        self._motion = GripperMotion()
+        # The newest sample's: opening change known, fingers moved out / in within the hold.
+        self._moved: tuple[bool, bool, bool] = (False, False, False)
         limits = config.position_limits_rad
         self._lo = np.array([limits.get(j, (-math.inf, math.inf))[0] for j in config.arm_joints])
         self._hi = np.array([limits.get(j, (-math.inf, math.inf))[1] for j in config.arm_joints])
@@ -129,7 +129,7 @@ class JointStateGrounding:
             return
         if self.freshness.reset_needed:
             self._prev_pos = self._prev_stamp = self._pos = self._stamp = None
-            self._opened_at_s = self._closed_at_s = self._grip_delta_m = None
+            self._motion = GripperMotion()
             self.freshness.reset_needed = False
         names = tuple(names)
         if names != self._names:
@@ -160,30 +160,8 @@ class JointStateGrounding:
             self.health.nan_values += nan
         self._prev_pos, self._prev_stamp = self._pos, self._stamp
         self._pos, self._vel, self._stamp = pos, vel, stamp_s
-        delta = self._grip_delta_m = self._gripper_delta()
-        if delta is not None and delta > self.config.gripper_motion_m:
-            self._opened_at_s = stamp_s
-        elif delta is not None and delta < -self.config.gripper_motion_m:
-            self._closed_at_s = stamp_s
-
-    def _gripper_delta(self) -> float | None:
-        """Mean finger opening change (m) between the last two samples; None when unknown."""
-        if self._pos is None or self._prev_pos is None or not self.config.gripper_joints:
-            return None
-        now, prev = self._opening(self._pos), self._opening(self._prev_pos)
-        if np.isnan(now).any() or np.isnan(prev).any():
-            return None
-        return float(now.mean() - prev.mean())
-
-    def _recent(self, at_s: float | None) -> bool:
-        """Motion stamped ``at_s`` is the latest sample's or within the hold before it."""
-        return at_s is not None and self._stamp is not None and \
-            self._stamp - at_s <= self.config.gripper_motion_hold_s
-
-    def _opening(self, positions: np.ndarray) -> np.ndarray:
-        """Finger openings (m) from a position vector in ``_wanted`` order."""
-        out: np.ndarray = self._grip_gain * (positions[len(self.config.arm_joints):] - self._grip_offset)
-        return out
+        known, opened, closed = self._motion.samples(self.arrays, pos[None], np.array([stamp_s]))
+        self._moved = (bool(known[0]), bool(opened[0]), bool(closed[0]))
 
     def evaluate(self, now_s: float) -> Predicates:
         """Predicate values for the frame at ``now_s`` (seconds)."""
@@ -197,8 +175,7 @@ class JointStateGrounding:
             np.array([self._vel is not None]),
             (self._prev_pos if prev and self._prev_pos is not None else np.full(width, np.nan))[None], np.array([prev]),
             np.array([self._stamp]), np.array([self._prev_stamp if prev else np.nan]),
-            np.array([self._grip_delta_m is not None]), np.array([self._recent(self._opened_at_s)]),
-            np.array([self._recent(self._closed_at_s)]))
+            np.array([self._moved[0]]), np.array([self._moved[1]]), np.array([self._moved[2]]))
         out: Predicates = {name: bool(v[0]) if k[0] else None for name, (v, k) in cols.items()}
         if not cfg.has_command:
             return out
@@ -269,6 +246,49 @@ def sample_predicates(arrays: JointArrays, pos: np.ndarray, vel: np.ndarray, has
         'gripper_opening': (opened_recently, motion_known),
         'gripper_closing': (closed_recently, motion_known),
     }
+
+
+@dataclass
+class GripperMotion:
+    """The fingers' motion carried from sample to sample: the previous
+    sample's finger openings (m; None: no sample yet) and the stamps (s) of
+    the last outward and inward motion."""
+
+    prev_opening: np.ndarray | None = None
+    opened_at_s: float | None = None
+    closed_at_s: float | None = None
+
+    def samples(self, arrays: JointArrays, pos: np.ndarray,
+                stamps_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For samples ``pos[n, joints]`` stamped ``stamps_s[n]`` that follow
+        the carried one: whether each one's change of the mean finger
+        opening since the previous sample is known, and whether the fingers
+        moved out / in (by more than ``gripper_motion_m``) at it or within
+        ``gripper_motion_hold_s`` before it.  Carries the state on: the live
+        grounding passes one sample, the offline audit an episode's."""
+        cfg = arrays.config
+        n = len(pos)
+        if not cfg.gripper_joints or not n:
+            return np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+        opening = arrays.opening(pos)
+        prev = np.full((1, opening.shape[1]), np.nan) if self.prev_opening is None else self.prev_opening[None]
+        before = np.vstack([prev, opening[:-1]])
+        known = ~np.isnan(opening).any(axis=1) & ~np.isnan(before).any(axis=1)
+        delta = np.where(known, opening.mean(axis=1) - before.mean(axis=1), 0.0)
+        opened = known & (delta > cfg.gripper_motion_m)
+        closed = known & ~opened & (delta < -cfg.gripper_motion_m)
+
+        def recently(moved: np.ndarray, carried_s: float | None) -> tuple[np.ndarray, float | None]:
+            last = np.maximum.accumulate(np.where(moved, np.arange(n), -1))
+            last_s = np.where(last >= 0, stamps_s[np.maximum(last, 0)], np.nan if carried_s is None else carried_s)
+            held: np.ndarray = ~np.isnan(last_s) & (stamps_s - np.nan_to_num(last_s) <= cfg.gripper_motion_hold_s)
+            newest = last_s[-1]
+            return held, (None if np.isnan(newest) else float(newest))
+
+        opened_recently, self.opened_at_s = recently(opened, self.opened_at_s)
+        closed_recently, self.closed_at_s = recently(closed, self.closed_at_s)
+        self.prev_opening = opening[-1].copy()
+        return known, opened_recently, closed_recently
 
 
 @dataclass

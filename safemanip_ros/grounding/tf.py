@@ -135,6 +135,37 @@ class Lookup:
     ok: np.ndarray
 
 
+def are_poses(v: np.ndarray) -> np.ndarray:
+    """Which rows ``v[n, 7]`` (translation, quaternion xyzw) are poses: every
+    component finite and the rotation of non-zero norm (what
+    :meth:`TransformTree.set_transform` takes)."""
+    q = v[:, 3:]
+    out: np.ndarray = np.isfinite(v).all(axis=1) & (np.sqrt(q[:, 0] * q[:, 0] + q[:, 1] * q[:, 1]
+                                                            + q[:, 2] * q[:, 2] + q[:, 3] * q[:, 3]) > 0)
+    return out
+
+
+def first_kept(stamps: np.ndarray, end: np.ndarray, buffer_s: float) -> np.ndarray:
+    """The tree's buffer over a link's samples ``stamps`` (in order) fed up to
+    each ``end``: the first sample it keeps, the first within ``buffer_s``
+    of the newest (the exact float comparison the tree makes as it trims
+    one sample at a time, not a rearranged one)."""
+    newest = stamps[np.maximum(end - 1, 0)]
+    i = np.minimum(np.searchsorted(stamps, newest - buffer_s, 'left'), np.maximum(end - 1, 0))
+    while True:
+        back = (i > 0) & (newest - stamps[np.maximum(i - 1, 0)] <= buffer_s)
+        if not back.any():
+            break
+        i = np.where(back, i - 1, i)
+    while True:
+        ahead = newest - stamps[i] > buffer_s
+        if not ahead.any():
+            break
+        i = np.where(ahead, i + 1, i)
+    out: np.ndarray = np.where(end > 0, i, 0)
+    return out
+
+
 class TransformTree:
     """Frames linked child → parent; ``buffer_s`` of history per dynamic link.
 
@@ -159,14 +190,13 @@ class TransformTree:
     def set_transform(self, parent: str, child: str, stamp_s: float, translation: Sequence[float],
                       rotation_xyzw: Sequence[float], static: bool = False) -> bool:
         """Add one transform; returns False for an out-of-order dynamic sample
-        or one that is not a pose (a NaN or infinite component, a zero-norm
-        rotation)."""
+        or one that is not a pose (:func:`are_poses`)."""
         tx, ty, tz = translation
         qx, qy, qz, qw = rotation_xyzw
         t = (float(tx), float(ty), float(tz))
         q = (float(qx), float(qy), float(qz), float(qw))
         if not all(map(math.isfinite, t + q)) or not math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw) > 0:
-            return False
+            return False        # are_poses, for one
         link = self.links.get(child)
         if link is None or link.parent != parent or link.static != static:
             link = Link(parent, static)
@@ -185,7 +215,7 @@ class TransformTree:
         stamps.append(stamp_s)
         link.translations.append(t)
         link.rotations.append(q)
-        while stamps[-1] - stamps[link.start] > self.buffer_s:
+        while stamps[-1] - stamps[link.start] > self.buffer_s:      # first_kept, one sample on
             link.start += 1
         return True
 
