@@ -214,10 +214,10 @@ def _compare(path: Path, robot, names: list[str], max_gap_s: float = 10.0) -> in
 
 
 def _columnar(path: Path, robot, names: list[str]) -> bool:
-    from rosbags.rosbag2 import Reader
-    with Reader(path) as reader:
-        conns = [c for c in reader.connections if c.topic != '/clock']
-        return grounded_episodes(path, reader, conns, GroundingSet(robot, False, False), names, 20.0, 10.0,
+    from safemanip_ros.bag import open_bag
+    with open_bag(path) as bag:
+        conns = [c for c in bag.connections if c.topic != '/clock']
+        return grounded_episodes(path, bag, conns, GroundingSet(robot, False, False), names, 20.0, 10.0,
                                  typestore(), []) is not None
 
 
@@ -351,9 +351,11 @@ def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize('columnar', [True, False])
 def test_a_corrupt_raw_bag_is_an_input_error_naming_it(tmp_path, columnar):
-    """Bytes overwritten inside the recording's data: an AuditInputError
-    that names the bag (the audit lists it and goes on), never a crash."""
+    """Bytes overwritten inside the recording's data: an input error (the
+    bag package's, or the audit's) that names the bag (the audit lists it
+    and goes on), never a crash."""
     from safemanip_ros.audit.rollouts import AuditInputError
+    from safemanip_ros.bag import BagError
     robot = load_robot_config(ROBOT)
     names = _names(robot)
     _write(tmp_path / 'bad', 3)
@@ -362,7 +364,7 @@ def test_a_corrupt_raw_bag_is_an_input_error_naming_it(tmp_path, columnar):
     at = len(data) // 3
     data[at:at + 4096] = bytes(range(256)) * 16
     f.write_bytes(bytes(data))
-    with pytest.raises(AuditInputError, match='bad'):
+    with pytest.raises((AuditInputError, BagError), match='bad'):
         read_bag(tmp_path / 'bad', names, 20.0, 0.3, robot, columnar=columnar)
 
 

@@ -170,3 +170,29 @@ def test_property_instances_are_built_only_in_monitor_build():
                     any(a.name == 'instantiate' for a in node.names):
                 users.append(f'{rel}:{node.lineno}')
     assert users == []
+
+
+def _rosbags_importers(root: Path) -> list[str]:
+    """``file:line`` of every import of rosbags under ``root/safemanip_ros`` outside its bag package."""
+    import ast
+    out = []
+    for path in sorted((root / 'safemanip_ros').rglob('*.py')):
+        rel = path.relative_to(root / 'safemanip_ros')
+        if rel.parts[0] == 'bag':
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ''] if isinstance(node, ast.ImportFrom) and not node.level else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n == 'rosbags' or n.startswith('rosbags.') for n in names):
+                out.append(f'{rel}:{node.lineno}')
+    return out
+
+
+def test_only_the_bag_package_imports_rosbags(tmp_path):
+    """rosbags is read, and its errors wrapped into the bag package's
+    (naming the bag), in safemanip_ros/bag alone; the check sees lazy imports."""
+    assert _rosbags_importers(REPO) == []
+    probe = tmp_path / 'safemanip_ros' / 'audit'
+    probe.mkdir(parents=True)
+    (probe / 'x.py').write_text('def f():\n    from rosbags.rosbag2 import ReaderError\n    import rosbags.serde\n')
+    assert _rosbags_importers(tmp_path) == ['audit/x.py:2', 'audit/x.py:3']

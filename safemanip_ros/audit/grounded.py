@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bag import OpenBag
 from ..bag.layouts import Columns, decode_shared
 from ..grounding.base import Column, within_staleness
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
@@ -118,7 +119,7 @@ def _joint_names(c: Columns) -> list[str]:
     return [c.layout.strings[f'name[{k}]'] for k in range(c.layout.sequence_lengths['name'])]
 
 
-def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: GroundingSet, predicates: list[str],
+def grounded_episodes(path: Path, bag: OpenBag, conns: list[Any], grounding: GroundingSet, predicates: list[str],
                       rate_hz: float, max_gap_s: float, typestore: Any,
                       warnings: list[str]) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
     """``(name, values, unknown)`` per episode of a raw-input bag, the same
@@ -130,7 +131,7 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     if any(c.topic not in TYPES for c in conns) or grounding.camera is not None:
         return None
     try:
-        topics, times = _read(reader, conns, str(path), typestore)
+        topics, times = _read(bag, conns, str(path), typestore)
     except _NotColumnar:
         return None
     if not len(times):
@@ -160,16 +161,14 @@ def grounded_episodes(path: Path, reader: Any, conns: list[Any], grounding: Grou
     return out
 
 
-def _read(reader: Any, conns: list[Any], where: str, typestore: Any) -> tuple[dict[str, _Topic], np.ndarray]:
+def _read(bag: OpenBag, conns: list[Any], where: str, typestore: Any) -> tuple[dict[str, _Topic], np.ndarray]:
     """Every message of ``conns`` decoded by layout, grouped by topic, and
     the bag time (ns) of each in bag order."""
-    from ..bag.bulk import read_batches
-
     times: list[np.ndarray] = []
     pieces: dict[str, list[tuple[np.ndarray, Columns]]] = {}
     offset = 0
     size = 0
-    for batch in read_batches(reader, conns):
+    for batch in bag.batches(conns):
         size += sum(map(len, batch.raws))
         if size > MAX_BYTES:
             raise _NotColumnar      # a long recording: the message loop streams it in constant memory

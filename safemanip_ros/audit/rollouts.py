@@ -9,11 +9,11 @@
   there starts a new episode named by its text.  A gap in bag time longer
   than ``max_gap_s`` (default 10 s) also ends the episode (the next one is
   named ``<name>#gap<k>``): frames are never built across a gap, and the gap
-  is reported in the episode's ``warnings``.  A split file that rosbags
-  cannot open (a truncated last split after a crash) is left out with a
-  warning and the other splits are read; only rosbags' own errors
-  (``ReaderError``, ``SerdeError``) and malformed message bytes mean
-  "unreadable", anything else is a bug and propagates.
+  is reported in the episode's ``warnings``.  A split file that cannot be
+  opened (a truncated last split after a crash) is left out with a warning
+  and the other splits are read; a bag or message that cannot be read
+  raises :mod:`safemanip_ros.bag`'s error naming it (rosbags is read there
+  alone), anything else is a bug and propagates.
 * **JSONL traces**: ``safemanip monitor-trace`` frames (one object per line,
   predicate → true/false/null; one episode per file), SpecRLBench steps (one
   list of true propositions per line; one episode per file) or batches (one
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import struct
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..bag import is_bag, open_bag, typestore
-from ..bag.bulk import messages as bag_messages
-from ..bag.bulk import read_all, read_batches
+from ..bag import OpenBag, is_bag, open_bag, typestore
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of, recorded_period_ns
@@ -58,10 +55,6 @@ DEFAULT_MAX_GAP_S = 10.0
 # Grounded frames evaluated together in the message loop (a long recording's
 # TF history is dropped between batches, as the live grounding trims it).
 _VIEWED_FRAMES = 1024
-
-# What malformed CDR bytes make rosbags' deserializer raise (besides its own
-# SerdeError): reading past the end, bad lengths, bad UTF-8.
-_BAD_BYTES = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, MemoryError)
 
 
 @dataclass
@@ -141,10 +134,9 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
     sources may publish their own, read by the suite or not.  Names in
     ``known`` (the suite's, read by properties ``--only`` left out) are
     never an error."""
-    with open_bag(path) as bag:     # an unreadable bag raises BagReadError, naming it
-        return _read_open_bag(path, bag.reader, bag.warnings, typestore(), predicates, rate_hz, staleness_s,
-                              robot, max_gap_s, columnar, _NameRule(list(suite_reads or predicates), allow_unknown,
-                                                                           frozenset(known)))
+    with open_bag(path) as bag:     # an unreadable bag or message raises the bag package's error, naming it
+        return _read_open_bag(path, bag, bag.warnings, predicates, rate_hz, staleness_s, robot, max_gap_s, columnar,
+                              _NameRule(list(suite_reads or predicates), allow_unknown, frozenset(known)))
 
 
 @dataclass(frozen=True)
@@ -189,11 +181,10 @@ class _NamesSeen(dict[str, set[str]]):
                 f'unknown where its values disagree' for topic, names in sorted(self.repeated.items())]
 
 
-def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predicates: list[str], rate_hz: float,
-                   staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool, names: _NameRule) -> list[Rollout]:
-    from rosbags.rosbag2 import ReaderError
-    from rosbags.serde import SerdeError
-
+def _read_open_bag(path: Path, bag: OpenBag, warnings: list[str], predicates: list[str], rate_hz: float,
+                   staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool,
+                   names: _NameRule) -> list[Rollout]:
+    reader = bag.reader
     conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
     grounding: GroundingSet | None = None
     if not conns:
@@ -213,22 +204,18 @@ def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predic
     verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
     if grounding is None and verdict_conns:
         # A recording of the live monitor: rebuild its very frames.
-        return _live_episodes(path, reader, ts, conns, verdict_conns, predicates, rate_hz, staleness_s,
-                              warnings, names)
+        return _live_episodes(path, bag, conns, verdict_conns, predicates, rate_hz, staleness_s, warnings, names)
     episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
     if grounding is None and not episode_conns:
-        fast = _predicate_columns_episodes(path, reader, conns, predicates, rate_hz, staleness_s, max_gap_s,
+        fast = _predicate_columns_episodes(path, bag, conns, predicates, rate_hz, staleness_s, max_gap_s,
                                            warnings, names)
         if fast is not None:
             return fast
     if grounding is not None and not episode_conns and columnar:
         from .grounded import grounded_episodes
         gap_warnings: list[str] = []
-        try:
-            grounded = grounded_episodes(path, reader, conns, grounding, predicates, rate_hz, max_gap_s, ts,
-                                         gap_warnings)
-        except ReaderError as err:
-            raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+        grounded = grounded_episodes(path, bag, conns, grounding, predicates, rate_hz, max_gap_s, typestore(),
+                                     gap_warnings)
         if grounded is not None:
             warnings += gap_warnings + grounding.name_warnings(str(path))
             warnings[:] = list(dict.fromkeys(warnings))
@@ -276,53 +263,46 @@ def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predic
         rows_v.append(v)
         rows_u.append(u)
 
-    try:
-        for conn, stamp_ns, raw, sample in _with_samples(reader, conns + episode_conns, grounding is not None,
-                                                         str(path)):
-            if next_frame is None:
-                next_frame = stamp_ns
-            if stamp_ns - next_frame > max_gap_ns:
-                # A hole in the recording: end the episode here instead of
-                # building frames across it (10^18 ns once meant 2.6 GB).
-                emit(next_frame)
-                close(name)
-                gaps += 1
-                warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
-                rows_v, rows_u = [], []
-                name = f'{name.split("#gap")[0]}#gap{gaps}'
-                hold = SampleHold(predicates, staleness_s)
-                if grounding is not None:
-                    grounding = grounding.fresh_copy()
-                next_frame = stamp_ns
-            while stamp_ns > next_frame:      # frames strictly before this message
-                emit(next_frame)
-                next_frame += period_ns
-            if grounding is not None and sample is not None:
-                grounding.feed_sample(conn.topic, sample)      # decoded column-wise
-                continue
-            try:
-                msg = ts.deserialize_cdr(raw, conn.msgtype)
-            except (SerdeError, *_BAD_BYTES) as err:
-                raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
-                                      f'{stamp_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
-            if conn.topic == EPISODE_TOPIC:
-                close(name)
-                rows_v, rows_u = [], []
-                name = msg.data or f'{path.name}#{len(episodes)}'
-                hold = SampleHold(predicates, staleness_s)
-                if grounding is not None:
-                    grounding = grounding.fresh_copy()
-                next_frame = stamp_ns
-                continue
+    for conn, stamp_ns, raw, sample in _with_samples(bag, conns + episode_conns, grounding is not None,
+                                                     str(path)):
+        if next_frame is None:
+            next_frame = stamp_ns
+        if stamp_ns - next_frame > max_gap_ns:
+            # A hole in the recording: end the episode here instead of
+            # building frames across it (10^18 ns once meant 2.6 GB).
+            emit(next_frame)
+            close(name)
+            gaps += 1
+            warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
+            rows_v, rows_u = [], []
+            name = f'{name.split("#gap")[0]}#gap{gaps}'
+            hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
-                grounding.feed(conn.topic, msg)
-                continue
-            preds = msg.predicates
-            given = [p.name for p in preds]
-            seen.add(conn.topic, given)
-            hold.update_many(given, [p.value for p in preds], [p.unknown for p in preds], stamp_ns * 1e-9)
-    except ReaderError as err:
-        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+                grounding = grounding.fresh_copy()
+            next_frame = stamp_ns
+        while stamp_ns > next_frame:      # frames strictly before this message
+            emit(next_frame)
+            next_frame += period_ns
+        if grounding is not None and sample is not None:
+            grounding.feed_sample(conn.topic, sample)      # decoded column-wise
+            continue
+        msg = bag.decode(raw, conn, stamp_ns)
+        if conn.topic == EPISODE_TOPIC:
+            close(name)
+            rows_v, rows_u = [], []
+            name = msg.data or f'{path.name}#{len(episodes)}'
+            hold = SampleHold(predicates, staleness_s)
+            if grounding is not None:
+                grounding = grounding.fresh_copy()
+            next_frame = stamp_ns
+            continue
+        if grounding is not None:
+            grounding.feed(conn.topic, msg)
+            continue
+        preds = msg.predicates
+        given = [p.name for p in preds]
+        seen.add(conn.topic, given)
+        hold.update_many(given, [p.value for p in preds], [p.unknown for p in preds], stamp_ns * 1e-9)
     if grounding is None:
         names.check(path, seen)
     if next_frame is not None:          # the frame holding the last messages
@@ -338,7 +318,7 @@ def _read_open_bag(path: Path, reader: Any, warnings: list[str], ts: Any, predic
     return episodes
 
 
-def _with_samples(reader: Any, conns: list[Any], raw_inputs: bool,
+def _with_samples(bag: OpenBag, conns: list[Any], raw_inputs: bool,
                   where: str) -> Iterator[tuple[Any, int, bytes, Any]]:
     """``(connection, bag time ns, bytes, sample)`` per message in bag
     order; with ``raw_inputs`` the grounding sample of each raw input
@@ -347,7 +327,7 @@ def _with_samples(reader: Any, conns: list[Any], raw_inputs: bool,
     if raw_inputs:
         from ..grounding.rawinputs import SampleDecoder
         decoder = SampleDecoder(typestore())
-    for batch in read_batches(reader, conns):
+    for batch in bag.batches(conns):
         samples = decoder.decode(batch, where) if decoder is not None else [None] * len(batch)
         yield from zip(batch.connections, batch.time_ns.tolist(), batch.raws, samples)
 
@@ -358,7 +338,7 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
             f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
 
 
-def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predicates: list[str], rate_hz: float,
+def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str],
                                 names: _NameRule) -> list[Rollout] | None:
     """The episodes of a bag of predicate topics, decoded column-wise
@@ -367,13 +347,8 @@ def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predi
     sees every message stamped at or before it; a hole longer than
     ``max_gap_s`` ends the episode).  None when a message does not decode
     (the message-by-message reader then reports it)."""
-    from rosbags.rosbag2 import ReaderError
-
     from ..bag.columns import ColumnDecodeError, decode_predicate_arrays
-    try:
-        batch = read_all(reader, conns)
-    except ReaderError as err:
-        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    batch = bag.read_all(conns)
     if not batch.raws:
         return []
     try:
@@ -442,7 +417,7 @@ def _predicate_columns_episodes(path: Path, reader: Any, conns: list[Any], predi
     return episodes
 
 
-def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_conns: list[Any], predicates: list[str], rate_hz: float,
+def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: list[Any], predicates: list[str], rate_hz: float,
                    staleness_s: float, warnings: list[str], names: _NameRule) -> list[Rollout]:
     """Episodes of a bag recorded beside the live monitor (it has the
     monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.
@@ -454,41 +429,30 @@ def _live_episodes(path: Path, reader: Any, ts: Any, conns: list[Any], verdict_c
     ``T_0 + k / rate_hz``, its samples' age judged as the tick judged it
     (:meth:`FrameClock.replayed_ageing`).  The same samples at the same times
     give the same frames, so the audit reports what the monitor reported live."""
-    from rosbags.rosbag2 import ReaderError
-    from rosbags.serde import SerdeError
-
     samples: list[tuple[int, int, list[str], list[bool], list[bool]]] = []
     seen = _NamesSeen()
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
     # The monitor's status says the rate and staleness it ran with (recordings made before it did: inferred).
-    status_conns = [c for c in reader.connections if c.msgtype == STATUS_TYPE and 'staleness_s' in _msgdef_text(c)]
+    status_conns = [c for c in bag.connections if c.msgtype == STATUS_TYPE and 'staleness_s' in _msgdef_text(c)]
     recorded: dict[str, tuple[float, float]] = {}       # episode → (rate_hz, staleness_s)
-    try:
-        for seq, (conn, bag_ns, raw) in enumerate(bag_messages(reader, list(conns) + list(verdict_conns)
-                                                               + status_conns)):
-            try:
-                msg = ts.deserialize_cdr(raw, conn.msgtype)
-            except (SerdeError, *_BAD_BYTES) as err:
-                raise AuditInputError(f'{path}: corrupt message on {conn.topic} at bag time '
-                                      f'{bag_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
-            stamp_ns = stamp_to_ns(msg.header.stamp)
-            if conn.msgtype == VERDICT_TYPE:
-                if msg.episode_id not in published:
-                    published[msg.episode_id] = {}
-                    order.append(msg.episode_id)
-                published[msg.episode_id][int(msg.frame)] = stamp_ns
-                continue
-            if conn.msgtype == STATUS_TYPE:
-                if msg.episode_id and msg.rate_hz > 0:
-                    recorded.setdefault(msg.episode_id, (float(msg.rate_hz), float(msg.staleness_s)))
-                continue
-            preds = msg.predicates
-            given = [p.name for p in preds]
-            seen.add(conn.topic, given)
-            samples.append((stamp_ns or bag_ns, seq, given, [p.value for p in preds], [p.unknown for p in preds]))
-    except ReaderError as err:
-        raise AuditInputError(f'{path}: corrupt or truncated bag: {err}') from err
+    for seq, (conn, bag_ns, raw) in enumerate(bag.messages(list(conns) + list(verdict_conns) + status_conns)):
+        msg = bag.decode(raw, conn, bag_ns)
+        stamp_ns = stamp_to_ns(msg.header.stamp)
+        if conn.msgtype == VERDICT_TYPE:
+            if msg.episode_id not in published:
+                published[msg.episode_id] = {}
+                order.append(msg.episode_id)
+            published[msg.episode_id][int(msg.frame)] = stamp_ns
+            continue
+        if conn.msgtype == STATUS_TYPE:
+            if msg.episode_id and msg.rate_hz > 0:
+                recorded.setdefault(msg.episode_id, (float(msg.rate_hz), float(msg.staleness_s)))
+            continue
+        preds = msg.predicates
+        given = [p.name for p in preds]
+        seen.add(conn.topic, given)
+        samples.append((stamp_ns or bag_ns, seq, given, [p.value for p in preds], [p.unknown for p in preds]))
     names.check(path, seen)
     warnings.extend(seen.repeat_warnings(path))
     samples.sort(key=lambda s: (s[0], s[1]))

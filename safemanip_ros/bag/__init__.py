@@ -10,14 +10,15 @@
 * :func:`typestore` (:mod:`.typestore`): ROS 2 Kilted's types and ours.
 * :mod:`.compat`: all that this package knows of rosbags beyond its public API.
 
-Every error raised here is a :class:`BagError` naming the bag and the problem.
+Every error raised here is a :class:`BagError` naming the bag and the problem;
+only this package imports rosbags.
 No rclpy, and nothing of grounding, monitor or audit.
 """
 
-from .errors import BagError, BagReadError
+from .errors import BagError, BagMessageError, BagReadError
 from .reader import OpenBag, is_bag, open_bag
 from .typestore import typestore
 from .writer import BagWriteError, SplitBagWriter
 
-__all__ = ['BagError', 'BagReadError', 'BagWriteError', 'OpenBag', 'SplitBagWriter', 'is_bag', 'open_bag',
+__all__ = ['BagError', 'BagMessageError', 'BagReadError', 'BagWriteError', 'OpenBag', 'SplitBagWriter', 'is_bag', 'open_bag',
            'typestore']

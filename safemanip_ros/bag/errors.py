@@ -12,3 +12,7 @@ class BagError(SafemanipError):
 
 class BagReadError(BagError):
     """A bag that cannot be opened for reading (names the bag and the reason)."""
+
+
+class BagMessageError(BagError):
+    """A message whose bytes do not deserialize (names the bag, topic and bag time)."""

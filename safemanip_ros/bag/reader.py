@@ -19,6 +19,7 @@ raises :class:`~.errors.BagReadError` naming the bag and rosbags' reason.
 from __future__ import annotations
 
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,8 +29,13 @@ from typing import Any
 
 from .bulk import RecordBatch, messages, read_all, read_batches
 from .compat import load_metadata, tune_rosbags
-from .errors import BagReadError
+from .errors import BagMessageError, BagReadError
 from .metadata import BagMetadataError, check_info, split_file_name
+from .typestore import typestore
+
+# What malformed CDR bytes make rosbags' deserializer raise (besides its own
+# SerdeError): reading past the end, bad lengths, bad UTF-8.
+_BAD_BYTES = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, MemoryError)
 
 
 def is_bag(path: Path) -> bool:
@@ -50,16 +56,40 @@ class OpenBag:
         return list(self.reader.connections)
 
     def batches(self, connections: Sequence[Any]) -> Iterator[RecordBatch]:
-        """The messages of ``connections`` in rosbags' order, in bulk (:func:`~.bulk.read_batches`)."""
-        return read_batches(self.reader, connections)
+        """The messages of ``connections`` in rosbags' order, in bulk
+        (:func:`~.bulk.read_batches`); a truncated or corrupt file raises
+        :class:`BagReadError` naming the bag."""
+        with self._named():
+            yield from read_batches(self.reader, connections)
 
     def messages(self, connections: Sequence[Any]) -> Iterator[tuple[Any, int, bytes]]:
         """``(connection, bag time ns, bytes)`` per message, as ``Reader.messages``."""
-        return messages(self.reader, connections)
+        with self._named():
+            yield from messages(self.reader, connections)
 
     def read_all(self, connections: Sequence[Any]) -> RecordBatch:
         """Every message of ``connections`` as one batch."""
-        return read_all(self.reader, connections)
+        with self._named():
+            return read_all(self.reader, connections)
+
+    def decode(self, raw: bytes, connection: Any, bag_time_ns: int) -> Any:
+        """The message ``raw`` of ``connection``; bytes that do not
+        deserialize raise :class:`BagMessageError` naming the bag, topic and time."""
+        from rosbags.serde import SerdeError
+        try:
+            return typestore().deserialize_cdr(raw, connection.msgtype)
+        except (SerdeError, *_BAD_BYTES) as err:
+            raise BagMessageError(f'{self.path}: corrupt message on {connection.topic} at bag time '
+                                  f'{bag_time_ns * 1e-9:.3f} s: {type(err).__name__}: {err}') from err
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """rosbags' reading errors as :class:`BagReadError` naming this bag."""
+        from rosbags.rosbag2 import ReaderError
+        try:
+            yield
+        except ReaderError as err:
+            raise BagReadError(f'{self.path}: corrupt or truncated bag: {err}') from err
 
 
 @contextmanager

@@ -1,5 +1,8 @@
 """SafeManip's pick and place preconditions from object poses and shapes,
-one frame at a time (three-valued: None is *unknown*).
+over many frames at once (:func:`pick_columns`, :func:`place_columns`;
+three-valued codes: 1 true, 0 false, -1 *unknown*), and for one frame
+(:func:`pick_preconditions`, :func:`place_preconditions`; None is
+unknown) through the same code.
 
 * **pick** (``preconditions_satisfied_pick``): the object the gripper is
   closest to (of those not held) is stable, and the region around it is
@@ -26,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import poses
-from .geometry import Shape, SupportSurface, support_gap_m
+from .geometry import Shape, SupportSurface, support_gaps_m
 
-_UP = np.array([0.0, 0.0, 1.0])
+TRUE, FALSE, UNKNOWN = 1, 0, -1
+"""Three-valued codes of the column form."""
 
 
 @dataclass(frozen=True)
@@ -54,102 +58,211 @@ class Support:
     stable: bool | None
 
 
-def _near(a: Body, b: Body, margin_m: float) -> bool:
-    """``b``'s shape within ``margin_m`` of ``a``'s horizontally, at heights that overlap."""
-    assert a.p_w is not None and b.p_w is not None
-    d = b.p_w - a.p_w
-    h = float(np.hypot(d[0], d[1]))
-    height_a = a.shape.extent_along(_UP, a.R_w)
-    height_b = b.shape.extent_along(_UP, b.R_w)
-    if abs(float(d[2])) > height_a + height_b + margin_m:
-        return False            # one above the other: not in the region around it
-    if h == 0.0:
-        return True
-    u = np.array([d[0] / h, d[1] / h, 0.0])
-    gap = h - a.shape.extent_along(u, a.R_w) - b.shape.extent_along(-u, b.R_w)
-    return gap <= margin_m
+@dataclass
+class Bodies:
+    """Objects over ``n`` frames: positions ``p_w[m, n, 3]`` (m; known where
+    ``known[m, n]``), rotations ``R_w[m, n, 3, 3]``, shapes, and three-valued
+    ``stable[m, n]`` and ``held[m, n]``."""
+
+    names: list[str]
+    p_w: np.ndarray
+    known: np.ndarray
+    R_w: np.ndarray
+    shapes: list[Shape]
+    stable: np.ndarray
+    held: np.ndarray
 
 
-def count_near(target: str, bodies: Mapping[str, Body], margin_m: float,
-                exclude: Sequence[str] = ()) -> tuple[int, int]:
-    """(objects known to be near ``target``, objects whose pose is unknown)."""
-    me = bodies[target]
-    near = unknown = 0
-    for name, b in bodies.items():
-        if name == target or name in exclude:
+@dataclass
+class Supports:
+    """Supports over ``n`` frames: poses in the world (known where
+    ``known[s, n]``), top faces, and three-valued ``stable[s, n]``."""
+
+    names: list[str]
+    R_w: np.ndarray
+    t_w: np.ndarray
+    known: np.ndarray
+    surfaces: list[SupportSurface]
+    stable: np.ndarray
+
+
+def _and(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kleene conjunction of three-valued codes."""
+    out: np.ndarray = np.where((a == FALSE) | (b == FALSE), FALSE, np.where((a == UNKNOWN) | (b == UNKNOWN),
+                                                                          UNKNOWN, TRUE)).astype(np.int8)
+    return out
+
+
+def _at_most(known: np.ndarray, unknown: np.ndarray, limit: int) -> np.ndarray:
+    """Three-valued "at most ``limit``" of ``known`` counted and ``unknown`` more that may be."""
+    out: np.ndarray = np.where(known > limit, FALSE, np.where(known + unknown <= limit, TRUE, UNKNOWN)).astype(np.int8)
+    return out
+
+
+def _extent(shape: Shape, axis: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """:meth:`Shape.extent_along` per frame: unit vectors ``axis[n, 3]`` in the
+    frame rotations ``R[n, 3, 3]`` map the shape's frame into."""
+    n = len(R)
+    if shape.kind == 'point':
+        return np.zeros(n)
+    if shape.kind == 'sphere':
+        return np.full(n, float(shape.dims_m[0]))
+    local = R[:, 0, :] * axis[:, 0, None] + R[:, 1, :] * axis[:, 1, None] + R[:, 2, :] * axis[:, 2, None]
+    if shape.kind == 'box':
+        dx, dy, dz = shape.dims_m
+        box: np.ndarray = np.abs(local[:, 0]) * dx + np.abs(local[:, 1]) * dy + np.abs(local[:, 2]) * dz
+        return box
+    radius, half_height = shape.dims_m
+    along = np.abs(local[:, 2])
+    cylinder: np.ndarray = half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
+    return cylinder
+
+
+def _near(bodies: Bodies, a: int, b: int, margin_m: float) -> np.ndarray:
+    """Per frame: body ``b``'s shape within ``margin_m`` of body ``a``'s
+    horizontally, at heights that overlap (both poses known)."""
+    d = bodies.p_w[b] - bodies.p_w[a]
+    h = np.hypot(d[:, 0], d[:, 1])
+    up = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
+    Ra, Rb = bodies.R_w[a], bodies.R_w[b]
+    apart = np.abs(d[:, 2]) > _extent(bodies.shapes[a], up, Ra) + _extent(bodies.shapes[b], up, Rb) + margin_m
+    safe_h = np.where(h == 0.0, 1.0, h)
+    u = np.stack([d[:, 0] / safe_h, d[:, 1] / safe_h, np.zeros(len(h))], axis=1)
+    gap = h - _extent(bodies.shapes[a], u, Ra) - _extent(bodies.shapes[b], -u, Rb)
+    out: np.ndarray = ~apart & ((h == 0.0) | (gap <= margin_m))
+    return out
+
+
+def count_near_columns(bodies: Bodies, target: int, margin_m: float,
+                       exclude: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame: (bodies known to be near ``target``, bodies whose pose is unknown)."""
+    n = bodies.known.shape[1]
+    near, unknown = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for b in range(len(bodies.names)):
+        if b == target or b in exclude:
             continue
-        if b.p_w is None:
-            unknown += 1
-        elif _near(me, b, margin_m):
-            near += 1
+        near += bodies.known[b] & _near(bodies, target, b, margin_m)
+        unknown += ~bodies.known[b]
     return near, unknown
 
 
-def _and(*values: bool | None) -> bool | None:
-    """Kleene conjunction."""
-    if any(v is False for v in values):
-        return False
-    return None if any(v is None for v in values) else True
+def _ready(bodies: Bodies, j: int, clear_m: float) -> np.ndarray:
+    """Body ``j`` judged as the pick's object per frame: stable and clear
+    around (unknown where its pose is, and so what is around it)."""
+    near, unknown = count_near_columns(bodies, j, clear_m)
+    clear = np.where(bodies.known[j], _at_most(near, unknown, 0), UNKNOWN).astype(np.int8)
+    return _and(bodies.stable[j], clear)
 
 
-def _at_most(known: int, unknown: int, limit: int) -> bool | None:
-    if known > limit:
-        return False
-    return True if known + unknown <= limit else None
+def pick_columns(gripper_p_w: np.ndarray, gripper_known: np.ndarray, bodies: Bodies, clear_m: float,
+                 targets: np.ndarray) -> np.ndarray:
+    """Pick preconditions per frame: of the body ``targets[k]`` (a pick
+    skill's object) or, where it is -1, of the body nearest the gripper of
+    those not held (unknown where the gripper's or one of their poses is)."""
+    m, n = len(bodies.names), len(targets)
+    if not m:
+        return np.full(n, UNKNOWN, np.int8)
+    ready = np.stack([_ready(bodies, j, clear_m) for j in range(m)])
+    free = bodies.held != TRUE
+    dist = np.where(free & bodies.known, np.sqrt(((bodies.p_w - gripper_p_w[None]) ** 2).sum(axis=2)), np.inf)
+    nearest = np.argmin(dist, axis=0)
+    decidable = gripper_known & free.any(axis=0) & ~(free & ~bodies.known).any(axis=0)
+    chosen = np.where(targets >= 0, targets, nearest)
+    judged = ready[chosen, np.arange(n)]
+    out: np.ndarray = np.where((targets >= 0) | decidable, judged, UNKNOWN).astype(np.int8)
+    return out
+
+
+def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreign: int,
+                  gap_tolerance_m: float) -> np.ndarray:
+    """Place preconditions ``[m, n]`` of each body per frame: the support
+    beneath it (the nearest top face below its bottom, at most
+    ``gap_tolerance_m`` into it) is stable and at most ``max_foreign`` other
+    bodies are within ``clear_m`` of it; false with nothing beneath it,
+    unknown where that depends on a pose not known."""
+    m, n = len(bodies.names), bodies.known.shape[1]
+    out = np.full((m, n), UNKNOWN, np.int8)
+    index = {name: j for j, name in enumerate(bodies.names)}
+    for j, obj in enumerate(bodies.names):
+        gaps = np.full((len(supports.names), n), np.inf)
+        some_unknown = np.zeros(n, bool)
+        values = []
+        for s, (name, surface) in enumerate(zip(supports.names, supports.surfaces)):
+            if name == obj:
+                values.append(np.full(n, UNKNOWN, np.int8))
+                continue
+            some_unknown |= ~supports.known[s]
+            Ri, ti = poses.invert(supports.R_w[s], supports.t_w[s])
+            R, t = poses.compose(Ri, ti, bodies.R_w[j], bodies.p_w[j])
+            gap = support_gaps_m(R, t, bodies.shapes[j], surface)
+            with np.errstate(invalid='ignore'):
+                beneath = supports.known[s] & (gap >= -gap_tolerance_m)
+            gaps[s] = np.where(beneath, gap, np.inf)
+            other = (index[name],) if name in index else ()
+            near, unknown = count_near_columns(bodies, j, clear_m, exclude=other)
+            values.append(_and(supports.stable[s], _at_most(near, unknown, max_foreign)))
+        if not values:
+            out[j] = np.where(bodies.known[j], FALSE, UNKNOWN)
+            continue
+        best = np.argmin(gaps, axis=0)
+        found = np.isfinite(gaps[best, np.arange(n)])
+        chosen = np.stack(values)[best, np.arange(n)]
+        out[j] = np.where(~bodies.known[j], UNKNOWN,
+                          np.where(found, chosen, np.where(some_unknown, UNKNOWN, FALSE)))
+    return out
+
+
+def _code(v: bool | None) -> int:
+    return UNKNOWN if v is None else int(v)
+
+
+def _value(code: int) -> bool | None:
+    return None if code == UNKNOWN else bool(code)
+
+
+def _one_frame(bodies: Mapping[str, Body]) -> Bodies:
+    names = list(bodies)
+    return Bodies(names, np.array([[b.p_w if b.p_w is not None else np.zeros(3)] for b in bodies.values()]
+                                  ).reshape(len(names), 1, 3),
+                  np.array([[b.p_w is not None] for b in bodies.values()], bool).reshape(len(names), 1),
+                  np.array([[b.R_w] for b in bodies.values()]).reshape(len(names), 1, 3, 3),
+                  [b.shape for b in bodies.values()],
+                  np.array([[_code(b.stable)] for b in bodies.values()], np.int8).reshape(len(names), 1),
+                  np.array([[_code(b.held)] for b in bodies.values()], np.int8).reshape(len(names), 1))
+
+
+def count_near(target: str, bodies: Mapping[str, Body], margin_m: float,
+               exclude: Sequence[str] = ()) -> tuple[int, int]:
+    """(objects known to be near ``target``, objects whose pose is unknown) at one frame."""
+    b = _one_frame(bodies)
+    near, unknown = count_near_columns(b, b.names.index(target), margin_m,
+                                       tuple(b.names.index(e) for e in exclude if e in b.names))
+    return int(near[0]), int(unknown[0])
 
 
 def pick_preconditions(gripper_p_w: np.ndarray | None, bodies: Mapping[str, Body], clear_m: float,
                        target: str | None = None) -> bool | None:
     """Pick preconditions of ``target`` (the object a pick skill names) or,
-    without one, of the object nearest the gripper (of those not held)."""
-    if target is not None:
-        if bodies[target].p_w is None:
-            return _and(bodies[target].stable, None)     # where it is, and so what is around it, unknown
-        near, unknown = count_near(target, bodies, clear_m)
-        return _and(bodies[target].stable, _at_most(near, unknown, 0))
-    if gripper_p_w is None:
-        return None
-    free = {n: b for n, b in bodies.items() if b.held is not True}
-    if not free or any(b.p_w is None for b in free.values()):
-        return None             # which object is approached is not known
-    target = min(free, key=lambda n: float(np.linalg.norm(free[n].p_w - gripper_p_w)))
-    near, unknown = count_near(target, bodies, clear_m)
-    return _and(bodies[target].stable, _at_most(near, unknown, 0))
-
-
-def support_beneath(body: Body, supports: Mapping[str, Support], gap_tolerance_m: float,
-                    exclude: str = '') -> tuple[str | None, bool]:
-    """The support the object is over (the nearest top face below it, its
-    bottom at most ``gap_tolerance_m`` into it), and whether that answer is
-    certain (False: some support's pose is unknown and none was found)."""
-    assert body.p_w is not None
-    best: tuple[float, str] | None = None
-    unknown = False
-    for name, s in supports.items():
-        if name == exclude:
-            continue
-        if s.R_w is None or s.t_w is None:
-            unknown = True
-            continue
-        Ri, ti = poses.invert(s.R_w[None], s.t_w[None])
-        R, t = poses.compose(Ri, ti, body.R_w[None], body.p_w[None])
-        gap = support_gap_m(poses.to_matrix(R[0], t[0]), body.shape, s.surface)
-        if gap is not None and gap >= -gap_tolerance_m and (best is None or gap < best[0]):
-            best = (gap, name)
-    return (best[1] if best else None), (best is not None or not unknown)
+    without one, of the object nearest the gripper (of those not held), at one frame."""
+    b = _one_frame(bodies)
+    g = np.zeros((1, 3)) if gripper_p_w is None else np.asarray(gripper_p_w, float)[None]
+    return _value(int(pick_columns(g, np.array([gripper_p_w is not None]), b, clear_m,
+                                   np.array([-1 if target is None else b.names.index(target)]))[0]))
 
 
 def place_preconditions(obj: str, bodies: Mapping[str, Body], supports: Mapping[str, Support], clear_m: float,
                         max_foreign: int, gap_tolerance_m: float) -> bool | None:
-    """Place preconditions of ``obj`` at this frame."""
-    body = bodies[obj]
-    if body.p_w is None:
-        return None
-    support, certain = support_beneath(body, supports, gap_tolerance_m, exclude=obj)
-    if support is None:
-        return False if certain else None       # geometry invalid: nothing beneath it
-    near, unknown = count_near(obj, bodies, clear_m, exclude=(support,))
-    return _and(supports[support].stable, _at_most(near, unknown, max_foreign))
+    """Place preconditions of ``obj`` at one frame."""
+    b = _one_frame(bodies)
+    known = [s.R_w is not None and s.t_w is not None for s in supports.values()]
+    sup = Supports(list(supports), np.array([[s.R_w if s.R_w is not None else np.eye(3)] for s in supports.values()]
+                                            ).reshape(len(supports), 1, 3, 3),
+                   np.array([[s.t_w if s.t_w is not None else np.zeros(3)] for s in supports.values()]
+                            ).reshape(len(supports), 1, 3),
+                   np.array(known, bool).reshape(len(supports), 1), [s.surface for s in supports.values()],
+                   np.array([[_code(s.stable)] for s in supports.values()], np.int8).reshape(len(supports), 1))
+    return _value(int(place_columns(b, sup, clear_m, max_foreign, gap_tolerance_m)[b.names.index(obj), 0]))
 
 
-__all__ = ['Body', 'Support', 'count_near', 'pick_preconditions', 'place_preconditions', 'support_beneath']
+__all__ = ['Bodies', 'Body', 'FALSE', 'Support', 'Supports', 'TRUE', 'UNKNOWN', 'count_near', 'count_near_columns',
+           'pick_columns', 'pick_preconditions', 'place_columns', 'place_preconditions']

@@ -46,7 +46,7 @@ from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, InputHealth, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, support_gaps_m
-from .preconditions import Body, Support, pick_preconditions, place_preconditions
+from .preconditions import TRUE, UNKNOWN, Bodies, Supports, pick_columns, place_columns
 from .tracking import Measurement, MotionLimits, ObjectTrack, TrackConfig, TrackFrames
 
 
@@ -772,7 +772,6 @@ class TfGrounding:
         position, position_known = np.zeros((len(objs), n, 3)), np.zeros((len(objs), n), bool)
         rotation = np.tile(np.eye(3), (len(objs), n, 1, 1))
         pick, pick_known = np.zeros(n, bool), np.zeros(n, bool)
-        codes_l = codes.tolist()
         limits = MotionLimits(cfg.stable_linear_m_s, cfg.stable_angular_rad_s, cfg.sliding_m_s, cfg.slip_m,
                               cfg.slip_rad)
         times_l, g_ok = times.tolist(), Gw.ok.tolist()
@@ -811,20 +810,8 @@ class TfGrounding:
                 known['gripper_approaching'][j, a:b] = dist_ok & has_prev
                 if last[-1] >= 0:
                     self._prev_distance[obj] = float(dist[last[-1]])
-            for k in range(a, b):
-                bodies = {obj: Body(position[j, k] if position_known[j, k] else None, rotation[j, k], shapes[j],
-                                    bool(vals['object_stable'][j, k]) if known['object_stable'][j, k] else None,
-                                    None if codes_l[j][k] == GRASP_UNKNOWN else codes_l[j][k] == GRASP_TRUE)
-                          for j, obj in enumerate(objs)}
-                gripper = (Gw.R[k], Gw.t[k]) if g_ok[k] else None
-                target = objs[targets[k]] if targets[k] >= 0 else None
-                ready, place = self._preconditions(k, times_l[k], gripper, bodies, supports, sup_w, sup_noise,
-                                                   target)
-                pick[k], pick_known[k] = bool(ready), ready is not None
-                for j, obj in enumerate(objs):
-                    v = place[obj]
-                    vals['preconditions_satisfied_place'][j, k], known['preconditions_satisfied_place'][j, k] = \
-                        bool(v), v is not None
+            self._preconditions(a, b, objs, shapes, position, position_known, rotation, vals, known, codes, Gw,
+                                supports, sup_w, sup_noise, targets, pick, pick_known, times)
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
                  'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
 
@@ -888,38 +875,72 @@ class TfGrounding:
             state = np.where(open_ & hit, 1, state)
         return est.known & (state == 1), est.known & (state >= 0)
 
-    def _preconditions(self, k: int, now: float, gripper: tuple[np.ndarray, np.ndarray] | None,
-                       bodies: dict[str, Body], supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup],
-                       sup_noise: list[float], target: str | None = None
-                       ) -> tuple[bool | None, dict[str, bool | None]]:
-        """Frame ``k``'s pick and per-object place preconditions.  A support
-        is stable when, over the track's window, it moved no farther than the
-        stability bound allows plus three standard deviations of its
-        detections' noise (unknown until it has been seen twice): a detected
-        support's noise over one 50 ms frame reads as 0.1 m/s."""
+    def _preconditions(self, a: int, b: int, objs: list[str], shapes: list[Shape], position: np.ndarray,
+                       position_known: np.ndarray, rotation: np.ndarray, vals: dict[str, np.ndarray],
+                       known: dict[str, np.ndarray], codes: np.ndarray, Gw: Lookup,
+                       supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup], sup_noise: list[float],
+                       targets: np.ndarray, pick: np.ndarray, pick_known: np.ndarray, times: np.ndarray) -> None:
+        """The pick and per-object place preconditions of frames ``[a, b)``
+        (:mod:`.preconditions`), written into ``pick`` and ``vals``/``known``."""
         cfg = self.config
-        at: dict[str, Support] = {}
-        for (sup, surface), S, noise_m in zip(supports, sup_w, sup_noise):
-            if not S.ok[k]:
-                at[sup] = Support(None, None, surface, None)
-                continue
-            seen = self._support_seen.setdefault(sup, collections.deque())
-            if not seen or now > seen[-1][0]:
-                seen.append((now, S.t[k].copy()))
-            while len(seen) > 2 and now - seen[1][0] >= cfg.track.window_s:
-                seen.popleft()
-            stable = None
-            if len(seen) >= 2:
-                span_s = now - seen[0][0]
-                moved_m = float(np.linalg.norm(S.t[k] - seen[0][1]))
-                stable = moved_m <= cfg.stable_linear_m_s * span_s + 3.0 * math.sqrt(2.0) * noise_m
-            # A support that is itself a tracked object is as stable as its track says.
-            if sup in bodies and bodies[sup].stable is not None:
-                stable = bodies[sup].stable
-            at[sup] = Support(S.R[k], S.t[k], surface, stable)
-        ready = pick_preconditions(None if gripper is None else gripper[1], bodies, cfg.pick_clear_m, target)
-        return ready, {obj: place_preconditions(obj, bodies, at, cfg.place_clear_m, cfg.place_max_foreign,
-                                                cfg.support_gap_m) for obj in bodies}
+        stable = np.where(known['object_stable'][:, a:b], vals['object_stable'][:, a:b], UNKNOWN).astype(np.int8)
+        held = np.where(codes[:, a:b] == GRASP_UNKNOWN, UNKNOWN, codes[:, a:b] == GRASP_TRUE).astype(np.int8)
+        bodies = Bodies(objs, position[:, a:b], position_known[:, a:b], rotation[:, a:b], shapes, stable, held)
+        sup_stable = []
+        for (sup, _), S, noise_m in zip(supports, sup_w, sup_noise):
+            st = self._support_stable(sup, times[a:b], S.t[a:b], S.ok[a:b], noise_m)
+            if sup in objs:
+                # A support that is itself a tracked object is as stable as its track says.
+                mine = stable[objs.index(sup)]
+                st = np.where(S.ok[a:b] & (mine != UNKNOWN), mine, st).astype(np.int8)
+            sup_stable.append(st)
+        n = b - a
+        at = Supports([sup for sup, _ in supports],
+                      np.array([S.R[a:b] for S in sup_w]).reshape(len(supports), n, 3, 3),
+                      np.array([S.t[a:b] for S in sup_w]).reshape(len(supports), n, 3),
+                      np.array([S.ok[a:b] for S in sup_w], bool).reshape(len(supports), n),
+                      [surface for _, surface in supports], np.array(sup_stable, np.int8).reshape(len(supports), n))
+        ready = pick_columns(Gw.t[a:b], Gw.ok[a:b], bodies, cfg.pick_clear_m, targets[a:b])
+        pick[a:b], pick_known[a:b] = ready == TRUE, ready != UNKNOWN
+        place = place_columns(bodies, at, cfg.place_clear_m, cfg.place_max_foreign, cfg.support_gap_m)
+        vals['preconditions_satisfied_place'][:, a:b] = place == TRUE
+        known['preconditions_satisfied_place'][:, a:b] = place != UNKNOWN
+
+    def _support_stable(self, sup: str, times: np.ndarray, t: np.ndarray, ok: np.ndarray,
+                        noise_m: float) -> np.ndarray:
+        """A support's stability per frame: over the track's window it moved
+        no farther than the stability bound allows plus three standard
+        deviations of its detections' noise (unknown until it has been seen
+        twice, and where its pose is unknown): a detected support's noise
+        over one 50 ms frame reads as 0.1 m/s.  Carries its recent
+        positions on to the next call."""
+        cfg = self.config
+        seen = self._support_seen.setdefault(sup, collections.deque())
+        kept_t = [s for s, _ in seen]
+        kept_p = [p for _, p in seen]
+        start = 0
+        oldest = np.full(len(times), -1)
+        count = np.zeros(len(times), np.int64)
+        times_l = times.tolist()
+        for k in np.flatnonzero(ok).tolist():
+            now = times_l[k]
+            if len(kept_t) == start or now > kept_t[-1]:
+                kept_t.append(now)
+                kept_p.append(t[k].copy())
+            while len(kept_t) - start > 2 and now - kept_t[start + 1] >= cfg.track.window_s:
+                start += 1
+            oldest[k], count[k] = start, len(kept_t) - start
+        self._support_seen[sup] = collections.deque(zip(kept_t[start:], kept_p[start:]))
+        decided = ok & (count >= 2)
+        if not decided.any():
+            return np.full(len(times), UNKNOWN, np.int8)
+        first = np.maximum(oldest, 0)
+        first_t = np.array(kept_t)[first]
+        first_p = np.array(kept_p)[first]
+        moved_m = poses.norm3(t - first_p)
+        still = moved_m <= cfg.stable_linear_m_s * (times - first_t) + 3.0 * math.sqrt(2.0) * noise_m
+        out: np.ndarray = np.where(decided, still, UNKNOWN).astype(np.int8)
+        return out
 
     @staticmethod
     def _inside(t: np.ndarray, ok: np.ndarray, lo: tuple[float, float, float],
