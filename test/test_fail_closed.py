@@ -90,8 +90,8 @@ def test_an_autostarted_node_with_a_bad_parameter_exits_2():
                            '-p', f'scene:={REPO / "config" / "scenes" / "kitchen_demo.yaml"}'],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert 'monitor: error: monitor: configure failed: monitor: parameter rate_hz = 0 is outside [0.01, 1000]' \
-        in proc.stderr
+    # The parameter's descriptor holds its range: refused as it is declared, before configure.
+    assert 'monitor: error: monitor: parameter rate_hz = 0 is outside [0.01, 1000]' in proc.stderr
 
 
 @pytest.mark.parametrize('args, words', [
@@ -485,3 +485,33 @@ def test_an_exception_in_a_transition_is_a_bug_reported_as_one():
         refusing.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def test_ros2_param_describe_shows_each_parameter_s_meaning_and_range():
+    """Every monitor and supervisor parameter is declared from one table
+    (safemanip_ros/settings.py) with a ParameterDescriptor: its meaning,
+    and for a number its range, which rclpy enforces on ``ros2 param set``."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from safemanip_ros.nodes.monitor_node import MonitorNode
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    from safemanip_ros.settings import MONITOR, SUPERVISOR
+    rclpy.init()
+    try:
+        for node, table in ((MonitorNode(), MONITOR), (SupervisorNode(), SUPERVISOR)):
+            try:
+                described = node.describe_parameters([s.name for s in table])
+                for setting, d in zip(table, described):
+                    assert d.description == setting.description, setting.name
+                    if setting.low is not None and not isinstance(setting.default, bool):
+                        r = (d.floating_point_range or d.integer_range)[0]
+                        assert (r.from_value, r.to_value) == (setting.low, setting.high), setting.name
+                        assert d.additional_constraints == setting.bounds
+                refused = node.set_parameters([Parameter('rate_hz' if table is MONITOR else 'hold_confirm_s',
+                                                         value=1e9)])[0]
+                assert not refused.successful and 'out of range' in refused.reason
+            finally:
+                node.destroy_node()
+    finally:
+        rclpy.shutdown()

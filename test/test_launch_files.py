@@ -30,8 +30,16 @@ def executables() -> dict[str, str]:
 
 
 def declared_parameters(module: str) -> set[str]:
+    """The parameters a node module declares: one by one, and from the
+    tables of safemanip_ros/settings.py it hands to ``declare_settings``."""
+    from safemanip_ros import settings
     path = REPO / (module.replace('.', '/') + '.py')
-    return set(re.findall(r"declare_parameter\(\s*'([^']+)'", path.read_text()))
+    text = path.read_text()
+    names = set(re.findall(r"declare_parameter\(\s*'([^']+)'", text))
+    for table in re.findall(r"declare_settings\(self, ([A-Z_]+)\)", text):
+        names |= {s.name for s in getattr(settings, table)}
+    names |= {getattr(settings, c).name for c in re.findall(r"declare_parameter\(([A-Z_]+)\.name", text)}
+    return names
 
 
 def _const(node: ast.AST) -> object:

@@ -45,6 +45,7 @@ from ..gc_pause import gc_paused
 from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
 from ..monitor.core import Monitor
+from ..settings import RATE_HZ, STALENESS_S
 from ..spec.suite import InstanceSet
 from .records import episode_record, source_result, task_success
 from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, read_bag, read_jsonl
@@ -61,8 +62,8 @@ class AuditConfig:
     scene: str = ''
     robot_config: str = ''
     only: tuple[str, ...] = ()
-    rate_hz: float = 20.0
-    staleness_s: float = 0.25
+    rate_hz: float = RATE_HZ.default
+    staleness_s: float = STALENESS_S.default
     success: str = ''            # predicate meaning task success ('' = not reported)
     reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
     allow_unknown_predicates: bool = False   # traces and bags: ignore names the suite does not read

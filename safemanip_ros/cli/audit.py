@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import SafemanipError
 from ..resources import config_dir, default_suites
-from .options import add_profile, profile_properties
+from .options import add_frame_options, add_profile, add_suite_options, check_frame_options, profile_properties
 
 if TYPE_CHECKING:
     from ..audit.schema import Report
@@ -32,18 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('inputs', nargs='+', metavar='BAG_OR_DIR', help='bags, .jsonl traces or folders of them; '
                    'several arguments are compared as policies/checkpoints')
     p.add_argument('--config', metavar='ROBOT.yaml', help='robot/scene configuration (entities bind templates)')
-    p.add_argument('--scene', metavar='SCENE.yaml', help='scene file (instead of --config; not with it)')
-    p.add_argument('--properties', action='append', metavar='P.yaml',
-                   help='property suite(s) (default: ' + ', '.join(str(f) for f in DEFAULT_SUITES) + ')')
-    p.add_argument('--strict', action='store_true',
-                   help='with --config: a property reading a predicate the configuration does not ground is an '
-                        'error (default: it is left out and listed as unsupported)')
-    p.add_argument('--only', action='append', metavar='PROPERTY', help='audit only these properties (repeatable)')
+    add_suite_options(p, 'audit', scene='instead of --config; not with it', strict='with --config')
     add_profile(p)
     p.add_argument('--out', required=True, metavar='DIR',
                    help='where report.json, the CSVs, report.html and the per-source results go (a re-run resumes)')
-    p.add_argument('--rate-hz', type=float, default=20.0, help='frame rate for bags (bag time)')
-    p.add_argument('--staleness-s', type=float, default=0.25, help='sample-and-hold limit for bag predicates')
+    add_frame_options(p)
     p.add_argument('--success', metavar='PREDICATE', help='predicate meaning task success')
     p.add_argument('--allow-unknown-predicates', action='store_true',
                    help='ignore predicate names the suite does not know (names only properties --only left out '
@@ -117,10 +110,9 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     from ..audit.engine import AuditConfig, run_audit, unsupported_instances
     from ..audit.report import build_report, predrawn_timelines, write_csvs, write_html, write_report_json
     from ..gc_pause import gc_paused
-    from .options import check_positive, check_probability, check_rate, writable_folder
+    from .options import check_probability, writable_folder
 
-    check_rate('--rate-hz', args.rate_hz)
-    check_positive('--staleness-s', args.staleness_s)
+    check_frame_options(args)
     check_probability('--confidence', args.confidence)
     check_probability('--unknown-flag', args.unknown_flag)
     if args.workers < 1:

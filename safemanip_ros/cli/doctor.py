@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
 from ..resources import default_suites
+from .options import add_suite_options
 
 if TYPE_CHECKING:
     from ..grounding.names import ObservedNames
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('bag', nargs='?', metavar='BAG', help='a rosbag2 bag holding the raw inputs')
     p.add_argument('--live', action='store_true', help='listen to the live graph instead of reading a bag')
     p.add_argument('--listen-s', type=float, default=3.0, help='--live: how long to listen (seconds)')
-    p.add_argument('--properties', action='append', metavar='P.yaml', help='suites (default: the shipped ones)')
+    add_suite_options(p, only=False)
     p.set_defaults(func=run)
 
 

@@ -10,7 +10,7 @@ from ..monitor.build import build_instances
 from ..monitor.core import Monitor
 from ..monitor.frames import read_frames
 from ..resources import config_dir
-from .options import add_profile, profile_properties
+from .options import add_frame_options, add_profile, add_suite_options, profile_properties
 
 CONFIG = config_dir()
 
@@ -22,14 +22,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     'a predicate missing from a frame is unknown) with the properties of --properties and print '
                     'triggers, violations, episodes and unknown frames per property instance.')
     p.add_argument('trace', help='JSONL predicate frames')
-    p.add_argument('--properties', action='append', metavar='P.yaml',
-                   help='property suite file (repeatable; or a --profile)')
-    p.add_argument('--scene', metavar='SCENE.yaml', help='entities present, to bind templated properties')
+    add_suite_options(p, scene='', only=False)
     p.add_argument('--ontology', action='append', metavar='ONTOLOGY.yaml',
                    help=f'ontology file(s) extending the built-in one ({CONFIG / "ontology"}/*.yaml)')
-    p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
-    p.add_argument('--rate-hz', type=float, help="the trace's frame rate; device windows are rescaled from the "
-                                                 "suite's rate_hz (default: the suite's rate)")
+    p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties (repeatable)')
+    add_frame_options(p, rate_help="the trace's frame rate; device windows are rescaled from the suite's rate_hz "
+                                   "(default: the suite's rate)", staleness=False, rate_default=False)
     p.add_argument('--json', action='store_true', help='print JSON (default: a readable table)')
     add_profile(p)
     p.add_argument('--allow-unknown-predicates', action='store_true',

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import SpecError
 from ..resources import default_suites
 from . import add_verb
+from .options import add_suite_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show.add_argument('--config', metavar='ROBOT.yaml', help='use this configuration\'s ontology layers and '
                       'entities (NAME may then be an entity id)')
     show.add_argument('--ontology', action='append', metavar='FILE.yaml', help='user ontology layered on top')
-    show.add_argument('--properties', action='append', metavar='P.yaml', help='suites (default: the shipped ones)')
+    add_suite_options(show, only=False)
     show.set_defaults(func=run_show)
 
 

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import SafemanipError
+from ..settings import RATE_HZ, STALENESS_S, Setting
 
 
 def check_number(option: str, value: float, low: float | None = None, high: float | None = None,
@@ -32,14 +33,17 @@ def check_number(option: str, value: float, low: float | None = None, high: floa
     return value
 
 
-MAX_RATE_HZ = 1000.0
-"""The highest frame rate accepted (a monitor frame per millisecond); above it
-a long recording would ask for memory no machine has (1e9 Hz: 37 GiB)."""
+def check_setting(option: str, value: float, setting: Setting) -> float:
+    """``value`` if ``setting`` takes it (the range the nodes hold their
+    parameter to); else a :class:`SafemanipError` naming ``option``."""
+    if value is not None and setting.problem(value):
+        raise SafemanipError(f'{option} {value!r}: expected a finite number in {setting.bounds}')
+    return value
 
 
 def check_rate(option: str, value: float) -> float:
-    """A frame rate in (0, MAX_RATE_HZ] Hz."""
-    return check_number(option, value, 0, MAX_RATE_HZ, low_open=True)
+    """A frame rate the monitor takes (:data:`~safemanip_ros.settings.RATE_HZ`'s range)."""
+    return check_setting(option, value, RATE_HZ)
 
 
 def check_positive(option: str, value: float) -> float:
@@ -58,6 +62,44 @@ def check_wait(option: str, value: float, zero: bool = False) -> float:
 
 def check_probability(option: str, value: float) -> float:
     return check_number(option, value, 0, 1, low_open=True, high_open=True)
+
+
+def add_suite_options(p: argparse.ArgumentParser, verb: str = 'monitor', scene: str | None = None,
+                      strict: str | None = None, only: bool = True) -> None:
+    """The options choosing what is monitored, for every command that
+    takes them: ``--properties`` (repeatable), with ``scene`` (its help's
+    end) ``--scene``, with ``strict`` (when it applies) ``--strict``, with
+    ``only`` ``--only``."""
+    from ..resources import default_suites
+    p.add_argument('--properties', action='append', metavar='P.yaml',
+                   help='property suite file(s), repeatable (default: '
+                        + ', '.join(f.name for f in default_suites()) + ' as shipped)')
+    if scene is not None:
+        p.add_argument('--scene', metavar='SCENE.yaml', help='the entities present, binding templated properties'
+                       + (f' ({scene})' if scene else ''))
+    if strict is not None:
+        p.add_argument('--strict', action='store_true',
+                       help=f'{strict + ": " if strict else ""}a property reading a predicate the configuration does '
+                            f'not ground is an error (default: it is left out and listed as unsupported)')
+    if only:
+        p.add_argument('--only', action='append', metavar='PROPERTY', help=f'{verb} only these properties (repeatable)')
+
+
+def add_frame_options(p: argparse.ArgumentParser, rate_help: str | None = None, staleness: bool = True,
+                      rate_default: bool = True) -> None:
+    """``--rate-hz`` and ``--staleness-s``: how frames are built, with the
+    live monitor's defaults and ranges (:mod:`safemanip_ros.settings`)."""
+    p.add_argument(RATE_HZ.option, type=float, default=RATE_HZ.default if rate_default else None,
+                   help=rate_help or RATE_HZ.help())
+    if staleness:
+        p.add_argument(STALENESS_S.option, type=float, default=STALENESS_S.default, help=STALENESS_S.help())
+
+
+def check_frame_options(args: argparse.Namespace) -> None:
+    """The values of :func:`add_frame_options`' options, in range."""
+    check_rate(RATE_HZ.option, args.rate_hz)
+    if hasattr(args, 'staleness_s'):
+        check_setting(STALENESS_S.option, args.staleness_s, STALENESS_S)
 
 
 def add_profile(p: argparse.ArgumentParser) -> None:

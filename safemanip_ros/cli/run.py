@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE, settle_heap
-from ..resources import config_dir, default_suites
-from .options import add_profile, profile_properties
+from ..resources import config_dir
+from .options import add_profile, add_suite_options, profile_properties
 
 if TYPE_CHECKING:
     from ..nodes.recorder_process import RecorderProcess
@@ -29,13 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        '  ROS arguments follow --ros-args as for any ROS 2 executable, e.g. '
                        '--ros-args -p failsafe_staleness_s:=0.3 --log-level debug; they apply to every node.')
     p.add_argument('--config', required=True, metavar='ROBOT.yaml', help='robot/scene configuration')
-    p.add_argument('--properties', action='append', metavar='P.yaml',
-                   help='property suite(s) (default: ' + ', '.join(str(f) for f in default_suites()) + ')')
-    p.add_argument('--only', action='append', metavar='PROPERTY', help='monitor only these properties')
+    add_suite_options(p, strict='')
     add_profile(p)
-    p.add_argument('--strict', action='store_true',
-                   help='a property reading a predicate the configuration does not ground is an error (default: '
-                        'it is not run and is listed as unsupported)')
     p.add_argument('--policy', default=str(CONFIG / 'params' / 'supervisor_policy.yaml'), metavar='POLICY.yaml',
                    help='the supervisor\'s responses per property and category (default: config/params)')
     p.add_argument('--controller-topic', default='joint_trajectory_controller/joint_trajectory',

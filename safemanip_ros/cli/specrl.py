@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import SafemanipError
+from ..settings import RATE_HZ
+from .options import add_frame_options
 
 if TYPE_CHECKING:
     from ..specrl.families import Spec
@@ -41,7 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.add_argument('--trajectories', type=int, default=100, help='live: episodes per seed (default 100)')
     e.add_argument('--horizon', type=int, default=75, help='live: steps per episode (default 75)')
     e.add_argument('--log-dir', metavar='DIR', help='live: keep the episode logs here')
-    e.add_argument('--rate-hz', type=float, default=20.0, help='bags: frame rate (default 20)')
+    add_frame_options(e, rate_help='bags: ' + RATE_HZ.help(), staleness=False)
     e.add_argument('--absent-false', action='store_true',
                    help='traces of objects: read an atom no step names as false (default: an error, as for check)')
     e.add_argument('--json', action='store_true', help='one JSON object per specification and seed')

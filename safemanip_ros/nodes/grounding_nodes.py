@@ -51,10 +51,11 @@ from ..grounding.messages import (
 )
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
+from ..settings import RATE_HZ
 from ..stamps import StampSkew, stamp_s
 from .conversions import ns_from_time, predicate_values
 from .guard import CallbackGuard
-from .params import MIN_RATE_HZ, RosParameters, check_range
+from .params import RosParameters, check_setting
 from .predicate_wire import PredicateArrayWire
 from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
@@ -108,7 +109,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         # Sensor inputs: best effort (matches every publisher) unless the robot's publishers are reliable
         # (ros2_control's joint_state_broadcaster, simulators): then reliable, so a busy machine loses nothing.
         self.input_qos = SENSOR_INPUTS if reliability == 'best_effort' else RELIABLE_INPUTS
-        rate = (check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0) if self.get_parameter('rate_hz').value != 0
+        rate = (float(check_setting(self, RATE_HZ)) if self.get_parameter('rate_hz').value != 0
                 else self.robot.rate_hz)    # 0: the robot's rate
         self._pub = self.create_publisher(PredicateArray, self.get_parameter('output_topic').value, RELIABLE)
         self._wire = PredicateArrayWire(self.source)      # published as bytes: no message objects per frame

@@ -72,14 +72,14 @@ from ..monitor.pacing import ClosingQueue
 from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
 from ..realtime import settle_heap
-from ..resources import default_suites
+from ..settings import MONITOR
 from ..stamps import StampSkew
 from ..thread_usage import ThreadUsage
 from .conversions import ns_from_time, set_time_ns, time_from_ns
 from .event_wire import ViolationEventWire
 from .guard import CallbackGuard, configured
 from .metrics_wire import COUNT_FIELDS, RunningMetricsWire
-from .params import MIN_PERIOD_S, MIN_RATE_HZ, RosParameters, check_range
+from .params import RosParameters, check_setting, declare_settings
 from .qos import EVENTS, FINAL_METRICS, RELIABLE
 from .runner import autostarted, run_node, take_delivered, transition_failed
 from .verdict_wire import VerdictArrayWire
@@ -104,31 +104,12 @@ violation episodes still go out in it (monitor/pacing.py); the rest go in
 the next frames, none later than :data:`CLOSING_MAX_WAIT_S`."""
 CLOSING_MAX_WAIT_S = 0.5
 """The longest a closing waits for a frame with room (seconds)."""
-DEFAULT_TOPICS = ['predicates/joint_states', 'predicates/contacts', 'predicates/tf', 'predicates/camera',
-                  'predicates/skills',
-                  'predicates']
 
 
 class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('monitor')
-        self.declare_parameter('properties', [str(p) for p in default_suites()])
-        self.declare_parameter('strict', False)
-        self.declare_parameter('scene', '')
-        self.declare_parameter('robot_config', '')
-        self.declare_parameter('only', [''])
-        self.declare_parameter('rate_hz', 20.0)
-        self.declare_parameter('predicate_topics', DEFAULT_TOPICS)
-        self.declare_parameter('staleness_s', 0.25)
-        self.declare_parameter('metrics_period_s', 1.0)
-        # A thousand instances' full verdicts every frame cost more than a 100 Hz period to publish (and
-        # 14 GB an hour of bag); what changed is what a subscriber needs, the whole set now and then.
-        self.declare_parameter('verdicts_full_period_s', 1.0)
-        self.declare_parameter('autostart', False)
-        self.declare_parameter('arming_timeout_s', 10.0)
-        # Sampling in-process grounding (safemanip run) on the system clock, the
-        # ticks move to just after the robot's inputs arrive (monitor/phase.py).
-        self.declare_parameter('phase_lock', True)
+        declare_settings(self, MONITOR)
         self.monitor: Monitor | None = None
         self._arming = Arming(timeout_s=10.0)      # its timeout is set on configure, when checked
         # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
@@ -234,11 +215,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0)
-            check_range(self, 'staleness_s', 0.0, 3600.0)
-            check_range(self, 'metrics_period_s', MIN_PERIOD_S, 3600.0)
-            check_range(self, 'verdicts_full_period_s', 0.0, 3600.0)
-            self._arming = Arming(check_range(self, 'arming_timeout_s', 0.0, 3600.0))
+            for setting in MONITOR:
+                check_setting(self, setting)
+            self._arming = Arming(float(self.get_parameter('arming_timeout_s').value))
             self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
             self._periodic = {name: PeriodicSchedule(float(self.get_parameter('metrics_period_s').value))
                               for name in PERIODIC}

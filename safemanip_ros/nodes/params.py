@@ -19,10 +19,15 @@ import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from rclpy.exceptions import InvalidParameterTypeException
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.parameter import Parameter
 
 from ..errors import ParameterError
+from ..settings import MIN_PERIOD_S, MIN_RATE_HZ, Setting
+
+__all__ = ['MIN_PERIOD_S', 'MIN_RATE_HZ', 'ROS_OWN_PARAMETERS', 'RosParameters', 'check_range', 'check_setting',
+           'declare_settings', 'descriptor', 'unclaimed_parameters']
 
 
 class RosParameters:
@@ -51,6 +56,11 @@ class RosParameters:
                 overrides[name] = Parameter(name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in given.value])
         try:
             return super().declare_parameter(name, value, descriptor, ignore_override)  # type: ignore[misc]
+        except InvalidParameterValueException:
+            # Outside the descriptor's range (rclpy checks it on declare): the range, in one line.
+            assert given is not None and descriptor is not None
+            raise ParameterError(f'{self.get_name()}: parameter {name} = {float(given.value):g} is outside '  # type: ignore[attr-defined]
+                                 f'{descriptor.additional_constraints}') from None
         except InvalidParameterTypeException:
             # A value of another type (config:=-5.0, rate_hz:=abc, topics:=[1, 2]): a user error naming
             # the parameter, not rclpy's traceback.
@@ -64,23 +74,43 @@ def _type_name(value: Any) -> str:
     return Parameter.Type.from_parameter_value(value).name.lower().replace('_', ' ')
 
 
-MIN_RATE_HZ = 0.01
-"""The slowest rate a rate parameter takes (a tick per 100 s); below it a
-period overflows the timer (``rate_hz:=1e-300``)."""
-MIN_PERIOD_S = 0.001
-"""The shortest period a period parameter takes: a timer at 0 s spins the CPU."""
+def descriptor(setting: Setting) -> ParameterDescriptor:
+    """``setting``'s meaning and range as ROS shows them (``ros2 param describe``)."""
+    d = ParameterDescriptor(description=setting.description)
+    if setting.low is not None and setting.high is not None:
+        if isinstance(setting.default, bool):
+            pass
+        elif isinstance(setting.default, int):
+            d.integer_range = [IntegerRange(from_value=int(setting.low), to_value=int(setting.high), step=1)]
+        else:
+            d.floating_point_range = [FloatingPointRange(from_value=float(setting.low), to_value=float(setting.high),
+                                                         step=0.0)]
+        d.additional_constraints = setting.bounds
+    return d
+
+
+def declare_settings(node: Any, settings: Sequence[Setting]) -> None:
+    """Declare a parameter of ``node`` for each of ``settings``, with its descriptor."""
+    for s in settings:
+        node.declare_parameter(s.name, s.default, descriptor(s))
+
+
+def check_setting(node: Any, setting: Setting) -> Any:
+    """The value of ``node``'s parameter for ``setting``, within its range,
+    else a ParameterError naming the node, the parameter, its value and the range."""
+    value = node.get_parameter(setting.name).value
+    problem = setting.problem(value)
+    if problem:
+        raise ParameterError(f'{node.get_name()}: parameter {setting.name} = {value:g} {problem}')
+    return value
 
 
 def check_range(node: Any, name: str, low: float, high: float = math.inf, *, low_open: bool = False) -> float:
     """The float parameter ``name`` of ``node``, finite and within
     ``[low, high]`` (``(low, high]`` with ``low_open``), else a ConfigError
-    naming the node, the parameter, its value and the range."""
-    value = float(node.get_parameter(name).value)
-    ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        bound = f'{"(" if low_open else "["}{low:g}, {high:g}]'
-        raise ParameterError(f'{node.get_name()}: parameter {name} = {value:g} is outside {bound}')
-    return value
+    naming the node, the parameter, its value and the range (the check of
+    :meth:`Setting.problem`, for a parameter no table declares)."""
+    return float(check_setting(node, Setting(name, 0.0, '', low, None if math.isinf(high) else high, low_open)))
 
 
 ROS_OWN_PARAMETERS = frozenset({'use_sim_time', 'start_type_description_service'})

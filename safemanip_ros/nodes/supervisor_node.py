@@ -85,6 +85,7 @@ from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..ros_names import optional_topic_problem
+from ..settings import SUPERVISOR
 from ..spec.suite import load_suite
 from ..spec.yamlio import load_yaml
 from ..stamps import utc_now
@@ -94,7 +95,7 @@ from .alert_reporting import failure_reporter
 from .controllers import ControllerSwitch, ServoPause, TrajectoryGoalCanceller
 from .conversions import message_class, ns_from_time, time_from_ns
 from .guard import CallbackGuard, configured
-from .params import RosParameters, check_range
+from .params import RosParameters, check_setting, declare_settings
 from .qos import EVENTS, RELIABLE, SENSORS
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
@@ -154,14 +155,6 @@ class _RepeatedLines:
         return text if said is None or not said[1] else f'{text} ({said[1]} more like it left out)'
 
 
-# Float parameters: (name, low, high, low bound excluded).
-_RANGES = (('retract_window_s', 0.0, 60.0, False), ('retract_max_speed_rad_s', 0.0, 10.0, True),
-           ('failsafe_staleness_s', 0.0, 60.0, True), ('executor_stall_limit_s', 0.0, 60.0, True),
-           ('hold_confirm_speed_rad_s', 0.0, 10.0, True), ('hold_confirm_s', 0.0, 60.0, False),
-           ('hold_confirm_timeout_s', 0.0, 600.0, True), ('monitor_status_limit_s', 0.0, 600.0, True),
-           ('controller_call_timeout_s', 0.0, 60.0, True), ('startup_limit_s', 0.0, 3600.0, True))
-
-
 class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self, exits_when_deaf: bool = False, **node_kwargs: Any) -> None:
         """``exits_when_deaf``: a process of its own (the ``supervisor``
@@ -169,47 +162,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         (:meth:`_check_deaf`); in a process with other nodes it stays."""
         super().__init__('supervisor', **node_kwargs)     # node_kwargs: e.g. context= (tests, composition)
         self._exits_when_deaf = exits_when_deaf
-        self.declare_parameter('policy_file', '')
-        # The suite files the monitor runs: given, the policy's names are checked against them.
-        self.declare_parameter('properties', [''])
-        self.declare_parameter('controller_topic', 'joint_trajectory_controller/joint_trajectory')
-        self.declare_parameter('pause_service', '')
-        self.declare_parameter('resume_service', '')
-        self.declare_parameter('stop_service', '')
-        self.declare_parameter('trajectory_action', '')
-        self.declare_parameter('servo_pause_service', '')
-        self.declare_parameter('switch_controller_service', '')
-        self.declare_parameter('hold_controller', '')
-        self.declare_parameter('motion_controllers', [''])
-        self.declare_parameter('controller_call_timeout_s', 1.0)
-        self.declare_parameter('retract_window_s', 2.0)
-        self.declare_parameter('retract_max_speed_rad_s', 0.5)
-        self.declare_parameter('safe_pose', [0.0])
-        self.declare_parameter('joints', [''])
-        self.declare_parameter('failsafe_staleness_s', 0.5)
-        self.declare_parameter('failsafe_topics', [''])
-        self.declare_parameter('autostart', False)
-        self.declare_parameter('max_hold_failures', 3)
-        self.declare_parameter('executor_stall_limit_s', 1.0)
-        # A delivered pause/stop is confirmed once the measured arm is still:
-        # every joint slower than hold_confirm_speed_rad_s over hold_confirm_s,
-        # within hold_confirm_timeout_s; else it counts as a failed hold.
-        self.declare_parameter('hold_confirm_speed_rad_s', 0.02)
-        self.declare_parameter('hold_confirm_s', 0.2)
-        self.declare_parameter('hold_confirm_timeout_s', 2.0)
-        # The monitor watched over DDS (a multi-process launch): once heard, a monitor whose status says
-        # it is not active, or that stays silent longer than the limit (killed, stalled, deactivated),
-        # is a fail-safe condition.  '' turns it off (safemanip run watches its own executor instead).
-        self.declare_parameter('monitor_status_topic', 'status')
-        self.declare_parameter('monitor_status_limit_s', 3.0)
-        # A monitor or grounding never heard at all (its configure failed, its process never started)
-        # watches nothing: a fail-safe condition once this long has passed since activation (room for
-        # compiling a suite).  Applies to the monitor's status and to failsafe_topics.
-        self.declare_parameter('startup_limit_s', 30.0)
-        # The monitor's service listing the violations open now, asked on activation: a supervisor
-        # (re)started after they opened heard none of their events.  '' turns it off (safemanip run
-        # hands the supervisor every event in-process, from the monitor's first frame).
-        self.declare_parameter('monitor_open_violations_service', 'monitor/open_violations')
+        declare_settings(self, SUPERVISOR)
         self.supervisor: Supervisor | None = None
         self._history: JointHistory | None = None
         self._joint_names: list[str] = []
@@ -257,11 +210,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = self.get_parameter
         try:
-            for name, low, high, low_open in _RANGES:
-                check_range(self, name, low, high, low_open=low_open)
-            if int(p('max_hold_failures').value) < 1:
-                raise ParameterError(f'supervisor: parameter max_hold_failures = {p("max_hold_failures").value} '
-                                     f'is below 1')
+            for setting in SUPERVISOR:
+                check_setting(self, setting)
             for name in NAME_PARAMETERS:      # rcl would refuse them deep in configure (an RCLError, exit 70)
                 problem = optional_topic_problem(str(p(name).value))
                 if problem:

@@ -24,8 +24,9 @@ from safemanip_ros.msg import PredicateArray
 
 from ..errors import SafemanipError
 from ..ltlf.trace import read_traces
+from ..settings import RATE_HZ
 from .conversions import predicate_array
-from .params import MIN_RATE_HZ, RosParameters, check_range
+from .params import RosParameters, check_setting, descriptor
 from .qos import RECORDING
 from .runner import run_node, wait_acked
 
@@ -34,7 +35,7 @@ class TracePlayer(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('trace_player')
         self.declare_parameter('trace_file', '')
-        self.declare_parameter('rate_hz', 20.0)
+        self.declare_parameter(RATE_HZ.name, RATE_HZ.default, descriptor(RATE_HZ))
         self.declare_parameter('topic', 'predicates')
         self.declare_parameter('source', 'trace_player')
         self.declare_parameter('loop', False)
@@ -42,7 +43,7 @@ class TracePlayer(RosParameters, Node):
         path = self.get_parameter('trace_file').value
         if not path:
             raise SafemanipError('trace_player: parameter trace_file is required')
-        rate_hz = check_range(self, 'rate_hz', MIN_RATE_HZ, 1000.0)
+        rate_hz = float(check_setting(self, RATE_HZ))
         traces = read_traces(path)      # the one trace reader: null (and an unmentioned name) is unknown
         if len(traces) != 1:
             raise SafemanipError(f'trace_player: {path} is a batch of {len(traces)} traces; give one trace')
