@@ -7,7 +7,6 @@ traceback.  (The offline commands have test_cli_fuzz.py.)"""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +25,10 @@ UP_S = 6.0
 
 
 def _declared(module: str) -> list[str]:
-    path = REPO / (module.replace('.', '/') + '.py')
-    return sorted(set(re.findall(r"declare_parameter\(\s*'([^']+)'", path.read_text())) - {'use_sim_time'})
+    from test_launch_files import declared_parameters  # one by one, and from the settings tables
+    names = sorted(declared_parameters(module) - {'use_sim_time'})
+    assert names, module
+    return names
 
 
 @pytest.fixture(scope='module')
