@@ -196,3 +196,16 @@ def test_only_the_bag_package_imports_rosbags(tmp_path):
     probe.mkdir(parents=True)
     (probe / 'x.py').write_text('def f():\n    from rosbags.rosbag2 import ReaderError\n    import rosbags.serde\n')
     assert _rosbags_importers(tmp_path) == ['audit/x.py:2', 'audit/x.py:3']
+
+
+def test_every_subpackage_says_what_it_offers():
+    """Each package of safemanip_ros has ``__all__``, and every name in it is
+    a module of the package or a name it defines."""
+    import importlib
+    package = REPO / 'safemanip_ros'
+    for folder in sorted(p for p in package.iterdir() if (p / '__init__.py').is_file()):
+        module = importlib.import_module(f'safemanip_ros.{folder.name}')
+        assert hasattr(module, '__all__'), folder.name
+        for name in module.__all__:
+            assert (folder / f'{name}.py').is_file() or (folder / name / '__init__.py').is_file() or \
+                name in vars(module), f'{folder.name}: {name}'

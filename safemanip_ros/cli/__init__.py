@@ -15,3 +15,5 @@ def add_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser], command: 
     verbs = p.add_subparsers(dest='verb', metavar='VERB')
     verbs.required = True
     return verbs.add_parser(verb, help=verb_help, description=doc.split('\n\n')[0].split(': ', 1)[1] if doc else None)
+
+__all__ = ['add_verb']

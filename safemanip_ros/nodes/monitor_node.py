@@ -133,7 +133,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=Duration(nanoseconds=CLOCK_JUMP_NS), min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False), post_callback=self._on_clock_jump)
-        self._zero_stamp_warned = False
         self._unlogged: list[tuple[str, Sequence[EpisodeEvent]]] = []    # this tick's events, logged after it
         # (stamp ns, names, values, unknown) of predicate samples not yet applied
         self._pending: collections.deque[tuple[int, list[str], list[bool], list[bool]]] = collections.deque()
@@ -141,7 +140,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # clock gets there, the newest only; kept all, they grew the queue by every message for good.
         self._ahead: dict[str, tuple[int, list[str], list[bool], list[bool]]] = {}
         self._skew = StampSkew()
-        self._drain_warned = False
         self._frame_timer: Any = None
         self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
         self._listeners: list[Any] = []  # in-process supervisors handed each violation event (safemanip run)
@@ -300,10 +298,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if stamp_ns == 0:
             # An unstamped array is taken as "now", never as ancient (stale).
             stamp_ns = self.get_clock().now().nanoseconds
-            if not self._zero_stamp_warned:
-                self._zero_stamp_warned = True
-                self.get_logger().warning(f'{topic or "predicates"}: header stamp 0; taking receive time as the '
-                                          f'sample time (warned once)')
+            self.get_logger().warning(f'{topic or "predicates"}: header stamp 0; taking receive time as the '
+                                      f'sample time (warned once)', once=True)
         names, values, unknown = [p.name for p in preds], [p.value for p in preds], [p.unknown for p in preds]
         skew_s = self._skew.check(topic, stamp_ns, self.get_clock().now().nanoseconds)
         if skew_s is not None and self._skew.first(topic):
@@ -592,9 +588,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         (rclpy's executor takes one per subscription per wake-up)."""
         for sub, topic in zip(self._subs, self._sub_topics):
             if not take_delivered(sub, functools.partial(self._on_predicates, topic=topic)):
-                if not self._drain_warned:
-                    self._drain_warned = True
-                    self.get_logger().warning('cannot take messages directly; frames may miss samples still queued')
+                self.get_logger().warning('cannot take messages directly; frames may miss samples still queued',
+                                          once=True)
                 return
 
     def _step_frame(self, frame_ns: int, aged_at_ns: int | None = None) -> StepResult:

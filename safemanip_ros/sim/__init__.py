@@ -5,3 +5,5 @@ use, so importing this package stays light)."""
 ROBOT_CONFIGS = {'Lift': 'robosuite_lift.yaml', 'PickPlace': 'robosuite_pickplace.yaml', 'Stack': 'robosuite_stack.yaml'}
 """Each simulated task's robot configuration in config/robots/ (the shipped
 configuration the demo runs live and the faithfulness benchmark judges)."""
+
+__all__ = ['ROBOT_CONFIGS']
