@@ -205,6 +205,7 @@ def _compare(path: Path, robot, names: list[str], max_gap_s: float = 10.0) -> in
     fast = read_bag(path, names, 20.0, 0.3, robot, max_gap_s=max_gap_s)
     slow = read_bag(path, names, 20.0, 0.3, robot, max_gap_s=max_gap_s, columnar=False)
     assert [e.name for e in fast] == [e.name for e in slow]
+    assert {e.reader for e in slow} <= {'message loop'}
     for a, b in zip(fast, slow):
         assert a.values.shape == b.values.shape
         diff = np.argwhere((a.values != b.values) | (a.unknown != b.unknown))
@@ -265,6 +266,7 @@ def test_fixtures_wrench_and_tf_relations_too(tmp_path):
         assert _columnar(path, robot, names), seed
         _compare(path, robot, names)
         for ep in read_bag(path, names, 20.0, 0.3, robot):
+            assert ep.reader == 'grounded columns', (seed, ep.reader)
             for j, name in enumerate(names):
                 seen.setdefault(name, set()).update({'true'} if ep.values[:, j].any() else set())
                 seen[name].update({'unknown'} if ep.unknown[:, j].any() else set())
@@ -328,6 +330,8 @@ def test_what_the_columns_cannot_reproduce_goes_through_the_message_loop(tmp_pat
     _write(tmp_path / break_with, 11, break_with=break_with)
     assert not _columnar(tmp_path / break_with, robot, names)
     assert _compare(tmp_path / break_with, robot, names) > 100
+    # The grounded-columns reader declined as it read; the choice is said on each rollout.
+    assert {ep.reader for ep in read_bag(tmp_path / break_with, names, 20.0, 0.3, robot)} == {'message loop'}
 
 
 def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):

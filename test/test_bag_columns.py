@@ -49,7 +49,7 @@ def test_decoder_matches_rosbags_bit_for_bit():
 
 
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
-def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
+def test_column_framing_equals_the_message_loop(tmp_path, storage):
     """Several topics, layouts that change, unknowns, a predicate on two
     topics, jittered and missing samples, and a hole that splits the episode."""
     ts = typestore()
@@ -67,8 +67,8 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
     w.close()
     predicates = ['p1', 'p2', 'p3', 'shared', 'never']
     fast = rollouts_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
-    monkeypatch.setattr(rollouts_mod, '_predicate_columns_episodes', lambda *a, **k: None)
-    slow = rollouts_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12)
+    slow = rollouts_mod.read_bag(tmp_path / 'bag', predicates, 20.0, 0.12, columnar=False)
+    assert {e.reader for e in fast} == {'predicate columns'} and {e.reader for e in slow} == {'message loop'}
     assert [e.name for e in fast] == [e.name for e in slow] == ['bag', 'bag#gap1']
     for f, s in zip(fast, slow):
         assert f.values.shape == s.values.shape
@@ -78,7 +78,7 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage, monkeypatch):
 
 
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
-def test_a_name_given_twice_in_a_message_is_unknown_where_they_disagree(tmp_path, storage, monkeypatch):
+def test_a_name_given_twice_in_a_message_is_unknown_where_they_disagree(tmp_path, storage):
     """A publisher's bug: one message names a predicate twice.  Both readers
     give it once — unknown where its two values disagree or either is
     unknown, else their value — and warn naming the topic and the name."""
@@ -95,8 +95,7 @@ def test_a_name_given_twice_in_a_message_is_unknown_where_they_disagree(tmp_path
         w.write('/predicates/a', t, ts.serialize_cdr(msg, TYPE))
     w.close()
     fast = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
-    monkeypatch.setattr(rollouts_mod, '_predicate_columns_episodes', lambda *a, **k: None)
-    slow = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    slow = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12, columnar=False)
     [f], [s] = fast, slow
     assert np.array_equal(f.values, s.values) and np.array_equal(f.unknown, s.unknown) and f.warnings == s.warnings
     assert any("topic /predicates/a: a message names 'p1' twice" in w for w in f.warnings), f.warnings

@@ -23,11 +23,12 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -51,6 +52,8 @@ class AuditInputError(SafemanipError):
     """An input that cannot be audited (names the file and the reason)."""
 
 
+_log = logging.getLogger(__name__)
+
 DEFAULT_MAX_GAP_S = 10.0
 # Grounded frames evaluated together in the message loop (a long recording's
 # TF history is dropped between batches, as the live grounding trims it).
@@ -60,13 +63,15 @@ _VIEWED_FRAMES = 1024
 @dataclass
 class Rollout:
     """One recorded rollout (an episode of a bag or a trace) as frames: the
-    values and unknown flags of the suite's predicates, ``bool[T, P]``."""
+    values and unknown flags of the suite's predicates, ``bool[T, P]``;
+    ``reader``: which of :data:`READERS` read a bag's."""
 
     source: str
     name: str
     values: np.ndarray       # bool[T, P]
     unknown: np.ndarray      # bool[T, P]
     warnings: list[str] = field(default_factory=list)
+    reader: str = ''
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
@@ -121,9 +126,10 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
              known: Collection[str] = ()) -> list[Rollout]:
     """Episodes of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
-    grounded offline: column-wise (:mod:`safemanip_ros.audit.grounded`)
-    where that reproduces the message loop exactly, else message by message
-    (``columnar=False``: always message by message).
+    grounded offline, by the first of :data:`READERS` that reads it:
+    column-wise where that reproduces the message loop exactly, else message
+    by message (``columnar=False``: always message by message; each
+    rollout's ``reader`` says which read it).
 
     A predicate name in the bag that the suite does not read
     (``suite_reads``, default ``predicates``) is an error naming the bag and
@@ -181,17 +187,118 @@ class _NamesSeen(dict[str, set[str]]):
                 f'unknown where its values disagree' for topic, names in sorted(self.repeated.items())]
 
 
+@dataclass
+class BagInputs:
+    """What a bag reader works from: the open bag, the connections it reads
+    (predicate topics, or raw inputs with their ``grounding``), the monitor's
+    and episode topics, and how frames are built."""
+
+    path: Path
+    bag: OpenBag
+    warnings: list[str]
+    conns: list[Any]
+    grounding: GroundingSet | None
+    verdict_conns: list[Any]
+    episode_conns: list[Any]
+    predicates: list[str]
+    rate_hz: float
+    staleness_s: float
+    max_gap_s: float
+    columnar: bool
+    names: _NameRule
+
+
+class NotThisReader(Exception):
+    """Raised by a reader that finds, reading, a bag it does not reproduce
+    exactly (a message its column decoder does not take): the next reader
+    reads it."""
+
+
+class BagReader(Protocol):
+    """One way of turning a bag into episodes: ``can_read`` from what the bag
+    holds, ``read`` the episodes (the same frames every reader that can read
+    a bag builds from it)."""
+
+    name: str
+
+    def can_read(self, b: BagInputs) -> bool: ...
+
+    def read(self, b: BagInputs) -> list[Rollout]: ...
+
+
+class LiveRecording:
+    """A recording of the live monitor (its VerdictArray topic): its very frames rebuilt."""
+
+    name = 'live recording'
+
+    def can_read(self, b: BagInputs) -> bool:
+        return b.grounding is None and bool(b.verdict_conns)
+
+    def read(self, b: BagInputs) -> list[Rollout]:
+        return _live_episodes(b.path, b.bag, b.conns, b.verdict_conns, b.predicates, b.rate_hz, b.staleness_s,
+                              b.warnings, b.names)
+
+
+class PredicateColumns:
+    """Predicate topics, no episode topic: decoded and framed column-wise."""
+
+    name = 'predicate columns'
+
+    def can_read(self, b: BagInputs) -> bool:
+        return b.grounding is None and not b.episode_conns and b.columnar
+
+    def read(self, b: BagInputs) -> list[Rollout]:
+        return _predicate_columns_episodes(b.path, b.bag, b.conns, b.predicates, b.rate_hz, b.staleness_s,
+                                           b.max_gap_s, b.warnings, b.names)
+
+
+class GroundedColumns:
+    """Raw inputs, no episode topic: grounded column-wise (:mod:`.grounded`)."""
+
+    name = 'grounded columns'
+
+    def can_read(self, b: BagInputs) -> bool:
+        return b.grounding is not None and not b.episode_conns and b.columnar
+
+    def read(self, b: BagInputs) -> list[Rollout]:
+        from .grounded import grounded_episodes
+        assert b.grounding is not None
+        gap_warnings: list[str] = []
+        grounded = grounded_episodes(b.path, b.bag, b.conns, b.grounding, b.predicates, b.rate_hz, b.max_gap_s,
+                                     typestore(), gap_warnings)
+        if grounded is None:
+            raise NotThisReader('inputs the column-wise grounding does not reproduce exactly')
+        warnings = list(dict.fromkeys(b.warnings + gap_warnings + b.grounding.name_warnings(str(b.path))))
+        return [Rollout(str(b.path), name, values, unknown, list(warnings)) for name, values, unknown in grounded]
+
+
+class MessageLoop:
+    """Any bag of predicate topics or raw inputs, message by message."""
+
+    name = 'message loop'
+
+    def can_read(self, b: BagInputs) -> bool:
+        return True
+
+    def read(self, b: BagInputs) -> list[Rollout]:
+        return _message_loop_episodes(b)
+
+
+READERS: tuple[BagReader, ...] = (LiveRecording(), PredicateColumns(), GroundedColumns(), MessageLoop())
+"""The bag readers in the order they are tried: the first that can read a
+bag reads it (the last reads any)."""
+
+
 def _read_open_bag(path: Path, bag: OpenBag, warnings: list[str], predicates: list[str], rate_hz: float,
                    staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool,
                    names: _NameRule) -> list[Rollout]:
-    reader = bag.reader
-    conns = [c for c in reader.connections if c.msgtype == PREDICATE_TYPE]
+    conns = [c for c in bag.connections if c.msgtype == PREDICATE_TYPE]
     grounding: GroundingSet | None = None
     if not conns:
         from ..grounding.messages import RAW_TOPICS, GroundingSet, raw_topics
         expected = raw_topics(robot)
-        raw_conns = [c for c in reader.connections if expected.get(c.topic) == c.msgtype]
-        topics = sorted(f'{c.topic} ({c.msgtype})' for c in reader.connections)
+        raw_conns = [c for c in bag.connections if expected.get(c.topic) == c.msgtype]
+        topics = sorted(f'{c.topic} ({c.msgtype})' for c in bag.connections)
         if not raw_conns or robot is None:
             need = (f'predicate topics ({PREDICATE_TYPE})' if robot is None else
                     f'predicate topics ({PREDICATE_TYPE}) or raw inputs ({", ".join(RAW_TOPICS)})')
@@ -200,27 +307,32 @@ def _read_open_bag(path: Path, bag: OpenBag, warnings: list[str], predicates: li
                                      ' (raw inputs need --config ROBOT.yaml to be grounded)'))
         conns = raw_conns
         grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw_conns),
-                                     any(c.topic == '/image' for c in raw_conns))
-    verdict_conns = [c for c in reader.connections if c.msgtype == VERDICT_TYPE]
-    if grounding is None and verdict_conns:
-        # A recording of the live monitor: rebuild its very frames.
-        return _live_episodes(path, bag, conns, verdict_conns, predicates, rate_hz, staleness_s, warnings, names)
-    episode_conns = [c for c in reader.connections if c.topic == EPISODE_TOPIC]
-    if grounding is None and not episode_conns:
-        fast = _predicate_columns_episodes(path, bag, conns, predicates, rate_hz, staleness_s, max_gap_s,
-                                           warnings, names)
-        if fast is not None:
-            return fast
-    if grounding is not None and not episode_conns and columnar:
-        from .grounded import grounded_episodes
-        gap_warnings: list[str] = []
-        grounded = grounded_episodes(path, bag, conns, grounding, predicates, rate_hz, max_gap_s, typestore(),
-                                     gap_warnings)
-        if grounded is not None:
-            warnings += gap_warnings + grounding.name_warnings(str(path))
-            warnings[:] = list(dict.fromkeys(warnings))
-            return [Rollout(str(path), name, values, unknown, list(warnings))
-                    for name, values, unknown in grounded]
+                                 any(c.topic == '/image' for c in raw_conns))
+    inputs = BagInputs(path, bag, warnings, conns, grounding,
+                       [c for c in bag.connections if c.msgtype == VERDICT_TYPE],
+                       [c for c in bag.connections if c.topic == EPISODE_TOPIC],
+                       predicates, rate_hz, staleness_s, max_gap_s, columnar, names)
+    for reader in READERS:
+        if not reader.can_read(inputs):
+            continue
+        try:
+            episodes = reader.read(inputs)
+        except NotThisReader as why:
+            _log.debug('%s: not read as %s (%s)', path, reader.name, why)
+            continue
+        for ep in episodes:
+            ep.reader = reader.name
+        return episodes
+    raise AssertionError(f'{path}: no reader took it (the message loop takes any)')
+
+
+def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
+    """The episodes of a bag fed message by message through the live
+    grounding classes and :class:`SampleHold` (any bag: an episode topic,
+    inputs the column-wise readers do not reproduce)."""
+    path, bag, warnings, conns, grounding, episode_conns = b.path, b.bag, b.warnings, b.conns, b.grounding, \
+        b.episode_conns
+    predicates, rate_hz, staleness_s, max_gap_s, names = b.predicates, b.rate_hz, b.staleness_s, b.max_gap_s, b.names
     period_ns = period_ns_of(rate_hz)
     max_gap_ns = int(max_gap_s * 1e9)
     gaps = 0
@@ -340,21 +452,21 @@ def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float
 
 def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str],
-                                names: _NameRule) -> list[Rollout] | None:
+                                names: _NameRule) -> list[Rollout]:
     """The episodes of a bag of predicate topics, decoded column-wise
     (:mod:`.columns`) and framed with arrays: the same frames as feeding
     each message through :class:`SampleHold` in bag order (frame ``T_k``
     sees every message stamped at or before it; a hole longer than
-    ``max_gap_s`` ends the episode).  None when a message does not decode
-    (the message-by-message reader then reports it)."""
+    ``max_gap_s`` ends the episode).  :class:`NotThisReader` when a message
+    does not decode (the message loop then reports it)."""
     from ..bag.columns import ColumnDecodeError, decode_predicate_arrays
     batch = bag.read_all(conns)
     if not batch.raws:
         return []
     try:
         groups = decode_predicate_arrays(batch.raws, str(path))
-    except ColumnDecodeError:
-        return None
+    except ColumnDecodeError as err:
+        raise NotThisReader(f'a message the column decoder does not take: {err}') from err
     seen = _NamesSeen()
     for g in groups:
         for topic in {batch.connections[i].topic for i in g.rows.tolist()}:
