@@ -47,6 +47,18 @@ from ..grounding.base import Column, within_staleness
 from ..grounding.contacts import ContactGrounding, ContactSample, Touches, wrench_over
 from ..grounding.joints import GripperMotion, JointStateGrounding, fixture_predicates, sample_predicates
 from ..grounding.messages import GroundingSet
+from ..grounding.rawinputs import (
+    contact_bodies,
+    contact_forces,
+    joint_names,
+    joint_positions,
+    joint_velocities,
+    stamps_s,
+    tf_links,
+    tf_stamps_s,
+    tf_values,
+    wrench_values,
+)
 from ..grounding.tf import GRASP_FALSE, GRASP_TRUE, GRASP_UNKNOWN, Link, Links, TfGrounding, are_poses, first_kept
 from ..monitor.clock import frame_grid, frame_segments, period_ns_of
 
@@ -76,8 +88,7 @@ class _Topic:
         """Header stamp per message, ``int(sec) + int(nanosec) * 1e-9`` (``stamp_s``)."""
         out = np.empty(len(self.index))
         for c, at in self.parts:
-            out[at] = c.numbers['header.stamp.sec'].astype(np.float64) + \
-                c.numbers['header.stamp.nanosec'].astype(np.float64) * 1e-9
+            out[at] = stamps_s(c)
         return out
 
 
@@ -112,11 +123,6 @@ def _stream(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray, now_s: np.n
         _in_order(stamps)
         newest = np.searchsorted(topic.index[a:b], fed) - 1
     return _Stream(msgs, stamps, newest, _fresh(stamps, newest, now_s, staleness_s))
-
-
-def _joint_names(c: Columns) -> list[str]:
-    """The ``name`` strings of a JointState layout."""
-    return [c.layout.strings[f'name[{k}]'] for k in range(c.layout.sequence_lengths['name'])]
 
 
 def grounded_episodes(path: Path, bag: OpenBag, conns: list[Any], grounding: GroundingSet, predicates: list[str],
@@ -260,19 +266,18 @@ def _joints(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
     pos_all, vel_all = np.full((n_all, width), np.nan), np.full((n_all, width), np.nan)
     has_vel_all = np.zeros(n_all, bool)
     for c, at in topic.parts:
-        names = _joint_names(c)
-        n_pos, n_vel = c.layout.sequence_lengths['position'], c.layout.sequence_lengths['velocity']
+        names = joint_names(c)
+        positions = joint_positions(c)
         index = {n: i for i, n in enumerate(names)}
         idx = np.array([index.get(j, -1) for j in wanted], dtype=np.intp)
-        if n_pos != len(names) or not names:
+        if positions.shape[1] != len(names) or not names:
             idx = np.full(width, -1)          # malformed: every joint unknown
         take = idx >= 0
-        if n_pos:
-            positions = c.stack([f'position[{k}]' for k in range(n_pos)])
+        if positions.shape[1]:
             pos_all[np.ix_(at, np.flatnonzero(take))] = positions[:, idx[take]]
-        if n_vel == len(names) and names:
+        velocity = joint_velocities(c)
+        if velocity is not None:
             has_vel_all[at] = True
-            velocity = c.stack([f'velocity[{k}]' for k in range(n_vel)])
             vel_all[np.ix_(at, np.flatnonzero(take))] = velocity[:, idx[take]]
     msgs, stamps = stream.msgs, stream.stamps
     pos, vel, has_vel = pos_all[msgs], vel_all[msgs], has_vel_all[msgs]
@@ -305,12 +310,12 @@ def _fixtures(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
     order = sorted(cfg.joints)
     q_all = np.full((len(topic.index), len(order)), np.nan)
     for c, at in topic.parts:
-        n_pos = c.layout.sequence_lengths['position']
-        index = {n: i for i, n in enumerate(_joint_names(c))}
+        positions = joint_positions(c)
+        index = {n: i for i, n in enumerate(joint_names(c))}
         for j, fixture in enumerate(order):
             i = index.get(cfg.joints[fixture][0])
-            if i is not None and i < n_pos:
-                q_all[at, j] = c.numbers[f'position[{i}]']
+            if i is not None and i < positions.shape[1]:
+                q_all[at, j] = positions[:, i]
     q = q_all[stream.msgs]
     prev = np.vstack([np.full((1, len(order)), np.nan), q[:-1]])
     at = stream.at
@@ -331,7 +336,7 @@ def _wrench(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, now
         return {'contact_force_over_threshold': (np.zeros(n_frames, bool), np.zeros(n_frames, bool))}
     v_all = np.zeros((len(topic.index), 6))
     for c, at in topic.parts:
-        v_all[at] = c.stack([f'wrench.{part}.{axis}' for part in ('force', 'torque') for axis in 'xyz'])
+        v_all[at] = wrench_values(c)
     over, finite = wrench_over(cfg, v_all[stream.msgs])
     at, fresh = stream.at, stream.fresh
     return {'contact_force_over_threshold': (over[at] & fresh, finite[at] & fresh)}
@@ -348,12 +353,10 @@ def _contacts(grounding: GroundingSet, topic: _Topic | None, lo: int, hi: int, n
         n_all = len(topic.index)
         kept_all: list[Any] = [None] * n_all
         for c, at in topic.parts:
-            lay = c.layout
-            count_c = lay.sequence_lengths['contacts']
-            bodies = [(lay.strings[f'contacts[{i}].body1'], lay.strings[f'contacts[{i}].body2']) for i in range(count_c)]
+            bodies = contact_bodies(c)
             for b1, b2 in bodies:
                 grounding.contact_bodies_seen.update((b1, b2))
-            forces = c.stack([f'contacts[{i}].normal_force_n' for i in range(count_c)])
+            forces = contact_forces(c)
             finite = np.isfinite(forces).all(axis=1)
             keep = forces >= cfg.min_force_n
             memo: dict[bytes, Touches] = {}
@@ -412,27 +415,22 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
             inside = (topic.index[at] >= lo) & (topic.index[at] < hi)
             if not inside.any():
                 continue
-            lay = c.layout
-            count = lay.sequence_lengths['transforms']
-            if not count:
+            pairs = tf_links(c)
+            if not pairs:
                 continue
-            secs = c.stack([f'transforms[{k}].header.stamp.sec' for k in range(count)])
-            nsecs = c.stack([f'transforms[{k}].header.stamp.nanosec' for k in range(count)])
-            if (secs != secs[:, :1]).any() or (nsecs != nsecs[:, :1]).any():
+            stamps = tf_stamps_s(c)
+            if (stamps != stamps[:, :1]).any():
                 raise _NotColumnar          # transforms of several stamps in one message
-            stamp = secs[:, 0].astype(np.float64) + nsecs[:, 0].astype(np.float64) * 1e-9
+            stamp = stamps[:, 0]
             glob = topic.index[at]
             if not is_static:
                 dyn_pos_parts.append(glob[inside])
                 dyn_t_parts.append(stamp[inside])
-            for k in range(count):
-                parent = lay.strings[f'transforms[{k}].header.frame_id']
-                child = lay.strings[f'transforms[{k}].child_frame_id']
+            values = tf_values(c)
+            for k, (parent, child) in enumerate(pairs):
                 if child not in needed:
                     continue    # on no chain a predicate reads: its samples change no lookup
-                v = c.stack([f'transforms[{k}].transform.{f}' for f in
-                             ('translation.x', 'translation.y', 'translation.z',
-                              'rotation.x', 'rotation.y', 'rotation.z', 'rotation.w')])
+                v = values[:, k]
                 if not are_poses(v)[inside].all():
                     raise _NotColumnar      # a NaN or infinite transform (counted and dropped live)
                 known = parent_of.get(child)
@@ -515,10 +513,7 @@ def _needed_frames(tf: TfGrounding, topics: list[_Topic], lo: int, hi: int) -> s
         for c, at in topic.parts:
             if not ((topic.index[at] >= lo) & (topic.index[at] < hi)).any():
                 continue
-            lay = c.layout
-            for k in range(lay.sequence_lengths['transforms']):
-                child = lay.strings[f'transforms[{k}].child_frame_id']
-                parent = lay.strings[f'transforms[{k}].header.frame_id']
+            for parent, child in tf_links(c):
                 if parent_of.setdefault(child, parent) != parent:
                     raise _NotColumnar
     needed: set[str] = set()
