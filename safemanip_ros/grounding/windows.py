@@ -2,10 +2,11 @@
 
 A batch of windows is a padded array ``x[F, W, ...]`` (``F`` windows of at
 most ``W`` samples, oldest first) with ``valid[F, W]`` saying which entries
-are samples.  Every sum here runs over the window axis in a Python loop,
-oldest sample first, so a window's result is bit for bit the same whether
-it is computed alone (a live frame) or among thousands (an offline
-episode), whatever the padding.  Rotations are ``[..., 3, 3]`` matrices,
+are samples.  Every sum here is a running sum over the window axis, oldest
+sample first (never numpy's pairwise summation, whose grouping depends on
+the width), so a window's result is bit for bit the same whether it is
+computed alone (a live frame) or among thousands (an offline episode),
+whatever the padding.  Rotations are ``[..., 3, 3]`` matrices,
 rotation vectors axis × angle in radians.
 """
 
@@ -55,13 +56,13 @@ class Windows:
 
 
 def masked_sum(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Sum over the window axis (1), oldest first, of the valid entries."""
+    """Sum over the window axis (1), oldest first, of the valid entries: a
+    running sum (``accumulate`` adds in order, whatever the array's layout or
+    the padding after the last sample), so the result does not depend on
+    the batch a window is in."""
     shape = (valid.shape[0], valid.shape[1]) + (1,) * (x.ndim - 2)
-    mask = valid.reshape(shape)
-    acc = np.where(mask[:, 0], x[:, 0], 0.0)
-    for w in range(1, x.shape[1]):
-        acc = acc + np.where(mask[:, w], x[:, w], 0.0)
-    return acc
+    out: np.ndarray = np.add.accumulate(np.where(valid.reshape(shape), x, 0.0), axis=1)[:, -1]
+    return out
 
 
 def masked_mean(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
