@@ -567,19 +567,23 @@ class ObjectTrack:
         its standard error (taken while the object is still)."""
         cfg, seen = self.config, self._seen
         w = windows.Windows(lo, hi)
-        t = stamps[w.rows]
-        v, root_sxx, resid = windows.masked_slope(t, seen.p_w[w.rows], w.valid)
-        n = w.count
-        sigma = np.maximum(cfg.position_noise_m, np.where(n >= MIN_SCATTER_SAMPLES, resid, 0.0))
-        pos_se = sigma / root_sxx
         newest_R = seen.R_w[hi - 1]
         rot = windows.relative_logs(newest_R, seen.R_w[w.rows])
-        wr, _, resid_r = windows.masked_slope(t, rot, w.valid)
-        sigma_r = np.maximum(cfg.orientation_noise_rad, np.where(n >= MIN_SCATTER_SAMPLES, resid_r, 0.0))
+        p = seen.p_w[w.rows]
+        # Position and rotation fitted together (one pass over the window), their residuals apart.
+        b, root_sxx, resid = windows.masked_fit(stamps[w.rows], np.concatenate([p, rot], axis=2), w.valid)
+        v, wr = b[:, :3], b[:, 3:]
+        n = w.count
+        scatter = n >= MIN_SCATTER_SAMPLES
+        sigma = np.maximum(cfg.position_noise_m,
+                           np.where(scatter, windows.residual_sigma(resid[:, :, :3], w.valid), 0.0))
+        pos_se = sigma / root_sxx
+        sigma_r = np.maximum(cfg.orientation_noise_rad,
+                             np.where(scatter, windows.residual_sigma(resid[:, :, 3:], w.valid), 0.0))
         speed = poses.norm3(v)
         horizontal = np.hypot(v[:, 0], v[:, 1])
         angular = poses.norm3(wr)
-        mean_p = windows.masked_mean(seen.p_w[w.rows], w.valid)
+        mean_p = windows.masked_mean(p, w.valid)
         mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, w.valid)))
         mean_se = sigma / np.sqrt(n)
         q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import poses
 
-__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_mean', 'masked_slope', 'masked_sum', 'mean_rotations',
-           'relative_logs']
+__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_slope', 'masked_sum',
+           'mean_rotations', 'relative_logs', 'residual_sigma']
 
 
 class Windows:
@@ -101,17 +101,13 @@ def exp_rotations(v: np.ndarray) -> np.ndarray:
     a = np.where(tiny, 1.0, angle)
     x, y, z = x / a, y / a, z / a
     s, c1 = np.sin(angle), 1.0 - np.cos(angle)
-    R = np.empty(v.shape[:-1] + (3, 3))
-    R[..., 0, 0] = 1.0 + c1 * (x * x - 1.0)
-    R[..., 0, 1] = -s * z + c1 * x * y
-    R[..., 0, 2] = s * y + c1 * x * z
-    R[..., 1, 0] = s * z + c1 * x * y
-    R[..., 1, 1] = 1.0 + c1 * (y * y - 1.0)
-    R[..., 1, 2] = -s * x + c1 * y * z
-    R[..., 2, 0] = -s * y + c1 * x * z
-    R[..., 2, 1] = s * x + c1 * y * z
-    R[..., 2, 2] = 1.0 + c1 * (z * z - 1.0)
-    R[tiny] = np.eye(3)
+    sx, sy, sz = s * x, s * y, s * z
+    cxy, cxz, cyz = c1 * x * y, c1 * x * z, c1 * y * z
+    R = np.stack([1.0 + c1 * (x * x - 1.0), -sz + cxy, sy + cxz,
+                  sz + cxy, 1.0 + c1 * (y * y - 1.0), -sx + cyz,
+                  -sy + cxz, sx + cyz, 1.0 + c1 * (z * z - 1.0)], axis=-1).reshape(v.shape[:-1] + (3, 3))
+    if tiny.any():
+        R[tiny] = np.eye(3)
     return R
 
 
@@ -127,18 +123,30 @@ def mean_rotations(R: np.ndarray, valid: np.ndarray, ref: np.ndarray) -> np.ndar
     return poses.mat_mul(ref, exp_rotations(masked_mean(relative_logs(ref, R), valid)))
 
 
-def masked_slope(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def masked_fit(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Least-squares slopes of ``x[F, W, d]`` against ``t[F, W]`` over each
     window's valid samples (at least two, stamps not all equal): slope
-    ``[F, d]``, √Sxx ``[F]`` and the residual standard deviation per axis
-    ``[F]`` (NaN with fewer than three samples)."""
+    ``[F, d]``, √Sxx ``[F]`` and the residuals ``[F, W, d]``."""
     n = valid.sum(axis=1).astype(float)
     tc = t - (masked_sum(t, valid) / n)[:, None]
     sxx = masked_sum(tc * tc, valid)
     xc = x - masked_mean(x, valid)[:, None, :]
     b = masked_sum(tc[:, :, None] * xc, valid) / sxx[:, None]
-    resid = xc - tc[:, :, None] * b[:, None, :]
-    d = x.shape[2]
+    return b, np.sqrt(sxx), xc - tc[:, :, None] * b[:, None, :]
+
+
+def residual_sigma(resid: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The residual standard deviation per axis of a fit's ``resid[F, W, d]``
+    (two parameters fitted per axis): ``[F]``, NaN with fewer than three samples."""
+    n = valid.sum(axis=1).astype(float)
     with np.errstate(invalid='ignore', divide='ignore'):
-        sigma = np.where(n >= 3, np.sqrt(masked_sum((resid * resid).sum(axis=2), valid) / ((n - 2) * d)), np.nan)
-    return b, np.sqrt(sxx), sigma
+        out: np.ndarray = np.where(n >= 3, np.sqrt(masked_sum((resid * resid).sum(axis=2), valid)
+                                                   / ((n - 2) * resid.shape[2])), np.nan)
+    return out
+
+
+def masked_slope(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`masked_fit` with the residual standard deviation per axis ``[F]``
+    (:func:`residual_sigma`) in place of the residuals."""
+    b, root_sxx, resid = masked_fit(t, x, valid)
+    return b, root_sxx, residual_sigma(resid, valid)
