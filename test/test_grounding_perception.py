@@ -382,6 +382,18 @@ def test_doctor_judges_a_pose_source_against_the_perception_thresholds():
     assert [p for p in slow.problems if 'window_s' in p], slow.problems
     late = assess('cube', *recorded(replace(LEVELS['realistic'], latency_s=0.8)), TrackConfig())
     assert [p for p in late.problems if 'arrive 0.80 s' in p], late.problems
+    # Gross outliers (a mis-association, a depth hole): 5 % of the detections 4-8 cm off.
+    stamps, received, positions = recorded(LEVELS['realistic'])
+    rng = np.random.default_rng(3)
+    hit = rng.random(len(positions)) < 0.05
+    jumps = rng.normal(size=(len(positions), 3))
+    positions[hit] += (jumps / np.linalg.norm(jumps, axis=1, keepdims=True) * rng.uniform(0.04, 0.08, (len(positions), 1)))[hit]
+    wild = assess('cube', stamps, received, positions, TrackConfig())
+    # Each one found (but one at either end, which has no neighbours on both sides), none more.
+    assert wild.outlier_share is not None and hit.sum() >= 4, hit.sum()
+    assert abs(wild.outlier_share * len(positions) - hit.sum()) <= 2, (wild.outlier_share, hit.sum())
+    assert [p for p in wild.problems if 'gross outliers' in p], wild.problems
+    assert good.outlier_share is not None and good.outlier_share < 0.001, good.outlier_share
     assert assess('cube', np.zeros(1), np.zeros(1), np.zeros((1, 3)), TrackConfig()).problems
 
 

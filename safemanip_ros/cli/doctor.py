@@ -99,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
         for q in assess_bag(args.bag, sorted(set(cfg.tf.objects.values())), cfg.tf.track):
             noise = '-' if q.noise_m is None else f'{q.noise_m * 1000:.1f} mm ({q.still_windows} still windows)'
             latency = '-' if q.latency_s is None else f'{q.latency_s:.2f} s'
+            share = '-' if q.outlier_share is None else f'{q.outlier_share:.1%}'
             print(f'  poses    {q.frame}: {q.detections} at {q.rate_hz:.1f} Hz, 95 % of gaps under {q.longest_gap_s:.2f} s, '
-                  f'late by {latency}, noise {noise}')
+                  f'late by {latency}, noise {noise}, gross outliers {share}')
             for problem in q.problems:
                 print(f'  POSES    {q.frame}: {problem}')
             poses_ok &= not q.problems

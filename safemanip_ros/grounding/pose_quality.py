@@ -6,8 +6,12 @@ recording and measures what the grounding assumes of them
 how late (publication minus capture stamp: the bag's receive time minus the
 header stamp), and how noisy — the scatter about a straight line of the
 detections in one-second windows where the object stands still (fitted
-speed under :data:`STILL_M_S`), the median over those windows.  Each figure
-beyond what the configuration allows is a problem in words.
+speed under :data:`STILL_M_S`), the median over those windows — and how
+often a detection is grossly wrong: farther than :data:`OUTLIER_SIGMAS`
+noise deviations from the median of its neighbours (a mis-association, a
+pose flip, a depth hole; smooth motion keeps a detection at its neighbours'
+median).  Each figure beyond what the configuration allows is a problem in
+words.
 
 Lengths in metres, times in seconds.
 """
@@ -29,6 +33,13 @@ GAP_PERCENTILE = 95.0
 NOISE_WINDOW_S = 1.0
 TOO_NOISY = 1.5
 """Measured noise more than this many times the configured one is a problem."""
+OUTLIER_NEIGHBOURS = 2
+"""A detection is compared with the median of this many detections on each side of it (and itself)."""
+OUTLIER_SIGMAS = 6.0
+"""A detection farther than this many noise deviations from its neighbours' median is a gross outlier
+(Gaussian noise gets there about once in a billion detections)."""
+OUTLIER_SHARE_LIMIT = 0.01
+"""More gross outliers than this share of the detections is a problem: each reads as a jump of the object."""
 
 
 @dataclass
@@ -43,6 +54,7 @@ class PoseSourceQuality:
     noise_m: float | None            # median scatter per axis over still windows (None: no still window)
     still_windows: int
     problems: list[str] = field(default_factory=list)
+    outlier_share: float | None = None     # detections grossly off their neighbours (None: too few to say)
 
 
 MIN_RATE_POSES = 10
@@ -110,6 +122,15 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
         start = max(end, start + 1)
     noise = float(np.median(sigmas)) if sigmas else None
     q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas), problems)
+    sigma = max(track.position_noise_m, noise or 0.0, 1e-4)
+    far = outliers(p, sigma)
+    if far is not None:
+        q.outlier_share = float(far.mean())
+        if q.outlier_share > OUTLIER_SHARE_LIMIT:
+            q.problems.append(f'{int(far.sum())} of {n} poses ({q.outlier_share:.1%}) are gross outliers, more than '
+                              f'{OUTLIER_SIGMAS:g} x {sigma * 1000:.1f} mm from the median of their neighbours (a '
+                              f'mis-association, a pose flip, a depth hole): each reads as a jump of the object; '
+                              f'more than {OUTLIER_SHARE_LIMIT:.0%} is too many')
     if noise is not None and noise > TOO_NOISY * max(track.position_noise_m, 1e-4):
         q.problems.append(f'noise {noise * 1000:.1f} mm per axis while standing still, more than '
                           f'perception.position_noise_m ({track.position_noise_m * 1000:.1f} mm): set it to '
@@ -125,6 +146,22 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
                           f'perception.staleness_s '
                           f'({track.staleness_s:g} s): the object reads unknown meanwhile')
     return q
+
+
+def outliers(positions_m: np.ndarray, sigma_m: float) -> np.ndarray | None:
+    """Which detections ``positions_m[n, 3]`` (in stamp order) are farther
+    than :data:`OUTLIER_SIGMAS` x ``sigma_m`` (per axis) from the median of
+    the :data:`OUTLIER_NEIGHBOURS` on each side and themselves; None with too
+    few detections to say (fewer than a full neighbourhood)."""
+    k = OUTLIER_NEIGHBOURS
+    n = len(positions_m)
+    if n < 2 * k + 1:
+        return None
+    windows = np.stack([positions_m[i:n - 2 * k + i] for i in range(2 * k + 1)], axis=1)     # [n - 2k, 2k + 1, 3]
+    median = np.median(windows, axis=1)
+    far = np.zeros(n, bool)
+    far[k:n - k] = np.linalg.norm(positions_m[k:n - k] - median, axis=1) > OUTLIER_SIGMAS * sigma_m
+    return far
 
 
 def assess_bag(path: str | Path, frames: list[str], track: TrackConfig) -> list[PoseSourceQuality]:
