@@ -36,7 +36,7 @@ from ..bag import OpenBag, is_bag, open_bag, typestore
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of, recorded_period_ns
-from ..monitor.frames import SampleHold, merge_repeated
+from ..monitor.frames import SampleHold, held_fresh, merge_repeated
 from ..stamps import stamp_ns as stamp_to_ns
 
 if TYPE_CHECKING:
@@ -522,8 +522,7 @@ def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], pred
             best_t[:, cols], best_row[:, cols], val[:, cols], known[:, cols] = sub_t, sub_r, sub_v, sub_k
         # SampleHold's freshness test, in the same float arithmetic.
         has_row = best_row >= 0
-        age_ok = (frames[:, None] * 1e-9 - np.where(has_row, best_t, 0) * 1e-9) <= staleness_s
-        fresh = known & has_row & age_ok
+        fresh = known & has_row & held_fresh(frames[:, None] * 1e-9, np.where(has_row, best_t, 0) * 1e-9, staleness_s)
         name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
         episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
     return episodes

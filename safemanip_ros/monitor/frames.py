@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from itertools import chain, repeat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -181,5 +182,12 @@ class SampleHold:
     def frame(self, now_s: float, aged_at_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The frame at ``now_s``; samples are judged stale at ``aged_at_s``
         (default ``now_s``; a caught-up frame's: :func:`~safemanip_ros.monitor.clock.ageing_ns`)."""
-        fresh = self._known & ((now_s if aged_at_s is None else aged_at_s) - self._time <= self.staleness_s)
+        fresh = self._known & held_fresh(now_s if aged_at_s is None else aged_at_s, self._time, self.staleness_s)
         return self._value & fresh, ~fresh
+
+
+def held_fresh(aged_at_s: Any, sample_s: Any, staleness_s: float) -> Any:
+    """A predicate sample taken at ``sample_s`` still holds at a frame aged at
+    ``aged_at_s``: at most ``staleness_s`` old (floats or arrays; the frame
+    sample-and-hold rule, live and offline)."""
+    return aged_at_s - sample_s <= staleness_s
