@@ -174,12 +174,14 @@ def pick_columns(gripper_p_w: np.ndarray, gripper_known: np.ndarray, bodies: Bod
 
 
 def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreign: int,
-                  gap_tolerance_m: float) -> np.ndarray:
+                  gap_tolerance_m: float, body_gaps: np.ndarray | None = None) -> np.ndarray:
     """Place preconditions ``[m, n]`` of each body per frame: the support
     beneath it (the nearest top face below its bottom, at most
     ``gap_tolerance_m`` into it) is stable and at most ``max_foreign`` other
     bodies are within ``clear_m`` of it; false with nothing beneath it,
-    unknown where that depends on a pose not known."""
+    unknown where that depends on a pose not known.  ``body_gaps[m, s, n]``: each
+    body's :func:`~.geometry.support_gaps_m` above each support, where the
+    caller has them already."""
     m, n = len(bodies.names), bodies.known.shape[1]
     out = np.full((m, n), UNKNOWN, np.int8)
     index = {name: j for j, name in enumerate(bodies.names)}
@@ -192,9 +194,12 @@ def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreig
                 values.append(np.full(n, UNKNOWN, np.int8))
                 continue
             some_unknown |= ~supports.known[s]
-            Ri, ti = poses.invert(supports.R_w[s], supports.t_w[s])
-            R, t = poses.compose(Ri, ti, bodies.R_w[j], bodies.p_w[j])
-            gap = support_gaps_m(R, t, bodies.shapes[j], surface)
+            if body_gaps is not None:
+                gap = body_gaps[j, s]
+            else:
+                Ri, ti = poses.invert(supports.R_w[s], supports.t_w[s])
+                R, t = poses.compose(Ri, ti, bodies.R_w[j], bodies.p_w[j])
+                gap = support_gaps_m(R, t, bodies.shapes[j], surface)
             with np.errstate(invalid='ignore'):
                 beneath = supports.known[s] & (gap >= -gap_tolerance_m)
             gaps[s] = np.where(beneath, gap, np.inf)
