@@ -37,6 +37,7 @@ from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
 from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of, recorded_period_ns
 from ..monitor.frames import SampleHold, held_fresh, merge_repeated
+from ..monitor.queue import StampQueue
 from ..stamps import stamp_ns as stamp_to_ns
 
 if TYPE_CHECKING:
@@ -540,7 +541,7 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
     ``T_0 + k / rate_hz``, its samples' age judged as the tick judged it
     (:meth:`FrameClock.replayed_ageing`).  The same samples at the same times
     give the same frames, so the audit reports what the monitor reported live."""
-    samples: list[tuple[int, int, list[str], list[bool], list[bool]]] = []
+    samples: StampQueue[tuple[list[str], list[bool], list[bool]]] = StampQueue()     # as the live node queues them
     seen = _NamesSeen()
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
@@ -563,14 +564,13 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
         preds = msg.predicates
         given = [p.name for p in preds]
         seen.add(conn.topic, given)
-        samples.append((stamp_ns or bag_ns, seq, given, [p.value for p in preds], [p.unknown for p in preds]))
+        samples.push(stamp_ns or bag_ns, (given, [p.value for p in preds], [p.unknown for p in preds]))
     names.check(path, seen)
     warnings.extend(seen.repeat_warnings(path))
-    samples.sort(key=lambda s: (s[0], s[1]))
+
     clock = FrameClock.at_rate(rate_hz)
     hold = SampleHold(predicates, staleness_s)
     episodes: list[Rollout] = []
-    i = 0
     for episode_id in order:
         frames = published[episode_id]
         # Rebuilt at another rate, the frames are not the monitor's: every window another length.
@@ -593,10 +593,8 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
                             f'from the first one recorded')
         rows_v, rows_u = [], []
         for t_k, aged_k in zip(clock.replayed(frames), clock.replayed_ageing(frames)):
-            while i < len(samples) and samples[i][0] <= t_k:
-                _, _, given, values, unknown = samples[i]
-                hold.update_many(given, values, unknown, samples[i][0] * 1e-9)
-                i += 1
+            for stamp_ns, (given, values, unknown) in samples.due(t_k):
+                hold.update_many(given, values, unknown, stamp_ns * 1e-9)
             v, u = hold.frame(t_k * 1e-9, aged_k * 1e-9)
             rows_v.append(v)
             rows_u.append(u)

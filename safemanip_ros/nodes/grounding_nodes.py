@@ -14,8 +14,6 @@ Executables: ``joint_state_grounding``, ``contact_grounding``,
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -51,6 +49,7 @@ from ..grounding.messages import (
 )
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
+from ..monitor.queue import StampQueue
 from ..settings import RATE_HZ
 from ..stamps import StampSkew, stamp_s
 from .conversions import ns_from_time, predicate_values
@@ -86,9 +85,8 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
 
     def __init__(self, node_name: str) -> None:
         self._inputs: list[Any] = []      # input subscriptions, drained before each in-process sample
-        # heap of (stamp_ns, seq, callback, msg): inputs from the node's future
-        self._deferred: list[tuple[int, int, Callable[[Any], None], Any]] = []
-        self._deferred_seq = itertools.count()
+        # (callback, msg) of inputs from the node's future, by stamp
+        self._deferred: StampQueue[tuple[Callable[[Any], None], Any]] = StampQueue()
         self._skew = StampSkew()       # inputs stamped on another clock than ours
         self._inputs_freshness: list[Freshness] | None = None
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
@@ -160,9 +158,9 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
                 return
             self._check_clock(topic, stamp_ns)
             # Through the queue whenever it holds anything, so inputs are applied in stamp order.
-            heapq.heappush(self._deferred, (stamp_ns, next(self._deferred_seq), _cb, msg))
+            self._deferred.push(stamp_ns, (_cb, msg))
             if len(self._deferred) > MAX_DEFERRED:
-                self._release_deferred(self._deferred[0][0])
+                self._release_deferred(self._deferred.oldest_ns or 0)
             elif not self.sampled_by_monitor:
                 # Sampled by the monitor, inputs are released on its clock only (sample()): every
                 # node of a process has its own /clock subscription, and this one may run ahead.
@@ -182,8 +180,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
 
     def _release_deferred(self, now_ns: int) -> None:
         """Apply held-back inputs whose stamp the clock has reached, in stamp order."""
-        while self._deferred and self._deferred[0][0] <= now_ns:
-            _, _, callback, msg = heapq.heappop(self._deferred)
+        for _, (callback, msg) in self._deferred.due(now_ns):
             callback(msg)
 
     def upstream(self, values: Predicates) -> None:

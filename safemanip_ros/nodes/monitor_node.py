@@ -35,7 +35,6 @@
 
 from __future__ import annotations
 
-import collections
 import copy
 import functools
 import json
@@ -71,6 +70,7 @@ from ..monitor.overruns import OverrunLog
 from ..monitor.pacing import ClosingQueue
 from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
+from ..monitor.queue import StampQueue
 from ..realtime import settle_heap
 from ..settings import MONITOR
 from ..stamps import StampSkew
@@ -134,8 +134,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             JumpThreshold(min_forward=Duration(nanoseconds=CLOCK_JUMP_NS), min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False), post_callback=self._on_clock_jump)
         self._unlogged: list[tuple[str, Sequence[EpisodeEvent]]] = []    # this tick's events, logged after it
-        # (stamp ns, names, values, unknown) of predicate samples not yet applied
-        self._pending: collections.deque[tuple[int, list[str], list[bool], list[bool]]] = collections.deque()
+        # (names, values, unknown) of predicate samples not yet applied, by stamp
+        self._pending: StampQueue[tuple[list[str], list[bool], list[bool]]] = StampQueue()
         # Per topic, its newest sample stamped far ahead of our clock (another clock): kept until the
         # clock gets there, the newest only; kept all, they grew the queue by every message for good.
         self._ahead: dict[str, tuple[int, list[str], list[bool], list[bool]]] = {}
@@ -313,7 +313,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if skew_s is not None and skew_s > 0:
             self._ahead[topic] = (stamp_ns, names, values, unknown)
         else:
-            self._pending.append((stamp_ns, names, values, unknown))
+            self._pending.push(stamp_ns, (names, values, unknown))
         self._hear(topic, names, unknown)
 
     def _hear(self, topic: str, names: list[str], unknown: list[bool]) -> None:
@@ -330,7 +330,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         for topic, values in zip(self._sampled_topics, sampled):
             names = list(values)
             unknown = [values[n] is None for n in names]
-            self._pending.append((frame_ns, names, [bool(values[n]) for n in names], unknown))
+            self._pending.push(frame_ns, (names, [bool(values[n]) for n in names], unknown))
             self._heard_topics[topic] = None
             self._hear(topic, names, unknown)
 
@@ -359,15 +359,11 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         are compared with ``aged_at_ns`` (default ``frame_ns``) for freshness."""
         if frame_ns is None:
             frame_ns = self.get_clock().now().nanoseconds
-        pending = self._pending
-        for topic, sample in list(self._ahead.items()):
-            if sample[0] <= frame_ns:        # the clock got there (a forward jump of /clock)
-                pending.append(sample)
+        for topic, (stamp_ns, names, values, unknown) in list(self._ahead.items()):
+            if stamp_ns <= frame_ns:        # the clock got there (a forward jump of /clock)
+                self._pending.push(stamp_ns, (names, values, unknown))
                 del self._ahead[topic]
-        if pending and len(pending) > 1 and any(pending[i][0] > pending[i + 1][0] for i in range(len(pending) - 1)):
-            self._pending = pending = collections.deque(sorted(pending, key=lambda item: item[0]))
-        while pending and pending[0][0] <= frame_ns:
-            stamp_ns, names, values, unknown = pending.popleft()
+        for stamp_ns, (names, values, unknown) in self._pending.due(frame_ns):
             self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
         return self._held.frame(frame_ns * 1e-9, None if aged_at_ns is None else aged_at_ns * 1e-9)
 
