@@ -407,7 +407,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     # child → its samples: (message positions, places in the message, stamps, values [n, 7]) per layout
     samples: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
     dyn_pos_parts, dyn_t_parts = [], []       # message positions and stamps of the /tf messages with transforms
-    needed = _needed_frames(tf, [t for t in (dynamic, static) if t is not None], lo, hi)
+    needed = _needed_tf_frames(tf, [t for t in (dynamic, static) if t is not None], lo, hi)
     for topic, is_static in ((dynamic, False), (static, True)):
         if topic is None:
             continue
@@ -498,7 +498,7 @@ def _tf(grounding: GroundingSet, dynamic: _Topic | None, static: _Topic | None, 
     return out
 
 
-def _needed_frames(tf: TfGrounding, topics: list[_Topic], lo: int, hi: int) -> set[str]:
+def _needed_tf_frames(tf: TfGrounding, topics: list[_Topic], lo: int, hi: int) -> set[str]:
     """The frames whose links some lookup of the configuration walks: the
     configured frames and, up the tree, their parents.  A link re-parented
     within the segment makes the bag the message loop's."""

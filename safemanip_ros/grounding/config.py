@@ -282,14 +282,14 @@ def load_robot_config(path: str | Path) -> RobotConfig:
                 or 'support' in (spec.get('roles') or [])}
     objects = {e: ents[e].get('frame', e) for e in sorted(contacts.graspable)}
     skills = _skills(doc, sorted(objects))
+    # The thresholds given; the others keep TfConfig's defaults (declared there once).
+    given_tf = {k: th[k] for k in ('stable_linear_m_s', 'stable_angular_rad_s', 'sliding_m_s', 'slip_m', 'slip_rad',
+                                   'support_gap_m', 'gripper_clearance_m', 'pick_clear_m', 'place_clear_m') if k in th}
+    if 'tf' in st:
+        given_tf['staleness_s'] = st['tf']
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
-                  shapes={e: shapes[e] for e in objects}, interiors=interiors,
-                  stable_linear_m_s=th.get('stable_linear_m_s', 0.05), stable_angular_rad_s=th.get('stable_angular_rad_s', 0.25),
-                  sliding_m_s=th.get('sliding_m_s', 0.01),
-                  slip_m=th.get('slip_m', 0.03), slip_rad=th.get('slip_rad', 0.3),
-                  support_gap_m=th.get('support_gap_m', 0.02), gripper_clearance_m=th.get('gripper_clearance_m', 0.01),
-                  pick_clear_m=th.get('pick_clear_m', 0.01), place_clear_m=th.get('place_clear_m', 0.03),
-                  staleness_s=st.get('tf', 0.2), track=TrackConfig(**(doc.get('perception') or {})),
+                  shapes={e: shapes[e] for e in objects}, interiors=interiors, **given_tf,
+                  track=TrackConfig(**(doc.get('perception') or {})),
                   # Where the stack says when a pick starts, the geometric approach test steps aside.
                   pick_approach='pick' not in skills.mapped)
     cam = doc.get('camera') or {}

@@ -438,11 +438,12 @@ class TfConfig:
     near: dict[str, tuple[str, str, float]] = field(default_factory=dict)    # name → (frame a, frame b, m)
     inside: dict[str, tuple[str, str, tuple[float, float, float], tuple[float, float, float]]] = \
         field(default_factory=dict)                                   # name → (frame, box frame, min, max)
-    stable_linear_m_s: float = 0.05
-    stable_angular_rad_s: float = 0.25
-    sliding_m_s: float = 0.01      # object_sliding: horizontal speed (drags slower than the stability bound)
-    slip_m: float = 0.03
-    slip_rad: float = 0.3
+    # What counts as moving and as slipped: the tracker's defaults (tracking.MotionLimits).
+    stable_linear_m_s: float = MotionLimits.stable_linear_m_s
+    stable_angular_rad_s: float = MotionLimits.stable_angular_rad_s
+    sliding_m_s: float = MotionLimits.sliding_m_s      # object_sliding: horizontal speed (drags slower than the stability bound)
+    slip_m: float = MotionLimits.slip_m
+    slip_rad: float = MotionLimits.slip_rad
     support_gap_m: float = 0.02
     gripper_clearance_m: float = 0.01
     approach_m: float = 0.05
@@ -505,7 +506,7 @@ class TfGrounding:
         self.freshness = Freshness(config.staleness_s, interleaved=True)
         self._objects = sorted(config.objects)
         # Every frame a lookup starts from (their chains' links are interpolated together).
-        self._frames = sorted({config.world_frame, config.gripper_frame, *config.objects.values(),
+        self._tf_frames = sorted({config.world_frame, config.gripper_frame, *config.objects.values(),
                                *(s.frame for s in config.supports.values()),
                                *(f for a, b, _ in config.near.values() for f in (a, b)),
                                *(f for frame, box, _, _ in config.inside.values() for f in (frame, box)),
@@ -614,7 +615,7 @@ class TfGrounding:
         memo: dict[tuple[str, tuple[str, ...]], Lookup] = {}
         chains: list[Memo] = [{} for _ in groups]         # per group: its links' poses and chains
         for (links, rows, spans), chain in zip(groups, chains):
-            self.tree.prefetch(self._frames, times[rows], links, spans, chain)
+            self.tree.prefetch(self._tf_frames, times[rows], links, spans, chain)
 
         def lookup_rows(target: str, sources: tuple[str, ...]) -> Lookup:
             """Each of ``sources`` in ``target``: rows ``j * n + k`` (source j, frame k)."""

@@ -206,7 +206,7 @@ class MotionLimits:
     noise floor)."""
 
     stable_linear_m_s: float = 0.05
-    stable_angular_rad_s: float = 0.5
+    stable_angular_rad_s: float = 0.25
     sliding_m_s: float = 0.01
     slip_m: float = 0.03
     slip_rad: float = 0.3
