@@ -235,17 +235,26 @@ def test_json_first_reader_opens_bags_as_rosbags_does(tmp_path):
 
 
 def _segments_message_by_message(t, period_ns, max_gap_ns):
-    """The message loop's segmentation, transcribed (the oracle for frame_segments)."""
+    """The message loop's segmentation: monitor/clock.FrameSchedule fed one
+    message at a time, as audit/rollouts.py feeds it (the oracle for frame_segments)."""
+    from safemanip_ros.monitor.clock import FrameSchedule
+    schedule = FrameSchedule(period_ns, max_gap_ns)
     out = []
-    seg_first, seg_start, next_frame = 0, int(t[0]), int(t[0])
+    seg_first, seg_start = 0, int(t[0])
     for i, stamp in enumerate(t.tolist()):
-        if stamp - next_frame > max_gap_ns:
-            out.append((seg_first, i, seg_start, next_frame, stamp))
-            seg_first, seg_start, next_frame = i, stamp, stamp
-        if stamp > next_frame:
-            next_frame += -(-(stamp - next_frame) // period_ns) * period_ns
-    out.append((seg_first, len(t), seg_start, next_frame, None))
+        frames, gap_after = schedule.take(stamp)
+        if gap_after is not None:
+            out.append((seg_first, i, seg_start, gap_after, stamp))
+            seg_first, seg_start = i, stamp
+    out.append((seg_first, len(t), seg_start, schedule.last(), None))
     return out
+
+
+def test_the_frame_schedule_example_runs():
+    import doctest
+
+    import safemanip_ros.monitor.clock as clock_module
+    assert doctest.testmod(clock_module).failed == 0
 
 
 @pytest.mark.parametrize('seed', range(40))

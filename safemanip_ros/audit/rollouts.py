@@ -35,7 +35,7 @@ import numpy as np
 from ..bag import OpenBag, is_bag, open_bag, typestore
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
-from ..monitor.clock import FrameClock, frame_grid, frame_segments, period_ns_of, recorded_period_ns
+from ..monitor.clock import FrameClock, FrameSchedule, frame_grid, frame_segments, period_ns_of, recorded_period_ns
 from ..monitor.frames import SampleHold, held_fresh, merge_repeated
 from ..monitor.queue import StampQueue
 from ..stamps import stamp_ns as stamp_to_ns
@@ -334,8 +334,6 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
     path, bag, warnings, conns, grounding, episode_conns = b.path, b.bag, b.warnings, b.conns, b.grounding, \
         b.episode_conns
     predicates, rate_hz, staleness_s, max_gap_s, names = b.predicates, b.rate_hz, b.staleness_s, b.max_gap_s, b.names
-    period_ns = period_ns_of(rate_hz)
-    max_gap_ns = int(max_gap_s * 1e9)
     gaps = 0
     episodes: list[Rollout] = []
     hold = SampleHold(predicates, staleness_s)
@@ -343,7 +341,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
     rows_v: list[np.ndarray] = []
     seen = _NamesSeen()         # predicate names per topic (predicate bags)
     rows_u: list[np.ndarray] = []
-    next_frame: int | None = None
+    schedule = FrameSchedule(period_ns_of(rate_hz), int(max_gap_s * 1e9))
 
     viewed: list[tuple[float, dict[str, Any]]] = []     # grounded frames still to be evaluated (TF together)
 
@@ -378,24 +376,18 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
 
     for conn, stamp_ns, raw, sample in _with_samples(bag, conns + episode_conns, grounding is not None,
                                                      str(path)):
-        if next_frame is None:
-            next_frame = stamp_ns
-        if stamp_ns - next_frame > max_gap_ns:
-            # A hole in the recording: end the episode here instead of
-            # building frames across it (10^18 ns once meant 2.6 GB).
-            emit(next_frame)
+        frames, gap_after = schedule.take(stamp_ns)
+        for frame_ns in frames:             # frames strictly before this message
+            emit(frame_ns)
+        if gap_after is not None:           # a hole in the recording ended the segment
             close(name)
             gaps += 1
-            warnings.append(_gap_warning(path, stamp_ns, next_frame, max_gap_s))
+            warnings.append(_gap_warning(path, stamp_ns, gap_after, max_gap_s))
             rows_v, rows_u = [], []
             name = f'{name.split("#gap")[0]}#gap{gaps}'
             hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
                 grounding = grounding.fresh_copy()
-            next_frame = stamp_ns
-        while stamp_ns > next_frame:      # frames strictly before this message
-            emit(next_frame)
-            next_frame += period_ns
         if grounding is not None and sample is not None:
             grounding.feed_sample(conn.topic, sample)      # decoded column-wise
             continue
@@ -407,7 +399,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
             hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
                 grounding = grounding.fresh_copy()
-            next_frame = stamp_ns
+            schedule.restart(stamp_ns)
             continue
         if grounding is not None:
             grounding.feed(conn.topic, msg)
@@ -418,8 +410,9 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
         hold.update_many(given, [p.value for p in preds], [p.unknown for p in preds], stamp_ns * 1e-9)
     if grounding is None:
         names.check(path, seen)
-    if next_frame is not None:          # the frame holding the last messages
-        emit(next_frame)
+    last = schedule.last()
+    if last is not None:                # the frame holding the last messages
+        emit(last)
     if grounding is not None:
         warnings.extend(grounding.name_warnings(str(path)))
     close(name)
