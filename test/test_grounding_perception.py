@@ -151,6 +151,37 @@ def test_a_grasp_keeps_sync_and_support_honest_while_the_object_is_hidden():
         assert all(frames[k]['object_supported_cube'] is not None for k in range(20, 111)), seed
 
 
+@pytest.mark.parametrize('rate, off_m', [(0.03, 0.05), (0.05, 0.10)])
+def test_gross_outliers_read_as_no_slip_while_the_grasp_holds(rate, off_m):
+    """A share of the detections grossly wrong (a mis-association, a depth
+    hole: ``off_m`` away), on top of the realistic detector, through the
+    same carry: the grasp stays synced wherever the noise-free answer is
+    synced (the slip test compares medians of several detections, so a
+    lone outlier, or two, moves neither), and a real slip is still seen."""
+    level = replace(LEVELS['realistic'], name='outliers', outliers=rate, outlier_m=off_m)
+    grasp = range(40, 110)
+    for seed in range(6):
+        frames = run(Pick(), level, seed)
+        assert all(frames[k]['object_sync_cube'] is True for k in grasp), (seed, [
+            k for k in grasp if frames[k]['object_sync_cube'] is not True])
+
+    class Slipping(Pick):
+        """The cube slides 6 cm down in the grip from 3.5 s on (the hand keeps going)."""
+
+        def __call__(self, t):
+            cube, hand, grasped = super().__call__(t)
+            if grasped and t >= 3.5:
+                cube = cube - [0.0, 0.0, 0.06 * min((t - 3.5) / 0.2, 1.0)]
+            return cube, hand, grasped
+    for seed in range(3):
+        frames = run(Slipping(), level, seed)
+        slipped = [k for k in range(70, 110) if frames[k]['object_sync_cube'] is False]
+        # Seen within 1.5 s of the slip: five detections' median turns after three new ones, and half of
+        # them are lost between the fingers (measured: 0.6-1.1 s; with a mean of three, 0.4-0.65 s, and
+        # one carry of eight not at all).
+        assert slipped and slipped[0] <= 70 + 30, (seed, slipped)
+
+
 def test_a_midair_release_reads_as_unsupported_at_once():
     """Let go 10 cm up with the cube hidden by the fingers: the pose the
     gripper last held it at says 'not supported' until a detection shows

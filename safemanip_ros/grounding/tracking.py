@@ -26,10 +26,11 @@ state carried between runs makes them the same):
   noise or, when larger, the fit's residuals.  Deciding *stable* and
   *sliding* uses hysteresis: a state is left only on evidence beyond the
   noise floor (:data:`NOISE_QUANTILE`), re-entered within half of it.
-* **slip** (sync): the mean offset of the newest detections in the window
-  against the mean of the first ``REFERENCE_MEASUREMENTS`` after grasp
-  onset; slipped only when the difference exceeds the limit by the noise
-  floor.  A grasped object not seen since the reference is synced: the
+* **slip** (sync): the median offset of the newest
+  ``SLIP_MEASUREMENTS`` detections (within ``OFFSET_HORIZON_S``) against
+  the median of the first ``REFERENCE_MEASUREMENTS`` after grasp onset (a
+  median: one grossly wrong detection of three moves neither); slipped
+  only when the difference exceeds the limit by the noise floor.  A grasped object not seen since the reference is synced: the
   fingers (contacts and closed joints) hold it.
 
 Lengths in metres, angles in radians, times in seconds.
@@ -48,7 +49,10 @@ from . import poses, windows
 REFERENCE_MEASUREMENTS = 3
 """Detections after grasp onset averaged into the slip reference."""
 RECENT_MEASUREMENTS = 3
-"""Newest detections compared with the slip reference."""
+"""Newest detections a grasped object not seen since its grasp began is placed in the gripper by."""
+SLIP_MEASUREMENTS = 5
+"""Newest detections whose median is compared with the slip reference (five: two grossly wrong ones
+among them still move the median by no more than the noise)."""
 OFFSET_HORIZON_S = 2.0
 """A grasped object's grip offset is the mean of its detections since the
 grasp began, over at most this long (the gripper is exact: only the
@@ -57,6 +61,8 @@ MIN_MOTION_SAMPLES = 3
 """Detections a motion estimate is fitted to at least (older ones are taken when the window has fewer)."""
 MIN_SCATTER_SAMPLES = 4
 """Samples from which noise is estimated from their own scatter (fewer: the configured noise)."""
+MEDIAN_SPREAD = math.sqrt(math.pi / 2)
+"""How much wider a median of several normal samples spreads than their mean (large samples; three: 1.16)."""
 NOISE_QUANTILE = {1: 3.29, 2: 3.72, 3: 4.03}
 """The 99.9 % quantile of the norm of a d-dimensional standard normal
 vector: evidence must exceed this many standard errors (a still object
@@ -98,6 +104,12 @@ class Measurement:
 def _mean_rows(a: np.ndarray) -> np.ndarray:
     """``a.mean(axis=0)``, the same arithmetic without its bookkeeping (the tracker's arrays are a few rows)."""
     out: np.ndarray = np.add.reduce(a, axis=0) / len(a)
+    return out
+
+
+def _median_spread(count: np.ndarray) -> np.ndarray:
+    """:data:`MEDIAN_SPREAD` where a median of ``count`` samples is one (three or more), else 1 (a mean)."""
+    out: np.ndarray = np.where(count >= 3, MEDIAN_SPREAD, 1.0)
     return out
 
 
@@ -446,7 +458,7 @@ class ObjectTrack:
                 len(self._reference_parts) < self._averaged(REFERENCE_MEASUREMENTS):
             self._reference_parts.append(m)
             parts = self._reference_parts
-            self.reference = (_mean_rows(np.array([q.p_g for q in parts])),
+            self.reference = (np.median(np.array([q.p_g for q in parts]), axis=0),
                               mean_rotation(np.array([q.R_g for q in parts])), len(parts))
 
     def _window(self, now_s: float) -> tuple[int, int]:
@@ -503,9 +515,13 @@ class ObjectTrack:
             return
         seen = self._seen
         used = {m.stamp_s for m in self._reference_parts}
-        want = self._averaged(RECENT_MEASUREMENTS)
+        want = self._averaged(SLIP_MEASUREMENTS)
         recent: list[int] = []
-        for i in reversed(seen.relative(seen.since(max(now_s - self.config.window_s, self.onset_s)))):
+        # The newest few since the grasp began (within the offset horizon, not the motion window: with
+        # the fingers hiding the object a window often holds one detection, and one grossly wrong
+        # detection must not read as a slip; exact poses: the newest within the window).
+        horizon_s = self.config.window_s if self._exact else OFFSET_HORIZON_S
+        for i in reversed(seen.relative(seen.since(max(now_s - horizon_s, self.onset_s)))):
             if seen.stamps[i] not in used:
                 recent.append(i)
                 if len(recent) == want:
@@ -638,7 +654,7 @@ class ObjectTrack:
             rows = np.array([r + [r[-1]] * (width - len(r)) for r in recent], np.int64)
             valid = np.arange(width)[None, :] < np.array([len(r) for r in recent])[:, None]
             newest = np.array([r[-1] for r in recent], np.int64)
-            mean_p = windows.masked_mean(seen.p_g[rows], valid)
+            mean_p = windows.masked_median(seen.p_g[rows], valid)
             mean_R = windows.mean_rotations(seen.R_g[rows], valid, seen.R_g[newest])
             count = valid.sum(axis=1)
             single = count == 1
@@ -646,7 +662,8 @@ class ObjectTrack:
             ref_p = np.array([plan.slip[k][1][0] for k in frames])
             ref_R = np.array([plan.slip[k][1][1] for k in frames])
             ref_n = np.array([plan.slip[k][1][2] for k in frames], float)
-            spread = np.sqrt(1.0 / ref_n + 1.0 / count)
+            # A median of three or more spreads wider than a mean (about sqrt(pi/2) as far).
+            spread = np.sqrt(_median_spread(ref_n) ** 2 / ref_n + _median_spread(count) ** 2 / count)
             dist = poses.norm3(mean_p - ref_p)
             angle = poses.norm3(windows.log_rotations(poses.mat_mul(np.swapaxes(ref_R, -1, -2), mean_R)))
             q3 = NOISE_QUANTILE[3]

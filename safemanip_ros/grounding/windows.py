@@ -16,7 +16,8 @@ import numpy as np
 
 from . import poses
 
-__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_slope', 'masked_sum',
+__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_median', 'masked_slope',
+           'masked_sum',
            'mean_rotations', 'relative_logs', 'residual_sigma']
 
 
@@ -71,6 +72,15 @@ def masked_mean(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
     shape = (len(n),) + (1,) * (x.ndim - 2)
     with np.errstate(invalid='ignore', divide='ignore'):
         out: np.ndarray = masked_sum(x, valid) / n.reshape(shape)
+    return out
+
+
+def masked_median(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The median of each window's valid samples ``x[F, W, d]`` per axis
+    (a selection: the same whatever the batch or padding)."""
+    masked = np.where(valid[:, :, None], x, np.nan)
+    with np.errstate(invalid='ignore'):
+        out: np.ndarray = np.nanmedian(masked, axis=1)
     return out
 
 

@@ -41,7 +41,10 @@ class PerceptionLevel:
     ``latency_s``: from capture (the stamp) to publication;
     ``occlusion``: probability a detection is missed while the object's
     origin is within ``occlusion_radius_m`` of the gripper (between or near
-    the fingers), on top of ``dropout``."""
+    the fingers), on top of ``dropout``; ``outliers``: probability a
+    detection is grossly wrong (a mis-association, a depth hole), its
+    position ``outlier_m`` away in a random direction (drawn from a stream
+    of its own, so the other errors are the level's without outliers)."""
 
     name: str
     position_noise_m: float = 0.0
@@ -51,6 +54,8 @@ class PerceptionLevel:
     latency_s: float = 0.0
     occlusion: float = 0.0
     occlusion_radius_m: float = 0.06
+    outliers: float = 0.0
+    outlier_m: float = 0.05
 
     @property
     def exact(self) -> bool:
@@ -70,11 +75,12 @@ LEVELS = {
     'truth': PerceptionLevel('truth'),
     'realistic': REALISTIC,
     'double': REALISTIC.scaled('double', noise=2.0, dropout=2.0),
+    'outliers': replace(REALISTIC, name='outliers', outliers=0.03),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
 camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
-100 ms late, half the detections lost between the fingers) and twice its
-noise and dropout."""
+100 ms late, half the detections lost between the fingers), twice its
+noise and dropout, and it with 3 % of its detections 5 cm off."""
 
 
 def tracked_bodies(bodies: list[str]) -> list[str]:
@@ -98,6 +104,7 @@ class PoseDetector:
         self.level = level
         self.bodies = list(bodies)
         self.rng = np.random.default_rng(seed)
+        self._outlier_rng = np.random.default_rng([seed, 7])
         self._next_capture_s: float | None = None
         self._pending: list[Detection] = []
 
@@ -122,6 +129,9 @@ class PoseDetector:
             if eef is not None and u_occl < lv.occlusion and \
                     float(np.linalg.norm(np.array([x, y, z]) - eef)) < lv.occlusion_radius_m:
                 continue
+            u_out, away = self._outlier_rng.random(), self._outlier_rng.normal(0.0, 1.0, 3)
+            if u_out < lv.outliers:
+                dp = dp + away / float(np.linalg.norm(away)) * lv.outlier_m
             seen[body] = ((x + dp[0], y + dp[1], z + dp[2]), _rotate(q, dr))
         if seen:
             self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
