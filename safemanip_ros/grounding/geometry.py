@@ -40,17 +40,9 @@ class Shape:
     def extent_along(self, axis: np.ndarray, rotation: np.ndarray) -> float:
         """Half the shape's width along the unit vector ``axis`` (expressed
         in the frame the ``rotation`` maps the shape's frame into): the
-        distance from the centre to the supporting plane on that side."""
-        if self.kind == 'point':
-            return 0.0
-        if self.kind == 'sphere':
-            return self.dims_m[0]
-        local = rotation.T @ axis          # the axis in the shape's own frame
-        if self.kind == 'box':
-            return float(np.abs(local) @ np.asarray(self.dims_m))
-        radius, half_height = self.dims_m
-        along = abs(float(local[2]))
-        return half_height * along + radius * math.sqrt(max(0.0, 1.0 - along * along))
+        distance from the centre to the supporting plane on that side
+        (:func:`extents_along` for one frame)."""
+        return float(extents_along(self, np.asarray(axis, float)[None], np.asarray(rotation, float)[None])[0])
 
     def half_extent_z(self) -> float:
         """Half-height along the shape's own z (top surface offset of an upright support)."""
@@ -111,24 +103,34 @@ def rests_on(object_in_support: np.ndarray, shape: Shape, surface: SupportSurfac
     return bool(rests_on_rows(T[None, :3, :3], T[None, :3, 3], [shape], 1, surface, tolerance_m)[0])
 
 
-def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
-    """:meth:`Shape.extent_along` the support's up axis for object rotations
-    ``R[n, 3, 3]`` in the support's frame: how far the shape reaches below
-    its centre."""
-    n = R.shape[0]
+def extents_along(shape: Shape, axis: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """:meth:`Shape.extent_along` for many frames: half the shape's width
+    along the unit vectors ``axis[n, 3]``, expressed in the frames the
+    rotations ``R[n, 3, 3]`` map the shape's frame into."""
+    n = len(R)
     if shape.kind == 'point':
         return np.zeros(n)
     if shape.kind == 'sphere':
         return np.full(n, float(shape.dims_m[0]))
-    up = R[:, 2, :]            # the up axis in the shape's own frame: the bottom row of R
+    local = R[:, 0, :] * axis[:, 0, None] + R[:, 1, :] * axis[:, 1, None] + R[:, 2, :] * axis[:, 2, None]
     if shape.kind == 'box':
         dx, dy, dz = shape.dims_m
-        box: np.ndarray = np.abs(up[:, 0]) * dx + np.abs(up[:, 1]) * dy + np.abs(up[:, 2]) * dz
+        box: np.ndarray = np.abs(local[:, 0]) * dx + np.abs(local[:, 1]) * dy + np.abs(local[:, 2]) * dz
         return box
     radius, half_height = shape.dims_m
-    along = np.abs(up[:, 2])
+    along = np.abs(local[:, 2])
     cylinder: np.ndarray = half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
     return cylinder
+
+
+_UP = np.array([0.0, 0.0, 1.0])
+
+
+def depth_below_centre_m(R: np.ndarray, shape: Shape) -> np.ndarray:
+    """:func:`extents_along` the support's up axis for object rotations
+    ``R[n, 3, 3]`` in the support's frame: how far the shape reaches below
+    its centre."""
+    return extents_along(shape, np.broadcast_to(_UP, (len(R), 3)), R)
 
 
 def rests_on_rows(R: np.ndarray, t: np.ndarray, shapes: list[Shape], n: int, surface: SupportSurface,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import poses
-from .geometry import Shape, SupportSurface, support_gaps_m
+from .geometry import Shape, SupportSurface, extents_along, support_gaps_m
 
 TRUE, FALSE, UNKNOWN = 1, 0, -1
 """Three-valued codes of the column form."""
@@ -99,25 +99,6 @@ def _at_most(known: np.ndarray, unknown: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
-def _extent(shape: Shape, axis: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """:meth:`Shape.extent_along` per frame: unit vectors ``axis[n, 3]`` in the
-    frame rotations ``R[n, 3, 3]`` map the shape's frame into."""
-    n = len(R)
-    if shape.kind == 'point':
-        return np.zeros(n)
-    if shape.kind == 'sphere':
-        return np.full(n, float(shape.dims_m[0]))
-    local = R[:, 0, :] * axis[:, 0, None] + R[:, 1, :] * axis[:, 1, None] + R[:, 2, :] * axis[:, 2, None]
-    if shape.kind == 'box':
-        dx, dy, dz = shape.dims_m
-        box: np.ndarray = np.abs(local[:, 0]) * dx + np.abs(local[:, 1]) * dy + np.abs(local[:, 2]) * dz
-        return box
-    radius, half_height = shape.dims_m
-    along = np.abs(local[:, 2])
-    cylinder: np.ndarray = half_height * along + radius * np.sqrt(np.maximum(0.0, 1.0 - along * along))
-    return cylinder
-
-
 def _near(bodies: Bodies, a: int, b: int, margin_m: float) -> np.ndarray:
     """Per frame: body ``b``'s shape within ``margin_m`` of body ``a``'s
     horizontally, at heights that overlap (both poses known)."""
@@ -125,10 +106,10 @@ def _near(bodies: Bodies, a: int, b: int, margin_m: float) -> np.ndarray:
     h = np.hypot(d[:, 0], d[:, 1])
     up = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
     Ra, Rb = bodies.R_w[a], bodies.R_w[b]
-    apart = np.abs(d[:, 2]) > _extent(bodies.shapes[a], up, Ra) + _extent(bodies.shapes[b], up, Rb) + margin_m
+    apart = np.abs(d[:, 2]) > extents_along(bodies.shapes[a], up, Ra) + extents_along(bodies.shapes[b], up, Rb) + margin_m
     safe_h = np.where(h == 0.0, 1.0, h)
     u = np.stack([d[:, 0] / safe_h, d[:, 1] / safe_h, np.zeros(len(h))], axis=1)
-    gap = h - _extent(bodies.shapes[a], u, Ra) - _extent(bodies.shapes[b], -u, Rb)
+    gap = h - extents_along(bodies.shapes[a], u, Ra) - extents_along(bodies.shapes[b], -u, Rb)
     out: np.ndarray = ~apart & ((h == 0.0) | (gap <= margin_m))
     return out
 
