@@ -101,10 +101,24 @@ class Measurement:
     rel_ok: bool
 
 
-def _mean_rows(a: np.ndarray) -> np.ndarray:
-    """``a.mean(axis=0)``, the same arithmetic without its bookkeeping (the tracker's arrays are a few rows)."""
-    out: np.ndarray = np.add.reduce(a, axis=0) / len(a)
-    return out
+def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray,
+                  noise_m: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's mean grip offset from the offsets ``p[F, W, 3]``,
+    ``R[F, W, 3, 3]`` where ``valid`` (one offset: itself), and the mean
+    position's standard error: from the offsets' own scatter when there are
+    :data:`MIN_SCATTER_SAMPLES` or more, else from ``noise_m``."""
+    n = valid.sum(axis=1)
+    last = valid.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
+    at = np.arange(len(n))
+    mean_p = windows.masked_mean(p, valid)
+    mean_R = windows.mean_rotations(R, valid, R[at, last])
+    single = n == 1
+    mean_p[single], mean_R[single] = p[at, last][single], R[at, last][single]
+    d = p - mean_p[:, None, :]
+    with np.errstate(invalid='ignore', divide='ignore'):
+        var = windows.masked_sum(d * d, valid) / (n - 1)[:, None]
+        sigma = np.where(n >= MIN_SCATTER_SAMPLES, np.sqrt(var.mean(axis=1)), noise_m)
+    return mean_p, mean_R, sigma / np.sqrt(n)
 
 
 def _median_spread(count: np.ndarray) -> np.ndarray:
@@ -182,10 +196,9 @@ class _Detections:
         """The index of the first kept detection stamped at or after ``stamp_s``."""
         return bisect.bisect_left(self.stamps, stamp_s, self.first)
 
-    def relative(self, lo: int, hi: int | None = None) -> list[int]:
-        """The indices in ``[lo, hi)`` of detections with the gripper's pose known."""
-        hi = len(self.stamps) if hi is None else hi
-        rows: list[int] = (np.flatnonzero(self.rel_ok[lo:hi]) + lo).tolist()
+    def relative(self, lo: int) -> list[int]:
+        """The indices from ``lo`` on of detections with the gripper's pose known."""
+        rows: list[int] = (np.flatnonzero(self.rel_ok[lo:len(self.stamps)]) + lo).tolist()
         return rows
 
 
@@ -224,9 +237,6 @@ class MotionLimits:
     slip_rad: float = 0.3
 
 
-_UNKNOWN, _FROM_GRIPPER, _HELD, _DETECTED = 0, 1, 2, 3
-"""How a frame's pose is estimated (the plan the first pass of a run makes)."""
-
 Fused = tuple[np.ndarray, np.ndarray, float, float]
 """A pose a grasp vouched for: (p_w, R_w, time s, standard error m)."""
 
@@ -237,7 +247,6 @@ class _Plan:
     (indices into the track's detections), decided from stamps and grasp
     states alone; the arithmetic is done for all frames at once after it."""
 
-    kind: list[int]
     reset: list[bool]                        # the motion state forgotten before this frame (a release)
     motion: list[tuple[float, float, float] | None]     # the gripper's motion taken as the object's
     gripper_rows: list[int]                  # frames estimated from the gripper ...
@@ -384,7 +393,7 @@ class ObjectTrack:
         which detections each estimate is made of."""
         cfg, seen = self.config, self._seen
         n = len(times_s)
-        plan = _Plan([_UNKNOWN] * n, [False] * n, [None] * n, [], [], [], {}, [], [], {}, [], [], [], {},
+        plan = _Plan([False] * n, [None] * n, [], [], [], {}, [], [], {}, [], [], [], {},
                      [None] * n, list(codes), [False] * n, [False] * n)
         fused_at: int | Fused | None = self.last_fused
         held: int | Fused | None = self.held_pose
@@ -416,23 +425,19 @@ class ObjectTrack:
                 self._add(m)
             lo, hi = self._window(now)
             holding = self.grasping and self.ungrasped_frames == 0
-            kind = _UNKNOWN
-            if holding and gripper_ok[k] and self._plan_offset(plan, k, now, lo, hi):
-                kind = _FROM_GRIPPER
+            from_gripper = holding and gripper_ok[k] and self._plan_offset(plan, k, now, lo, hi)
+            if from_gripper:
                 plan.motion[k] = gripper_motion[k]
                 fused_at, fused_time = k, now
-            if kind == _UNKNOWN and held is not None:
+            elif held is not None:
                 assert held_time is not None
                 if not (hi > lo and seen.stamps[hi - 1] > held_time):
                     if now - held_time <= cfg.staleness_s:
-                        kind = _HELD
                         plan.held[k] = held
-                    plan.kind[k] = kind
                     self._plan_slip(plan, k, now)
                     continue
                 held = held_time = None
-            if kind == _UNKNOWN and hi > lo and now - seen.stamps[hi - 1] <= cfg.staleness_s:
-                kind = _DETECTED
+            if not from_gripper and hi > lo and now - seen.stamps[hi - 1] <= cfg.staleness_s:
                 if hi - lo < MIN_MOTION_SAMPLES:
                     # Detections missed: reach back (within the regime) for enough to fit a slope to.
                     lo = max(seen.since(max(now - cfg.window_s - cfg.staleness_s, self.regime_start_s)),
@@ -443,7 +448,6 @@ class ObjectTrack:
                 if holding:
                     plan.motion[k] = gripper_motion[k]
                     fused_at, fused_time = k, now
-            plan.kind[k] = kind
             self._plan_slip(plan, k, now)
         plan.fused_end, plan.held_end = fused_at, held
         return plan
@@ -480,21 +484,20 @@ class ObjectTrack:
         if seen.rel_ok[a:hi].any():
             plan.offset_lo.append(a)
             plan.offset_hi.append(hi)
-        elif self._reference_parts:
-            parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
-            points = np.array([m.p_g for m in parts])
-            plan.offset_given[k] = (_mean_rows(points), mean_rotation(np.array([m.R_g for m in parts])),
-                                    self._spread(points))
-            plan.offset_lo.append(0)
-            plan.offset_hi.append(0)
         else:
-            # Not seen since the fingers closed: where it was last seen relative to the gripper.
-            rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
-            if not rows:
-                return False
-            rows = rows[-self._averaged(len(rows)):]
-            points = seen.p_g[rows]
-            plan.offset_given[k] = (_mean_rows(points), mean_rotation(seen.R_g[rows]), self._spread(points))
+            if self._reference_parts:
+                parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
+                p, R = np.array([m.p_g for m in parts]), np.array([m.R_g for m in parts])
+            else:
+                # Not seen since the fingers closed: where it was last seen relative to the gripper.
+                rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
+                if not rows:
+                    return False
+                rows = rows[-self._averaged(len(rows)):]
+                p, R = seen.p_g[rows], seen.R_g[rows]
+            mean_p, mean_R, se = _mean_offsets(p[None], R[None], np.ones((1, len(p)), bool),
+                                               self.config.position_noise_m)
+            plan.offset_given[k] = (mean_p[0], mean_R[0], float(se[0]))
             plan.offset_lo.append(0)
             plan.offset_hi.append(0)
         plan.gripper_rows.append(k)
@@ -531,32 +534,10 @@ class ObjectTrack:
             return
         plan.slip[k] = (recent[::-1], ref)
 
-    def _spread(self, points: np.ndarray) -> float:
-        """Standard error (m) of the mean of ``points[n, 3]``: from their own
-        scatter when there are enough of them, else from the configured noise."""
-        n = len(points)
-        if n >= MIN_SCATTER_SAMPLES:
-            sigma = float(np.sqrt(np.var(points, axis=0, ddof=1).mean()))
-        else:
-            sigma = self.config.position_noise_m
-        return sigma / math.sqrt(n)
-
     def _offsets(self, w: windows.Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each window's mean grip offset (position, rotation) and the
-        position's standard error (:meth:`_spread`, over arrays)."""
+        """Each window's mean grip offset and its standard error (:func:`_mean_offsets`)."""
         seen = self._seen
-        p = seen.p_g[w.rows]
-        mean_p = windows.masked_mean(p, w.valid)
-        newest = w.newest
-        mean_R = windows.mean_rotations(seen.R_g[w.rows], w.valid, seen.R_g[newest])
-        n = w.count
-        single = n == 1
-        mean_p[single], mean_R[single] = seen.p_g[newest[single]], seen.R_g[newest[single]]
-        d = p - mean_p[:, None, :]
-        with np.errstate(invalid='ignore', divide='ignore'):
-            var = windows.masked_sum(d * d, w.valid) / (n - 1)[:, None]
-            sigma = np.where(n >= MIN_SCATTER_SAMPLES, np.sqrt(var.mean(axis=1)), self.config.position_noise_m)
-        return mean_p, mean_R, sigma / np.sqrt(n)
+        return _mean_offsets(seen.p_g[w.rows], seen.R_g[w.rows], w.valid, self.config.position_noise_m)
 
     def _horizontal(self, stamps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[float | None]:
         """The horizontal speed the detections ``[lo, hi)`` fit, per window
