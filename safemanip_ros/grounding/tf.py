@@ -35,7 +35,6 @@ implementation gives identical results and needs no ROS.)
 from __future__ import annotations
 
 import bisect
-import collections
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -516,8 +515,8 @@ class TfGrounding:
         self._seen: dict[str, tuple[int, float]] = {}       # object → (reset count, newest detection taken)
         self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
-        # Support → its recent positions in the world (time s, position), over the track's window.
-        self._support_seen: dict[str, collections.deque[tuple[float, np.ndarray]]] = {}
+        # Support → its recent times (s) and positions in the world, over the track's window.
+        self._support_seen: dict[str, tuple[list[float], list[np.ndarray]]] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
         self._pending: list[_PendingFrame] = []
@@ -923,9 +922,8 @@ class TfGrounding:
         over one 50 ms frame reads as 0.1 m/s.  Carries its recent
         positions on to the next call."""
         cfg = self.config
-        seen = self._support_seen.setdefault(sup, collections.deque())
-        kept_t = [s for s, _ in seen]
-        kept_p = [p for _, p in seen]
+        carried_t, carried_p = self._support_seen.get(sup, ([], []))
+        kept_t, kept_p = list(carried_t), list(carried_p)
         start = 0
         oldest = np.full(len(times), -1)
         count = np.zeros(len(times), np.int64)
@@ -938,7 +936,7 @@ class TfGrounding:
             while len(kept_t) - start > 2 and now - kept_t[start + 1] >= cfg.track.window_s:
                 start += 1
             oldest[k], count[k] = start, len(kept_t) - start
-        self._support_seen[sup] = collections.deque(zip(kept_t[start:], kept_p[start:]))
+        self._support_seen[sup] = (kept_t[start:], kept_p[start:])
         decided = ok & (count >= 2)
         if not decided.any():
             return np.full(len(times), UNKNOWN, np.int8)
