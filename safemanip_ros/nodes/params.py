@@ -77,15 +77,14 @@ def _type_name(value: Any) -> str:
 def descriptor(setting: Setting) -> ParameterDescriptor:
     """``setting``'s meaning and range as ROS shows them (``ros2 param describe``)."""
     d = ParameterDescriptor(description=setting.description)
-    if setting.low is not None and setting.high is not None:
-        if isinstance(setting.default, bool):
-            pass
-        elif isinstance(setting.default, int):
-            d.integer_range = [IntegerRange(from_value=int(setting.low), to_value=int(setting.high), step=1)]
-        else:
-            d.floating_point_range = [FloatingPointRange(from_value=float(setting.low), to_value=float(setting.high),
-                                                         step=0.0)]
-        d.additional_constraints = setting.bounds
+    if setting.low is None or setting.high is None:
+        return d
+    if isinstance(setting.default, int):
+        d.integer_range = [IntegerRange(from_value=int(setting.low), to_value=int(setting.high), step=1)]
+    else:
+        d.floating_point_range = [FloatingPointRange(from_value=float(setting.low), to_value=float(setting.high),
+                                                     step=0.0)]
+    d.additional_constraints = setting.bounds
     return d
 
 
