@@ -25,7 +25,7 @@ from typing import Any
 
 from .resources import default_suites
 
-__all__ = ['MIN_PERIOD_S', 'MIN_RATE_HZ', 'MONITOR', 'RATE_HZ', 'STALENESS_S', 'SUPERVISOR', 'Setting', 'by_name']
+__all__ = ['MIN_PERIOD_S', 'MIN_RATE_HZ', 'MONITOR', 'RATE_HZ', 'STALENESS_S', 'SUPERVISOR', 'Setting']
 
 MIN_RATE_HZ = 0.01
 """The slowest rate a rate setting takes (a tick per 100 s); below it a
@@ -157,10 +157,3 @@ SUPERVISOR: tuple[Setting, ...] = (
 )
 """The supervisor node's parameters."""
 
-
-def by_name(settings: tuple[Setting, ...], name: str) -> Setting:
-    """The setting called ``name`` in ``settings``."""
-    for s in settings:
-        if s.name == name:
-            return s
-    raise KeyError(name)

@@ -24,9 +24,9 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.parameter import Parameter
 
 from ..errors import ParameterError
-from ..settings import MIN_PERIOD_S, MIN_RATE_HZ, Setting
+from ..settings import Setting
 
-__all__ = ['MIN_PERIOD_S', 'MIN_RATE_HZ', 'ROS_OWN_PARAMETERS', 'RosParameters', 'check_range', 'check_setting',
+__all__ = ['ROS_OWN_PARAMETERS', 'RosParameters', 'check_range', 'check_setting',
            'declare_settings', 'descriptor', 'unclaimed_parameters']
 
 
