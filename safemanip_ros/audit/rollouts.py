@@ -142,7 +142,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
     ``known`` (the suite's, read by properties ``--only`` left out) are
     never an error."""
     with open_bag(path) as bag:     # an unreadable bag or message raises the bag package's error, naming it
-        return _read_open_bag(path, bag, bag.warnings, predicates, rate_hz, staleness_s, robot, max_gap_s, columnar,
+        return _read_open_bag(path, bag, predicates, rate_hz, staleness_s, robot, max_gap_s, columnar,
                               _NameRule(list(suite_reads or predicates), allow_unknown, frozenset(known)))
 
 
@@ -290,7 +290,7 @@ READERS: tuple[BagReader, ...] = (LiveRecording(), PredicateColumns(), GroundedC
 bag reads it (the last reads any)."""
 
 
-def _read_open_bag(path: Path, bag: OpenBag, warnings: list[str], predicates: list[str], rate_hz: float,
+def _read_open_bag(path: Path, bag: OpenBag, predicates: list[str], rate_hz: float,
                    staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool,
                    names: _NameRule) -> list[Rollout]:
     conns = [c for c in bag.connections if c.msgtype == PREDICATE_TYPE]
@@ -309,7 +309,7 @@ def _read_open_bag(path: Path, bag: OpenBag, warnings: list[str], predicates: li
         conns = raw_conns
         grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw_conns),
                                  any(c.topic == '/image' for c in raw_conns))
-    inputs = BagInputs(path, bag, warnings, conns, grounding,
+    inputs = BagInputs(path, bag, bag.warnings, conns, grounding,
                        [c for c in bag.connections if c.msgtype == VERDICT_TYPE],
                        [c for c in bag.connections if c.topic == EPISODE_TOPIC],
                        predicates, rate_hz, staleness_s, max_gap_s, columnar, names)
