@@ -108,7 +108,7 @@ def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray,
     position's standard error: from the offsets' own scatter when there are
     :data:`MIN_SCATTER_SAMPLES` or more, else from ``noise_m``."""
     n = valid.sum(axis=1)
-    last = valid.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
+    last = windows.last_valid(valid)
     at = np.arange(len(n))
     mean_p = windows.masked_mean(p, valid)
     mean_R = windows.mean_rotations(R, valid, R[at, last])

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import poses
 
-__all__ = ['Windows', 'exp_rotations', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_median', 'masked_slope',
+__all__ = ['Windows', 'exp_rotations', 'last_valid', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_median', 'masked_slope',
            'masked_sum',
            'mean_rotations', 'relative_logs', 'residual_sigma']
 
@@ -43,17 +43,16 @@ class Windows:
 
     def last_only(self) -> None:
         """Keep only each window's newest valid sample."""
-        newest = self.valid.shape[1] - 1 - np.argmax(self.valid[:, ::-1], axis=1)
+        newest = last_valid(self.valid)
         only = np.zeros_like(self.valid)
         only[np.arange(len(newest)), newest] = self.valid.any(axis=1)
         self.valid = only
 
-    @property
-    def newest(self) -> np.ndarray:
-        """Each window's newest valid sample (its index into the sample arrays)."""
-        last = self.valid.shape[1] - 1 - np.argmax(self.valid[:, ::-1], axis=1)
-        out: np.ndarray = self.rows[np.arange(len(last)), last]
-        return out
+
+def last_valid(valid: np.ndarray) -> np.ndarray:
+    """Each window's newest valid entry, as a place on the window axis (the last place for an empty window)."""
+    out: np.ndarray = valid.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
+    return out
 
 
 def masked_sum(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
