@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
+  // Fast DDS logs from a thread of its own to std::cout, in colour and without regard to our lines: a refusal
+  // logged at length could run into our answer line.  The answer lines are this probe's only output.
+  Log::ClearConsumers();
   const int domain = std::atoi(argv[1]);
   const bool publish = std::strcmp(argv[2], "pub") == 0;
   const double seconds = std::atof(argv[4]);
