@@ -476,9 +476,12 @@ def test_frames_caught_up_in_one_process_see_the_inputs_of_their_time(machine_wi
         # may stay silent past its staleness after the stall: then both are, as they should be).
         newly = [t for t in unknown if t in aged and aged[t] not in unknown]
         assert sum(t in aged for t, _ in seen) >= 8 * 4 and not newly, (newly, unknown)
-        # After a machine stall the robot's next message may come a period after the tick: a frame or two
-        # built then find the input silent for longer than its staleness limit, as they should.
-        assert len(unknown) <= (2 * len(stalls) + 2 if machine_wide else 0), unknown
+        # After a stall the robot's next message may come a period after the tick (the machine stalled, or a
+        # busy one let the robot's thread run late): a frame or two built then find the input silent for
+        # longer than its staleness limit, as they should.  That no frame is unknown when every sample is
+        # in time is a rule of the frame assembly, tested exactly on a simulated clock
+        # (test_frame_assembly.py); here, with real threads, it was a machine's luck.
+        assert len(unknown) <= 2 * len(stalls) + 2, unknown
         motions = [m for m in motions_ns if started_ns < m[0] and m[1] < seen[-1][0] - 100_000_000]
         missed = [m for m in motions
                   if not any(m[0] <= t <= m[1] + 60_000_000 and (v['gripper_opening'] or v['gripper_closing'])
@@ -593,11 +596,12 @@ def test_samples_far_ahead_of_the_clock_are_kept_one_per_topic():
                 sent += 1
                 ex.spin_once(timeout_sec=0.005)
             assert monitor._skew.counts.get('predicates', 0) >= 300, monitor._skew.counts
-        assert len(monitor._pending) <= 2 and len(monitor._ahead) == 1, (len(monitor._pending), len(monitor._ahead))
+        frames_in = monitor._assembly
+        assert frames_in.waiting <= 3 and frames_in.waiting_ahead == 1, (frames_in.waiting, frames_in.waiting_ahead)
         values, unknown = monitor._frame(time.time_ns())
         assert unknown.all()                                   # not yet
         values, unknown = monitor._frame(time.time_ns() + ahead_ns)     # the clock got there
-        assert values.all() and not unknown.any() and not monitor._ahead
+        assert values.all() and not unknown.any() and not frames_in.waiting_ahead
     finally:
         monitor.destroy_node()
         rclpy.try_shutdown()

@@ -35,9 +35,9 @@ import numpy as np
 from ..bag import OpenBag, is_bag, open_bag, typestore
 from ..bag.columns import PREDICATE_TYPE
 from ..errors import SafemanipError
-from ..monitor.clock import FrameClock, FrameSchedule, frame_grid, frame_segments, period_ns_of, recorded_period_ns
+from ..monitor.assembly import FrameAssembly
+from ..monitor.clock import FrameSchedule, frame_grid, frame_segments, period_ns_of, recorded_period_ns
 from ..monitor.frames import SampleHold, held_fresh, merge_repeated
-from ..monitor.queue import StampQueue
 from ..stamps import stamp_ns as stamp_to_ns
 
 if TYPE_CHECKING:
@@ -534,7 +534,7 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
     ``T_0 + k / rate_hz``, its samples' age judged as the tick judged it
     (:meth:`FrameClock.replayed_ageing`).  The same samples at the same times
     give the same frames, so the audit reports what the monitor reported live."""
-    samples: StampQueue[tuple[list[str], list[bool], list[bool]]] = StampQueue()     # as the live node queues them
+    frames_in = FrameAssembly(predicates, rate_hz, staleness_s)         # as the live node assembles them
     seen = _NamesSeen()
     published: dict[str, dict[int, int]] = {}
     order: list[str] = []
@@ -557,12 +557,11 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
         preds = msg.predicates
         given = [p.name for p in preds]
         seen.add(conn.topic, given)
-        samples.push(stamp_ns or bag_ns, (given, [p.value for p in preds], [p.unknown for p in preds]))
+        frames_in.push(stamp_ns or bag_ns, given, [p.value for p in preds], [p.unknown for p in preds])
     names.check(path, seen)
     warnings.extend(seen.repeat_warnings(path))
 
-    clock = FrameClock.at_rate(rate_hz)
-    hold = SampleHold(predicates, staleness_s)
+    clock, hold = frames_in.clock, frames_in.hold
     episodes: list[Rollout] = []
     for episode_id in order:
         frames = published[episode_id]
@@ -586,9 +585,7 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
                             f'from the first one recorded')
         rows_v, rows_u = [], []
         for t_k, aged_k in zip(clock.replayed(frames), clock.replayed_ageing(frames)):
-            for stamp_ns, (given, values, unknown) in samples.due(t_k):
-                hold.update_many(given, values, unknown, stamp_ns * 1e-9)
-            v, u = hold.frame(t_k * 1e-9, aged_k * 1e-9)
+            v, u = frames_in.frame(t_k, aged_k)
             rows_v.append(v)
             rows_u.append(u)
         episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),

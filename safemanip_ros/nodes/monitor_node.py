@@ -62,15 +62,14 @@ from safemanip_ros.srv import OpenViolations
 
 from ..errors import ParameterError, SafemanipError
 from ..gc_pause import collector_time
+from ..monitor.assembly import FrameAssembly
 from ..monitor.build import build_monitor
-from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming, FrameClock, ageing_ns
+from ..monitor.clock import MAX_CATCH_UP_FRAMES, Arming
 from ..monitor.core import EpisodeEvent, Monitor, RolloutResult, StepResult
-from ..monitor.frames import SampleHold
 from ..monitor.overruns import OverrunLog
 from ..monitor.pacing import ClosingQueue
 from ..monitor.periodic import PeriodicSchedule
 from ..monitor.phase import PhaseLock
-from ..monitor.queue import StampQueue
 from ..realtime import settle_heap
 from ..settings import MONITOR
 from ..stamps import StampSkew
@@ -112,8 +111,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         declare_settings(self, MONITOR)
         self.monitor: Monitor | None = None
         self._arming = Arming(timeout_s=10.0)      # its timeout is set on configure, when checked
-        # Frames are periods of the node clock (ROS time; /clock under use_sim_time).
-        self._frame_clock = FrameClock(period_ns=50_000_000)     # its rate is set on configure, when checked
+        # Samples to frames, on the node clock (ROS time; /clock under use_sim_time): made on configure.
+        self._assembly: FrameAssembly | None = None
         self._caught_up = 0           # frames produced late, from held samples, after a stalled tick
         # Per instance, its ViolationEvent message and its verdicts', metrics' and events' encoded parts,
         # made when the monitor is built (made in the frame, a thousand overran it).
@@ -134,11 +133,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             JumpThreshold(min_forward=Duration(nanoseconds=CLOCK_JUMP_NS), min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False), post_callback=self._on_clock_jump)
         self._unlogged: list[tuple[str, Sequence[EpisodeEvent]]] = []    # this tick's events, logged after it
-        # (names, values, unknown) of predicate samples not yet applied, by stamp
-        self._pending: StampQueue[tuple[list[str], list[bool], list[bool]]] = StampQueue()
-        # Per topic, its newest sample stamped far ahead of our clock (another clock): kept until the
-        # clock gets there, the newest only; kept all, they grew the queue by every message for good.
-        self._ahead: dict[str, tuple[int, list[str], list[bool], list[bool]]] = {}
         self._skew = StampSkew()
         self._frame_timer: Any = None
         self._grounding: GroundingChain | None = None     # in-process grounding sampled each frame (safemanip run)
@@ -147,7 +141,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._sampled_topics: list[str] = []    # per node of _grounding, the predicate topic it publishes
         self._heard_topics: dict[str, None] = {}     # predicate topics with a sample since configure, in order
         self._timer: Any = None
-        self._hold: SampleHold | None = None
         self._episode = ''
         self._episode_count = 0
         # Episode ids are unique across restarts (a gate counts each rollout once by its id, and a
@@ -190,9 +183,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         return configured(self.monitor, 'the monitor node')
 
     @property
-    def _held(self) -> SampleHold:
-        """The held predicate samples, from configure on."""
-        return configured(self._hold, 'the monitor node')
+    def _frames_in(self) -> FrameAssembly:
+        """Samples to frames, from configure on."""
+        return configured(self._assembly, 'the monitor node')
 
     def _set_monitor(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -206,7 +199,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._event_wire = ViolationEventWire(monitor.instances, SEVERITY)
         self._opened_ns = [(0, 0)] * len(monitor.instances)
         self._verdict_codes = None      # every instance's verdict is published at the next frame
-        self._hold = SampleHold(monitor.predicates, float(self.get_parameter('staleness_s').value))
+        staleness_s = float(self.get_parameter('staleness_s').value)
+        if self._assembly is None:
+            self._assembly = FrameAssembly(monitor.predicates, float(self.get_parameter('rate_hz').value),
+                                           staleness_s)
+        else:
+            self._assembly.set_predicates(monitor.predicates, staleness_s)
         # On configure (a lifecycle manager's too, not only autostart) and on reload: the new
         # tables leave the collector's passes, the replaced ones are collected.
         settle_heap()
@@ -216,7 +214,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             for setting in MONITOR:
                 check_setting(self, setting)
             self._arming = Arming(float(self.get_parameter('arming_timeout_s').value))
-            self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
+            self._assembly = None          # made anew at this rate and staleness by _set_monitor
             self._periodic = {name: PeriodicSchedule(float(self.get_parameter('metrics_period_s').value))
                               for name in PERIODIC}
             self._set_monitor(self._build())
@@ -254,7 +252,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._start_episode()
         period_s = 1.0 / float(self.get_parameter('rate_hz').value)
-        self._frame_clock = FrameClock.at_rate(float(self.get_parameter('rate_hz').value))
+        self._frames_in.restart()
         self._timer = self.create_timer(period_s, self._tick)
         # The one-shot frame builder, made once and reset each tick (a timer made and destroyed
         # every frame grows rclpy's callback-group bookkeeping by 100 entries a second).
@@ -290,7 +288,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     # -------------------------------------------------------------- inputs
     def _on_predicates(self, msg: PredicateArray, topic: str = '') -> None:
-        if self._hold is None:
+        if self._assembly is None:
             return
         self._heard_topics[topic] = None
         preds = msg.predicates
@@ -306,20 +304,20 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.get_logger().error(StampSkew.explain(self.resolve_topic_name(topic or 'predicates'), skew_s,
                                                       bool(self.get_parameter('use_sim_time').value)))
         if self._timer is None:          # not active: no frames to keep samples for
-            self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
+            self._assembly.hold_now(stamp_ns, names, values, unknown)
             return
         # Applied when the frames are built, each frame seeing exactly the
         # samples stamped at or before it (a late tick stays causal).
         if skew_s is not None and skew_s > 0:
-            self._ahead[topic] = (stamp_ns, names, values, unknown)
+            self._assembly.push_ahead(topic, stamp_ns, names, values, unknown)
         else:
-            self._pending.push(stamp_ns, (names, values, unknown))
+            self._assembly.push(stamp_ns, names, values, unknown)
         self._hear(topic, names, unknown)
 
     def _hear(self, topic: str, names: list[str], unknown: list[bool]) -> None:
         """Arming hears a sample of ``topic``: how many of its predicates the suite reads, how many known."""
         if not self._arming.armed:
-            read = self._held.index
+            read = self._frames_in.hold.index
             mine = [u for n, u in zip(names, unknown) if n in read]
             self._arming.heard(topic, len(mine), mine.count(False))
 
@@ -330,7 +328,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         for topic, values in zip(self._sampled_topics, sampled):
             names = list(values)
             unknown = [values[n] is None for n in names]
-            self._pending.push(frame_ns, (names, [bool(values[n]) for n in names], unknown))
+            self._frames_in.push(frame_ns, names, [bool(values[n]) for n in names], unknown)
             self._heard_topics[topic] = None
             self._hear(topic, names, unknown)
 
@@ -359,13 +357,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         are compared with ``aged_at_ns`` (default ``frame_ns``) for freshness."""
         if frame_ns is None:
             frame_ns = self.get_clock().now().nanoseconds
-        for topic, (stamp_ns, names, values, unknown) in list(self._ahead.items()):
-            if stamp_ns <= frame_ns:        # the clock got there (a forward jump of /clock)
-                self._pending.push(stamp_ns, (names, values, unknown))
-                del self._ahead[topic]
-        for stamp_ns, (names, values, unknown) in self._pending.due(frame_ns):
-            self._held.update_many(names, values, unknown, stamp_ns * 1e-9)
-        return self._held.frame(frame_ns * 1e-9, None if aged_at_ns is None else aged_at_ns * 1e-9)
+        return self._frames_in.frame(frame_ns, aged_at_ns)
 
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
@@ -414,11 +406,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         now_ns = self.get_clock().now().nanoseconds
         # Exactly one frame per period of the clock: a late tick catches up on
         # the periods it missed from the held samples (monitor/clock.py).
-        tick = self._frame_clock.tick(now_ns)
-        due = tick.due_ns
-        if tick.skipped:
-            self.get_logger().error(f'monitor stalled: {tick.skipped} frame periods beyond the catch-up limit '
-                                    f'({MAX_CATCH_UP_FRAMES}) were not monitored')
+        frames_in = self._frames_in
+        skipped = frames_in.skipped
+        due = frames_in.tick(now_ns, sampled_now=bool(self._grounding))
+        if frames_in.skipped > skipped:
+            self.get_logger().error(f'monitor stalled: {frames_in.skipped - skipped} frame periods beyond the '
+                                    f'catch-up limit ({MAX_CATCH_UP_FRAMES}) were not monitored')
         if not due:
             return
         # Samples that arrived meanwhile may still wait in the subscriptions
@@ -435,8 +428,6 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Sampled here and now (the grounding of this process), the newest frame
         # is at now, and its samples (published, so recorded, with this stamp)
         # are the ones it sees.
-        due[-1] = self._frame_clock.newest_frame_ns(due[-1], now_ns, sampled_now=bool(self._grounding))
-        aged_ns = ageing_ns(due)
         if self._grounding:
             # When the robot's inputs last arrived, seen from the moment of sampling (the phase lock's lag).
             arrival_ns = self._grounding.last_arrival_ns
@@ -445,17 +436,17 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
             # Each frame a late tick catches up on is sampled at its own time, from the inputs stamped up to
             # it (the sources hold back later ones), as a topic's queued samples are: sampled once at now,
             # a gripper opening during a 0.55 s stall went unseen and a clean release read as a drop.
-            for frame_ns, aged_at_ns in zip(due, aged_ns):
-                self._take_sampled(frame_ns, self._grounding.sample(frame_ns, aged_at_ns))
+            for f in due:
+                self._take_sampled(f.frame_ns, self._grounding.sample(f.frame_ns, f.aged_at_ns))
             self._lock_phase(period, (sampled_mono_ns - arrival_ns) * 1e-9 if arrival_ns else None)
         t_grounding = time.monotonic()
         self._caught_up += len(due) - 1
         event_count = 0
-        for frame_ns, aged_at_ns in zip(due, aged_ns):
-            res = self._step_frame(frame_ns, aged_at_ns)
+        for f in due:
+            res = self._step_frame(f.frame_ns, f.aged_at_ns)
             event_count += len(res.opened) + len(res.closed)
         t_steps = time.monotonic()
-        stamp_ns = due[-1]
+        stamp_ns = due[-1].frame_ns
         frame = int(res.frame[0])
         self._pub_verdicts.publish(self._verdicts(stamp_ns, frame, res.verdicts[0], res.violated[0],
                                                   res.recovery_verdicts[0], now_ns))
@@ -563,7 +554,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._timer is None:
             return
         self._timer.reset()
-        self._frame_clock.restart()
+        self._frames_in.restart()
         self._tick()
 
     def attach_grounding(self, grounding: GroundingChain) -> None:
@@ -623,7 +614,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         # Two counts of rollout 0, read directly: a whole snapshot per event (every instance's counts as
         # tuples) took a quarter of the frame time with a thousand instances.
         violations, frames = int(self._configured.violations[d, 0]), int(self._configured.frames[0])
-        period_ns = self._frame_clock.period_ns
+        period_ns = self._frames_in.period_ns
         frame_now = frames - 1
         start_ns = stamp_ns - (frame_now - start) * period_ns
         end_ns = stamp_ns - (frame_now - end) * period_ns
@@ -698,8 +689,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
                             instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
                             suite=','.join(self.get_parameter('properties').value),
                             config=self.get_parameter('robot_config').value or self.get_parameter('scene').value,
-                            rate_hz=float(self.get_parameter('rate_hz').value), staleness_s=self._held.staleness_s)
-        values, unknown = self._held.frame(stamp_ns * 1e-9)     # the held state; pending samples stay queued
+                            rate_hz=float(self.get_parameter('rate_hz').value),
+                            staleness_s=self._frames_in.staleness_s)
+        values, unknown = self._frames_in.held(stamp_ns)     # the held state; waiting samples stay queued
         msg.unknown_predicates = [p for p, u in zip(mon.predicates, unknown.tolist()) if u]
         msg.header.stamp = time_from_ns(stamp_ns)
         self._pub_status.publish(msg)
@@ -754,7 +746,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_diag.publish(arr)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
-        self._frame_clock.restart()
+        if self._assembly is not None:
+            self._assembly.restart()
         self.get_logger().warning(f'the clock jumped {jump.delta.nanoseconds * 1e-9:+.3f} s (/clock): the frame '
                                   f'schedule restarts at the new time; the periods of the jump are not monitored')
 
