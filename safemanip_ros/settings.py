@@ -25,7 +25,9 @@ from typing import Any
 
 from .resources import default_suites
 
-__all__ = ['MIN_PERIOD_S', 'MIN_RATE_HZ', 'MONITOR', 'RATE_HZ', 'STALENESS_S', 'SUPERVISOR', 'Setting']
+__all__ = ['BAG_PLAYER', 'CONTACT_GROUNDING', 'DEFAULT_RECORD', 'GATE', 'GROUNDING', 'MAX_DURATION_S', 'MIN_PERIOD_S', 'MIN_RATE_HZ',
+           'MONITOR', 'RATE_HZ', 'RECORDER', 'SIM_BRIDGE', 'STALENESS_S', 'SUPERVISOR', 'TF_GROUNDING',
+           'TRACE_PLAYER', 'Setting', 'named']
 
 MIN_RATE_HZ = 0.01
 """The slowest rate a rate setting takes (a tick per 100 s); below it a
@@ -41,7 +43,7 @@ MIN_PERIOD_S = 0.001
 class Setting:
     """One setting: its name (the ROS parameter's; the option is
     ``--name-with-dashes``), default, meaning and, for a number, the range
-    ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    ``[low, high]`` (``low_open``, ``high_open``: that end excluded)."""
 
     name: str
     default: Any
@@ -49,6 +51,7 @@ class Setting:
     low: float | None = None
     high: float | None = None
     low_open: bool = False
+    high_open: bool = False
 
     @property
     def option(self) -> str:
@@ -58,7 +61,8 @@ class Setting:
     def bounds(self) -> str:
         low = '-inf' if self.low is None else f'{self.low:g}'
         high = 'inf' if self.high is None else f'{self.high:g}'
-        return f'{"(" if self.low_open or self.low is None else "["}{low}, {high}{"]" if self.high is not None else ")"}'
+        closed_high = self.high is not None and not self.high_open
+        return f'{"(" if self.low_open or self.low is None else "["}{low}, {high}{"]" if closed_high else ")"}'
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not one this setting takes (None: it is): a
@@ -69,13 +73,22 @@ class Setting:
         if not math.isfinite(v):
             return f'is outside {self.bounds}'
         low_ok = self.low is None or (v > self.low if self.low_open else v >= self.low)
-        if not (low_ok and (self.high is None or v <= self.high)):
+        high_ok = self.high is None or (v < self.high if self.high_open else v <= self.high)
+        if not (low_ok and high_ok):
             return f'is outside {self.bounds}'
         return None
 
     def help(self) -> str:
         """The option's help: meaning, default and range."""
         return f'{self.description} (default {self.default:g}; {self.bounds})'
+
+
+def named(table: tuple[Setting, ...], name: str) -> Setting:
+    """The setting of ``table`` called ``name`` (KeyError: none is)."""
+    for s in table:
+        if s.name == name:
+            return s
+    raise KeyError(name)
 
 
 RATE_HZ = Setting('rate_hz', 20.0, 'frames per second the monitor builds and judges (Hz; live on the node clock, '
@@ -157,3 +170,112 @@ SUPERVISOR: tuple[Setting, ...] = (
 )
 """The supervisor node's parameters."""
 
+
+GROUNDING: tuple[Setting, ...] = (
+    Setting('config', '', 'the robot configuration (YAML) this grounding reads (required)'),
+    # 0 is "not given": the grounding publishes on each input only; a rate given is a frame rate (RATE_HZ).
+    Setting('rate_hz', 0.0, 'also publish at this rate (Hz; 0: on each input only)', 0.0, MAX_RATE_HZ),
+    # Each node declares its own default: predicates/<its source> (joint_states, contacts, tf, ...).
+    Setting('output_topic', 'predicates/<source>', 'the PredicateArray topic it publishes'),
+    Setting('publish_on_input', True, 'publish as each input arrives'),
+    Setting('sampled_by_monitor', False, 'the monitor of this process samples it at each frame (safemanip run)'),
+    Setting('input_reliability', 'best_effort', 'QoS reliability of its input subscriptions (best_effort or '
+                                                'reliable)'),
+)
+"""Every grounding node's parameters."""
+
+CONTACT_GROUNDING: tuple[Setting, ...] = (
+    Setting('wrench_topic', '', 'the WrenchStamped topic of the wrist force/torque sensor (empty: the '
+                                'configuration\'s)'),
+)
+"""The contact grounding node's parameters besides :data:`GROUNDING`."""
+
+TF_GROUNDING: tuple[Setting, ...] = (
+    Setting('grasp_topic', 'predicates/contacts', 'the PredicateArray topic whose grasp predicates say what is held'),
+    Setting('skills_topic', 'predicates/skills', 'the PredicateArray topic that names a running pick\'s target'),
+)
+"""The TF grounding node's parameters besides :data:`GROUNDING`."""
+
+BAG_PLAYER: tuple[Setting, ...] = (
+    Setting('bag', '', 'the recording to play (a rosbag2 folder or file; required)'),
+    Setting('topics', [''], 'play only these topics (empty: all)'),
+    Setting('rate', 1.0, 'bag time per wall time', 1e-3, 1e3),
+    Setting('wait_for_subscribers', 0, 'wait for this many subscribers on the first topic before playing',
+            0, 1000),
+    Setting('wait_timeout_s', 30.0, 'play after this long even without them (s)', 0.0, 86400.0),
+    Setting('clock', False, 'publish /clock from the bag\'s time (use_sim_time subscribers follow it)'),
+)
+"""The bag player's parameters."""
+
+TRACE_PLAYER: tuple[Setting, ...] = (
+    Setting('trace_file', '', 'the predicate trace to play (JSON lines; required)'),
+    RATE_HZ,
+    Setting('topic', 'predicates', 'the PredicateArray topic it publishes'),
+    Setting('source', 'trace_player', 'the source named in each message'),
+    Setting('loop', False, 'start again at the end'),
+    Setting('wait_for_subscribers', 0, 'wait for this many subscribers before playing', 0, 1000),
+)
+"""The trace player's parameters."""
+
+DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
+                  'predicates/joint_states:safemanip_ros/msg/PredicateArray',
+                  'predicates/contacts:safemanip_ros/msg/PredicateArray',
+                  'predicates/tf:safemanip_ros/msg/PredicateArray',
+                  'predicates/camera:safemanip_ros/msg/PredicateArray',
+                  'predicates/skills:safemanip_ros/msg/PredicateArray',
+                  'verdicts:safemanip_ros/msg/VerdictArray', 'violations:safemanip_ros/msg/ViolationEvent',
+                  'metrics:safemanip_ros/msg/MonitorMetrics', 'status:safemanip_ros/msg/MonitorStatus',
+                  'supervisor_actions:safemanip_ros/msg/SupervisorAction']
+"""What the recorder records by default: the monitor's and supervisor's outputs and every predicate topic."""
+
+RECORDER: tuple[Setting, ...] = (
+    Setting('bag_path', '', 'the recording\'s folder (empty: bags/safemanip_<time>)'),
+    Setting('bag_storage', 'mcap', 'rosbag2 storage (mcap or sqlite3)'),
+    Setting('split_s', 0.75, 'a new file of the recording this often, each one complete once closed (s)', 0.0,
+            3600.0, low_open=True, high_open=True),
+    Setting('queue_size', 10000, 'messages waiting for the writer thread before the oldest are dropped', 1,
+            10_000_000),
+    Setting('record_topics', DEFAULT_RECORD, 'topic:package/msg/Type entries recorded'),
+    Setting('record_raw_inputs', False, 'also record the robot\'s raw inputs (joint states, TF, contacts)'),
+    Setting('suite', '', 'the suite files, kept in the recording\'s metadata'),
+    Setting('config', '', 'the robot configuration, kept in the metadata (its skill-event topic is recorded)'),
+    Setting('autostart', False, 'configure and activate on start, without a lifecycle manager'),
+)
+"""The recorder's parameters."""
+
+MAX_DURATION_S = 365 * 86400.0
+"""The longest time budget (a year); a timer overflows on absurd ones."""
+
+GATE: tuple[Setting, ...] = (
+    Setting('limits', [''], 'NAME=X: the highest acceptable rate X of each property or category (required)'),
+    Setting('robots', [''], 'namespaces of the robots whose monitors the gate hears (empty: this one)'),
+    Setting('unit', 'trigger', 'what is counted: trigger (each triggered event) or rollout'),
+    Setting('alpha', 0.05, 'the error rate of the sequential test', 0.0, 1.0, low_open=True, high_open=True),
+    Setting('state_file', '', 'where the gate keeps its state across restarts (empty: not kept)'),
+    Setting('max_rollouts', 0, 'decide after this many rollouts at most (0: no budget)', 0, 1_000_000_000),
+    Setting('max_duration_s', 0.0, 'decide after this long at most (s; 0: no budget)', 0.0, MAX_DURATION_S),
+    Setting('alerts_file', '', 'alert sinks for the decision (YAML with alerts:)'),
+    Setting('rebuild_from', [''], 'recordings whose rollouts are counted first (their monitors\' final metrics)'),
+)
+"""The live deployment gate's parameters."""
+
+SIM_BRIDGE: tuple[Setting, ...] = (
+    Setting('task', 'Lift', 'the robosuite task'),
+    Setting('fault', 'none', 'the fault injected into the scripted policy'),
+    Setting('seed', 0, 'the episode\'s seed', 0, 2**31 - 1),
+    Setting('real_time_factor', 1.0, 'wall time per simulated time (below 1: faster than real time)', 1e-3, 1e3),
+    Setting('max_held_s', 2.0, 'a hold longer than this ends the episode (simulated s)', 0.0, 3600.0),
+    Setting('truth_file', '', 'where the episode\'s labels are written (JSON; empty: not written)'),
+    Setting('wait_for_subscribers', 1, 'wait for this many joint-state subscribers before stepping', 0, 1000),
+    Setting('camera', '', 'a robosuite camera whose images are published (empty: none)'),
+    Setting('camera_every_frames', 5, 'an image every this many control steps', 1, 1000),
+    Setting('camera_size_px', 128, 'the images\' width and height (pixels)', 16, 4096),
+    Setting('controller_topic', 'joint_trajectory_controller/joint_trajectory',
+            'the JointTrajectory topic holds arrive on'),
+    Setting('perception', 'truth', 'how object poses reach TF: a perception level of the simulator'),
+    Setting('end_episode_service', '', 'the monitor\'s ~/end_episode, called when the episode is over '
+                                       '(empty: not called)'),
+    Setting('trajectory_action', 'joint_trajectory_controller/follow_joint_trajectory',
+            'the FollowJointTrajectory action it serves'),
+)
+"""The simulator bridge's parameters."""

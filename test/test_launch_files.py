@@ -36,7 +36,7 @@ def declared_parameters(module: str) -> set[str]:
     path = REPO / (module.replace('.', '/') + '.py')
     text = path.read_text()
     names = set(re.findall(r"declare_parameter\(\s*'([^']+)'", text))
-    for table in re.findall(r"declare_settings\(self, ([A-Z_]+)\)", text):
+    for table in re.findall(r"declare_settings\(self, ([A-Z_]+)[,)]", text):
         names |= {s.name for s in getattr(settings, table)}
     names |= {getattr(settings, c).name for c in re.findall(r"declare_parameter\(([A-Z_]+)\.name", text)}
     return names
@@ -164,3 +164,18 @@ def test_checker_reports_non_parameter_file():
     problems = check_launch_source(BROKEN.format(file='../params/supervisor_policy.yaml', exe='trace_player',
                                                  param='rate_hz'))
     assert len(problems) == 1 and 'is not a ROS parameter file' in problems[0]
+
+
+def test_every_node_parameter_is_declared_once_with_its_meaning():
+    """Each node executable declares its parameters from the tables of
+    safemanip_ros/settings.py (so `ros2 param describe` shows a meaning, and
+    a range where one applies), none one by one; and every entry says what it is."""
+    from safemanip_ros import settings
+    modules = sorted(set(executables().values()))
+    one_by_one = {m: re.findall(r"\bdeclare_parameter\(\s*'([^']+)'", (REPO / (m.replace('.', '/') + '.py')).read_text())
+                  for m in modules}
+    assert not {m: names for m, names in one_by_one.items() if names}, one_by_one
+    tables = [v for v in vars(settings).values() if isinstance(v, tuple) and v and isinstance(v[0], settings.Setting)]
+    assert len(tables) >= 10, len(tables)
+    undescribed = [s.name for t in tables for s in t if len(s.description) < 12]
+    assert not undescribed, undescribed

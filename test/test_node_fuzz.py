@@ -16,8 +16,6 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from safemanip_ros.nodes.recorder_node import PARAMETERS as RECORDER_PARAMETERS
-
 pytestmark = pytest.mark.ros
 BIN = Path(sys.executable).parent
 UP_S = 6.0
@@ -46,9 +44,8 @@ def nodes(tmp_path_factory) -> dict[str, tuple[list[str], list[str]]]:
         'joint_state_grounding': ([f'config:={robot}'], grounding),
         'contact_grounding': ([f'config:={robot}'], grounding),
         'tf_grounding': ([f'config:={robot}'], grounding),
-        'recorder': (['autostart:=true', f'bag_path:={d / "bag"}'], sorted(RECORDER_PARAMETERS)),
-        'gate': (["limits:=['p=0.1']"], ['limits', 'robots', 'unit', 'alpha', 'state_file', 'max_rollouts',
-                                          'max_duration_s', 'alerts_file', 'rebuild_from']),   # declared in a loop
+        'recorder': (['autostart:=true', f'bag_path:={d / "bag"}'], _declared('safemanip_ros.nodes.recorder_node')),
+        'gate': (["limits:=['p=0.1']"], _declared('safemanip_ros.nodes.gate_node')),
         'trace_player': ([f'trace_file:={d / "trace.jsonl"}', 'loop:=true'],
                          _declared('safemanip_ros.nodes.trace_player')),
     }

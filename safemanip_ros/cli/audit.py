@@ -219,7 +219,7 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
             raise SafemanipError(f'--robot {problem}')
     check_probability('--alpha', args.alpha)
     check_number('--max-rollouts', args.max_rollouts, 0)
-    from ..nodes.gate_node import MAX_DURATION_S
+    from ..settings import MAX_DURATION_S
     check_number('--max-duration-s', args.max_duration_s, 0, MAX_DURATION_S)
 
     def strings(items: list[str]) -> str:

@@ -209,8 +209,8 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             for factory in factories:
                 nodes.append(created(factory, factory.__name__))    # a name from a parameter ROS refuses: exit 2
             from ..nodes.params import unclaimed_parameters
-            from ..nodes.recorder_node import PARAMETERS as RECORDER_PARAMETERS
-            unclaimed = unclaimed_parameters(nodes, claimed | set(RECORDER_PARAMETERS))
+            from ..settings import RECORDER
+            unclaimed = unclaimed_parameters(nodes, claimed | {s.name for s in RECORDER})
             if unclaimed:       # a misspelt -p would run the stack with that parameter's default
                 raise SafemanipError('; '.join(unclaimed))
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))

@@ -38,8 +38,9 @@ from rclpy.node import Node
 
 from ..bag import open_bag
 from ..errors import SafemanipError
+from ..settings import BAG_PLAYER
 from .conversions import message_class
-from .params import RosParameters, check_range
+from .params import RosParameters, check_setting, declare_settings
 from .qos import RECORDING, STATIC_TF
 from .runner import run_node, wait_acked
 
@@ -47,20 +48,15 @@ from .runner import run_node, wait_acked
 class BagPlayer(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('bag_player')
-        self.declare_parameter('bag', '')
-        self.declare_parameter('topics', [''])
-        self.declare_parameter('rate', 1.0)
-        self.declare_parameter('wait_for_subscribers', 0)
-        self.declare_parameter('wait_timeout_s', 30.0)
-        self.declare_parameter('clock', False)
-        check_range(self, 'wait_timeout_s', 0.0, 86400.0)
+        declare_settings(self, BAG_PLAYER)
+        for setting in BAG_PLAYER:
+            check_setting(self, setting)
         self._wait_since = time.monotonic()
         self._said_at = 0.0
         self._said = ''
         path = self.get_parameter('bag').value
         if not path:
             raise SafemanipError('bag_player: parameter bag is required')
-        check_range(self, 'rate', 1e-3, 1e3)      # bag time per wall time
         wanted = {t for t in self.get_parameter('topics').value if t}
         # Open for the node's life (closed once played); BagReadError names the bag.
         self._open = contextlib.ExitStack()

@@ -49,13 +49,14 @@ from ..audit.gate import parse_limits
 from ..audit.sequential import FAIL, PASS, POOLED, CanaryGate, plain_decision, rollout_rows, rollouts_from_bags
 from ..errors import ParameterError, SafemanipError, SpecError
 from ..file_lock import StateLock
+from ..settings import GATE, named
 from ..spec.fields import validate
 from ..spec.yamlio import load_yaml
 from ..stamps import utc_now
 from ..supervisor.alerts import AlertConfig, AlertDispatcher
 from ..supervisor.policy import ALERTS_FILE_SCHEMA
 from .alert_reporting import alert_statuses, failure_reporter
-from .params import RosParameters, check_range
+from .params import RosParameters, check_setting, declare_settings
 from .qos import FINAL_METRICS, RELIABLE, latched
 from .runner import run_node, wait_acked
 
@@ -77,25 +78,17 @@ def checked_limits(items: list[str]) -> dict[str, float]:
     return limits
 
 
-MAX_DURATION_S = 365 * 86400.0
-"""The longest time budget (a year); a timer overflows on absurd ones."""
-
-
 class GateNode(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('gate')
-        for name, default in (('limits', ['']), ('robots', ['']), ('unit', 'trigger'), ('alpha', 0.05),
-                              ('state_file', ''), ('max_rollouts', 0), ('max_duration_s', 0.0),
-                              ('alerts_file', ''), ('rebuild_from', [''])):
-            self.declare_parameter(name, default)
+        declare_settings(self, GATE)
         def p(name: str) -> Any:
             return self.get_parameter(name).value
         limits = checked_limits([x for x in p('limits') if x])
         unit, alpha = str(p('unit')), float(p('alpha'))
         if unit not in ('trigger', 'rollout'):
             raise ParameterError(f'unit {unit!r}: trigger or rollout')
-        if not 0 < alpha < 1:
-            raise ParameterError(f'alpha {alpha}: strictly between 0 and 1')
+        alpha = float(check_setting(self, named(GATE, 'alpha')))
         self.state_file = Path(p('state_file')) if p('state_file') else None
         if self.state_file is not None and self.state_file.is_dir():
             raise ParameterError(f'state_file {self.state_file}: is a folder; give a file path')
@@ -108,10 +101,8 @@ class GateNode(RosParameters, Node):
                 alerts = AlertConfig.from_mapping(doc['alerts'], f'{p("alerts_file")}:1')
             except SpecError as exc:
                 raise ParameterError(f'alerts_file: {exc.one_line()}') from None
-        self.max_duration_s = check_range(self, 'max_duration_s', 0, MAX_DURATION_S)
-        self.max_rollouts = int(p('max_rollouts'))
-        if self.max_rollouts < 0:
-            raise ParameterError(f'gate: parameter max_rollouts = {self.max_rollouts} is negative (0: no budget)')
+        self.max_duration_s = float(check_setting(self, named(GATE, 'max_duration_s')))
+        self.max_rollouts = int(check_setting(self, named(GATE, 'max_rollouts')))
         self._lock: StateLock | None = None
         if self.state_file is not None:
             try:

@@ -50,11 +50,11 @@ from ..grounding.messages import (
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
 from ..monitor.queue import StampQueue
-from ..settings import RATE_HZ
+from ..settings import CONTACT_GROUNDING, GROUNDING, RATE_HZ, TF_GROUNDING
 from ..stamps import StampSkew, stamp_s
 from .conversions import ns_from_time, predicate_values
 from .guard import CallbackGuard
-from .params import RosParameters, check_setting
+from .params import RosParameters, check_setting, declare_settings
 from .predicate_wire import PredicateArrayWire
 from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node as _run
@@ -91,12 +91,7 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._inputs_freshness: list[Freshness] | None = None
         self.last_arrival_ns: int | None = None    # time.monotonic_ns() of the newest input message
         super().__init__(node_name)
-        self.declare_parameter('config', '')
-        self.declare_parameter('rate_hz', 0.0)
-        self.declare_parameter('output_topic', f'predicates/{self.source}')
-        self.declare_parameter('publish_on_input', True)
-        self.declare_parameter('sampled_by_monitor', False)
-        self.declare_parameter('input_reliability', 'best_effort')
+        declare_settings(self, GROUNDING, {'output_topic': f'predicates/{self.source}'})
         path = self.get_parameter('config').value
         if not path:
             raise SafemanipError(f'{node_name}: parameter config (a config/robots/*.yaml file) is required')
@@ -274,7 +269,7 @@ class ContactGroundingNode(GroundingNode):
 
     def __init__(self) -> None:
         super().__init__('contact_grounding')
-        self.declare_parameter('wrench_topic', '')
+        declare_settings(self, CONTACT_GROUNDING)
         self.grounding = ContactGrounding(self.robot.contacts)
         self.wrench = WrenchGrounding(self.robot.wrench)
         wrench_topic = self.get_parameter('wrench_topic').value or self.robot.wrench_topic
@@ -329,8 +324,7 @@ class TfGroundingNode(GroundingNode):
 
     def __init__(self) -> None:
         super().__init__('tf_grounding')
-        self.declare_parameter('grasp_topic', 'predicates/contacts')
-        self.declare_parameter('skills_topic', 'predicates/skills')
+        declare_settings(self, TF_GROUNDING)
         self.grounding = TfGrounding(self.robot.tf)
         self._grasped: dict[str, bool | None] = {o: None for o in self.robot.tf.objects}
         self._pick_target: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
@@ -88,10 +88,11 @@ def descriptor(setting: Setting) -> ParameterDescriptor:
     return d
 
 
-def declare_settings(node: Any, settings: Sequence[Setting]) -> None:
-    """Declare a parameter of ``node`` for each of ``settings``, with its descriptor."""
+def declare_settings(node: Any, settings: Sequence[Setting], defaults: Mapping[str, Any] | None = None) -> None:
+    """Declare a parameter of ``node`` for each of ``settings``, with its
+    descriptor; ``defaults``: this node's own default of a setting (by name)."""
     for s in settings:
-        node.declare_parameter(s.name, s.default, descriptor(s))
+        node.declare_parameter(s.name, (defaults or {}).get(s.name, s.default), descriptor(s))
 
 
 def check_setting(node: Any, setting: Setting) -> Any:

@@ -31,22 +31,14 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from ..bag.recorder import ThreadedRecorder
 from ..bag.writer import SplitBagWriter
 from ..errors import SafemanipError
+from ..settings import RECORDER, named
 from .conversions import message_class
 from .guard import CallbackGuard
-from .params import RosParameters
+from .params import RosParameters, check_setting, declare_settings
 from .qos import RECORDED_EVENTS, RECORDING, STATIC_TF
 from .recorder_process import MATCHED_PREFIX, READY_ENV, READY_PREFIX
 from .runner import autostarted, run_node, take_delivered, transition_failed
 
-DEFAULT_RECORD = ['predicates:safemanip_ros/msg/PredicateArray',
-                  'predicates/joint_states:safemanip_ros/msg/PredicateArray',
-                  'predicates/contacts:safemanip_ros/msg/PredicateArray',
-                  'predicates/tf:safemanip_ros/msg/PredicateArray',
-                  'predicates/camera:safemanip_ros/msg/PredicateArray',
-                  'predicates/skills:safemanip_ros/msg/PredicateArray',
-                  'verdicts:safemanip_ros/msg/VerdictArray', 'violations:safemanip_ros/msg/ViolationEvent',
-                  'metrics:safemanip_ros/msg/MonitorMetrics', 'status:safemanip_ros/msg/MonitorStatus',
-                  'supervisor_actions:safemanip_ros/msg/SupervisorAction']
 RAW_INPUTS = ['joint_states:sensor_msgs/msg/JointState', '/tf:tf2_msgs/msg/TFMessage',
               '/tf_static:tf2_msgs/msg/TFMessage', 'contacts:safemanip_ros/msg/ContactArray']
 
@@ -63,19 +55,10 @@ def _skill_topics(config: str, specs: list[str]) -> list[str]:
     return [spec] if topic and spec not in specs else []
 
 
-PARAMETERS: dict[str, Any] = {
-    'bag_path': '', 'bag_storage': 'mcap', 'split_s': 0.75, 'queue_size': 10000, 'record_topics': DEFAULT_RECORD,
-    'record_raw_inputs': False, 'suite': '', 'config': '', 'autostart': False,
-}
-"""The recorder's parameters and their defaults (``safemanip run`` starts it
-in a process of its own with the stack's arguments: these are claimed)."""
-
-
 class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
     def __init__(self) -> None:
         super().__init__('recorder')
-        for name, default in PARAMETERS.items():
-            self.declare_parameter(name, default)
+        declare_settings(self, RECORDER)
         self.recorder: ThreadedRecorder | None = None
         self._recorded: list[tuple[Any, str]] = []     # (subscription, resolved topic)
         self._active = False
@@ -84,9 +67,8 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
         p = self.get_parameter
         path = p('bag_path').value or time.strftime('bags/safemanip_%Y%m%d_%H%M%S')
         try:
-            split_s = float(p('split_s').value)
-            if not 0 < split_s < 3600:
-                raise SafemanipError(f'split_s {split_s}: expected a number of seconds in (0, 3600)')
+            split_s = float(check_setting(self, named(RECORDER, 'split_s')))
+            queue_size = int(check_setting(self, named(RECORDER, 'queue_size')))
             writer = SplitBagWriter(path, p('bag_storage').value, split_s,
                                     {'suite': p('suite').value, 'config': p('config').value,
                                      'recorder': 'safemanip_ros recorder'})
@@ -106,7 +88,7 @@ class RecorderNode(RosParameters, CallbackGuard, LifecycleNode):
                 subscriptions.append((cls, topic, resolved))
         except SafemanipError as err:
             return transition_failed(self, 'configure', f'{err.one_line()}')
-        self.recorder = ThreadedRecorder(writer, int(p('queue_size').value),
+        self.recorder = ThreadedRecorder(writer, queue_size,
                                          now_ns=lambda: self.get_clock().now().nanoseconds).start()
         for cls, topic, resolved in subscriptions:
             # Event topics are published transient-local by our nodes: recorded even when

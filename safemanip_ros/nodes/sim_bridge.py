@@ -69,6 +69,7 @@ from trajectory_msgs.msg import JointTrajectory
 from safemanip_ros.msg import Contact, ContactArray, SkillEvent
 
 from ..errors import ParameterError
+from ..settings import SIM_BRIDGE
 from ..sim import ros_messages
 from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
@@ -76,7 +77,7 @@ from ..sim.recording import TASK_TARGET, EpisodeSpec, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimSample, SimWorld
 from ..stamps import stamp_s
 from .guard import CallbackGuard
-from .params import RosParameters
+from .params import RosParameters, check_setting, declare_settings
 from .qos import RELIABLE, SENSORS, SKILL_EVENTS, STATIC_TF
 from .runner import run_node
 
@@ -100,13 +101,9 @@ OSC_ROTATION_RAD = 0.5     # ... or turns it 0.5 rad
 class SimBridgeNode(RosParameters, CallbackGuard, Node):
     def __init__(self) -> None:
         super().__init__('sim_bridge')
-        for name, default in (('task', 'Lift'), ('fault', 'none'), ('seed', 0), ('real_time_factor', 1.0),
-                              ('max_held_s', 2.0), ('truth_file', ''), ('wait_for_subscribers', 1),
-                              ('camera', ''), ('camera_every_frames', 5), ('camera_size_px', 128),
-                              ('controller_topic', 'joint_trajectory_controller/joint_trajectory'),
-                              ('perception', 'truth'), ('end_episode_service', ''),
-                              ('trajectory_action', 'joint_trajectory_controller/follow_joint_trajectory')):
-            self.declare_parameter(name, default)
+        declare_settings(self, SIM_BRIDGE)
+        for setting in SIM_BRIDGE:
+            check_setting(self, setting)
         def p(name: str) -> Any:
             return self.get_parameter(name).value
         self.types = RCLPY_TYPES
@@ -161,7 +158,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self.create_service(Trigger, '~/resume', self._srv_resume)
         self._started = False
         self._publish()
-        period = 1.0 / CONTROL_RATE_HZ * max(1e-3, float(p('real_time_factor')))
+        period = 1.0 / CONTROL_RATE_HZ * float(p('real_time_factor'))
         self.create_timer(period, self._tick)
 
     # ------------------------------------------------------------- control

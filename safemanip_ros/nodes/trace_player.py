@@ -24,9 +24,9 @@ from safemanip_ros.msg import PredicateArray
 
 from ..errors import SafemanipError
 from ..ltlf.trace import read_traces
-from ..settings import RATE_HZ
+from ..settings import RATE_HZ, TRACE_PLAYER
 from .conversions import predicate_array
-from .params import RosParameters, check_setting, descriptor
+from .params import RosParameters, check_setting, declare_settings
 from .qos import RECORDING
 from .runner import run_node, wait_acked
 
@@ -34,12 +34,7 @@ from .runner import run_node, wait_acked
 class TracePlayer(RosParameters, Node):
     def __init__(self) -> None:
         super().__init__('trace_player')
-        self.declare_parameter('trace_file', '')
-        self.declare_parameter(RATE_HZ.name, RATE_HZ.default, descriptor(RATE_HZ))
-        self.declare_parameter('topic', 'predicates')
-        self.declare_parameter('source', 'trace_player')
-        self.declare_parameter('loop', False)
-        self.declare_parameter('wait_for_subscribers', 0)
+        declare_settings(self, TRACE_PLAYER)
         path = self.get_parameter('trace_file').value
         if not path:
             raise SafemanipError('trace_player: parameter trace_file is required')
