@@ -45,6 +45,7 @@ setup(
         'sim': ['mujoco==3.3.7', 'numba>=0.59', 'Pillow', 'termcolor'],   # + robosuite==1.5.2 with --no-deps
         'ray': ['ray[default]>=2.9'],
         'gym': ['gymnasium>=1.0,<2'],      # safemanip_ros.gym: the wrappers and LetterWorld
+        'foxglove': ['foxglove-sdk>=0.30,<0.31'],    # safemanip run --foxglove
     },
     entry_points={'console_scripts': EXECUTABLES},
     zip_safe=True,

@@ -57,6 +57,11 @@ class ParameterError(SafemanipError):
     """A node parameter out of its range (names the node, the parameter, the value and the range)."""
 
 
+class FoxgloveError(SafemanipError):
+    """The Foxglove server cannot start or serve as configured (its address,
+    the operator credential, the SDK missing): names what and why."""
+
+
 class StateBudgetError(SafemanipError):
     """More automaton states than the budget allows (raised as soon as
     exploration passes it, before memory runs out)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from .resources import default_suites
 
-__all__ = ['BAG_PLAYER', 'CONTACT_GROUNDING', 'DEFAULT_RECORD', 'GATE', 'GROUNDING', 'MAX_DURATION_S', 'MIN_PERIOD_S', 'MIN_RATE_HZ',
+__all__ = ['BAG_PLAYER', 'CONTACT_GROUNDING', 'DEFAULT_RECORD', 'FOXGLOVE', 'GATE', 'GROUNDING', 'MAX_DURATION_S', 'MIN_PERIOD_S', 'MIN_RATE_HZ',
            'MONITOR', 'RATE_HZ', 'RECORDER', 'SIM_BRIDGE', 'STALENESS_S', 'SUPERVISOR', 'TF_GROUNDING',
            'TRACE_PLAYER', 'Setting', 'named']
 
@@ -279,3 +279,17 @@ SIM_BRIDGE: tuple[Setting, ...] = (
             'the FollowJointTrajectory action it serves'),
 )
 """The simulator bridge's parameters."""
+
+FOXGLOVE: tuple[Setting, ...] = (
+    Setting('address', '127.0.0.1:8765', 'where the Foxglove WebSocket server listens ([HOST:]PORT; 127.0.0.1: '
+                                         'this machine only; port 0: any free one)'),
+    Setting('operator_credential_file', '', 'a file holding the operator credential (one line, mode 600): a '
+                                            'connection that presents it may act (empty: read-only)'),
+    Setting('config', '', 'the robot configuration whose objects are marked when a violation names them'),
+    Setting('mcap_path', '', 'also write every channel to this MCAP file (empty: none)'),
+    Setting('send_queue_size', 2000, 'messages waiting for the server thread before new ones are dropped', 1,
+            1_000_000),
+    Setting('monitor_node', 'monitor', 'the monitor whose episode services the operator calls'),
+    Setting('supervisor_node', 'supervisor', 'the supervisor whose acknowledge services the operator calls'),
+)
+"""The Foxglove server node's parameters."""

@@ -11,8 +11,9 @@
 #   5. generates msg/ with rosidl against the wheels (when msg/ changed);
 #   6. installs this package editable;
 #   7. installs the Debian packages the tests need (mona, chromium, Cyclone
-#      DDS with its security plugins) when running as root, else names them
-#      in one line.
+#      DDS with its security plugins, Node.js) when running as root, else
+#      names them in one line;
+#   8. installs the Foxglove WebSocket client (npm) the Foxglove test drives.
 # Each step writes a stamp under .venv/.stamps; a failed step writes none,
 # so a re-run after fixing the cause completes the set-up.
 set -euo pipefail
@@ -176,6 +177,25 @@ apt_need chromium chromium "report.html in headless Chromium"
 apt_need idlc "cyclonedds-dev cyclonedds-tools" "access-control enforcement tests"
 apt_need /usr/include/fastdds/dds/domain/DomainParticipant.hpp libfastrtps-dev "access-control enforcement tests"
 apt_need openssl openssl "access-control enforcement tests"
+apt_need node "nodejs npm" "the Foxglove client test (a WebSocket client no one here wrote)"
+
+# ---------------------------------------- 8. the Foxglove client the tests use
+# Foxglove's own WebSocket client library (@foxglove/ws-protocol, npm) with ws,
+# in .venv/foxglove-client: test/helpers/foxglove_client.mjs drives it.
+fox_pkgs="@foxglove/ws-protocol@0.8.0 ws@8.18.3"
+if command -v npm >/dev/null 2>&1; then
+  if ! stamp_ok foxglove-client "$fox_pkgs" || [ ! -d "$VENV/foxglove-client/node_modules/@foxglove/ws-protocol" ]; then
+    say "installing the Foxglove WebSocket client ($fox_pkgs) into $VENV/foxglove-client"
+    mkdir -p "$VENV/foxglove-client"
+    # shellcheck disable=SC2086  # a list of packages
+    if (cd "$VENV/foxglove-client" && npm install --no-audit --no-fund --silent --prefix . $fox_pkgs \
+          >"$VENV/npm-foxglove.log" 2>&1); then
+      stamp_set foxglove-client "$fox_pkgs"
+    else
+      echo "setup: warning: npm install of $fox_pkgs failed (log: $VENV/npm-foxglove.log); the Foxglove client test will fail" >&2
+    fi
+  fi
+fi
 
 # Final check: the environment imports what the tests need.
 "$PY" -c 'import rclpy, safemanip_ros.msg, safemanip_ros.srv, tf2_msgs.msg, controller_manager_msgs.srv, sensor_msgs.msg, rosbags, numpy' \

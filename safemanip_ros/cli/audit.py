@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import SafemanipError
 from ..resources import config_dir, default_suites
-from .options import add_frame_options, add_profile, add_suite_options, check_frame_options, profile_properties
+from .options import (
+    add_foxglove_options,
+    add_frame_options,
+    add_profile,
+    add_suite_options,
+    check_frame_options,
+    profile_properties,
+)
 
 if TYPE_CHECKING:
     from ..audit.schema import Report
@@ -98,6 +105,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument('--max-rollouts', type=int, default=0, metavar='N', help='--live: stop undecided after N rollouts')
     g.add_argument('--max-duration-s', type=float, default=0.0, metavar='S',
                    help='--live: stop undecided after S seconds')
+    add_foxglove_options(g)
     g.set_defaults(func=run_gate_cmd)
 
 
@@ -234,8 +242,12 @@ def _live_gate(limits: dict[str, float], args: argparse.Namespace) -> int:
         ros += ['-p', f'alerts_file:={args.alerts}']
     if args.rebuild_from:
         ros += ['-p', f'rebuild_from:={strings(args.rebuild_from)}']
+    from .options import foxglove_parameters
+    fox = foxglove_parameters(args)
+    for key, value in fox.items():
+        ros += ['-p', f'{key}:={json.dumps(value)}']
     from ..nodes.gate_node import main as gate_main
-    return gate_main(ros)
+    return gate_main(ros, foxglove=bool(fox))
 
 
 def check_sequential_limits(limits: dict[str, float], alpha: float, flag: str = '--sequential') -> None:
@@ -292,6 +304,8 @@ def run_gate_cmd(args: argparse.Namespace) -> int:
         check_number(f'--max-rate {name}', value, 0)
     if args.live:
         return _live_gate(limits, args)
+    if args.foxglove or args.operator_credential or args.foxglove_mcap:
+        raise SafemanipError('--foxglove serves a live gate: give --live (a report\'s gate decides at once)')
     if not args.report:
         raise SafemanipError('give REPORT.json (or --live)')
     from ..audit.schema import check_consistent

@@ -124,6 +124,44 @@ def profile_properties(args: argparse.Namespace) -> list[str]:
     return list(args.properties or [str(p) for p in profile_suites('default')])
 
 
+def add_foxglove_options(p: argparse.ArgumentParser) -> None:
+    """``--foxglove [HOST:]PORT`` and its credential and MCAP options (the
+    commands that run a stack: ``run``, ``gate --live``)."""
+    g = p.add_argument_group('Foxglove', 'a Foxglove WebSocket server beside the stack (docs/nodes.md, Foxglove)')
+    g.add_argument('--foxglove', metavar='[HOST:]PORT',
+                   help='serve verdicts, events, holds, the gate, TF and 3D markers to Foxglove on this address '
+                        '(host default 127.0.0.1: this machine only)')
+    g.add_argument('--operator-credential', metavar='FILE',
+                   help='a file (one line, mode 600) whose credential a Foxglove connection presents to act: '
+                        'acknowledge, resume, start or end an episode (without it Foxglove is read-only)')
+    g.add_argument('--foxglove-mcap', metavar='FILE.mcap',
+                   help='also write what Foxglove is sent to this MCAP file (opens with the same layout)')
+
+
+def foxglove_parameters(args: argparse.Namespace) -> dict[str, object]:
+    """The Foxglove node's parameters from the options, checked now (a bad
+    address or credential is one line before the stack starts); {} without
+    ``--foxglove``."""
+    if not getattr(args, 'foxglove', None):
+        for option, value in (('--operator-credential', args.operator_credential),
+                              ('--foxglove-mcap', args.foxglove_mcap)):
+            if value:
+                raise SafemanipError(f'{option} is for the Foxglove server: give --foxglove [HOST:]PORT too')
+        return {}
+    from ..foxglove.operator import load_credential
+    from ..foxglove.server import parse_address
+    address = parse_address(args.foxglove)
+    if args.operator_credential:
+        load_credential(args.operator_credential)
+    if args.foxglove_mcap:
+        mcap = Path(args.foxglove_mcap)
+        if mcap.exists():
+            raise SafemanipError(f'--foxglove-mcap {mcap}: exists; name a new file')
+        writable_folder('--foxglove-mcap', mcap.parent if str(mcap.parent) else '.')
+    return {'address': f'{address.host}:{address.port}', 'operator_credential_file': args.operator_credential or '',
+            'mcap_path': args.foxglove_mcap or ''}
+
+
 def writable_folder(option: str, path: str | Path) -> Path:
     """``path`` made (with its parents) if need be and proven writable by
     creating a file in it; else a :class:`SafemanipError` naming ``option``."""

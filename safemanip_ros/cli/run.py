@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SafemanipError
 from ..realtime import DEFAULT_PRIORITY, PRIORITY_RANGE, settle_heap
 from ..resources import config_dir
-from .options import add_profile, add_suite_options, profile_properties
+from .options import add_foxglove_options, add_profile, add_suite_options, foxglove_parameters, profile_properties
 
 if TYPE_CHECKING:
     from ..nodes.recorder_process import RecorderProcess
@@ -61,6 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         f'priority ({PRIORITY_RANGE[0]}-{PRIORITY_RANGE[1]}, default {DEFAULT_PRIORITY}) with memory '
                         f'locked, where permitted (else one warning); the recorder, a process of its own, stays at '
                         f'normal priority')
+    add_foxglove_options(p)
     p.set_defaults(func=run)
 
 
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         # topic, and is handed every event in-process from the first frame (nothing to ask the monitor for).
         'monitor_status_topic': '',
         'monitor_open_violations_service': '',
+        **foxglove_parameters(args),
     }
     # Ours first, the user's --ros-args after: a -p given on the command line
     # (failsafe_staleness_s:=0.3, ...) overrides ours for every node.
@@ -188,6 +190,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
         bring_up,
         initialised,
         past_shutdown,
+        spin_aside,
         spin_until_shutdown,
         wait_acked,
     )
@@ -200,6 +203,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
         watchdog = None
         publishers: list[Any] = []
         failed = False
+        side_threads: list[Any] = []
         try:
             # The grounding in the order each hands its values on (skills name the pick target TF judges).
             factories = [JointStateGroundingNode, ContactGroundingNode] + \
@@ -213,6 +217,9 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             unclaimed = unclaimed_parameters(nodes, claimed | {s.name for s in RECORDER})
             if unclaimed:       # a misspelt -p would run the stack with that parameter's default
                 raise SafemanipError('; '.join(unclaimed))
+            if args.foxglove:
+                from ..nodes.foxglove_node import FoxgloveNode
+                nodes.append(created(FoxgloveNode, 'foxglove'))
             monitor = next(n for n in nodes if isinstance(n, MonitorNode))
             monitor.attach_grounding(GroundingChain(n for n in nodes if getattr(n, 'sampled_by_monitor', False)))
             monitor.attach_listeners([n for n in nodes if isinstance(n, SupervisorNode)])
@@ -237,9 +244,15 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
             # neither waits for a stalled grounding or monitor turn.
             executor = LedgerExecutor()      # late ticks say what the thread did (executor_ledger.py)
             supervisors = [n for n in nodes if isinstance(n, SupervisorNode)]
+            # The Foxglove server's node spins on a thread of its own: a client's load stays off the frames.
+            aside = [n for n in nodes if n.get_name() == 'foxglove']
             for node in nodes:
-                if node not in supervisors:
+                if node not in supervisors and node not in aside:
                     executor.add_node(node)
+            for node in aside:
+                side_threads.append(spin_aside(node))
+                print(f'safemanip run: Foxglove at {node.server.address} (Foxglove: Open connection, Foxglove '
+                      f'WebSocket; layout: {CONFIG / "foxglove" / "safemanip.json"})', flush=True)
             watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \
                 if supervisors else None
             names = [n.get_name() for n in nodes] + ([] if recorder is None else ['recorder (its own process)'])
@@ -252,6 +265,8 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
         finally:
             if watchdog is not None:
                 watchdog.stop()
+            for side in side_threads:
+                side.stop()
             if recorder is not None and not failed:
                 if nodes and nodes[-1].context.ok():
                     wait_acked(publishers)    # the last moments are in the recorder's hands

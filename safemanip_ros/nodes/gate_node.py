@@ -270,7 +270,9 @@ class GateNode(RosParameters, Node):
         self._pub_diag.publish(arr)
 
 
-def main(args: list[str] | None = None) -> int:
+def main(args: list[str] | None = None, foxglove: bool = False) -> int:
+    """The gate node; ``foxglove``: with a Foxglove server beside it (its
+    parameters among ``args``)."""
     result: dict[str, int] = {}
 
     def on_exit(node: GateNode) -> None:
@@ -281,5 +283,9 @@ def main(args: list[str] | None = None) -> int:
         node.alerts.close(timeout_s=2.0)      # give the decision a moment to leave
         result['rc'] = EXIT[node.outcome] if node.finished else 4
 
-    rc = run_node(GateNode, 'gate', args, until=lambda node: node.finished, on_exit=on_exit)
+    beside = None
+    if foxglove:
+        from .foxglove_node import FoxgloveNode
+        beside = FoxgloveNode
+    rc = run_node(GateNode, 'gate', args, until=lambda node: node.finished, on_exit=on_exit, beside=beside)
     return rc if rc else result.get('rc', rc)

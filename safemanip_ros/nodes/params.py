@@ -107,7 +107,7 @@ def check_setting(node: Any, setting: Setting) -> Any:
 
 def check_range(node: Any, name: str, low: float, high: float = math.inf, *, low_open: bool = False) -> float:
     """The float parameter ``name`` of ``node``, finite and within
-    ``[low, high]`` (``(low, high]`` with ``low_open``), else a ConfigError
+    ``[low, high]`` (``(low, high]`` with ``low_open``), else a ParameterError
     naming the node, the parameter, its value and the range (the check of
     :meth:`Setting.problem`, for a parameter no table declares)."""
     return float(check_setting(node, Setting(name, 0.0, '', low, None if math.isinf(high) else high, low_open)))

@@ -48,7 +48,7 @@ def take_delivered(sub: Any, callback: Callable[[Any], None], limit: int = 10000
 
 def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
              until: Callable[[AnyNode], bool] | None = None, on_exit: Callable[[AnyNode], None] | None = None,
-             claim_parameters: bool = True) -> int:
+             claim_parameters: bool = True, beside: Callable[[], Node] | None = None) -> int:
     """Create the node and spin it until SIGINT or SIGTERM, a shutdown, or
     ``until(node)``; then ``on_exit(node)`` runs while the context is still
     up (:func:`initialised`).
@@ -60,7 +60,9 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     With ``SAFEMANIP_REALTIME_PRIORITY`` set (the launch files' ``realtime_priority``)
     the node runs under SCHED_FIFO at that priority where permitted
     (:mod:`safemanip_ros.realtime`); with ``SAFEMANIP_PARENT_PID`` set, it
-    stops as on SIGTERM when that process ends (:func:`bind_to_parent`)."""
+    stops as on SIGTERM when that process ends (:func:`bind_to_parent`).
+    ``beside``: a second node (a Foxglove server) made after the first and
+    spun on a thread of its own (:class:`SideThread`) while the first runs."""
     argv = list(sys.argv[1:] if args is None else args)
     if {'-h', '--help'} & set(argv[:argv.index('--ros-args')] if '--ros-args' in argv else argv):
         print_help(factory, name)
@@ -68,7 +70,7 @@ def run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
     if not realtime_from_environment(name) or not bind_to_parent():
         return 2
     try:
-        return _run_node(factory, name, args, until, on_exit, claim_parameters)
+        return _run_node(factory, name, args, until, on_exit, claim_parameters, beside)
     except RosArgumentsError as err:
         print(f'{name}: error: {err.one_line()}', file=sys.stderr)
         return 2
@@ -84,20 +86,26 @@ def print_help(factory: Callable[[], Any], name: str) -> None:
 
 def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
               until: Callable[[AnyNode], bool] | None, on_exit: Callable[[AnyNode], None] | None,
-              claim_parameters: bool) -> int:
+              claim_parameters: bool, beside: Callable[[], Node] | None = None) -> int:
     with initialised(args) as stop:
+        made: list[Node] = []
         try:
             node = created(factory, name)
-            unclaimed = unclaimed_parameters([node]) if claim_parameters else []
+            made.append(node)
+            if beside is not None:
+                made.append(created(beside, name))
+            unclaimed = unclaimed_parameters(made) if claim_parameters else []
             if unclaimed:       # a misspelt parameter would run the node with that parameter's default
-                past_shutdown(node.destroy_node)
                 raise ParameterError('; '.join(unclaimed))
         except SafemanipError as err:
+            for n in made:
+                past_shutdown(n.destroy_node)
             print(f'{name}: error: {err.one_line()}', file=sys.stderr)
             rclpy.try_shutdown()
             return 2
         settle_heap()
         executor = LedgerExecutor()     # a monitor's late ticks say what the thread did meanwhile
+        side = spin_aside(made[1]) if len(made) > 1 else None
         try:
             executor.add_node(node)
             with shutdown_ends_it():
@@ -106,7 +114,10 @@ def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
         finally:
             if on_exit is not None:
                 on_exit(node)
-            past_shutdown(node.destroy_node)
+            if side is not None:
+                side.stop()
+            for n in made:
+                past_shutdown(n.destroy_node)
             past_shutdown(executor.shutdown)
             past_shutdown(rclpy.try_shutdown)
     return 0
@@ -311,6 +322,28 @@ class WatchdogThread:
         """Stop spinning and join the thread (the node is left to its owner)."""
         self.executor.shutdown(timeout_sec=timeout_s / 2)
         self.thread.join(timeout=timeout_s)
+
+
+class SideThread:
+    """A node spun by an executor on a daemon thread of its own (a Foxglove
+    server beside the stack: its load stays off the frames' thread)."""
+
+    def __init__(self, node: Node) -> None:
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self.thread = threading.Thread(target=spin_until_shutdown, args=(self.executor,),
+                                       name=f'{node.get_name()}-executor', daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop spinning and join the thread (the node is left to its owner)."""
+        self.executor.shutdown(timeout_sec=timeout_s / 2)
+        self.thread.join(timeout=timeout_s)
+
+
+def spin_aside(node: Node) -> SideThread:
+    """``node`` spinning on a thread of its own (:class:`SideThread`)."""
+    return SideThread(node)
 
 
 def wait_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:

@@ -1,0 +1,17 @@
+"""The monitor in Foxglove: a Foxglove WebSocket server (and MCAP file)
+carrying verdict timelines, violation events, holds, the gate's evidence,
+TF and 3D markers on the objects a violation names.
+
+* :mod:`.scene` — what is shown, as Foxglove's JSON messages (pure);
+* :mod:`.operator` — the operator credential, per connection (pure);
+* :mod:`.server` — the Foxglove SDK's server, fed from a bounded queue on
+  its own thread.
+
+The ROS side is :mod:`safemanip_ros.nodes.foxglove_node`; the shipped
+layout is ``config/foxglove/safemanip.json``.
+"""
+
+from .operator import OperatorAccess, load_credential
+from .scene import VerdictBoard, ViolationScene
+
+__all__ = ['OperatorAccess', 'VerdictBoard', 'ViolationScene', 'load_credential']

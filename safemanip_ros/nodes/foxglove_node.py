@@ -1,0 +1,271 @@
+"""The stack in Foxglove: a Foxglove WebSocket server beside the monitor.
+
+``safemanip run --foxglove [HOST:]PORT`` (and ``gate --live --foxglove``)
+adds this node to the stack's process.  It hears the monitor's verdicts
+and violation events, the supervisor's actions, the gate's decisions and
+TF, and serves them to Foxglove (:mod:`safemanip_ros.foxglove`): verdict
+state timelines, the event log, holds, the gate's evidence, the robot's TF
+and 3D markers on the objects an open violation names.
+
+It never slows the control path: its subscriptions take serialized
+messages and hand them to the server's own thread, through a bounded
+queue that drops and counts rather than waits; decoding and JSON happen
+there.  Operator actions (acknowledge, resume, start and end an episode)
+are Foxglove services that call the supervisor's and monitor's own ROS
+services, refused to a connection until it logged in with the operator
+credential; with no credential configured none is offered.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.serialization import deserialize_message
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+
+from safemanip_ros.msg import GateDecision, SupervisorAction, VerdictArray, ViolationEvent
+
+from ..errors import FoxgloveError, SafemanipError
+from ..foxglove.operator import OperatorAccess, load_credential
+from ..foxglove.scene import (
+    EventRecord,
+    GateRecord,
+    TransformRecord,
+    VerdictBoard,
+    VerdictRow,
+    ViolationScene,
+    action_json,
+    diagnostics_json,
+    event_json,
+    event_line,
+    frame_transforms,
+    gate_json,
+    log_json,
+    time_json,
+)
+from ..foxglove.server import FoxgloveServer, Message, ServiceSpec, parse_address
+from ..grounding.config import load_robot_config
+from ..settings import FOXGLOVE, named
+from .conversions import ns_from_time
+from .params import RosParameters, check_setting, declare_settings
+from .qos import EVENTS, RELIABLE, STATIC_TF, latched
+
+__all__ = ['FoxgloveNode']
+
+HOLDING = {SupervisorAction.ACTION_PAUSE, SupervisorAction.ACTION_STOP, SupervisorAction.ACTION_RETRACT}
+CALL_TIMEOUT_S = 5.0
+"""The longest an operator action waits for the supervisor's or monitor's answer."""
+MAX_RESUME_WAIT_S = 120.0
+
+
+class FoxgloveNode(RosParameters, Node):
+    def __init__(self) -> None:
+        super().__init__('foxglove')
+        declare_settings(self, FOXGLOVE)
+        p = self.get_parameter
+        try:
+            address = parse_address(str(p('address').value))
+            credential_file = str(p('operator_credential_file').value)
+            self.access = OperatorAccess(load_credential(credential_file) if credential_file else None)
+            queue_size = int(check_setting(self, named(FOXGLOVE, 'send_queue_size')))
+            mcap = str(p('mcap_path').value)
+        except FoxgloveError as err:
+            raise SafemanipError(f'foxglove: {err.one_line()}') from None
+        config = str(p('config').value)
+        self._supervisor = str(p('supervisor_node').value).rstrip('/')
+        self._monitor = str(p('monitor_node').value).rstrip('/')
+        self._triggers: dict[str, Any] = {}
+        self._client_lock = threading.Lock()
+        services = [] if self.access.read_only else self._operator_services()
+        self.server = FoxgloveServer(address, services, Path(mcap) if mcap else None, queue_size)
+        self.board = VerdictBoard()
+        self.scene = ViolationScene.of_robot(load_robot_config(config)) if config else ViolationScene({}, {}, '')
+        self._episode = ''
+        self._held = False
+        self.create_subscription(VerdictArray, 'verdicts', self._on_verdicts, RELIABLE, raw=True)
+        self.create_subscription(ViolationEvent, 'violations', self._on_event, EVENTS, raw=True)
+        self.create_subscription(SupervisorAction, 'supervisor_actions', self._on_action, EVENTS, raw=True)
+        self.create_subscription(GateDecision, 'gate/decisions', self._on_gate, latched(256), raw=True)
+        self.create_subscription(TFMessage, '/tf', self._on_tf, RELIABLE, raw=True)
+        self.create_subscription(TFMessage, '/tf_static', self._on_tf, STATIC_TF, raw=True)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, RELIABLE, raw=True)
+        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        self.create_timer(1.0, self._every_second)
+        self.get_logger().info(f'Foxglove: {self.server.address} ('
+                               f'{"read-only" if self.access.read_only else "operator actions after login"})')
+
+    # ------------------------------------------------------------ inputs
+    def _offer(self, producer: Callable[[], Iterable[Message]]) -> None:
+        if not self.server.offer(producer):
+            self.get_logger().warning('Foxglove: its queue is full; messages dropped (counted in /diagnostics)',
+                                      throttle_duration_sec=10.0)
+
+    def _on_verdicts(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            msg = deserialize_message(raw, VerdictArray)
+            stamp_ns = ns_from_time(msg.header.stamp)
+            full = msg.episode_id != self._episode
+            self._episode = msg.episode_id
+            self.board.update((VerdictRow(v.property, v.instance, v.verdict, v.mode, v.recovery_verdict)
+                               for v in msg.verdicts), full)
+            return [('/safemanip/verdicts', self.board.message(stamp_ns, msg.episode_id, msg.frame), stamp_ns)]
+        self._offer(make)
+
+    def _on_event(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            m = deserialize_message(raw, ViolationEvent)
+            e = EventRecord(ns_from_time(m.header.stamp), m.event, m.property, m.instance,
+                            tuple((kv.key, kv.value) for kv in m.binding), m.category, m.severity, m.episode_id,
+                            m.start_frame, m.end_frame, m.recovered, m.count)
+            self.scene.event(e)
+            level = 'info' if e.event != ViolationEvent.EVENT_OPENED else \
+                ('warning', 'warning', 'error', 'critical')[min(e.severity, 3)]
+            return [('/safemanip/violations', event_json(e), e.stamp_ns),
+                    ('/safemanip/log', log_json(e.stamp_ns, level, event_line(e), 'monitor'), e.stamp_ns),
+                    ('/safemanip/markers', self.scene.update(e.stamp_ns), e.stamp_ns)]
+        self._offer(make)
+
+    def _on_action(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            m = deserialize_message(raw, SupervisorAction)
+            stamp_ns = ns_from_time(m.header.stamp)
+            out: list[Message] = [('/safemanip/supervisor', action_json(stamp_ns, m.action, m.property, m.instance,
+                                                                         m.reason, m.frame, m.success), stamp_ns)]
+            word = action_json(stamp_ns, m.action, '', '', '', 0, True)['action']
+            out.append(('/safemanip/log', log_json(stamp_ns, 'warning' if m.action in HOLDING else 'info',
+                                                   f'supervisor: {word}: {m.reason}', 'supervisor'), stamp_ns))
+            if m.action in HOLDING or m.action == SupervisorAction.ACTION_RESUME:
+                self._held = m.action in HOLDING
+                self.scene.hold(self._held)
+                out.append(('/safemanip/hold', {'timestamp': time_json(stamp_ns), 'held': self._held,
+                                                'state': word if self._held else 'released', 'reason': m.reason},
+                            stamp_ns))
+                out.append(('/safemanip/markers', self.scene.update(stamp_ns), stamp_ns))
+            return out
+        self._offer(make)
+
+    def _on_gate(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            m = deserialize_message(raw, GateDecision)
+            g = GateRecord(ns_from_time(m.header.stamp), m.name, m.robot, m.unit, m.limit, m.alpha, m.decision,
+                           m.observations, m.violations, m.rollouts, m.decided_after)
+            return [('/safemanip/gate', gate_json(g), g.stamp_ns)]
+        self._offer(make)
+
+    def _on_tf(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            m = deserialize_message(raw, TFMessage)
+            records = [TransformRecord(ns_from_time(t.header.stamp), t.header.frame_id, t.child_frame_id,
+                                       (t.transform.translation.x, t.transform.translation.y,
+                                        t.transform.translation.z),
+                                       (t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
+                                        t.transform.rotation.w)) for t in m.transforms]
+            stamp_ns = max((r.stamp_ns for r in records), default=0)
+            return [('/tf', frame_transforms(records), stamp_ns)] if records else []
+        self._offer(make)
+
+    def _on_diagnostics(self, raw: bytes) -> None:
+        def make() -> list[Message]:
+            m = deserialize_message(raw, DiagnosticArray)
+            stamp_ns = ns_from_time(m.header.stamp)
+            return [('/diagnostics', diagnostics_json(stamp_ns, [
+                (int.from_bytes(s.level, 'little') if isinstance(s.level, bytes) else int(s.level), s.name, s.message,
+                 s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in m.status]), stamp_ns)]
+        self._offer(make)
+
+    def _every_second(self) -> None:
+        """The markers again (a client that connects late sees what is open) and the server's health."""
+        now_ns = self.get_clock().now().nanoseconds
+        server = self.server
+        self._offer(lambda: [('/safemanip/markers', self.scene.update(now_ns), now_ns),
+                             ('/safemanip/server', {'timestamp': time_json(now_ns), 'queued': server.queued,
+                                                    'dropped': server.dropped, 'sent': server.sent,
+                                                    'errors': server.errors}, now_ns)])
+        level = DiagnosticStatus.WARN if server.dropped or server.errors else DiagnosticStatus.OK
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        arr.status.append(DiagnosticStatus(
+            level=level, name='safemanip/foxglove', hardware_id=self.get_name(),
+            message=f'{server.address}: {server.sent} sent, {server.dropped} dropped, {server.errors} errors',
+            values=[KeyValue(key='dropped', value=str(server.dropped)), KeyValue(key='sent', value=str(server.sent)),
+                    KeyValue(key='errors', value=str(server.errors)),
+                    KeyValue(key='last_error', value=server.last_error)]))
+        self._pub_diag.publish(arr)
+
+    # ------------------------------------------------------ operator actions
+    def _operator_services(self) -> list[ServiceSpec]:
+        return [
+            ServiceSpec('/safemanip/login', 'present the operator credential: this connection may act from now on',
+                        self._login),
+            ServiceSpec('/safemanip/acknowledge', 'acknowledge a hold ({"release_stop": true} to release a stop)',
+                        self._allowed(self._acknowledge)),
+            ServiceSpec('/safemanip/resume', 'acknowledge, retrying until the supervisor resumes '
+                                             '({"wait_s": 30})', self._allowed(self._resume)),
+            ServiceSpec('/safemanip/start_episode', 'start a monitoring episode',
+                        self._allowed(lambda rq: self._trigger(f'{self._monitor}/start_episode'))),
+            ServiceSpec('/safemanip/end_episode', 'end the monitoring episode',
+                        self._allowed(lambda rq: self._trigger(f'{self._monitor}/end_episode'))),
+        ]
+
+    def _login(self, client_id: int, request: dict[str, Any]) -> dict[str, Any]:
+        presented = request.get('credential')
+        if not isinstance(presented, str) or not self.access.login(client_id, presented):
+            self.get_logger().warning(f'Foxglove: client {client_id} presented a wrong operator credential')
+            raise PermissionError('refused: not the operator credential')
+        self.get_logger().info(f'Foxglove: client {client_id} logged in as the operator')
+        return {'success': True, 'message': 'logged in: this connection may act'}
+
+    def _allowed(self, action: Callable[[dict[str, Any]], dict[str, Any]]
+                 ) -> Callable[[int, dict[str, Any]], dict[str, Any]]:
+        def guarded(client_id: int, request: dict[str, Any]) -> dict[str, Any]:
+            if not self.access.allows(client_id):
+                raise PermissionError('refused: log in first (service /safemanip/login with the operator '
+                                      'credential)')
+            return action(request)
+        return guarded
+
+    def _acknowledge(self, request: dict[str, Any]) -> dict[str, Any]:
+        name = 'acknowledge_stop' if request.get('release_stop') is True else 'acknowledge'
+        return self._trigger(f'{self._supervisor}/{name}')
+
+    def _resume(self, request: dict[str, Any]) -> dict[str, Any]:
+        wait_s = request.get('wait_s', 30.0)
+        if not isinstance(wait_s, (int, float)) or not 0 <= wait_s <= MAX_RESUME_WAIT_S:
+            raise ValueError(f'wait_s: a number of seconds in [0, {MAX_RESUME_WAIT_S:g}]')
+        deadline = time.monotonic() + float(wait_s)
+        while True:
+            answer = self._acknowledge(request)
+            if answer['success'] or time.monotonic() >= deadline:
+                return answer
+            time.sleep(0.5)
+
+    def _trigger(self, service: str) -> dict[str, Any]:
+        """Call a std_srvs/Trigger service of the stack from the server's
+        thread (the node's executor answers it): its success and message."""
+        with self._client_lock:
+            client = self._triggers.get(service)
+            if client is None:
+                client = self._triggers[service] = self.create_client(Trigger, service)
+        if not client.wait_for_service(timeout_sec=CALL_TIMEOUT_S):
+            raise TimeoutError(f'{self.resolve_service_name(service)}: no such service answers')
+        done = threading.Event()
+        future = client.call_async(Trigger.Request())
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(CALL_TIMEOUT_S):
+            raise TimeoutError(f'{self.resolve_service_name(service)}: no answer within {CALL_TIMEOUT_S:g} s')
+        result = future.result()
+        if result is None:
+            raise RuntimeError(f'{self.resolve_service_name(service)}: the call failed ({future.exception()})')
+        return {'success': bool(result.success), 'message': str(result.message),
+                'service': self.resolve_service_name(service)}
+
+    def destroy_node(self) -> None:
+        self.server.stop()
+        super().destroy_node()

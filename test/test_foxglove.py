@@ -1,0 +1,141 @@
+"""What Foxglove is shown, who may act, the address and the shipped layout
+(safemanip_ros/foxglove): pure code, no server.  The server itself, with a
+real Foxglove client over a running stack, is test_foxglove_stack.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import REPO
+
+from safemanip_ros.errors import FoxgloveError
+from safemanip_ros.foxglove.layout import layout_text, state_path
+from safemanip_ros.foxglove.operator import OperatorAccess, load_credential
+from safemanip_ros.foxglove.scene import EventRecord, VerdictBoard, VerdictRow, ViolationScene, event_json
+from safemanip_ros.foxglove.server import CHANNELS, parse_address
+from safemanip_ros.grounding.config import load_robot_config
+
+ROBOT = REPO / 'config' / 'robots' / 'panda_demo.yaml'
+
+
+@pytest.mark.parametrize('text, host, port', [('8765', '127.0.0.1', 8765), ('0.0.0.0:9000', '0.0.0.0', 9000),
+                                              ('[::1]:0', '::1', 0), ('localhost:1', 'localhost', 1)])
+def test_an_address_is_host_and_port_on_this_machine_unless_named(text, host, port):
+    a = parse_address(text)
+    assert (a.host, a.port) == (host, port)
+
+
+@pytest.mark.parametrize('text, words', [('abc', 'the port is not a number'), ('70000', 'outside [0, 65535]'),
+                                         ('ws://x:1', 'expected [HOST:]PORT'), (':1', 'expected [HOST:]PORT'),
+                                         ('-1', 'outside [0, 65535]')])
+def test_a_bad_address_is_one_line_naming_it(text, words):
+    with pytest.raises(FoxgloveError, match=words.replace('[', r'\[').replace(']', r'\]')):
+        parse_address(text)
+
+
+def _file(tmp_path, text: str, mode: int = 0o600):
+    p = tmp_path / 'credential'
+    p.write_text(text)
+    os.chmod(p, mode)
+    return p
+
+
+def test_the_operator_credential_is_a_private_line(tmp_path):
+    assert load_credential(_file(tmp_path, 'correct horse battery staple\n')) == 'correct horse battery staple'
+    for text, mode, words in [('correct horse battery staple\n', 0o644, 'readable by others'),
+                              ('short\n', 0o600, 'shorter than 16'),
+                              ('correct horse battery staple\nsecond line\n', 0o600, 'one line')]:
+        with pytest.raises(FoxgloveError, match=words):
+            load_credential(_file(tmp_path, text, mode))
+    with pytest.raises(FoxgloveError, match='cannot read'):
+        load_credential(tmp_path / 'missing')
+    with pytest.raises(FoxgloveError, match='must be a file'):
+        load_credential(tmp_path)
+
+
+def test_a_connection_acts_only_once_it_presented_the_credential():
+    access = OperatorAccess('correct horse battery staple')
+    assert not access.allows(1) and not access.login(1, 'correct horse battery stapl') and not access.allows(1)
+    assert access.login(1, 'correct horse battery staple') and access.allows(1) and not access.allows(2)
+    access.forget(1)
+    assert not access.allows(1)
+    read_only = OperatorAccess(None)
+    assert read_only.read_only and not read_only.login(1, '') and not read_only.allows(1)
+
+
+def test_the_verdict_board_keeps_instances_a_partial_set_does_not_list():
+    board = VerdictBoard()
+    board.update([VerdictRow('p', 'p[a]', 3, 0, 2), VerdictRow('p', 'p[b]', 3, 0, 2)], full=True)
+    board.update([VerdictRow('p', 'p[b]', 0, 1, 2)], full=False)       # only what changed
+    rows = {r['instance']: r for r in board.rows()}
+    assert rows['p[a]']['state'] == 'presumably_true' and rows['p[b]']['state'] == 'violated'
+    assert rows['p[b]']['verdict'] == 'false' and rows['p[b]']['violated']
+    board.update([VerdictRow('p', 'p[b]', 1, 0, 2)], full=True)        # a new episode's full set
+    assert [r['instance'] for r in board.rows()] == ['p[b]']
+    msg = board.message(1_500_000_000, 'ep', 30)
+    assert msg['timestamp'] == {'sec': 1, 'nsec': 500_000_000} and msg['frame'] == 30
+
+
+def _event(kind: int, instance: str, binding=(('object', 'mug'),)) -> EventRecord:
+    return EventRecord(2_000_000_000, kind, 'prop', instance, tuple(binding), 'physical', 2, 'ep', 10, 12, False, 1)
+
+
+def test_a_violation_colours_the_objects_it_names_until_it_closes():
+    scene = ViolationScene.of_robot(load_robot_config(ROBOT))
+    assert scene.entity_frames['mug'] == 'mug_main' and scene.entity_frames['shelf'] == 'shelf_top'
+    scene.event(_event(0, 'a[object=mug]'))
+    scene.event(_event(0, 'b[object=mug]'))
+    scene.event(_event(0, 'c', binding=(('object', 'no_such_thing'),)))     # named, not in the scene: no marker
+    update = scene.update(3_000_000_000)
+    (mug,) = update['entities']
+    assert mug['id'] == 'violation/mug' and mug['frame_id'] == 'mug_main' and mug['frame_locked']
+    assert mug['texts'][0]['text'] == 'a[object=mug]\nb[object=mug]' and mug['cubes'][0]['color']['r'] > 0.5
+    scene.event(_event(1, 'a[object=mug]'))
+    assert [e['id'] for e in scene.update(3_000_000_000)['entities']] == ['violation/mug']    # b still open
+    scene.hold(True)
+    assert {e['id'] for e in scene.update(3_000_000_000)['entities']} == {'violation/mug', 'hold/gripper'}
+    scene.event(_event(1, 'b[object=mug]'))
+    scene.hold(False)
+    update = scene.update(4_000_000_000)
+    assert update['entities'] == [] and {d['id'] for d in update['deletions']} == {'violation/mug', 'hold/gripper'}
+    assert scene.update(5_000_000_000)['deletions'] == []              # deleted once
+
+
+def test_an_event_as_json_says_its_words():
+    e = event_json(_event(0, 'a[object=mug]'))
+    assert (e['event'], e['severity'], e['binding']) == ('opened', 'error', [{'key': 'object', 'value': 'mug'}])
+    json.dumps(e)
+
+
+def test_the_shipped_layout_is_the_layout_of_the_shipped_suite_on_the_demo_robot():
+    from safemanip_ros.monitor.build import build_instances
+    from safemanip_ros.resources import default_suites
+    instances = build_instances([str(p) for p in default_suites()], robot_config=str(ROBOT)).instances
+    shipped = (REPO / 'config' / 'foxglove' / 'safemanip.json').read_text()
+    assert shipped == layout_text([i.instance for i in instances]), \
+        'regenerate config/foxglove/safemanip.json with safemanip_ros.foxglove.layout.layout_text'
+    doc = json.loads(shipped)
+    # Every topic a panel reads is one the server advertises.
+    read = {p['value'].split('.')[0] for p in doc['configById']['StateTransitions!verdicts']['paths']}
+    read |= {p['value'].split('.')[0] for p in doc['configById']['Plot!gate']['paths']}
+    read |= {c['topicPath'].split('.')[0] for c in doc['configById'].values() if 'topicPath' in c}
+    read |= {c['topicToRender'] for c in doc['configById'].values() if 'topicToRender' in c}
+    read |= set(doc['configById']['3D!safemanip']['topics'])
+    assert read <= set(CHANNELS), read - set(CHANNELS)
+    # Every panel placed is configured, and every configured panel placed.
+    placed: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, str):
+            placed.add(node)
+        else:
+            walk(node['first'])
+            walk(node['second'])
+    walk(doc['layout'])
+    assert placed == set(doc['configById'])
+
+
+def test_a_state_path_quotes_the_instance():
+    assert state_path('p[object="x"]') == '/safemanip/verdicts.instances[:]{instance=="p[object=\\"x\\"]"}.state'
