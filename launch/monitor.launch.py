@@ -9,7 +9,10 @@ under SCHED_FIFO at that priority with memory locked, where permitted (0, the
 default: normal scheduling; safemanip_ros/realtime.py).  A supervisor that
 dies is started again after 1 s (it holds again for violations still open).
 ``use_sim_time:=true`` puts every node on ``/clock`` (a simulator, or a
-replayed recording: launch/replay.launch.py sets it).
+replayed recording: launch/replay.launch.py sets it).  ``foxglove:=8765``
+(``[HOST:]PORT``; 127.0.0.1 unless a host is named) also starts a Foxglove
+WebSocket server beside the stack, read-only unless
+``operator_credential_file:=FILE`` names the operator credential (docs/nodes.md).
 """
 
 import os
@@ -17,9 +20,10 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode, SetParameter
+from launch.substitutions import LaunchConfiguration, PythonExpression
+from launch_ros.actions import LifecycleNode, Node, SetParameter
 
 GROUNDING_OUTPUTS = [f'predicates/{source}:safemanip_ros/msg/PredicateArray:0.5'
                      for source in ('joint_states', 'contacts', 'tf', 'camera')]
@@ -58,6 +62,15 @@ def generate_launch_description():
                               description='the controller a hold switches to (with switch_controller_service)'),
         DeclareLaunchArgument('motion_controllers', default_value="['']",
                               description='the controllers it replaces, a list (with switch_controller_service)'),
+        DeclareLaunchArgument('foxglove', default_value="''",
+                              description='[HOST:]PORT of a Foxglove WebSocket server beside the stack (empty: none)'),
+        DeclareLaunchArgument('operator_credential_file', default_value="''",
+                              description='the operator credential a Foxglove connection presents to act (empty: '
+                                          'read-only)'),
+        Node(package='safemanip_ros', executable='foxglove', name='foxglove', namespace='',
+             parameters=[{'address': LaunchConfiguration('foxglove'), 'config': robot,
+                          'operator_credential_file': LaunchConfiguration('operator_credential_file')}],
+             output='screen', condition=IfCondition(PythonExpression(["'", LaunchConfiguration('foxglove'), "' != ''"]))),
         IncludeLaunchDescription(PythonLaunchDescriptionSource(os.path.join(share, 'launch', 'grounding.launch.py')),
                                  launch_arguments={'robot_config': robot, 'skills': LaunchConfiguration('skills'),
                                                    'realtime_priority': LaunchConfiguration('realtime_priority')}.items()),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,7 @@ class FoxgloveServer:
         self.sent = 0
         self.errors = 0
         self.last_error = ''
+        self.cpu_s = 0.0           # CPU time of this thread making and sending the messages
         self._thread = threading.Thread(target=self._run, name='foxglove', daemon=True)
         self._thread.start()
 
@@ -189,6 +191,7 @@ class FoxgloveServer:
             producer = self._queue.get()
             if producer is None:
                 return
+            started_s = time.thread_time()
             try:
                 for topic, message, log_time_ns in producer():
                     self._channels[topic].log(message, log_time=int(log_time_ns))
@@ -196,6 +199,7 @@ class FoxgloveServer:
             except Exception as err:       # a message we could not make or log: counted, the server goes on
                 self.errors += 1
                 self.last_error = f'{type(err).__name__}: {err}'
+            self.cpu_s += time.thread_time() - started_s
 
     def stop(self) -> None:
         """Send what is queued, then stop serving and close the MCAP file."""

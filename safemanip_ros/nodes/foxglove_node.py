@@ -37,7 +37,6 @@ from ..foxglove.operator import OperatorAccess, load_credential
 from ..foxglove.scene import (
     EventRecord,
     GateRecord,
-    TransformRecord,
     VerdictBoard,
     VerdictRow,
     ViolationScene,
@@ -45,21 +44,24 @@ from ..foxglove.scene import (
     diagnostics_json,
     event_json,
     event_line,
-    frame_transforms,
     gate_json,
     log_json,
     time_json,
 )
 from ..foxglove.server import FoxgloveServer, Message, ServiceSpec, parse_address
+from ..foxglove.tf_relay import TfRelay
 from ..grounding.config import load_robot_config
 from ..settings import FOXGLOVE, named
 from .conversions import ns_from_time
 from .params import RosParameters, check_setting, declare_settings
 from .qos import EVENTS, RELIABLE, STATIC_TF, latched
+from .runner import run_node
 
 __all__ = ['FoxgloveNode']
 
 HOLDING = {SupervisorAction.ACTION_PAUSE, SupervisorAction.ACTION_STOP, SupervisorAction.ACTION_RETRACT}
+TF_RATE_HZ = 20.0
+"""How often each link's newest pose is sent (Foxglove's 3D view; the robot may publish far faster)."""
 CALL_TIMEOUT_S = 5.0
 """The longest an operator action waits for the supervisor's or monitor's answer."""
 MAX_RESUME_WAIT_S = 120.0
@@ -93,8 +95,13 @@ class FoxgloveNode(RosParameters, Node):
         self.create_subscription(ViolationEvent, 'violations', self._on_event, EVENTS, raw=True)
         self.create_subscription(SupervisorAction, 'supervisor_actions', self._on_action, EVENTS, raw=True)
         self.create_subscription(GateDecision, 'gate/decisions', self._on_gate, latched(256), raw=True)
-        self.create_subscription(TFMessage, '/tf', self._on_tf, RELIABLE, raw=True)
-        self.create_subscription(TFMessage, '/tf_static', self._on_tf, STATIC_TF, raw=True)
+        # TF arrives far faster than a 3D view needs it: kept serialized, sent as each link's newest pose.
+        self.tf = TfRelay()
+        self.create_subscription(TFMessage, '/tf', self.tf.add, RELIABLE, raw=True)
+        self.create_subscription(TFMessage, '/tf_static', lambda raw: self.tf.add(raw, static=True), STATIC_TF,
+                                 raw=True)
+        self._tf_ticks = 0
+        self.create_timer(1.0 / TF_RATE_HZ, self._send_tf)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, RELIABLE, raw=True)
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         self.create_timer(1.0, self._every_second)
@@ -159,16 +166,15 @@ class FoxgloveNode(RosParameters, Node):
             return [('/safemanip/gate', gate_json(g), g.stamp_ns)]
         self._offer(make)
 
-    def _on_tf(self, raw: bytes) -> None:
+    def _send_tf(self) -> None:
+        """Each link's newest pose since the last send, the static tree once a second."""
+        self._tf_ticks += 1
+        with_static = self._tf_ticks % int(TF_RATE_HZ) == 0
+        now_ns = self.get_clock().now().nanoseconds
+
         def make() -> list[Message]:
-            m = deserialize_message(raw, TFMessage)
-            records = [TransformRecord(ns_from_time(t.header.stamp), t.header.frame_id, t.child_frame_id,
-                                       (t.transform.translation.x, t.transform.translation.y,
-                                        t.transform.translation.z),
-                                       (t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
-                                        t.transform.rotation.w)) for t in m.transforms]
-            stamp_ns = max((r.stamp_ns for r in records), default=0)
-            return [('/tf', frame_transforms(records), stamp_ns)] if records else []
+            batch = self.tf.take(with_static)
+            return [] if batch is None else [('/tf', batch, now_ns)]
         self._offer(make)
 
     def _on_diagnostics(self, raw: bytes) -> None:
@@ -196,6 +202,7 @@ class FoxgloveNode(RosParameters, Node):
             message=f'{server.address}: {server.sent} sent, {server.dropped} dropped, {server.errors} errors',
             values=[KeyValue(key='dropped', value=str(server.dropped)), KeyValue(key='sent', value=str(server.sent)),
                     KeyValue(key='errors', value=str(server.errors)),
+                    KeyValue(key='tf_dropped', value=str(self.tf.dropped)),
                     KeyValue(key='last_error', value=server.last_error)]))
         self._pub_diag.publish(arr)
 
@@ -269,3 +276,10 @@ class FoxgloveNode(RosParameters, Node):
     def destroy_node(self) -> None:
         self.server.stop()
         super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run safemanip_ros foxglove --ros-args -p address:=8765`` (or the
+    launch file's ``foxglove:=8765``): the server beside a stack launched
+    node by node."""
+    return run_node(FoxgloveNode, 'foxglove', args)

@@ -1,0 +1,121 @@
+"""The Foxglove server's cost per monitor frame: the process's CPU time per
+frame with the server on and one real client subscribed to every channel
+(Foxglove's own client library on Node, as test_foxglove_stack.py drives
+it), against the same frames with the server off, in one run.
+
+Each frame does what the Foxglove node does for one 20 Hz monitor frame: a
+serialized VerdictArray of N instances handed to the server's queue, then
+decoded, turned into the verdict message and sent on the server's thread;
+and five TF messages of 30 transforms (a robot's 100 Hz TF) relayed as each
+link's newest pose (foxglove/tf_relay.py).  The CPU time counts every thread of this
+process (the SDK's own included); the client's process is not counted.
+
+    python bench/bench_foxglove.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
+from tf2_msgs.msg import TFMessage  # noqa: E402
+
+from safemanip_ros.foxglove.scene import VerdictBoard, VerdictRow  # noqa: E402
+from safemanip_ros.foxglove.server import Address, FoxgloveServer  # noqa: E402
+from safemanip_ros.foxglove.tf_relay import TfRelay  # noqa: E402
+from safemanip_ros.msg import Verdict, VerdictArray  # noqa: E402
+
+CLIENT = REPO / 'test' / 'helpers' / 'foxglove_client.cjs'
+MODULES = Path(sys.executable).parent.parent / 'foxglove-client' / 'node_modules'
+RATE_HZ = 50.0
+TF_PER_FRAME = 5
+
+
+def _messages(instances: int) -> tuple[bytes, bytes]:
+    arr = VerdictArray(episode_id='bench', frame=1, verdicts=[
+        Verdict(property=f'p{k}', instance=f'p{k}[object=o{k % 5}]', frame=1, verdict=3, mode=0,
+                recovery_verdict=2) for k in range(instances)])
+    tf = TFMessage()
+    from geometry_msgs.msg import TransformStamped
+    for k in range(30):
+        t = TransformStamped()
+        t.header.frame_id, t.child_frame_id = 'world', f'link{k}'
+        t.transform.rotation.w = 1.0
+        tf.transforms.append(t)
+    return serialize_message(arr), serialize_message(tf)
+
+
+def _frames(server: FoxgloveServer | None, verdicts_raw: bytes, tf_raw: bytes, frames: int) -> float:
+    """CPU seconds per frame of this process over ``frames`` frames at RATE_HZ."""
+    board = VerdictBoard()
+    relay = TfRelay()
+
+    def verdicts() -> list:
+        msg = deserialize_message(verdicts_raw, VerdictArray)
+        board.update((VerdictRow(v.property, v.instance, v.verdict, v.mode, v.recovery_verdict)
+                      for v in msg.verdicts), False)
+        return [('/safemanip/verdicts', board.message(time.time_ns(), msg.episode_id, msg.frame), time.time_ns())]
+
+    def transforms() -> list:
+        batch = relay.take()
+        return [] if batch is None else [('/tf', batch, time.time_ns())]
+    t0_cpu, t0 = time.process_time(), time.monotonic()
+    for k in range(frames):
+        time.sleep(max(0.0, t0 + k / RATE_HZ - time.monotonic()))
+        if server is not None:
+            for _ in range(TF_PER_FRAME):
+                relay.add(tf_raw)
+            server.offer(verdicts)
+            server.offer(transforms)
+    if server is not None:
+        while server.queued:
+            time.sleep(0.001)
+    return (time.process_time() - t0_cpu) / frames
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--quick', action='store_true')
+    args = ap.parse_args()
+    frames = 50 if args.quick else 500
+    if not (MODULES / '@foxglove' / 'ws-protocol').is_dir():
+        print(f'bench_foxglove: the Foxglove client is not installed in {MODULES} (make setup)', file=sys.stderr)
+        return 1
+    print('\n## Foxglove server: CPU per monitor frame (this process, all threads), one client subscribed')
+    print(f'{"instances":>10} {"server off":>12} {"server on":>12} {"extra":>10} {"share of a 20 Hz core":>22}')
+    for instances in (15, 200):
+        verdicts_raw, tf_raw = _messages(instances)
+        off = _frames(None, verdicts_raw, tf_raw, frames)
+        server = FoxgloveServer(Address('127.0.0.1', 0))
+        client = subprocess.Popen(['node', str(CLIENT), str(server.address)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                  env={**os.environ, 'NODE_PATH': str(MODULES)})
+        try:
+            assert client.stdout is not None
+            for line in client.stdout:           # subscribed once the channels are advertised
+                if json.loads(line)['kind'] == 'channels':
+                    break
+            time.sleep(0.2)
+            on = _frames(server, verdicts_raw, tf_raw, frames)
+            sent, dropped = server.sent, server.dropped
+        finally:
+            client.kill()
+            client.wait()
+            server.stop()
+        extra = on - off
+        print(f'{instances:>10} {off * 1e6:>10.0f}us {on * 1e6:>10.0f}us {extra * 1e6:>8.0f}us '
+              f'{extra * 20 * 100:>21.1f}%   ({sent} messages sent, {dropped} dropped)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
