@@ -131,6 +131,9 @@ PLANS: dict[tuple[str, str], Run | Elsewhere | NotHere] = {
     ('security.md', 'ros2 security create_keystore keys'):
         NotHere('`ros2 security` (sros2) is not on PyPI and the PyPI Fast DDS has no security plugins; the '
                 'same policy is enforced by test_security_enforcement.py with Debian Fast DDS and Cyclone DDS'),
+    ('nodes.md', 'head -c 24 /dev/urandom | base64 > operator.key     # the operator credential: one line, 32 '
+                 'characters'):
+        Run(check='foxglove_served_and_recorded'),
     ('specrlbench.md', "safemanip specrl evaluate rollouts/seed_* --formula '!(a | b) U (c & (!(d | e) U f))'"):
         Run(extra={1: ('--trajectories', '5', '--seeds', '1,11')}),
 }
@@ -208,6 +211,18 @@ def keep_as_last_release(box: Path) -> None:
     """The report of the release before, which the gate compares with: here, this audit's."""
     (box / 'last_release').mkdir()
     shutil.copy(box / 'audit_out' / 'report.json', box / 'last_release' / 'report.json')
+
+
+def foxglove_served_and_recorded(box: Path) -> None:
+    """The stack served Foxglove with operator actions, and closed the MCAP file the doc names (stopped as soon as
+    it was up, it may have sent nothing yet: test_foxglove_stack.py checks what is in one)."""
+    from mcap.reader import make_reader
+    log = next(p for p in box.parent.glob('bg*.log'))
+    assert 'Foxglove at ws://127.0.0.1:8765' in log.read_text() and 'operator actions after login' in log.read_text()
+    with open(box / 'stack.mcap', 'rb') as f:
+        summary = make_reader(f).get_summary()
+    from safemanip_ros.foxglove.server import CHANNELS
+    assert summary is not None and {c.topic for c in summary.channels.values()} <= set(CHANNELS)
 
 
 def replayed_inputs_were_fresh(box: Path) -> None:
