@@ -81,9 +81,12 @@ LAYERS_BELOW = {
     'sim': {'audit', 'bag', 'grounding', 'spec'},
     'specrl': {'audit', 'ltlf', 'spec'},          # audit: bags read on its frame clock
     'gym': {'ltlf', 'monitor', 'sim', 'spec', 'specrl'},
-    'nodes': {'audit', 'bag', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},   # audit: the live gate
-    'cli': {'audit', 'bag', 'grounding', 'gym', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'specrl', 'supervisor',
-            'msg'},
+    # foxglove: what Foxglove is shown, from a robot's configuration and TF decoded by the bag layouts;
+    # nodes: audit for the live gate.
+    'foxglove': {'bag', 'grounding'},
+    'nodes': {'audit', 'bag', 'foxglove', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},
+    'cli': {'audit', 'bag', 'foxglove', 'grounding', 'gym', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'specrl',
+            'supervisor', 'msg'},
 }
 # The one exception, by module: building a monitor from files drops the
 # properties a robot configuration cannot ground, so it asks the grounding
