@@ -104,13 +104,15 @@ class Measurement:
 def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray,
                   noise_m: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each window's mean grip offset from the offsets ``p[F, W, 3]``,
-    ``R[F, W, 3, 3]`` where ``valid`` (one offset: itself), and the mean
+    ``R[F, W, 3, 3]`` where ``valid`` (one offset: itself; gross outliers
+    left out: :func:`~.windows.trimmed_mean`), and the mean
     position's standard error: from the offsets' own scatter when there are
     :data:`MIN_SCATTER_SAMPLES` or more, else from ``noise_m``."""
+    # A grossly wrong detection (trimmed_mean) is left out of the offset and its scatter.
+    mean_p, valid = windows.trimmed_mean(p, valid, noise_m)
     n = valid.sum(axis=1)
     last = windows.last_valid(valid)
     at = np.arange(len(n))
-    mean_p = windows.masked_mean(p, valid)
     mean_R = windows.mean_rotations(R, valid, R[at, last])
     single = n == 1
     mean_p[single], mean_R[single] = p[at, last][single], R[at, last][single]
@@ -580,9 +582,10 @@ class ObjectTrack:
         speed = poses.norm3(v)
         horizontal = np.hypot(v[:, 0], v[:, 1])
         angular = poses.norm3(wr)
-        mean_p = windows.masked_mean(p, w.valid)
-        mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, w.valid)))
-        mean_se = sigma / np.sqrt(n)
+        # The window's mean position, a gross outlier left out (trimmed_mean: a still object's pose).
+        mean_p, kept = windows.trimmed_mean(p, w.valid, cfg.position_noise_m)
+        mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, kept)))
+        mean_se = sigma / np.sqrt(kept.sum(axis=1))
         q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]
         return [((s, h, a), (q3 * ps, q2 * ps, q3 * sr / rs), c, (mp, mR, ms))
                 for s, h, a, ps, sr, rs, c, mp, mR, ms in zip(

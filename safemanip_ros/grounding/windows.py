@@ -16,9 +16,9 @@ import numpy as np
 
 from . import poses
 
-__all__ = ['Windows', 'exp_rotations', 'last_valid', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_median', 'masked_slope',
+__all__ = ['GROSS_SIGMAS', 'Windows', 'exp_rotations', 'last_valid', 'log_rotations', 'masked_fit', 'masked_mean', 'masked_median', 'masked_slope',
            'masked_sum',
-           'mean_rotations', 'relative_logs', 'residual_sigma']
+           'mean_rotations', 'relative_logs', 'residual_sigma', 'trimmed_mean']
 
 
 class Windows:
@@ -159,3 +159,25 @@ def masked_slope(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.nd
     (:func:`residual_sigma`) in place of the residuals."""
     b, root_sxx, resid = masked_fit(t, x, valid)
     return b, root_sxx, residual_sigma(resid, valid)
+
+
+GROSS_SIGMAS = 6.0
+"""A sample farther than this many noise deviations from its window's median is a gross outlier
+(Gaussian noise in three axes gets there about once in a billion samples)."""
+
+
+def trimmed_mean(x: np.ndarray, valid: np.ndarray, noise: float) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of each window's valid points ``x[F, W, 3]`` leaving out the
+    gross outliers: points farther than :data:`GROSS_SIGMAS` noise deviations
+    (``noise`` per axis) from the window's median point (a mis-association,
+    a depth hole).  With none left out (always, for Gaussian noise) it is
+    the plain mean, bit for bit; where every point would be left out,
+    none is.  Returns the mean ``[F, 3]`` and the points kept ``[F, W]``."""
+    if noise <= 0:
+        return masked_mean(x, valid), valid
+    centre = masked_median(x, valid)
+    d = x - centre[:, None, :]
+    near = np.sqrt((d * d).sum(axis=2)) <= GROSS_SIGMAS * noise
+    kept = valid & near
+    kept = np.where(kept.any(axis=1)[:, None], kept, valid)
+    return masked_mean(x, kept), kept
