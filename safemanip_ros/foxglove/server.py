@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import FoxgloveError
 
-__all__ = ['CHANNELS', 'Address', 'FoxgloveServer', 'ServiceSpec', 'parse_address']
+__all__ = ['CHANNELS', 'Address', 'FoxgloveServer', 'Message', 'ServiceSpec', 'make_channels', 'parse_address', 'sdk']
 
 DEFAULT_HOST = '127.0.0.1'
 
@@ -71,6 +71,24 @@ CHANNELS: dict[str, tuple[str, dict[str, Any]]] = {
 
 Message = tuple[str, dict[str, Any], int]
 """(topic, JSON-able message, log time ns)."""
+
+
+def make_channels(context: Any) -> dict[str, Any]:
+    """Every channel of :data:`CHANNELS` in a Foxglove SDK ``context``, JSON-encoded, schemas embedded."""
+    from foxglove import Channel, Schema
+    return {topic: Channel(topic, schema=Schema(name=schema_name, encoding='jsonschema',
+                                                data=json.dumps(schema).encode()),
+                           message_encoding='json', context=context)
+            for topic, (schema_name, schema) in CHANNELS.items()}
+
+
+def sdk() -> Any:
+    """The Foxglove SDK module, or a FoxgloveError saying how to install it."""
+    try:
+        import foxglove
+    except ImportError as err:
+        raise FoxgloveError(f'the Foxglove SDK is not installed ({err}); pip install foxglove-sdk') from None
+    return foxglove
 
 
 @dataclass(frozen=True)
@@ -118,17 +136,11 @@ class FoxgloveServer:
 
     def __init__(self, address: Address, services: Iterable[ServiceSpec] = (), mcap_path: Path | None = None,
                  queue_size: int = 2000, name: str = 'safemanip') -> None:
-        try:
-            import foxglove
-            from foxglove import Channel, Schema
-            from foxglove.websocket import Capability, MessageSchema, Service, ServiceSchema
-        except ImportError as err:
-            raise FoxgloveError(f'the Foxglove SDK is not installed ({err}); pip install foxglove-sdk') from None
+        foxglove = sdk()
+        from foxglove import Schema
+        from foxglove.websocket import Capability, MessageSchema, Service, ServiceSchema
         self._ctx = foxglove.Context()
-        self._channels = {topic: Channel(topic, schema=Schema(name=schema_name, encoding='jsonschema',
-                                                              data=json.dumps(schema).encode()),
-                                         message_encoding='json', context=self._ctx)
-                          for topic, (schema_name, schema) in CHANNELS.items()}
+        self._channels = make_channels(self._ctx)
         any_object = Schema(name='safemanip.Json', encoding='jsonschema', data=b'{"type": "object"}')
         sdk_services = [Service(name=s.name, schema=ServiceSchema(
             name=f'safemanip.{s.name.rsplit("/", 1)[-1]}', request=MessageSchema(encoding='json', schema=any_object),

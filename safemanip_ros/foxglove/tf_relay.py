@@ -23,7 +23,7 @@ from ..bag.typestore import typestore
 from ..grounding.rawinputs import tf_links, tf_stamps_s, tf_values
 from .scene import TransformRecord, frame_transforms
 
-__all__ = ['TfRelay']
+__all__ = ['TF_TYPE', 'TfRelay']
 
 TF_TYPE = 'tf2_msgs/msg/TFMessage'
 

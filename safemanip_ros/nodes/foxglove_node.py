@@ -18,6 +18,7 @@ credential; with no credential configured none is offered.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -26,7 +27,6 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
@@ -34,32 +34,17 @@ from safemanip_ros.msg import GateDecision, SupervisorAction, VerdictArray, Viol
 
 from ..errors import FoxgloveError, SafemanipError
 from ..foxglove.operator import OperatorAccess, load_credential
-from ..foxglove.scene import (
-    EventRecord,
-    GateRecord,
-    VerdictBoard,
-    VerdictRow,
-    ViolationScene,
-    action_json,
-    diagnostics_json,
-    event_json,
-    event_line,
-    gate_json,
-    log_json,
-    time_json,
-)
+from ..foxglove.scene import ViolationScene, time_json
 from ..foxglove.server import FoxgloveServer, Message, ServiceSpec, parse_address
-from ..foxglove.tf_relay import TfRelay
+from ..foxglove.view import StackView
 from ..grounding.config import load_robot_config
 from ..settings import FOXGLOVE, named
-from .conversions import ns_from_time
 from .params import RosParameters, check_setting, declare_settings
 from .qos import EVENTS, RELIABLE, STATIC_TF, latched
 from .runner import run_node
 
 __all__ = ['FoxgloveNode']
 
-HOLDING = {SupervisorAction.ACTION_PAUSE, SupervisorAction.ACTION_STOP, SupervisorAction.ACTION_RETRACT}
 TF_RATE_HZ = 20.0
 """How often each link's newest pose is sent (Foxglove's 3D view; the robot may publish far faster)."""
 CALL_TIMEOUT_S = 5.0
@@ -87,22 +72,22 @@ class FoxgloveNode(RosParameters, Node):
         self._client_lock = threading.Lock()
         services = [] if self.access.read_only else self._operator_services()
         self.server = FoxgloveServer(address, services, Path(mcap) if mcap else None, queue_size)
-        self.board = VerdictBoard()
-        self.scene = ViolationScene.of_robot(load_robot_config(config)) if config else ViolationScene({}, {}, '')
-        self._episode = ''
-        self._held = False
-        self.create_subscription(VerdictArray, 'verdicts', self._on_verdicts, RELIABLE, raw=True)
-        self.create_subscription(ViolationEvent, 'violations', self._on_event, EVENTS, raw=True)
-        self.create_subscription(SupervisorAction, 'supervisor_actions', self._on_action, EVENTS, raw=True)
-        self.create_subscription(GateDecision, 'gate/decisions', self._on_gate, latched(256), raw=True)
+        scene = ViolationScene.of_robot(load_robot_config(config)) if config else ViolationScene({}, {}, '')
+        # What Foxglove is sent, made on the server's thread from the serialized messages (one path with
+        # `safemanip bag foxglove`, which converts a recording).
+        self.view = StackView(scene)
+        for kind, msgtype, topic, qos in (('verdicts', VerdictArray, 'verdicts', RELIABLE),
+                                          ('violations', ViolationEvent, 'violations', EVENTS),
+                                          ('supervisor_actions', SupervisorAction, 'supervisor_actions', EVENTS),
+                                          ('gate', GateDecision, 'gate/decisions', latched(256)),
+                                          ('diagnostics', DiagnosticArray, '/diagnostics', RELIABLE)):
+            self.create_subscription(msgtype, topic, functools.partial(self._on_message, kind), qos, raw=True)
         # TF arrives far faster than a 3D view needs it: kept serialized, sent as each link's newest pose.
-        self.tf = TfRelay()
-        self.create_subscription(TFMessage, '/tf', self.tf.add, RELIABLE, raw=True)
-        self.create_subscription(TFMessage, '/tf_static', lambda raw: self.tf.add(raw, static=True), STATIC_TF,
+        self.create_subscription(TFMessage, '/tf', self.view.tf.add, RELIABLE, raw=True)
+        self.create_subscription(TFMessage, '/tf_static', lambda raw: self.view.tf.add(raw, static=True), STATIC_TF,
                                  raw=True)
         self._tf_ticks = 0
         self.create_timer(1.0 / TF_RATE_HZ, self._send_tf)
-        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, RELIABLE, raw=True)
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
         self.create_timer(1.0, self._every_second)
         self.get_logger().info(f'Foxglove: {self.server.address} ('
@@ -114,83 +99,21 @@ class FoxgloveNode(RosParameters, Node):
             self.get_logger().warning('Foxglove: its queue is full; messages dropped (counted in /diagnostics)',
                                       throttle_duration_sec=10.0)
 
-    def _on_verdicts(self, raw: bytes) -> None:
-        def make() -> list[Message]:
-            msg = deserialize_message(raw, VerdictArray)
-            stamp_ns = ns_from_time(msg.header.stamp)
-            full = msg.episode_id != self._episode
-            self._episode = msg.episode_id
-            self.board.update((VerdictRow(v.property, v.instance, v.verdict, v.mode, v.recovery_verdict)
-                               for v in msg.verdicts), full)
-            return [('/safemanip/verdicts', self.board.message(stamp_ns, msg.episode_id, msg.frame), stamp_ns)]
-        self._offer(make)
-
-    def _on_event(self, raw: bytes) -> None:
-        def make() -> list[Message]:
-            m = deserialize_message(raw, ViolationEvent)
-            e = EventRecord(ns_from_time(m.header.stamp), m.event, m.property, m.instance,
-                            tuple((kv.key, kv.value) for kv in m.binding), m.category, m.severity, m.episode_id,
-                            m.start_frame, m.end_frame, m.recovered, m.count)
-            self.scene.event(e)
-            level = 'info' if e.event != ViolationEvent.EVENT_OPENED else \
-                ('warning', 'warning', 'error', 'critical')[min(e.severity, 3)]
-            return [('/safemanip/violations', event_json(e), e.stamp_ns),
-                    ('/safemanip/log', log_json(e.stamp_ns, level, event_line(e), 'monitor'), e.stamp_ns),
-                    ('/safemanip/markers', self.scene.update(e.stamp_ns), e.stamp_ns)]
-        self._offer(make)
-
-    def _on_action(self, raw: bytes) -> None:
-        def make() -> list[Message]:
-            m = deserialize_message(raw, SupervisorAction)
-            stamp_ns = ns_from_time(m.header.stamp)
-            out: list[Message] = [('/safemanip/supervisor', action_json(stamp_ns, m.action, m.property, m.instance,
-                                                                         m.reason, m.frame, m.success), stamp_ns)]
-            word = action_json(stamp_ns, m.action, '', '', '', 0, True)['action']
-            out.append(('/safemanip/log', log_json(stamp_ns, 'warning' if m.action in HOLDING else 'info',
-                                                   f'supervisor: {word}: {m.reason}', 'supervisor'), stamp_ns))
-            if m.action in HOLDING or m.action == SupervisorAction.ACTION_RESUME:
-                self._held = m.action in HOLDING
-                self.scene.hold(self._held)
-                out.append(('/safemanip/hold', {'timestamp': time_json(stamp_ns), 'held': self._held,
-                                                'state': word if self._held else 'released', 'reason': m.reason},
-                            stamp_ns))
-                out.append(('/safemanip/markers', self.scene.update(stamp_ns), stamp_ns))
-            return out
-        self._offer(make)
-
-    def _on_gate(self, raw: bytes) -> None:
-        def make() -> list[Message]:
-            m = deserialize_message(raw, GateDecision)
-            g = GateRecord(ns_from_time(m.header.stamp), m.name, m.robot, m.unit, m.limit, m.alpha, m.decision,
-                           m.observations, m.violations, m.rollouts, m.decided_after)
-            return [('/safemanip/gate', gate_json(g), g.stamp_ns)]
-        self._offer(make)
+    def _on_message(self, kind: str, raw: bytes) -> None:
+        self._offer(lambda: self.view.take(kind, raw))
 
     def _send_tf(self) -> None:
         """Each link's newest pose since the last send, the static tree once a second."""
         self._tf_ticks += 1
         with_static = self._tf_ticks % int(TF_RATE_HZ) == 0
         now_ns = self.get_clock().now().nanoseconds
-
-        def make() -> list[Message]:
-            batch = self.tf.take(with_static)
-            return [] if batch is None else [('/tf', batch, now_ns)]
-        self._offer(make)
-
-    def _on_diagnostics(self, raw: bytes) -> None:
-        def make() -> list[Message]:
-            m = deserialize_message(raw, DiagnosticArray)
-            stamp_ns = ns_from_time(m.header.stamp)
-            return [('/diagnostics', diagnostics_json(stamp_ns, [
-                (int.from_bytes(s.level, 'little') if isinstance(s.level, bytes) else int(s.level), s.name, s.message,
-                 s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in m.status]), stamp_ns)]
-        self._offer(make)
+        self._offer(lambda: self.view.transforms(now_ns, with_static))
 
     def _every_second(self) -> None:
         """The markers again (a client that connects late sees what is open) and the server's health."""
         now_ns = self.get_clock().now().nanoseconds
         server = self.server
-        self._offer(lambda: [('/safemanip/markers', self.scene.update(now_ns), now_ns),
+        self._offer(lambda: [*self.view.markers(now_ns),
                              ('/safemanip/server', {'timestamp': time_json(now_ns), 'queued': server.queued,
                                                     'dropped': server.dropped, 'sent': server.sent,
                                                     'errors': server.errors}, now_ns)])
@@ -202,7 +125,7 @@ class FoxgloveNode(RosParameters, Node):
             message=f'{server.address}: {server.sent} sent, {server.dropped} dropped, {server.errors} errors',
             values=[KeyValue(key='dropped', value=str(server.dropped)), KeyValue(key='sent', value=str(server.sent)),
                     KeyValue(key='errors', value=str(server.errors)),
-                    KeyValue(key='tf_dropped', value=str(self.tf.dropped)),
+                    KeyValue(key='tf_dropped', value=str(self.view.tf.dropped)),
                     KeyValue(key='last_error', value=server.last_error)]))
         self._pub_diag.publish(arr)
 

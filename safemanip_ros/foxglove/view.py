@@ -1,0 +1,131 @@
+"""The stack's ROS messages, serialized, to what Foxglove is sent: one path
+for the live server and for a recording converted to MCAP.
+
+:class:`StackView` takes each message as the CDR bytes a subscription or a
+bag holds (decoded with rosbags' typestore, so it needs no rclpy), keeps
+what the panels need across messages (every instance's verdict, the open
+violations and the hold for the 3D markers, TF as each link's newest pose)
+and returns ``(topic, JSON message, log time ns)`` for the channels of
+:data:`~.server.CHANNELS`.  The live node hands it what its subscriptions
+take; ``safemanip bag foxglove`` what a recording holds, in bag order.
+
+Example (a recording's kinds, by message type)::
+
+    >>> KIND_OF_TYPE['safemanip_ros/msg/VerdictArray']
+    'verdicts'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..bag.typestore import typestore
+from .scene import (
+    EventRecord,
+    GateRecord,
+    VerdictBoard,
+    VerdictRow,
+    ViolationScene,
+    action_json,
+    diagnostics_json,
+    event_json,
+    event_line,
+    gate_json,
+    log_json,
+    time_json,
+)
+from .server import Message
+from .tf_relay import TfRelay
+
+__all__ = ['HOLDING', 'KIND_OF_TYPE', 'StackView']
+
+KIND_OF_TYPE = {
+    'safemanip_ros/msg/VerdictArray': 'verdicts',
+    'safemanip_ros/msg/ViolationEvent': 'violations',
+    'safemanip_ros/msg/SupervisorAction': 'supervisor_actions',
+    'safemanip_ros/msg/GateDecision': 'gate',
+    'diagnostic_msgs/msg/DiagnosticArray': 'diagnostics',
+}
+"""The message types the view takes (TF goes to :attr:`StackView.tf`), and the kind each is."""
+_TYPE_OF_KIND = {kind: msgtype for msgtype, kind in KIND_OF_TYPE.items()}
+HOLDING = (2, 3, 4)
+"""Supervisor actions that hold the arm: pause, retract, stop (``SupervisorAction``'s codes)."""
+RESUME = 5
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+class StackView:
+    """What Foxglove is sent, from the stack's messages (module docstring).
+    ``scene``: the 3D markers' objects (:meth:`ViolationScene.of_robot`)."""
+
+    def __init__(self, scene: ViolationScene) -> None:
+        self.store = typestore()
+        self.board = VerdictBoard()
+        self.scene = scene
+        self.tf = TfRelay()
+        self.episode = ''
+        self.held = False
+
+    def take(self, kind: str, raw: bytes) -> list[Message]:
+        """The messages for one serialized message of ``kind`` (a value of :data:`KIND_OF_TYPE`)."""
+        msg = self.store.deserialize_cdr(raw, _TYPE_OF_KIND[kind])
+        out: list[Message] = getattr(self, f'_{kind}')(msg)
+        return out
+
+    def _verdicts(self, m: Any) -> list[Message]:
+        stamp_ns = _stamp_ns(m.header.stamp)
+        full = m.episode_id != self.episode         # a new episode's first frame lists every instance
+        self.episode = m.episode_id
+        self.board.update((VerdictRow(v.property, v.instance, int(v.verdict), int(v.mode), int(v.recovery_verdict))
+                           for v in m.verdicts), full)
+        return [('/safemanip/verdicts', self.board.message(stamp_ns, m.episode_id, int(m.frame)), stamp_ns)]
+
+    def _violations(self, m: Any) -> list[Message]:
+        e = EventRecord(_stamp_ns(m.header.stamp), int(m.event), m.property, m.instance,
+                        tuple((kv.key, kv.value) for kv in m.binding), m.category, int(m.severity), m.episode_id,
+                        int(m.start_frame), int(m.end_frame), bool(m.recovered), int(m.count))
+        self.scene.event(e)
+        level = 'info' if e.event != 0 else ('warning', 'warning', 'error', 'critical')[min(e.severity, 3)]
+        return [('/safemanip/violations', event_json(e), e.stamp_ns),
+                ('/safemanip/log', log_json(e.stamp_ns, level, event_line(e), 'monitor'), e.stamp_ns),
+                ('/safemanip/markers', self.scene.update(e.stamp_ns), e.stamp_ns)]
+
+    def _supervisor_actions(self, m: Any) -> list[Message]:
+        stamp_ns, action = _stamp_ns(m.header.stamp), int(m.action)
+        said = action_json(stamp_ns, action, m.property, m.instance, m.reason, int(m.frame), bool(m.success))
+        out: list[Message] = [
+            ('/safemanip/supervisor', said, stamp_ns),
+            ('/safemanip/log', log_json(stamp_ns, 'warning' if action in HOLDING else 'info',
+                                        f'supervisor: {said["action"]}: {m.reason}', 'supervisor'), stamp_ns)]
+        if action in HOLDING or action == RESUME:
+            self.held = action in HOLDING
+            self.scene.hold(self.held)
+            out.append(('/safemanip/hold', {'timestamp': time_json(stamp_ns), 'held': self.held,
+                                            'state': said['action'] if self.held else 'released',
+                                            'reason': m.reason}, stamp_ns))
+            out.append(('/safemanip/markers', self.scene.update(stamp_ns), stamp_ns))
+        return out
+
+    def _gate(self, m: Any) -> list[Message]:
+        g = GateRecord(_stamp_ns(m.header.stamp), m.name, m.robot, m.unit, float(m.limit), float(m.alpha),
+                       int(m.decision), int(m.observations), int(m.violations), int(m.rollouts),
+                       int(m.decided_after))
+        return [('/safemanip/gate', gate_json(g), g.stamp_ns)]
+
+    def _diagnostics(self, m: Any) -> list[Message]:
+        stamp_ns = _stamp_ns(m.header.stamp)
+        return [('/diagnostics', diagnostics_json(stamp_ns, [
+            (int.from_bytes(s.level, 'little') if isinstance(s.level, bytes) else int(s.level), s.name, s.message,
+             s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in m.status]), stamp_ns)]
+
+    def markers(self, now_ns: int) -> list[Message]:
+        """The 3D markers now (sent again now and then: a client that connects late sees what is open)."""
+        return [('/safemanip/markers', self.scene.update(now_ns), now_ns)]
+
+    def transforms(self, now_ns: int, with_static: bool = False) -> list[Message]:
+        """TF since the last call, as each link's newest pose (:class:`~.tf_relay.TfRelay`)."""
+        batch = self.tf.take(with_static)
+        return [] if batch is None else [('/tf', batch, now_ns)]
