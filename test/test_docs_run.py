@@ -134,6 +134,8 @@ PLANS: dict[tuple[str, str], Run | Elsewhere | NotHere] = {
     ('nodes.md', 'head -c 24 /dev/urandom | base64 > operator.key     # the operator credential: one line, 32 '
                  'characters'):
         Run(check='foxglove_served_and_recorded'),
+    ('nodes.md', 'safemanip bag foxglove BAG --out run.mcap --config config/robots/panda_demo.yaml'):
+        Run(expect={0: '/tf '}),
     ('specrlbench.md', "safemanip specrl evaluate rollouts/seed_* --formula '!(a | b) U (c & (!(d | e) U f))'"):
         Run(extra={1: ('--trajectories', '5', '--seeds', '1,11')}),
 }

@@ -139,3 +139,67 @@ def test_the_shipped_layout_is_the_layout_of_the_shipped_suite_on_the_demo_robot
 
 def test_a_state_path_quotes_the_instance():
     assert state_path('p[object="x"]') == '/safemanip/verdicts.instances[:]{instance=="p[object=\\"x\\"]"}.state'
+
+
+def test_a_recording_converts_to_the_channels_foxglove_is_sent_live(tmp_path):
+    """`safemanip bag foxglove`'s conversion, in process: a recording with a
+    violation on the mug, a hold and TF at 100 Hz becomes the live server's
+    channels: the violation lights the mug up until it closes, TF is each
+    link's newest pose at 20 Hz of bag time, the hold is a state."""
+    import numpy as np
+    from mcap.reader import make_reader
+
+    from safemanip_ros.bag import SplitBagWriter, typestore
+    from safemanip_ros.foxglove.recording import recording_to_mcap
+    ts = typestore()
+    T = lambda t: ts.types['builtin_interfaces/msg/Time'](sec=int(t), nanosec=int(round((t % 1) * 1e9)))  # noqa: E731
+    H = lambda t: ts.types['std_msgs/msg/Header'](stamp=T(t), frame_id='')  # noqa: E731
+    ty = ts.types
+    w = SplitBagWriter(tmp_path / 'run', 'mcap')
+    for topic, msgtype in (('/tf', 'tf2_msgs/msg/TFMessage'), ('/violations', 'safemanip_ros/msg/ViolationEvent'),
+                           ('/supervisor_actions', 'safemanip_ros/msg/SupervisorAction')):
+        w.add_topic(topic, msgtype)
+
+    def transform(t: float, child: str, x: float):
+        return ty['geometry_msgs/msg/TransformStamped'](
+            header=ty['std_msgs/msg/Header'](stamp=T(t), frame_id='world'), child_frame_id=child,
+            transform=ty['geometry_msgs/msg/Transform'](translation=ty['geometry_msgs/msg/Vector3'](x=x, y=0.0, z=0.8),
+                                                        rotation=ty['geometry_msgs/msg/Quaternion'](x=0.0, y=0.0, z=0.0,
+                                                                                                    w=1.0)))
+    for k in range(300):                            # 3 s of TF at 100 Hz: the mug moves along x
+        t = 10 + k * 0.01
+        w.write('/tf', int(t * 1e9), ts.serialize_cdr(ty['tf2_msgs/msg/TFMessage'](
+            transforms=[transform(t, 'mug_main', 0.001 * k), transform(t, 'gripper0_eef', 0.5)]),
+            'tf2_msgs/msg/TFMessage'))
+
+    def event(t: float, kind: int) -> bytes:
+        kv = ty['diagnostic_msgs/msg/KeyValue'](key='object', value='mug')
+        return ts.serialize_cdr(ty['safemanip_ros/msg/ViolationEvent'](
+            header=H(t), event=kind, property='p', instance='p[object=mug]', binding=[kv], category='c', severity=2,
+            episode_id='ep', start_frame=20, end_frame=20 if kind == 0 else 30, start_stamp=T(t), end_stamp=T(t),
+            recovered=kind == 1, count=1), 'safemanip_ros/msg/ViolationEvent')
+
+    def action(t: float, code: int) -> bytes:
+        return ts.serialize_cdr(ty['safemanip_ros/msg/SupervisorAction'](
+            header=H(t), action=code, property='p', instance='p[object=mug]', reason='r', frame=20, success=True),
+            'safemanip_ros/msg/SupervisorAction')
+    w.write('/violations', int(11.0e9), event(11.0, 0))
+    w.write('/supervisor_actions', int(11.01e9), action(11.01, 2))
+    w.write('/violations', int(11.5e9), event(11.5, 1))
+    w.write('/supervisor_actions', int(12.0e9), action(12.0, 5))
+    w.close()
+    out = tmp_path / 'run.mcap'
+    written = recording_to_mcap(tmp_path / 'run', out, ViolationScene.of_robot(load_robot_config(ROBOT)))
+    assert written['/safemanip/violations'] == 2 and written['/safemanip/supervisor'] == 2
+    assert 55 <= written['/tf'] <= 62, written          # 3 s at 20 Hz, not 300 messages
+    got: dict[str, list[tuple[int, dict]]] = {}
+    with open(out, 'rb') as f:
+        for _, channel, message in make_reader(f).iter_messages(log_time_order=True):
+            got.setdefault(channel.topic, []).append((message.log_time, json.loads(message.data)))
+    lit = [t for t, u in got['/safemanip/markers'] if any(e['id'] == 'violation/mug' for e in u['entities'])]
+    assert lit and min(lit) == int(11.0e9) and max(lit) < int(11.5e9), lit
+    assert [m['state'] for _, m in got['/safemanip/hold']] == ['pause', 'released']
+    last = got['/tf'][-1][1]['transforms']
+    mug = next(x for x in last if x['child_frame_id'] == 'mug_main')
+    assert mug['translation']['x'] == pytest.approx(0.001 * 299, abs=0.006)    # the newest pose, not the first
+    assert np.isclose(got['/tf'][1][0] - got['/tf'][0][0], 50_000_000, atol=10_000_000)
