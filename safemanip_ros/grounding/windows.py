@@ -77,9 +77,14 @@ def masked_mean(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
 def masked_median(x: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """The median of each window's valid samples ``x[F, W, d]`` per axis
     (a selection: the same whatever the batch or padding)."""
-    masked = np.where(valid[:, :, None], x, np.nan)
-    with np.errstate(invalid='ignore'):
-        out: np.ndarray = np.nanmedian(masked, axis=1)
+    # Sorted with the padding last (as +inf); the middle one or two of the n valid samples.  (numpy's
+    # nanmedian takes a masked-array path for small arrays: 0.4 ms a call, most of a live frame.)
+    ordered = np.sort(np.where(valid[:, :, None], x, np.inf), axis=1)
+    n = valid.sum(axis=1)
+    at = np.arange(len(n))
+    lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 1) // 2
+    out: np.ndarray = (ordered[at, lo] + ordered[at, hi]) / 2.0
+    out[n == 0] = np.nan
     return out
 
 
