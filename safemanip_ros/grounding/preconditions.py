@@ -99,38 +99,51 @@ def _at_most(known: np.ndarray, unknown: np.ndarray, limit: int) -> np.ndarray:
     return out
 
 
-def _near(bodies: Bodies, a: int, b: int, margin_m: float) -> np.ndarray:
-    """Per frame: body ``b``'s shape within ``margin_m`` of body ``a``'s
-    horizontally, at heights that overlap (both poses known)."""
-    d = bodies.p_w[b] - bodies.p_w[a]
-    h = np.hypot(d[:, 0], d[:, 1])
-    up = np.broadcast_to(np.array([0.0, 0.0, 1.0]), d.shape)
-    Ra, Rb = bodies.R_w[a], bodies.R_w[b]
-    apart = np.abs(d[:, 2]) > extents_along(bodies.shapes[a], up, Ra) + extents_along(bodies.shapes[b], up, Rb) + margin_m
+def near_matrix(bodies: Bodies, margin_m: float) -> np.ndarray:
+    """``out[a, b, k]``: at frame ``k``, body ``b``'s shape within
+    ``margin_m`` of body ``a``'s horizontally, at heights that overlap
+    (both poses known); every ordered pair at once (the diagonal False)."""
+    m, n = len(bodies.names), bodies.known.shape[1]
+    if m < 2:
+        return np.zeros((m, m, n), bool)
+    d = bodies.p_w[None, :] - bodies.p_w[:, None]          # [a, b, n, 3]: b's position less a's
+    h = np.hypot(d[..., 0], d[..., 1])
+    up = np.broadcast_to(np.array([0.0, 0.0, 1.0]), (n, 3))
+    ext_up = np.stack([extents_along(bodies.shapes[j], up, bodies.R_w[j]) for j in range(m)])
+    apart = np.abs(d[..., 2]) > ext_up[:, None] + ext_up[None, :] + margin_m
     safe_h = np.where(h == 0.0, 1.0, h)
-    u = np.stack([d[:, 0] / safe_h, d[:, 1] / safe_h, np.zeros(len(h))], axis=1)
-    gap = h - extents_along(bodies.shapes[a], u, Ra) - extents_along(bodies.shapes[b], -u, Rb)
-    out: np.ndarray = ~apart & ((h == 0.0) | (gap <= margin_m))
-    return out
+    u = np.stack([d[..., 0] / safe_h, d[..., 1] / safe_h, np.zeros(h.shape)], axis=-1)
+    # Each body's half-width towards the other (a's along u, b's along -u), a shape's rotations per frame.
+    ext_a = np.stack([extents_along(bodies.shapes[a], u[a].reshape(-1, 3),
+                                    np.broadcast_to(bodies.R_w[a], (m, n, 3, 3)).reshape(-1, 3, 3)).reshape(m, n)
+                      for a in range(m)])
+    ext_b = np.stack([extents_along(bodies.shapes[b], (-u[:, b]).reshape(-1, 3),
+                                    np.broadcast_to(bodies.R_w[b], (m, n, 3, 3)).reshape(-1, 3, 3)).reshape(m, n)
+                      for b in range(m)], axis=1)
+    gap = h - ext_a - ext_b
+    near: np.ndarray = ~apart & ((h == 0.0) | (gap <= margin_m))
+    near[np.arange(m), np.arange(m)] = False
+    return near
 
 
-def count_near_columns(bodies: Bodies, target: int, margin_m: float,
+def count_near_columns(bodies: Bodies, target: int, near: np.ndarray,
                        exclude: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Per frame: (bodies known to be near ``target``, bodies whose pose is unknown)."""
+    """Per frame: (bodies known to be near ``target``, bodies whose pose is
+    unknown), from the :func:`near_matrix` ``near``."""
     n = bodies.known.shape[1]
-    near, unknown = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    count, unknown = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for b in range(len(bodies.names)):
         if b == target or b in exclude:
             continue
-        near += bodies.known[b] & _near(bodies, target, b, margin_m)
+        count += bodies.known[b] & near[target, b]
         unknown += ~bodies.known[b]
-    return near, unknown
+    return count, unknown
 
 
-def _ready(bodies: Bodies, j: int, clear_m: float) -> np.ndarray:
+def _ready(bodies: Bodies, j: int, near_pairs: np.ndarray) -> np.ndarray:
     """Body ``j`` judged as the pick's object per frame: stable and clear
     around (unknown where its pose is, and so what is around it)."""
-    near, unknown = count_near_columns(bodies, j, clear_m)
+    near, unknown = count_near_columns(bodies, j, near_pairs)
     clear = np.where(bodies.known[j], _at_most(near, unknown, 0), UNKNOWN).astype(np.int8)
     return _and(bodies.stable[j], clear)
 
@@ -143,7 +156,8 @@ def pick_columns(gripper_p_w: np.ndarray, gripper_known: np.ndarray, bodies: Bod
     m, n = len(bodies.names), len(targets)
     if not m:
         return np.full(n, UNKNOWN, np.int8)
-    ready = np.stack([_ready(bodies, j, clear_m) for j in range(m)])
+    pairs = near_matrix(bodies, clear_m)
+    ready = np.stack([_ready(bodies, j, pairs) for j in range(m)])
     free = bodies.held != TRUE
     dist = np.where(free & bodies.known, np.sqrt(((bodies.p_w - gripper_p_w[None]) ** 2).sum(axis=2)), np.inf)
     nearest = np.argmin(dist, axis=0)
@@ -166,6 +180,7 @@ def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreig
     m, n = len(bodies.names), bodies.known.shape[1]
     out = np.full((m, n), UNKNOWN, np.int8)
     index = {name: j for j, name in enumerate(bodies.names)}
+    pairs = near_matrix(bodies, clear_m)
     for j, obj in enumerate(bodies.names):
         gaps = np.full((len(supports.names), n), np.inf)
         some_unknown = np.zeros(n, bool)
@@ -185,7 +200,7 @@ def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreig
                 beneath = supports.known[s] & (gap >= -gap_tolerance_m)
             gaps[s] = np.where(beneath, gap, np.inf)
             other = (index[name],) if name in index else ()
-            near, unknown = count_near_columns(bodies, j, clear_m, exclude=other)
+            near, unknown = count_near_columns(bodies, j, pairs, exclude=other)
             values.append(_and(supports.stable[s], _at_most(near, unknown, max_foreign)))
         if not values:
             out[j] = np.where(bodies.known[j], FALSE, UNKNOWN)
@@ -221,7 +236,7 @@ def count_near(target: str, bodies: Mapping[str, Body], margin_m: float,
                exclude: Sequence[str] = ()) -> tuple[int, int]:
     """(objects known to be near ``target``, objects whose pose is unknown) at one frame."""
     b = _one_frame(bodies)
-    near, unknown = count_near_columns(b, b.names.index(target), margin_m,
+    near, unknown = count_near_columns(b, b.names.index(target), near_matrix(b, margin_m),
                                        tuple(b.names.index(e) for e in exclude if e in b.names))
     return int(near[0]), int(unknown[0])
 
@@ -250,5 +265,5 @@ def place_preconditions(obj: str, bodies: Mapping[str, Body], supports: Mapping[
     return _value(int(place_columns(b, sup, clear_m, max_foreign, gap_tolerance_m)[b.names.index(obj), 0]))
 
 
-__all__ = ['Bodies', 'Body', 'FALSE', 'Support', 'Supports', 'TRUE', 'UNKNOWN', 'count_near', 'count_near_columns',
+__all__ = ['Bodies', 'Body', 'FALSE', 'Support', 'Supports', 'TRUE', 'UNKNOWN', 'count_near', 'count_near_columns', 'near_matrix',
            'pick_columns', 'pick_preconditions', 'place_columns', 'place_preconditions']

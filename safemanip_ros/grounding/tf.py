@@ -707,10 +707,12 @@ class TfGrounding:
             where[rows, 0], where[rows, 1] = g, np.arange(len(rows))
         times_l, where_l = times.tolist(), where.tolist()
         out: list[list[list[Measurement]]] = [[[] for _ in range(n)] for _ in objs]
+        # Per group: (object, frame, stamp, row in the group) of each detection, every object's together: the
+        # gripper's pose at a stamp is looked up once for all of them.
+        asks: list[list[tuple[int, int, float, int]]] = [[] for _ in groups]
         for j, obj in enumerate(objs):
             frame = cfg.objects[obj]
             epoch, last = self._seen.get(obj, (epochs[0], -math.inf))
-            asks: list[list[tuple[int, float, int]]] = [[] for _ in groups]     # per group: (frame, stamp, row)
             place = [(list(links).index(frame) if frame in links and not links[frame].static else -1)
                      for links, _, _ in groups]
             for k in range(n):
@@ -725,24 +727,34 @@ class TfGrounding:
                     s, e = (int(x) for x in groups[g][2][r, at])
                     new = stamps[bisect.bisect_right(stamps, last, s, e):e] if e > s else []
                 for stamp in new:
-                    asks[g].append((k, stamp, r))
+                    asks[g].append((j, k, stamp, r))
                 if new:
                     last = new[-1]
             self._seen[obj] = (epoch, last)
-            for g, ask in enumerate(asks):
-                if not ask:
-                    continue
-                links, _, spans = groups[g]
-                ks, ts, rs = zip(*ask)
-                res = self.tree.lookup_rows(cfg.world_frame, (frame, cfg.gripper_frame), np.array(ts, dtype=float),
-                                            links, spans[list(rs)], {})
-                q = len(ts)
-                Ri, ti = poses.invert(res.R[q:], res.t[q:])
-                Rrel, trel = poses.compose(Ri, ti, res.R[:q], res.t[:q])
-                ok_o, ok_g = res.ok[:q].tolist(), res.ok[q:].tolist()
-                for x in range(q):
-                    if ok_o[x]:
-                        out[j][ks[x]].append(Measurement(ts[x], res.t[x], res.R[x], trel[x], Rrel[x], ok_g[x]))
+        for g, ask in enumerate(asks):
+            if not ask:
+                continue
+            links, _, spans = groups[g]
+            js, ks, ts, rs = zip(*ask)
+            present = sorted(set(js))
+            sources = tuple(cfg.objects[objs[j]] for j in present) + (cfg.gripper_frame,)
+            # Objects detected together share a stamp (one camera image): each (stamp, view) looked up once.
+            moments = list(dict.fromkeys(zip(ts, rs)))
+            u = len(moments)
+            place_of = {m: i for i, m in enumerate(moments)}
+            res = self.tree.lookup_rows(cfg.world_frame, sources, np.array([m[0] for m in moments], dtype=float),
+                                        links, spans[[m[1] for m in moments]], {})
+            grip = len(present) * u
+            Ri, ti = poses.invert(res.R[grip:], res.t[grip:])
+            # Each detection's own rows: its object's (place among the sources) * u + its moment; the gripper's.
+            moment = np.array([place_of[m] for m in zip(ts, rs)])
+            own = np.array([present.index(j) for j in js]) * u + moment
+            Rrel, trel = poses.compose(Ri[moment], ti[moment], res.R[own], res.t[own])
+            ok_o, ok_g = res.ok[own].tolist(), res.ok[grip + moment].tolist()
+            for x in range(len(ts)):
+                if ok_o[x]:
+                    row = int(own[x])
+                    out[js[x]][ks[x]].append(Measurement(ts[x], res.t[row], res.R[row], trel[x], Rrel[x], ok_g[x]))
         return out
 
     def _objects_frames(self, times: np.ndarray, epochs: list[int], codes: np.ndarray,
