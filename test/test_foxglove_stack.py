@@ -84,6 +84,17 @@ class Client:
                 self.proc.kill()
 
 
+def _stop(proc: subprocess.Popen, client: Client | None) -> None:
+    """The client closed, then the stack stopped as Ctrl-C stops it."""
+    if client is not None:
+        client.close()
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _url(log: Path) -> str | None:
     m = re.search(r'Foxglove at (ws://[\d.]+:\d+)', log.read_text()) if log.exists() else None
     return m.group(1) if m else None
@@ -185,13 +196,7 @@ def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through
             live_verdicts, live_events = fox_verdicts(), client.messages('/safemanip/violations')
             robot.destroy()
     finally:
-        if client is not None:
-            client.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc, client)
     assert proc.returncode == 0, log.read_text()[-3000:]
     # The MCAP file Foxglove would open: our channels, their JSON schemas embedded.
     from mcap.reader import make_reader
@@ -254,13 +259,7 @@ def test_without_a_credential_foxglove_is_read_only_and_bad_options_are_one_line
         answer = client.call('/safemanip/acknowledge', {}, now=True)
         assert not answer['ok'] and 'no service' in answer['error'] and not client.of('services')
     finally:
-        if client is not None:
-            client.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc, client)
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 
@@ -268,7 +267,7 @@ def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_pat
     """``gate --live --foxglove``: the gate's decisions per robot and limit
     reach Foxglove as they are published (a Plot of the observed rate
     against the limit in the shipped layout)."""
-    from test_gate_live import Fleet, _gate, _matched
+    from test_gate_live import Fleet, _gate, fail_r2
     fleet = Fleet()
     gate = _gate(tmp_path, '--foxglove', '127.0.0.1:0')
     log = tmp_path / 'gate.log'
@@ -277,14 +276,8 @@ def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_pat
         url = re.compile(r'Foxglove: (ws://[\d.]+:\d+)')
         assert wait_for(lambda: url.search(log.read_text()) or gate.poll() is not None, 120), log.read_text()
         client = Client(url.search(log.read_text()).group(1))
-        assert wait_for(lambda: client.of('channels'), 60) and fleet.spin_until(lambda: _matched(fleet))
-        for i in range(30):
-            if gate.poll() is not None:
-                break
-            fleet.rollout('r1', f'a{i}', 5, 0)
-            fleet.rollout('r2', f'b{i}', 5, 2)
-            fleet.spin_until(lambda: ('r2', 'p') in fleet.decisions and fleet.decisions[('r2', 'p')].rollouts > i, 10)
-        assert gate.wait(timeout=30) == 1
+        assert wait_for(lambda: client.of('channels'), 60)
+        fail_r2(fleet, gate)
         assert fleet.spin_until(lambda: fleet.decisions.get(('r2', 'p')) is not None
                                 and fleet.decisions[('r2', 'p')].decision == 2, 30)
         shown = client.messages('/safemanip/gate')

@@ -97,18 +97,23 @@ def test_a_clean_fleet_passes_as_early_as_the_evidence_allows(fleet, tmp_path):
     assert CanaryGate.from_json(state).outcome() == PASS
 
 
+def fail_r2(fleet: Fleet, gate: subprocess.Popen) -> None:
+    """Rollouts until the gate ends: r1 clean, r2 violating 2 of its 5 triggers each time; the gate exits 1 (FAIL)."""
+    assert fleet.spin_until(lambda: _matched(fleet))
+    for i in range(30):
+        if gate.poll() is not None:
+            break
+        fleet.rollout('r1', f'a{i}', 5, 0)
+        fleet.rollout('r2', f'b{i}', 5, 2)
+        fleet.spin_until(lambda: ('r2', 'p') in fleet.decisions and fleet.decisions[('r2', 'p')].rollouts > i, 10)
+    assert gate.wait(timeout=30) == 1
+
+
 def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
     (tmp_path / 'alerts.yaml').write_text(f'alerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n')
     gate = _gate(tmp_path, '--alerts', str(tmp_path / 'alerts.yaml'))
     try:
-        assert fleet.spin_until(lambda: _matched(fleet))
-        for i in range(30):
-            if gate.poll() is not None:
-                break
-            fleet.rollout('r1', f'a{i}', 5, 0)
-            fleet.rollout('r2', f'b{i}', 5, 2)
-            fleet.spin_until(lambda: ('r2', 'p') in fleet.decisions and fleet.decisions[('r2', 'p')].rollouts > i, 10)
-        assert gate.wait(timeout=30) == 1
+        fail_r2(fleet, gate)
     finally:
         gate.kill()
     log = (tmp_path / 'gate.log').read_text()
