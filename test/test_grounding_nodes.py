@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import rclpy
 from conftest import REPO
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from ros_helpers import ros_node, spin_until, stop_process
@@ -148,6 +149,18 @@ def test_joint_state_node_survives_malformed_messages(harness_factory):
     kind[0] = 'good'
     assert h.spin_until(lambda: h.latest[topic].get('joint_near_limit') is False, each=send)
     assert h.proc.poll() is None
+    # The input health says so on /diagnostics: WARN while malformed messages came, OK once good ones flow.
+    statuses: list = []
+    h.node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: statuses.extend(
+        s for s in m.status if s.name == 'safemanip/grounding/joint_states'), RELIABLE)
+    kind[0] = 'empty'
+    assert h.spin_until(lambda: any(s.level == DiagnosticStatus.WARN and 'malformed' in s.message
+                                    for s in statuses), each=send), [s.message for s in statuses]
+    counts = {kv.key: int(kv.value) for kv in statuses[-1].values}
+    assert counts['malformed'] > 0 and counts['samples'] > 0, counts
+    kind[0] = 'good'
+    assert h.spin_until(lambda: statuses[-1].level == DiagnosticStatus.OK
+                        and statuses[-1].message == 'inputs as expected', each=send), [s.message for s in statuses[-3:]]
 
 
 def test_joint_states_on_another_clock_are_named_once(harness_factory):

@@ -206,6 +206,30 @@ def test_gross_outliers_leave_support_and_settling_as_clean_detections_give_them
         assert total > 2500 and differ <= share * total, (name, differ, total)
 
 
+def test_the_detections_left_out_as_gross_outliers_are_counted_in_the_input_health():
+    """Each detection a still pose leaves out is counted once in the TF
+    grounding's input health (a share an operator can watch); clean
+    detections leave none out."""
+    level = replace(LEVELS['realistic'], name='outliers', outliers=0.05, outlier_m=0.10)
+    for lv, seed in ((level, 0), (level, 1), (LEVELS['realistic'], 0)):
+        g = TfGrounding(config())
+        g.update(0.0, [('world', 'table', (0.0, 0.0, TABLE_Z_M), UP)], static=True)
+        det = PoseDetector(lv, ['cube'], seed)
+        for k in range(Still.frames):
+            t = k / RATE_HZ
+            cube, hand, _ = Still()(t)
+            g.update(t, [('world', 'hand', tuple(hand), UP)])
+            det.observe(t, {'cube': (tuple(cube), UP), 'gripper0_right_eef': (tuple(hand), UP)})
+            for d in det.published(t):
+                g.update(d.stamp_s, [('world', 'cube', *d.poses['cube'])])
+            g.evaluate(t, {'cube': False})
+        counted, injected = g.health.gross_outliers, det.outliers_injected
+        if lv.outliers:
+            assert injected >= 5 and 0.7 * injected <= counted <= injected, (seed, counted, injected)
+        else:
+            assert counted == injected == 0
+
+
 def test_a_midair_release_reads_as_unsupported_at_once():
     """Let go 10 cm up with the cube hidden by the fingers: the pose the
     gripper last held it at says 'not supported' until a detection shows

@@ -33,6 +33,7 @@ class InputHealth:
     out_of_order: int = 0
     clock_jumps: int = 0
     malformed: int = 0          # messages whose arrays were empty or of mismatched lengths
+    gross_outliers: int = 0     # object detections left out as grossly wrong (a mis-association, a depth hole)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

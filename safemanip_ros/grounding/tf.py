@@ -799,8 +799,10 @@ class TfGrounding:
                 track = self._tracks.get(obj)
                 if track is None:
                     track = self._tracks[obj] = ObjectTrack(cfg.track, limits)
+                left_out = track.gross_outliers
                 est = track.run(times_l[a:b], codes[j, a:b].tolist(), meas[j][a:b], Gw.R[a:b], Gw.t[a:b],
                                 g_ok[a:b], motion)
+                self.freshness.health.gross_outliers += track.gross_outliers - left_out
                 position[j, a:b], position_known[j, a:b], rotation[j, a:b] = est.p_w, est.known, est.R_w
                 for kind, col in (('object_stable', est.stable), ('object_sliding', est.sliding),
                                   ('object_sync', est.sync)):

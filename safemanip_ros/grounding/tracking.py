@@ -289,6 +289,8 @@ class ObjectTrack:
         self.stable: bool | None = None
         self.sliding: bool | None = None
         self._decided_on = 0        # detections in the fit that last decided (stable, sliding)
+        self.gross_outliers = 0     # detections left out of a still pose (windows.trimmed_mean), each once
+        self._left_out: set[float] = set()
 
     @property
     def _exact(self) -> bool:
@@ -584,6 +586,9 @@ class ObjectTrack:
         angular = poses.norm3(wr)
         # The window's mean position, a gross outlier left out (trimmed_mean: a still object's pose).
         mean_p, kept = windows.trimmed_mean(p, w.valid, cfg.position_noise_m)
+        left_out = w.valid & ~kept
+        if left_out.any():
+            self._count_left_out(stamps[w.rows[left_out]].tolist())
         mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, kept)))
         mean_se = sigma / np.sqrt(kept.sum(axis=1))
         q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]
@@ -591,6 +596,19 @@ class ObjectTrack:
                 for s, h, a, ps, sr, rs, c, mp, mR, ms in zip(
                     speed.tolist(), horizontal.tolist(), angular.tolist(), pos_se.tolist(), sigma_r.tolist(),
                     root_sxx.tolist(), n.tolist(), mean_p, mean_R, mean_se.tolist())]
+
+    def _count_left_out(self, stamps_s: list[float]) -> None:
+        """Count each detection a still pose left out as a gross outlier once
+        (it stays in several windows), in :attr:`gross_outliers`."""
+        seen = self._left_out
+        for stamp in stamps_s:
+            if stamp not in seen:
+                seen.add(stamp)
+                self.gross_outliers += 1
+        if len(seen) > 256:        # only stamps still in some window can come again
+            newest = max(seen)
+            horizon_s = max(self.config.window_s, self.config.staleness_s, OFFSET_HORIZON_S)
+            self._left_out = {s for s in seen if s > newest - horizon_s}
 
     def _decide(self, speeds: tuple[float, float, float] | None, floors: tuple[float, float, float], samples: int,
                 detected_h: float | None) -> tuple[bool | None, bool | None]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -60,6 +61,9 @@ from .qos import RELIABLE, RELIABLE_INPUTS, SENSOR_INPUTS, SENSORS, SKILL_EVENTS
 from .runner import run_node as _run
 from .runner import take_delivered
 
+HEALTH_WARNINGS = ('stale_evaluations', 'nan_values', 'missing_inputs', 'out_of_order', 'clock_jumps', 'malformed',
+                   'gross_outliers')
+"""Input-health counters whose growth is a warning on /diagnostics (``samples`` is not)."""
 MAX_DEFERRED = 1000
 """Held-back inputs at most (a publisher whose clock runs far ahead is not buffered without bound)."""
 
@@ -119,6 +123,30 @@ class GroundingNode(RosParameters, CallbackGuard, Node):
         self._on_input = bool(self.get_parameter('publish_on_input').value) and not self.sampled_by_monitor
         self._min_gap_ns = int(0.5e9 / rate) if self.fast_inputs else 5_000_000
         self._last_pub_ns = 0
+        # The input health (why predicates were unknown, what was left out) on /diagnostics once a second.
+        self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
+        self._health_before: dict[str, int] = {}
+        self.create_timer(1.0, self._publish_health)
+
+    def _publish_health(self) -> None:
+        """``safemanip/grounding/<source>``: the input health's counters;
+        WARN when one that means bad or missing input grew in the last second."""
+        health = getattr(getattr(self, 'grounding', None), 'health', None)
+        if health is None:
+            return
+        counts = health.as_dict()
+        grew = {k: n - self._health_before.get(k, 0) for k, n in counts.items()
+                if k in HEALTH_WARNINGS and n > self._health_before.get(k, 0)}
+        self._health_before = counts
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        arr.status.append(DiagnosticStatus(
+            level=DiagnosticStatus.WARN if grew else DiagnosticStatus.OK, name=f'safemanip/grounding/{self.source}',
+            hardware_id=self.get_name(),
+            message=('in the last second: ' + ', '.join(f'{n} {k.replace("_", " ")}' for k, n in grew.items())
+                     if grew else 'inputs as expected'),
+            values=[KeyValue(key=k, value=str(n)) for k, n in counts.items()]))
+        self._pub_diag.publish(arr)
 
     @property
     def output_topic(self) -> str:

@@ -107,6 +107,7 @@ class PoseDetector:
         self._outlier_rng = np.random.default_rng([seed, 7])
         self._next_capture_s: float | None = None
         self._pending: list[Detection] = []
+        self.outliers_injected = 0          # detections made grossly wrong (``outliers``), so far
 
     def observe(self, time_s: float, poses: dict[str, Pose]) -> None:
         """The true poses at ``time_s``; captures a detection when one is due."""
@@ -132,6 +133,7 @@ class PoseDetector:
             u_out, away = self._outlier_rng.random(), self._outlier_rng.normal(0.0, 1.0, 3)
             if u_out < lv.outliers:
                 dp = dp + away / float(np.linalg.norm(away)) * lv.outlier_m
+                self.outliers_injected += 1
             seen[body] = ((x + dp[0], y + dp[1], z + dp[2]), _rotate(q, dr))
         if seen:
             self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
