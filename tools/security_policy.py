@@ -42,12 +42,12 @@ OPERATOR_CALLS = ['supervisor/acknowledge', 'supervisor/acknowledge_stop', 'moni
 
 # node → what it may do: publish, subscribe, reply (serve), request (call).
 NODES: dict[str, dict[str, list[str]]] = {
-    'joint_state_grounding': {'publish': ['predicates/joint_states'], 'subscribe': ['joint_states']},
-    'contact_grounding': {'publish': ['predicates/contacts'], 'subscribe': ['contacts', 'wrench']},
-    'tf_grounding': {'publish': ['predicates/tf'],
+    'joint_state_grounding': {'publish': ['predicates/joint_states', '/diagnostics'], 'subscribe': ['joint_states']},
+    'contact_grounding': {'publish': ['predicates/contacts', '/diagnostics'], 'subscribe': ['contacts', 'wrench']},
+    'tf_grounding': {'publish': ['predicates/tf', '/diagnostics'],
                      'subscribe': ['/tf', '/tf_static', 'predicates/contacts', 'predicates/skills']},
-    'skill_grounding': {'publish': ['predicates/skills'], 'subscribe': ['skill_events']},
-    'camera_grounding': {'publish': ['predicates/camera'],
+    'skill_grounding': {'publish': ['predicates/skills', '/diagnostics'], 'subscribe': ['skill_events']},
+    'camera_grounding': {'publish': ['predicates/camera', '/diagnostics'],
                          'subscribe': ['image', 'camera_info', '/tf', '/tf_static', 'predicates/contacts']},
     'monitor': {'publish': ['verdicts', 'violations', 'metrics', 'metrics/final', 'status', '/diagnostics',
                             '~/transition_event'],
