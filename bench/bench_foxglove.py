@@ -29,9 +29,10 @@ sys.path.insert(0, str(REPO))
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
-from safemanip_ros.foxglove.scene import VerdictBoard, VerdictRow  # noqa: E402
+from safemanip_ros.foxglove.scene import verdicts_json  # noqa: E402
 from safemanip_ros.foxglove.server import Address, FoxgloveServer  # noqa: E402
 from safemanip_ros.foxglove.tf_relay import TfRelay  # noqa: E402
+from safemanip_ros.monitor.board import VerdictBoard  # noqa: E402
 from safemanip_ros.msg import Verdict, VerdictArray  # noqa: E402
 
 CLIENT = REPO / 'test' / 'helpers' / 'foxglove_client.cjs'
@@ -61,9 +62,8 @@ def _frames(server: FoxgloveServer | None, verdicts_raw: bytes, tf_raw: bytes, f
 
     def verdicts() -> list:
         msg = deserialize_message(verdicts_raw, VerdictArray)
-        board.update((VerdictRow(v.property, v.instance, v.verdict, v.mode, v.recovery_verdict)
-                      for v in msg.verdicts), False)
-        return [('/safemanip/verdicts', board.message(time.time_ns(), msg.episode_id, msg.frame), time.time_ns())]
+        board.update(msg)
+        return [('/safemanip/verdicts', verdicts_json(board, time.time_ns(), msg.frame), time.time_ns())]
 
     def transforms() -> list:
         batch = relay.take()

@@ -13,9 +13,10 @@ from conftest import REPO
 from safemanip_ros.errors import FoxgloveError
 from safemanip_ros.foxglove.layout import layout_text, state_path
 from safemanip_ros.foxglove.operator import OperatorAccess, load_credential
-from safemanip_ros.foxglove.scene import EventRecord, VerdictBoard, VerdictRow, ViolationScene, event_json
+from safemanip_ros.foxglove.scene import EventRecord, ViolationScene, event_json, verdicts_json
 from safemanip_ros.foxglove.server import CHANNELS, parse_address
 from safemanip_ros.grounding.config import load_robot_config
+from safemanip_ros.monitor.board import VerdictBoard
 
 ROBOT = REPO / 'config' / 'robots' / 'panda_demo.yaml'
 
@@ -66,16 +67,20 @@ def test_a_connection_acts_only_once_it_presented_the_credential():
 
 
 def test_the_verdict_board_keeps_instances_a_partial_set_does_not_list():
+    from types import SimpleNamespace as Msg
+
+    def verdict(instance: str, code: int, mode: int) -> Msg:
+        return Msg(property='p', instance=instance, verdict=code, mode=mode, recovery_verdict=2)
     board = VerdictBoard()
-    board.update([VerdictRow('p', 'p[a]', 3, 0, 2), VerdictRow('p', 'p[b]', 3, 0, 2)], full=True)
-    board.update([VerdictRow('p', 'p[b]', 0, 1, 2)], full=False)       # only what changed
-    rows = {r['instance']: r for r in board.rows()}
+    board.update(Msg(episode_id='ep', verdicts=[verdict('p[a]', 3, 0), verdict('p[b]', 3, 0)]))
+    board.update(Msg(episode_id='ep', verdicts=[verdict('p[b]', 0, 1)]))        # only what changed
+    rows = {r['instance']: r for r in verdicts_json(board, 0, 0)['instances']}
     assert rows['p[a]']['state'] == 'presumably_true' and rows['p[b]']['state'] == 'violated'
     assert rows['p[b]']['verdict'] == 'false' and rows['p[b]']['violated']
-    board.update([VerdictRow('p', 'p[b]', 1, 0, 2)], full=True)        # a new episode's full set
-    assert [r['instance'] for r in board.rows()] == ['p[b]']
-    msg = board.message(1_500_000_000, 'ep', 30)
-    assert msg['timestamp'] == {'sec': 1, 'nsec': 500_000_000} and msg['frame'] == 30
+    board.update(Msg(episode_id='ep2', verdicts=[verdict('p[b]', 1, 0)]))      # a new episode's full set
+    assert [r['instance'] for r in verdicts_json(board, 0, 0)['instances']] == ['p[b]']
+    msg = verdicts_json(board, 1_500_000_000, 30)
+    assert msg['timestamp'] == {'sec': 1, 'nsec': 500_000_000} and msg['frame'] == 30 and msg['episode_id'] == 'ep2'
 
 
 def _event(kind: int, instance: str, binding=(('object', 'mug'),)) -> EventRecord:

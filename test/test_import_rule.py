@@ -81,9 +81,10 @@ LAYERS_BELOW = {
     'sim': {'audit', 'bag', 'grounding', 'spec'},
     'specrl': {'audit', 'ltlf', 'spec'},          # audit: bags read on its frame clock
     'gym': {'ltlf', 'monitor', 'sim', 'spec', 'specrl'},
-    # foxglove: what Foxglove is shown, from a robot's configuration and TF decoded by the bag layouts;
+    # foxglove: what Foxglove is shown, from a robot's configuration, TF decoded by the bag layouts and
+    # the monitor's verdict board;
     # nodes: audit for the live gate.
-    'foxglove': {'bag', 'grounding'},
+    'foxglove': {'bag', 'grounding', 'monitor'},        # monitor: the verdict board
     'nodes': {'audit', 'bag', 'foxglove', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},
     'cli': {'audit', 'bag', 'foxglove', 'grounding', 'gym', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'specrl',
             'supervisor', 'msg'},

@@ -19,9 +19,9 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..monitor.board import VerdictBoard
 from .text import printable
 
 VERDICTS = {0: 'FALSE', 1: 'true', 2: 'presumably false', 3: 'presumably true'}
@@ -31,26 +31,6 @@ ACTIONS = {0: 'log', 1: 'alert', 2: 'PAUSE', 3: 'RETRACT', 4: 'STOP', 5: 'resume
 FULL_SET_WAIT_S = 1.5
 """``--once``: how long to wait past the first verdicts for the rest of the
 instances (the monitor lists them all at least every second by default)."""
-
-
-@dataclass
-class VerdictBoard:
-    """Every instance's newest Verdict within the current episode, merged
-    from the monitor's VerdictArray messages (each lists all instances or
-    only those that changed); a new episode id starts a new board."""
-
-    episode_id: str | None = None
-    by_instance: dict[str, Any] = field(default_factory=dict)
-
-    def update(self, msg: Any) -> None:
-        if msg.episode_id != self.episode_id:
-            self.episode_id = msg.episode_id
-            self.by_instance = {}
-        for v in msg.verdicts:
-            self.by_instance[v.instance] = v
-
-    def __len__(self) -> int:
-        return len(self.by_instance)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

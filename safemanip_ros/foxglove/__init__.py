@@ -12,6 +12,6 @@ layout is ``config/foxglove/safemanip.json``.
 """
 
 from .operator import OperatorAccess, load_credential
-from .scene import VerdictBoard, ViolationScene
+from .scene import ViolationScene, verdicts_json
 
-__all__ = ['OperatorAccess', 'VerdictBoard', 'ViolationScene', 'load_credential']
+__all__ = ['OperatorAccess', 'ViolationScene', 'load_credential', 'verdicts_json']

@@ -6,9 +6,9 @@ messages into the small records here and logs what these functions return
 on the server's channels, so what a panel shows is tested without a
 server, and the server only carries it.
 
-* :class:`VerdictBoard` — every property instance's verdict, kept from the
-  monitor's ``VerdictArray`` stream (which lists only the instances that
-  changed between full sets), as one state row per instance for Foxglove's
+* :func:`verdicts_json` — every property instance's verdict, kept by a
+  :class:`~safemanip_ros.monitor.board.VerdictBoard` from the monitor's
+  ``VerdictArray`` stream, as one state row per instance for Foxglove's
   State Transitions panel.
 * :func:`event_json`, :func:`action_json`, :func:`gate_json`,
   :func:`log_json` — violation events, supervisor actions, gate decisions,
@@ -20,9 +20,12 @@ server, and the server only carries it.
 
 Example::
 
+    >>> from types import SimpleNamespace as Msg
     >>> board = VerdictBoard()
-    >>> board.update([VerdictRow('no_drop', 'no_drop[cube]', 3, 0, 3)], full=True)
-    >>> board.rows()[0]['verdict'], board.rows()[0]['violated']
+    >>> board.update(Msg(episode_id='ep', verdicts=[
+    ...     Msg(property='no_drop', instance='no_drop[cube]', verdict=3, mode=0, recovery_verdict=3)]))
+    >>> row = verdicts_json(board, 0, 1)['instances'][0]
+    >>> row['verdict'], row['violated']
     ('presumably_true', False)
 """
 
@@ -33,13 +36,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..grounding.geometry import Shape
+from ..monitor.board import VerdictBoard
 
 if TYPE_CHECKING:
     from ..grounding.config import RobotConfig
 
 __all__ = ['ACTIONS', 'EVENTS', 'GATE_DECISIONS', 'SEVERITIES', 'VERDICTS', 'EventRecord', 'GateRecord',
-           'TransformRecord', 'VerdictBoard', 'VerdictRow', 'ViolationScene', 'action_json', 'event_json',
-           'diagnostics_json', 'event_line', 'frame_transforms', 'gate_json', 'log_json', 'time_json']
+           'TransformRecord', 'ViolationScene', 'action_json', 'event_json',
+           'diagnostics_json', 'event_line', 'frame_transforms', 'gate_json', 'log_json', 'time_json',
+           'verdicts_json']
 
 VERDICTS = ('false', 'true', 'presumably_false', 'presumably_true')
 """Verdict codes (``safemanip_ros/Verdict``) as words."""
@@ -66,51 +71,22 @@ def time_json(stamp_ns: int) -> dict[str, int]:
     return {'sec': sec, 'nsec': nsec}
 
 
-@dataclass(frozen=True)
-class VerdictRow:
-    """One instance's entry of a ``VerdictArray`` (codes as in ``safemanip_ros/Verdict``)."""
-
-    property: str
-    instance: str
-    verdict: int
-    mode: int
-    recovery_verdict: int
-
-
-class VerdictBoard:
-    """Every instance's latest verdict.  A full set replaces the board (an
-    instance no longer listed has left the suite); a partial one updates the
-    instances it lists."""
-
-    def __init__(self) -> None:
-        self._rows: dict[str, VerdictRow] = {}
-
-    def update(self, rows: Iterable[VerdictRow], full: bool) -> None:
-        given = {r.instance: r for r in rows}
-        if full:
-            self._rows = given
-        else:
-            self._rows.update(given)
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One dict per instance, sorted by instance: property, instance,
-        verdict and recovery verdict as words, ``violated`` (a violation
-        episode is open), and ``state`` (``violated`` or the verdict) for a
-        State Transitions panel."""
-        out = []
-        for name in sorted(self._rows):
-            r = self._rows[name]
-            violated = r.mode == 1
-            verdict = _word(VERDICTS, r.verdict)
-            out.append({'property': r.property, 'instance': r.instance, 'verdict': verdict,
-                        'violated': violated, 'recovery_verdict': _word(VERDICTS, r.recovery_verdict),
-                        'state': 'violated' if violated else verdict})
-        return out
-
-    def message(self, stamp_ns: int, episode_id: str, frame: int) -> dict[str, Any]:
-        """The ``/safemanip/verdicts`` message of a monitor frame."""
-        return {'timestamp': time_json(stamp_ns), 'episode_id': episode_id, 'frame': int(frame),
-                'instances': self.rows()}
+def verdicts_json(board: VerdictBoard, stamp_ns: int, frame: int) -> dict[str, Any]:
+    """The ``/safemanip/verdicts`` message of a monitor frame: one row per
+    instance of ``board``, sorted by instance, with property, instance,
+    verdict and recovery verdict as words, ``violated`` (a violation
+    episode is open) and ``state`` (``violated`` or the verdict) for a
+    State Transitions panel."""
+    rows = []
+    for name in sorted(board.by_instance):
+        v = board.by_instance[name]
+        violated = int(v.mode) == 1
+        verdict = _word(VERDICTS, int(v.verdict))
+        rows.append({'property': v.property, 'instance': v.instance, 'verdict': verdict, 'violated': violated,
+                     'recovery_verdict': _word(VERDICTS, int(v.recovery_verdict)),
+                     'state': 'violated' if violated else verdict})
+    return {'timestamp': time_json(stamp_ns), 'episode_id': board.episode_id or '', 'frame': int(frame),
+            'instances': rows}
 
 
 @dataclass(frozen=True)

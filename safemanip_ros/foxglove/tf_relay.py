@@ -21,6 +21,7 @@ from typing import Any
 from ..bag.layouts import LayoutDecoder
 from ..bag.typestore import typestore
 from ..grounding.rawinputs import tf_links, tf_stamps_s, tf_values
+from ..stamps import stamp_ns
 from .scene import TransformRecord, frame_transforms
 
 __all__ = ['TF_TYPE', 'TfRelay']
@@ -69,7 +70,7 @@ class TfRelay:
             msg: Any = self._store.deserialize_cdr(raws[row], TF_TYPE)
             for t in msg.transforms:
                 tr, rot = t.transform.translation, t.transform.rotation
-                out.append((row, TransformRecord(t.header.stamp.sec * 1_000_000_000 + t.header.stamp.nanosec,
+                out.append((row, TransformRecord(stamp_ns(t.header.stamp),
                                                  t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z),
                                                  (rot.x, rot.y, rot.z, rot.w))))
         out.sort(key=lambda x: x[0])

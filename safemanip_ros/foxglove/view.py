@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..bag.typestore import typestore
+from ..monitor.board import VerdictBoard
+from ..stamps import stamp_ns as stamp_to_ns
 from .scene import (
     EventRecord,
     GateRecord,
-    VerdictBoard,
-    VerdictRow,
     ViolationScene,
     action_json,
     diagnostics_json,
@@ -33,6 +33,7 @@ from .scene import (
     gate_json,
     log_json,
     time_json,
+    verdicts_json,
 )
 from .server import Message
 from .tf_relay import TfRelay
@@ -53,10 +54,6 @@ HOLDING = (2, 3, 4)
 RESUME = 5
 
 
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 class StackView:
     """What Foxglove is sent, from the stack's messages (module docstring).
     ``scene``: the 3D markers' objects (:meth:`ViolationScene.of_robot`)."""
@@ -66,7 +63,6 @@ class StackView:
         self.board = VerdictBoard()
         self.scene = scene
         self.tf = TfRelay()
-        self.episode = ''
         self.held = False
 
     def take(self, kind: str, raw: bytes) -> list[Message]:
@@ -76,15 +72,12 @@ class StackView:
         return out
 
     def _verdicts(self, m: Any) -> list[Message]:
-        stamp_ns = _stamp_ns(m.header.stamp)
-        full = m.episode_id != self.episode         # a new episode's first frame lists every instance
-        self.episode = m.episode_id
-        self.board.update((VerdictRow(v.property, v.instance, int(v.verdict), int(v.mode), int(v.recovery_verdict))
-                           for v in m.verdicts), full)
-        return [('/safemanip/verdicts', self.board.message(stamp_ns, m.episode_id, int(m.frame)), stamp_ns)]
+        stamp_ns = stamp_to_ns(m.header.stamp)
+        self.board.update(m)
+        return [('/safemanip/verdicts', verdicts_json(self.board, stamp_ns, int(m.frame)), stamp_ns)]
 
     def _violations(self, m: Any) -> list[Message]:
-        e = EventRecord(_stamp_ns(m.header.stamp), int(m.event), m.property, m.instance,
+        e = EventRecord(stamp_to_ns(m.header.stamp), int(m.event), m.property, m.instance,
                         tuple((kv.key, kv.value) for kv in m.binding), m.category, int(m.severity), m.episode_id,
                         int(m.start_frame), int(m.end_frame), bool(m.recovered), int(m.count))
         self.scene.event(e)
@@ -94,7 +87,7 @@ class StackView:
                 ('/safemanip/markers', self.scene.update(e.stamp_ns), e.stamp_ns)]
 
     def _supervisor_actions(self, m: Any) -> list[Message]:
-        stamp_ns, action = _stamp_ns(m.header.stamp), int(m.action)
+        stamp_ns, action = stamp_to_ns(m.header.stamp), int(m.action)
         said = action_json(stamp_ns, action, m.property, m.instance, m.reason, int(m.frame), bool(m.success))
         out: list[Message] = [
             ('/safemanip/supervisor', said, stamp_ns),
@@ -110,13 +103,13 @@ class StackView:
         return out
 
     def _gate(self, m: Any) -> list[Message]:
-        g = GateRecord(_stamp_ns(m.header.stamp), m.name, m.robot, m.unit, float(m.limit), float(m.alpha),
+        g = GateRecord(stamp_to_ns(m.header.stamp), m.name, m.robot, m.unit, float(m.limit), float(m.alpha),
                        int(m.decision), int(m.observations), int(m.violations), int(m.rollouts),
                        int(m.decided_after))
         return [('/safemanip/gate', gate_json(g), g.stamp_ns)]
 
     def _diagnostics(self, m: Any) -> list[Message]:
-        stamp_ns = _stamp_ns(m.header.stamp)
+        stamp_ns = stamp_to_ns(m.header.stamp)
         return [('/diagnostics', diagnostics_json(stamp_ns, [
             (int.from_bytes(s.level, 'little') if isinstance(s.level, bytes) else int(s.level), s.name, s.message,
              s.hardware_id, [(kv.key, kv.value) for kv in s.values]) for s in m.status]), stamp_ns)]

@@ -85,7 +85,7 @@ class GateNode(RosParameters, Node):
         def p(name: str) -> Any:
             return self.get_parameter(name).value
         limits = checked_limits([x for x in p('limits') if x])
-        unit, alpha = str(p('unit')), float(p('alpha'))
+        unit = str(p('unit'))
         if unit not in ('trigger', 'rollout'):
             raise ParameterError(f'unit {unit!r}: trigger or rollout')
         alpha = float(check_setting(self, named(GATE, 'alpha')))
