@@ -186,11 +186,11 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
     from ..nodes.guard import created
     from ..nodes.monitor_node import MonitorNode
     from ..nodes.runner import (
+        SideThread,
         WatchdogThread,
         bring_up,
         initialised,
         past_shutdown,
-        spin_aside,
         spin_until_shutdown,
         wait_acked,
     )
@@ -250,7 +250,7 @@ def _run_stack(args: argparse.Namespace, robot: Any, ros_args: list[str], record
                 if node not in supervisors and node not in aside:
                     executor.add_node(node)
             for node in aside:
-                side_threads.append(spin_aside(node))
+                side_threads.append(SideThread(node).start())
                 print(f'safemanip run: Foxglove at {node.server.address} (Foxglove: Open connection, Foxglove '
                       f'WebSocket; layout: {CONFIG / "foxglove" / "safemanip.json"})', flush=True)
             watchdog = WatchdogThread(supervisors[0], monitor, 'the grounding/monitor executor').start() \

@@ -105,7 +105,7 @@ def _run_node(factory: Callable[[], AnyNode], name: str, args: list[str] | None,
             return 2
         settle_heap()
         executor = LedgerExecutor()     # a monitor's late ticks say what the thread did meanwhile
-        side = spin_aside(made[1]) if len(made) > 1 else None
+        side = SideThread(made[1]).start() if len(made) > 1 else None
         try:
             executor.add_node(node)
             with shutdown_ends_it():
@@ -294,7 +294,31 @@ def spin_until_shutdown(executor: Executor, stop: threading.Event | None = None)
             executor.spin_once(timeout_sec=0.1)
 
 
-class WatchdogThread:
+_Side = TypeVar('_Side', bound='SideThread')
+
+
+class SideThread:
+    """A node spun by an executor on a daemon thread of its own, from
+    :meth:`start` (a Foxglove server beside the stack: its load stays off
+    the frames' thread)."""
+
+    def __init__(self, node: Node) -> None:
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self.thread = threading.Thread(target=spin_until_shutdown, args=(self.executor,),
+                                       name=f'{node.get_name()}-executor', daemon=True)
+
+    def start(self: _Side) -> _Side:
+        self.thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop spinning and join the thread (the node is left to its owner)."""
+        self.executor.shutdown(timeout_sec=timeout_s / 2)
+        self.thread.join(timeout=timeout_s)
+
+
+class WatchdogThread(SideThread):
     """A node (the supervisor) on an executor and a thread of its own,
     watching the main executor's heartbeat: a 50 ms wall-clock timer on
     ``beat_node`` (steady time, so it runs under ``/clock`` sim time too)
@@ -306,44 +330,10 @@ class WatchdogThread:
         self._beat = time.monotonic()
         self.beat_timer = beat_node.create_timer(0.05, self._on_beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
         node.watch_heartbeat(what, lambda: self._beat)   # type: ignore[attr-defined]
-        self.executor = SingleThreadedExecutor(context=node.context)
-        self.executor.add_node(node)
-        self.thread = threading.Thread(target=spin_until_shutdown, args=(self.executor,),
-                                       name=f'{node.get_name()}-executor', daemon=True)
+        super().__init__(node)
 
     def _on_beat(self) -> None:
         self._beat = time.monotonic()
-
-    def start(self) -> 'WatchdogThread':
-        self.thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop spinning and join the thread (the node is left to its owner)."""
-        self.executor.shutdown(timeout_sec=timeout_s / 2)
-        self.thread.join(timeout=timeout_s)
-
-
-class SideThread:
-    """A node spun by an executor on a daemon thread of its own (a Foxglove
-    server beside the stack: its load stays off the frames' thread)."""
-
-    def __init__(self, node: Node) -> None:
-        self.executor = SingleThreadedExecutor(context=node.context)
-        self.executor.add_node(node)
-        self.thread = threading.Thread(target=spin_until_shutdown, args=(self.executor,),
-                                       name=f'{node.get_name()}-executor', daemon=True)
-        self.thread.start()
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop spinning and join the thread (the node is left to its owner)."""
-        self.executor.shutdown(timeout_sec=timeout_s / 2)
-        self.thread.join(timeout=timeout_s)
-
-
-def spin_aside(node: Node) -> SideThread:
-    """``node`` spinning on a thread of its own (:class:`SideThread`)."""
-    return SideThread(node)
 
 
 def wait_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
