@@ -52,13 +52,11 @@ def run_foxglove(args: argparse.Namespace) -> int:
     from ..errors import SafemanipError
     from ..foxglove.recording import recording_to_mcap
     from ..foxglove.scene import ViolationScene
-    from .options import writable_folder
-    bag, out = Path(args.bag), Path(args.out)
+    from .options import new_file
+    bag = Path(args.bag)
     if not is_bag(bag):
         raise SafemanipError(f'{bag}: not a rosbag2 recording (no metadata.yaml)')
-    if out.exists():
-        raise SafemanipError(f'--out {out}: exists; name a new file')
-    writable_folder('--out', out.parent if str(out.parent) else '.')
+    out = new_file('--out', args.out)
     scene = ViolationScene({}, {}, '')
     if args.config:
         from ..grounding.config import load_robot_config

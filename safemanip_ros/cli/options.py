@@ -154,12 +154,19 @@ def foxglove_parameters(args: argparse.Namespace) -> dict[str, object]:
     if args.operator_credential:
         load_credential(args.operator_credential)
     if args.foxglove_mcap:
-        mcap = Path(args.foxglove_mcap)
-        if mcap.exists():
-            raise SafemanipError(f'--foxglove-mcap {mcap}: exists; name a new file')
-        writable_folder('--foxglove-mcap', mcap.parent if str(mcap.parent) else '.')
+        new_file('--foxglove-mcap', args.foxglove_mcap)
     return {'address': f'{address.host}:{address.port}', 'operator_credential_file': args.operator_credential or '',
             'mcap_path': args.foxglove_mcap or ''}
+
+
+def new_file(option: str, path: str | Path) -> Path:
+    """``path``, a file that does not exist yet in a folder that can be
+    written (made if need be); else a :class:`SafemanipError` naming ``option``."""
+    out = Path(path)
+    if out.exists():
+        raise SafemanipError(f'{option} {out}: exists; name a new file')
+    writable_folder(option, out.parent)
+    return out
 
 
 def writable_folder(option: str, path: str | Path) -> Path:

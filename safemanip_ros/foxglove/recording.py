@@ -19,14 +19,9 @@ from ..bag import open_bag
 from .scene import ViolationScene
 from .server import make_channels, sdk
 from .tf_relay import TF_TYPE
-from .view import KIND_OF_TYPE, StackView
+from .view import KIND_OF_TYPE, RESEND_EVERY_NS, TF_EVERY_NS, StackView
 
-__all__ = ['MARKERS_EVERY_NS', 'TF_EVERY_NS', 'recording_to_mcap']
-
-TF_EVERY_NS = 50_000_000
-"""TF is written as each link's newest pose this often (bag time), as the live server sends it."""
-MARKERS_EVERY_NS = 1_000_000_000
-"""The 3D markers and the static TF are written again this often, so a seek finds them."""
+__all__ = ['recording_to_mcap']
 
 
 def recording_to_mcap(bag_path: Path, out: Path, scene: ViolationScene) -> Counter[str]:
@@ -54,7 +49,7 @@ def recording_to_mcap(bag_path: Path, out: Path, scene: ViolationScene) -> Count
                     messages += view.transforms(bag_ns, with_static=resend)
                     if resend:
                         messages += view.markers(bag_ns)
-                        next_markers_ns = bag_ns + MARKERS_EVERY_NS
+                        next_markers_ns = bag_ns + RESEND_EVERY_NS
                     next_tf_ns = bag_ns + TF_EVERY_NS
                 for topic, message, _ in messages:
                     channels[topic].log(message, log_time=bag_ns)

@@ -38,7 +38,14 @@ from .scene import (
 from .server import Message
 from .tf_relay import TfRelay
 
-__all__ = ['HOLDING', 'KIND_OF_TYPE', 'StackView']
+__all__ = ['HOLDING', 'KIND_OF_TYPE', 'RESEND_EVERY_NS', 'TF_EVERY_NS', 'StackView']
+
+TF_EVERY_NS = 50_000_000
+"""TF is sent as each link's newest pose this often (Foxglove's 3D view; a robot may publish far faster),
+live on the node's clock, from a recording in bag time."""
+RESEND_EVERY_NS = 1_000_000_000
+"""The 3D markers and the static TF are sent again this often: a client that connects late, or a seek in a
+recording, finds them."""
 
 KIND_OF_TYPE = {
     'safemanip_ros/msg/VerdictArray': 'verdicts',

@@ -36,7 +36,7 @@ from ..errors import FoxgloveError, SafemanipError
 from ..foxglove.operator import OperatorAccess, load_credential
 from ..foxglove.scene import ViolationScene, time_json
 from ..foxglove.server import FoxgloveServer, Message, ServiceSpec, parse_address
-from ..foxglove.view import StackView
+from ..foxglove.view import RESEND_EVERY_NS, TF_EVERY_NS, StackView
 from ..grounding.config import load_robot_config
 from ..settings import FOXGLOVE, named
 from .params import RosParameters, check_setting, declare_settings
@@ -45,8 +45,6 @@ from .runner import run_node
 
 __all__ = ['FoxgloveNode']
 
-TF_RATE_HZ = 20.0
-"""How often each link's newest pose is sent (Foxglove's 3D view; the robot may publish far faster)."""
 CALL_TIMEOUT_S = 5.0
 """The longest an operator action waits for the supervisor's or monitor's answer."""
 MAX_RESUME_WAIT_S = 120.0
@@ -87,9 +85,9 @@ class FoxgloveNode(RosParameters, Node):
         self.create_subscription(TFMessage, '/tf_static', lambda raw: self.view.tf.add(raw, static=True), STATIC_TF,
                                  raw=True)
         self._tf_ticks = 0
-        self.create_timer(1.0 / TF_RATE_HZ, self._send_tf)
+        self.create_timer(TF_EVERY_NS * 1e-9, self._send_tf)
         self._pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
-        self.create_timer(1.0, self._every_second)
+        self.create_timer(RESEND_EVERY_NS * 1e-9, self._every_second)
         self.get_logger().info(f'Foxglove: {self.server.address} ('
                                f'{"read-only" if self.access.read_only else "operator actions after login"})')
 
@@ -103,9 +101,9 @@ class FoxgloveNode(RosParameters, Node):
         self._offer(lambda: self.view.take(kind, raw))
 
     def _send_tf(self) -> None:
-        """Each link's newest pose since the last send, the static tree once a second."""
+        """Each link's newest pose since the last send, the static tree every RESEND_EVERY_NS."""
         self._tf_ticks += 1
-        with_static = self._tf_ticks % int(TF_RATE_HZ) == 0
+        with_static = self._tf_ticks % (RESEND_EVERY_NS // TF_EVERY_NS) == 0
         now_ns = self.get_clock().now().nanoseconds
         self._offer(lambda: self.view.transforms(now_ns, with_static))
 
