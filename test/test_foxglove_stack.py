@@ -207,7 +207,9 @@ def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through
                    for c in summary.channels}
         counts = {summary.channels[c].topic: n for c, n in summary.statistics.channel_message_counts.items()}
     assert schemas['/safemanip/verdicts'].encoding == 'jsonschema' and schemas['/safemanip/verdicts'].data
-    assert counts.get('/safemanip/verdicts', 0) >= 40 and counts.get('/safemanip/violations', 0) >= 2, counts
+    # Everything logged is in the file, from before the client subscribed: at least what the client decoded.
+    assert counts.get('/safemanip/verdicts', 0) >= len(live_verdicts) and \
+        counts.get('/safemanip/violations', 0) >= len(live_events) >= 2, (counts, len(live_verdicts), len(live_events))
     # The recording, converted (`safemanip bag foxglove`), shows what Foxglove was shown live: the same verdict
     # states frame by frame and the same events, through the same view.
     converted = tmp_path / 'recording.mcap'
