@@ -104,8 +104,16 @@ def test_a_violation_colours_the_objects_it_names_until_it_closes():
     scene.event(_event(1, 'b[object=mug]'))
     scene.hold(False)
     update = scene.update(4_000_000_000)
-    assert update['entities'] == [] and {d['id'] for d in update['deletions']} == {'violation/mug', 'hold/gripper'}
-    assert scene.update(5_000_000_000)['deletions'] == []              # deleted once
+    # The hold's marker is deleted; the mug's stays, paler, for Foxglove to remove after CLOSED_SHOWN_NS.
+    (mug,) = update['entities']
+    assert {d['id'] for d in update['deletions']} == {'hold/gripper'}
+    assert mug['id'] == 'violation/mug' and mug['lifetime'] == {'sec': 2, 'nsec': 0}
+    assert mug['texts'][0]['text'] == 'b[object=mug] (closed)'      # a closed while b kept it marked
+    assert scene.update(5_000_000_000) == {'deletions': [], 'entities': []}   # sent once, deleted once
+    # A violation that opens and closes between two updates (one frame) is still seen.
+    scene.event(_event(0, 'a[object=mug]'))
+    scene.event(_event(1, 'a[object=mug]'))
+    assert [e['lifetime']['sec'] for e in scene.update(6_000_000_000)['entities']] == [2]
 
 
 def test_an_event_as_json_says_its_words():
@@ -156,6 +164,7 @@ def test_a_recording_converts_to_the_channels_foxglove_is_sent_live(tmp_path):
 
     from safemanip_ros.bag import SplitBagWriter, typestore
     from safemanip_ros.foxglove.recording import recording_to_mcap
+    from safemanip_ros.foxglove.view import StackView
     ts = typestore()
     T = lambda t: ts.types['builtin_interfaces/msg/Time'](sec=int(t), nanosec=int(round((t % 1) * 1e9)))  # noqa: E731
     H = lambda t: ts.types['std_msgs/msg/Header'](stamp=T(t), frame_id='')  # noqa: E731
@@ -194,17 +203,68 @@ def test_a_recording_converts_to_the_channels_foxglove_is_sent_live(tmp_path):
     w.write('/supervisor_actions', int(12.0e9), action(12.0, 5))
     w.close()
     out = tmp_path / 'run.mcap'
-    written = recording_to_mcap(tmp_path / 'run', out, ViolationScene.of_robot(load_robot_config(ROBOT)))
+    written = recording_to_mcap(tmp_path / 'run', out, StackView.of_robot(load_robot_config(ROBOT)))
     assert written['/safemanip/violations'] == 2 and written['/safemanip/supervisor'] == 2
     assert 55 <= written['/tf'] <= 62, written          # 3 s at 20 Hz, not 300 messages
     got: dict[str, list[tuple[int, dict]]] = {}
     with open(out, 'rb') as f:
         for _, channel, message in make_reader(f).iter_messages(log_time_order=True):
             got.setdefault(channel.topic, []).append((message.log_time, json.loads(message.data)))
-    lit = [t for t, u in got['/safemanip/markers'] if any(e['id'] == 'violation/mug' for e in u['entities'])]
+    lit = [t for t, u in got['/safemanip/markers']
+           if any(e['id'] == 'violation/mug' and not e['lifetime']['sec'] for e in u['entities'])]
     assert lit and min(lit) == int(11.0e9) and max(lit) < int(11.5e9), lit
+    paler = [t for t, u in got['/safemanip/markers'] if any(e['id'] == 'violation/mug' for e in u['entities'])
+             and t not in lit]
+    assert paler == [int(11.5e9)], paler             # once, at the close: Foxglove removes it 2 s later
     assert [m['state'] for _, m in got['/safemanip/hold']] == ['pause', 'released']
     last = got['/tf'][-1][1]['transforms']
     mug = next(x for x in last if x['child_frame_id'] == 'mug_main')
     assert mug['translation']['x'] == pytest.approx(0.001 * 299, abs=0.006)    # the newest pose, not the first
     assert np.isclose(got['/tf'][1][0] - got['/tf'][0][0], 50_000_000, atol=10_000_000)
+    # The robot drawn from TF with each batch: its gripper frame where TF puts it; the scene's objects in theirs.
+    assert len(got['/safemanip/robot']) == written['/tf']
+    entities = {e['id']: e for e in got['/safemanip/robot'][-1][1]['entities']}
+    (ball,) = entities['robot/arm']['spheres']
+    assert ball['pose']['position'] == {'x': 0.5, 'y': 0.0, 'z': 0.8} and not entities['robot/arm']['frame_locked']
+    assert entities['scene/mug']['frame_id'] == 'mug_main' and entities['scene/mug']['frame_locked']
+
+
+def _tr(child: str, parent: str, xyz, q=(0.0, 0.0, 0.0, 1.0)):
+    from safemanip_ros.foxglove.scene import TransformRecord
+    return TransformRecord(0, parent, child, tuple(xyz), tuple(q))
+
+
+def test_the_arm_is_drawn_from_tf_whether_tf_is_a_chain_or_flat():
+    """A robot without a URDF is drawn from TF: along its parent links
+    where TF has them, else by the shortest bars joining its frames (a
+    simulator's flat TF); poses composed through rotated parents."""
+    import math
+
+    from safemanip_ros.foxglove.robot import RobotFigure
+    links = ['base', 'l1', 'l2', 'hand', 'finger_a', 'finger_b']
+    # Flat TF, links listed out of order: the bars follow the arm, not the names.
+    flat = [_tr('base', 'world', (0, 0, 0)), _tr('l1', 'world', (0, 0, 0.3)), _tr('l2', 'world', (0.3, 0, 0.35)),
+            _tr('hand', 'world', (0.55, 0, 0.3)), _tr('finger_a', 'world', (0.6, 0.03, 0.3)),
+            _tr('finger_b', 'world', (0.6, -0.03, 0.3)), _tr('cube', 'world', (0.6, 0, 0.02))]
+    fig = RobotFigure('world', links, {'cube': 'cube'}, {'cube': (0.04, 0.04, 0.04)})
+    bars = {frozenset(b) for b in fig.bars_between(flat)}
+    assert bars == {frozenset(p) for p in [('base', 'l1'), ('l1', 'l2'), ('l2', 'hand'), ('hand', 'finger_a'),
+                                           ('hand', 'finger_b')]}, bars
+    # The arm moves: the same bars (not rewired), drawn where the frames now are.
+    moved = [_tr('l2', 'world', (0.0, 0.3, 0.35)), _tr('hand', 'world', (0.0, 0.6, 0.35))]
+    update = fig.update(moved, 5)
+    arm = next(e for e in update['entities'] if e['id'] == 'robot/arm')
+    assert {frozenset(b) for b in fig.bars_between([])} == bars
+    assert {'x': 0.0, 'y': 0.6, 'z': 0.35} in [s['pose']['position'] for s in arm['spheres']]
+    assert len(arm['lines'][0]['points']) == 2 * len(bars) and len(arm['spheres']) == len(links)
+    cube = next(e for e in update['entities'] if e['id'] == 'scene/cube')
+    assert cube['cubes'][0]['size'] == {'x': 0.04, 'y': 0.04, 'z': 0.04}
+    # A TF chain: parent links are the bars, and a child of a parent turned 90 degrees about z is placed by it.
+    q = (0.0, 0.0, math.sin(math.pi / 4), math.cos(math.pi / 4))
+    chain = [_tr('base', 'world', (1, 0, 0), q), _tr('l1', 'base', (0.5, 0, 0)), _tr('hand', 'l1', (0, 0, 0.2)),
+             _tr('elsewhere', 'map', (0, 0, 0))]
+    fig = RobotFigure('world', ['base', 'l1', 'hand', 'elsewhere'], {}, {})
+    assert sorted(fig.bars_between(chain)) == [('base', 'l1'), ('l1', 'hand')]   # 'elsewhere' never reaches the root
+    at = {tuple(round(v, 9) for v in s['pose']['position'].values())
+          for s in fig.update([], 0)['entities'][0]['spheres']}
+    assert at == {(1.0, 0.0, 0.0), (1.0, 0.5, 0.0), (1.0, 0.5, 0.2)}

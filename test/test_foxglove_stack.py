@@ -100,6 +100,26 @@ def _url(log: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def _states_shown_agree(verdicts: list[VerdictArray], shown_msgs: list[dict]) -> list[tuple[int, str, str]]:
+    """Each frame Foxglove showed carries, for every instance, the state the
+    monitor last published for it (the monitor's VerdictArray lists what
+    changed, and every instance now and then; Foxglove's message lists every
+    instance every frame); the (frame, instance, state) shown."""
+    published: dict[str, list[tuple[int, str]]] = {}
+    for v in verdicts:
+        for x in v.verdicts:
+            published.setdefault(x.instance, []).append((v.frame, 'violated' if x.mode == 1 else (
+                'false', 'true', 'presumably_false', 'presumably_true')[x.verdict]))
+    shown = [(m['frame'], r['instance'], r['state']) for m in shown_msgs for r in m['instances']]
+    wrong = []
+    for frame, instance, state in shown:
+        before = [st for f, st in published.get(instance, []) if f <= frame]
+        if not before or before[-1] != state:
+            wrong.append((frame, instance, state, before[-1:] or None))
+    assert len(shown) >= 10 and not wrong, wrong[:5]
+    return shown
+
+
 def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through_it(tmp_path):
     cred = tmp_path / 'operator'
     cred.write_text(CREDENTIAL + '\n')
@@ -176,21 +196,7 @@ def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through
             ros_actions = [(('log', 'alert', 'pause', 'retract', 'stop', 'resume')[a.action], a.instance, a.reason)
                            for a in actions]
             assert fox_actions == ros_actions, (fox_actions, ros_actions)
-            # Verdicts: each frame Foxglove shows carries the state the monitor last published for the instance
-            # (the monitor's VerdictArray lists what changed, and every instance now and then; Foxglove's
-            # message lists every instance every frame).
-            published: dict[str, list[tuple[int, str]]] = {}
-            for v in verdicts:
-                for x in v.verdicts:
-                    published.setdefault(x.instance, []).append((v.frame, 'violated' if x.mode == 1 else (
-                        'false', 'true', 'presumably_false', 'presumably_true')[x.verdict]))
-            shown = [(m['frame'], r['instance'], r['state']) for m in fox_verdicts() for r in m['instances']]
-            wrong = []
-            for frame, instance, state in shown:
-                before = [st for f, st in published.get(instance, []) if f <= frame]
-                if not before or before[-1] != state:
-                    wrong.append((frame, instance, state, before[-1:] or None))
-            assert len(shown) >= 10 and not wrong, wrong[:5]
+            shown = _states_shown_agree(verdicts, fox_verdicts())
             assert {'violated', 'presumably_true'} <= {state for _, _, state in shown}
             assert client.messages('/tf')[0]['transforms'][0]['parent_frame_id']
             live_verdicts, live_events = fox_verdicts(), client.messages('/safemanip/violations')
@@ -292,3 +298,86 @@ def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_pat
             client.close()
         gate.kill()
         fleet.close()
+
+
+@pytest.fixture(scope='module')
+def dropped_cube(tmp_path_factory) -> Path:
+    """A recording a robot's own stack would have made (raw inputs and /clock): a simulated Lift episode whose
+    policy drops the cube mid-air."""
+    from safemanip_ros.sim.recording import EpisodeSpec, run_episode
+    from safemanip_ros.sim.world import SimWorld, import_robosuite
+    import_robosuite()
+    out = tmp_path_factory.mktemp('replay')
+    world = SimWorld('Lift')
+    try:
+        run_episode(world, EpisodeSpec('Lift', 'midair_drop', 5), out)
+    finally:
+        world.close()
+    return out / 'lift_midair_drop_005'
+
+
+def test_a_replayed_recording_shows_the_robot_and_lights_up_the_dropped_cube(tmp_path, dropped_cube):
+    """The issue's journey over a replayed bag: `safemanip run --foxglove` on
+    the player's /clock beside `bag_player`; the client sees the arm drawn
+    where TF puts it, the cube lit while its violation is open, and the same
+    events and verdicts as the monitor's own topics."""
+    config = REPO / 'config' / 'robots' / 'robosuite_lift.yaml'
+    log, player_log = tmp_path / 'log', tmp_path / 'player.log'
+    proc = subprocess.Popen([str(BIN / 'safemanip'), 'run', '--config', str(config), '--no-supervisor', '--no-record',
+                             '--no-camera', '--foxglove', '127.0.0.1:0', '--ros-args', '-p', 'use_sim_time:=true'],
+                            stdout=open(log, 'w'), stderr=subprocess.STDOUT)
+    client = player = None
+    try:
+        assert wait_for(lambda: _url(log) is not None or proc.poll() is not None, 120), log.read_text()[-3000:]
+        client = Client(_url(log))
+        with ros_node('foxglove_replay_watcher') as (node, ex):
+            verdicts, events = [], []
+            node.create_subscription(VerdictArray, 'verdicts', verdicts.append, RELIABLE)
+            node.create_subscription(ViolationEvent, 'violations', events.append, LATCHED)
+
+            def spin(cond, timeout_s=180.0):
+                deadline = time.monotonic() + timeout_s
+                while time.monotonic() < deadline:
+                    ex.spin_once(timeout_sec=0.05)
+                    if cond():
+                        return True
+                return False
+            # The replay starts once this node and the client both hear the monitor from its first frame.
+            assert spin(lambda: client.of('channels') and 'nodes up' in log.read_text()
+                        and node.count_publishers('verdicts') and node.count_publishers('violations')), \
+                log.read_text()[-3000:]
+            player = subprocess.Popen([str(BIN / 'bag_player'), '--ros-args', '-p', f'bag:={dropped_cube}',
+                                       '-p', 'clock:=true', '-p', 'wait_for_subscribers:=1'],
+                                      stdout=open(player_log, 'w'), stderr=subprocess.STDOUT)
+            assert spin(lambda: player.poll() is not None), player_log.read_text()[-3000:]
+            assert player.returncode == 0, player_log.read_text()[-3000:]
+            opened = [e for e in events if e.event == ViolationEvent.EVENT_OPENED]
+            assert opened, log.read_text()[-3000:]
+            assert spin(lambda: len(client.messages('/safemanip/violations')) >= len(events)
+                        and client.messages('/safemanip/verdicts')
+                        and client.messages('/safemanip/verdicts')[-1]['frame'] >= verdicts[-1].frame, 60)
+            fox_events = [(e['instance'], e['event'], e['start_frame']) for e in client.messages('/safemanip/violations')]
+            ros_events = [(e.instance, ('opened', 'closed', 'pending_at_end')[e.event], e.start_frame) for e in events]
+            assert fox_events == ros_events, (fox_events, ros_events)
+            _states_shown_agree(verdicts, client.messages('/safemanip/verdicts'))
+            # The cube's red box (the drop's violation opens and closes in one frame: it stays, paler, for 2 s).
+            cube = [u for u in client.messages('/safemanip/markers')
+                    if any(e['id'] == 'violation/cube' and e['frame_id'] == 'cube_main' for e in u['entities'])]
+            assert any(kv.value == 'cube' for e in opened for kv in e.binding), [e.instance for e in opened]
+            assert cube, client.messages('/safemanip/markers')[-3:]
+            # The arm: a ball on each robot frame TF places, where TF places it; the cube and table as boxes.
+            last = {e['id']: e for e in client.messages('/safemanip/robot')[-1]['entities']}
+            assert {'robot/arm', 'scene/cube', 'scene/table'} <= set(last), sorted(last)
+            balls = [s['pose']['position'] for s in last['robot/arm']['spheres']]
+            assert len(balls) >= 10 and len(last['robot/arm']['lines'][0]['points']) == 2 * (len(balls) - 1)
+            tf = {}
+            for m in client.messages('/tf'):
+                for t in m['transforms']:
+                    tf[t['child_frame_id']] = t['translation']
+            eef = tf['gripper0_right_eef']
+            assert any(all(abs(b[k] - eef[k]) < 0.05 for k in 'xyz') for b in balls), (eef, balls)
+    finally:
+        if player is not None and player.poll() is None:
+            player.kill()
+        _stop(proc, client)
+    assert proc.returncode == 0, log.read_text()[-3000:]

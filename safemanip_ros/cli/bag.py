@@ -51,18 +51,18 @@ def run_foxglove(args: argparse.Namespace) -> int:
     from ..bag import BagError, is_bag
     from ..errors import SafemanipError
     from ..foxglove.recording import recording_to_mcap
-    from ..foxglove.scene import ViolationScene
+    from ..foxglove.view import StackView
     from .options import new_file
     bag = Path(args.bag)
     if not is_bag(bag):
         raise SafemanipError(f'{bag}: not a rosbag2 recording (no metadata.yaml)')
     out = new_file('--out', args.out)
-    scene = ViolationScene({}, {}, '')
+    robot = None
     if args.config:
         from ..grounding.config import load_robot_config
-        scene = ViolationScene.of_robot(load_robot_config(args.config))
+        robot = load_robot_config(args.config)
     try:
-        written = recording_to_mcap(bag, out, scene)
+        written = recording_to_mcap(bag, out, StackView.of_robot(robot))
     except BagError as err:
         out.unlink(missing_ok=True)          # no half file that looks like a conversion
         raise SafemanipError(err.one_line()) from None

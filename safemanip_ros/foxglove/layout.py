@@ -4,7 +4,8 @@ A layout is the JSON file Foxglove imports (Layouts, Import from file):
 panels by id and their arrangement.  :func:`layout` makes ours for a suite's
 property instances:
 
-* **3D** — the robot's TF and ``/safemanip/markers``: a red box on each
+* **3D** — the robot drawn from TF and its scene's objects
+  (``/safemanip/robot``), TF's frames, and ``/safemanip/markers``: a red box on each
   object an open violation names (its instances as a label), an orange
   sphere on the gripper while a hold is on; following the world frame.
 * **Verdicts** (State Transitions) — one row per instance, its state over
@@ -43,7 +44,8 @@ def layout(instances: Sequence[str], world_frame: str = 'world') -> dict[str, An
         '3D!safemanip': {
             'followTf': world_frame, 'followMode': 'follow-pose',
             'scene': {'transforms': {'showLabel': True, 'axisScale': 0.5}},
-            'topics': {'/safemanip/markers': {'visible': True}, '/tf': {'visible': True}},
+            'topics': {'/safemanip/markers': {'visible': True}, '/safemanip/robot': {'visible': True},
+                       '/tf': {'visible': True}},
             'layers': {'grid': {'visible': True, 'frameLocked': True, 'label': 'Grid', 'instanceId': 'grid',
                                 'layerId': 'foxglove.Grid', 'size': 4, 'divisions': 20}},
             'cameraState': {'distance': 2.5, 'perspective': True, 'phi': 55, 'thetaOffset': 45,

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 from ..bag import open_bag
-from .scene import ViolationScene
 from .server import make_channels, sdk
 from .tf_relay import TF_TYPE
 from .view import KIND_OF_TYPE, RESEND_EVERY_NS, TF_EVERY_NS, StackView
@@ -24,14 +23,14 @@ from .view import KIND_OF_TYPE, RESEND_EVERY_NS, TF_EVERY_NS, StackView
 __all__ = ['recording_to_mcap']
 
 
-def recording_to_mcap(bag_path: Path, out: Path, scene: ViolationScene) -> Counter[str]:
+def recording_to_mcap(bag_path: Path, out: Path, view: StackView) -> Counter[str]:
     """Write the Foxglove channels of the recording ``bag_path`` to ``out``
-    (a new file); the messages written per topic.  Each is logged at its
-    bag time (its own stamp is in the message)."""
+    (a new file) through ``view`` (:meth:`StackView.of_robot`); the
+    messages written per topic.  Each is logged at its bag time (its own
+    stamp is in the message)."""
     foxglove = sdk()
     context = foxglove.Context()
     channels = make_channels(context)
-    view = StackView(scene)
     written: Counter[str] = Counter()
     writer = foxglove.open_mcap(str(out), allow_overwrite=False, context=context)
     try:

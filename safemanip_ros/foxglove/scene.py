@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..grounding.config import RobotConfig
 
 __all__ = ['ACTIONS', 'EVENTS', 'GATE_DECISIONS', 'SEVERITIES', 'VERDICTS', 'EventRecord', 'GateRecord',
-           'TransformRecord', 'ViolationScene', 'action_json', 'event_json',
+           'TransformRecord', 'ViolationScene', 'action_json', 'event_json', 'scene_boxes', 'scene_entity',
            'diagnostics_json', 'event_line', 'frame_transforms', 'gate_json', 'log_json', 'time_json',
            'verdicts_json']
 
@@ -57,8 +57,15 @@ GATE_DECISIONS = ('undecided', 'pass', 'fail')
 _LOG_LEVEL = {'info': 2, 'warning': 3, 'error': 4, 'critical': 5}
 VIOLATION_RGBA = {'r': 0.9, 'g': 0.1, 'b': 0.1, 'a': 0.55}
 HOLD_RGBA = {'r': 1.0, 'g': 0.55, 'b': 0.0, 'a': 0.6}
+CLOSED_RGBA = {'r': 0.9, 'g': 0.1, 'b': 0.1, 'a': 0.25}
+CLOSED_SHOWN_NS = 2_000_000_000
+"""How long an object stays marked, paler, after the last violation naming it closed (ns)."""
+_ORIGIN = {'position': {'x': 0.0, 'y': 0.0, 'z': 0.0}, 'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.0, 'w': 1.0}}
 DEFAULT_SIZE_M = (0.06, 0.06, 0.06)
-"""A violated object's marker where the configuration gives no shape (m)."""
+"""An object's box where the configuration gives no shape (m)."""
+VIOLATION_MARGIN_M = 0.01
+"""A violated object's red box is this much larger than the object's (m): it encloses the object's grey box
+(:mod:`.robot`)."""
 
 
 def _word(table: Sequence[str], code: int) -> str:
@@ -200,7 +207,9 @@ class ViolationScene:
     objects and supports); ``sizes_m``: entity → box size (x, y, z) in
     metres; ``gripper_frame``: the frame marked while a hold is on.  An
     open violation marks each entity of its binding that has a frame; an
-    entity stays marked while any violation naming it is open."""
+    entity stays marked while any violation naming it is open, and then
+    for :data:`CLOSED_SHOWN_NS` more, paler (Foxglove removes it itself): a
+    violation that opens and closes in one frame is seen too."""
 
     def __init__(self, entity_frames: Mapping[str, str], sizes_m: Mapping[str, tuple[float, float, float]],
                  gripper_frame: str) -> None:
@@ -208,6 +217,7 @@ class ViolationScene:
         self.sizes_m = dict(sizes_m)
         self.gripper_frame = gripper_frame
         self._open: dict[str, set[str]] = {}        # instance → entities it names
+        self._closed: dict[str, list[str]] = {}     # entity → instances naming it closed since the last update
         self._held = False
         self._shown: set[str] = set()               # entity ids shown now
 
@@ -215,17 +225,14 @@ class ViolationScene:
     def of_robot(cls, robot: RobotConfig) -> ViolationScene:
         """The scene of a robot configuration: its objects and supports by
         their TF frames, boxes the size of their shapes, its gripper frame."""
-        frames = {**{name: s.frame for name, s in robot.tf.supports.items()}, **robot.tf.objects}
-        sizes = {name: size for name, shape in robot.tf.shapes.items() if (size := _box_of(shape)) is not None}
-        for name, s in robot.tf.supports.items():
-            sizes.setdefault(name, (2 * s.half_x_m, 2 * s.half_y_m, 0.02))
-        return cls(frames, sizes, robot.tf.gripper_frame)
+        return cls(*scene_boxes(robot), robot.tf.gripper_frame)
 
     def event(self, e: EventRecord) -> None:
         if e.event == 0:
             self._open[e.instance] = {v for _, v in e.binding if v in self.entity_frames}
         else:
-            self._open.pop(e.instance, None)
+            for ent in self._open.pop(e.instance, ()):
+                self._closed.setdefault(ent, []).append(e.instance)
 
     def hold(self, on: bool) -> None:
         self._held = on
@@ -233,28 +240,49 @@ class ViolationScene:
     def update(self, stamp_ns: int) -> dict[str, Any]:
         """The ``foxglove.SceneUpdate`` for now: an entity per marked
         object (a red box, the instances naming it as text), the gripper (an
-        orange sphere) while held, and deletions of what is no longer marked."""
+        orange sphere) while held, a paler box for :data:`CLOSED_SHOWN_NS`
+        on an object whose violations all closed since the last update,
+        and deletions of what is no longer marked."""
         by_entity: dict[str, list[str]] = {}
         for instance, names in sorted(self._open.items()):
             for ent in names:
                 by_entity.setdefault(ent, []).append(instance)
         ts = time_json(stamp_ns)
-        pose = {'position': {'x': 0.0, 'y': 0.0, 'z': 0.0}, 'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.0, 'w': 1.0}}
         entities: list[dict[str, Any]] = []
+        closed = {ent: names for ent, names in self._closed.items() if ent not in by_entity}
+        self._closed = {}
         for ent, instances in sorted(by_entity.items()):
-            size = self.sizes_m.get(ent, DEFAULT_SIZE_M)
-            entities.append(_entity(f'violation/{ent}', self.entity_frames[ent], ts, ', '.join(instances), {
-                'cubes': [{'pose': pose, 'size': dict(zip('xyz', size)), 'color': VIOLATION_RGBA}],
-                'texts': [{'pose': {**pose, 'position': {'x': 0.0, 'y': 0.0, 'z': size[2] / 2 + 0.05}},
-                           'billboard': True, 'font_size': 14.0, 'scale_invariant': True,
-                           'color': {'r': 1.0, 'g': 1.0, 'b': 1.0, 'a': 1.0}, 'text': '\n'.join(instances)}]}))
+            entities.append(self._box(ent, instances, ts, VIOLATION_RGBA))
+        lingering = [self._box(ent, [f'{i} (closed)' for i in names], ts, CLOSED_RGBA, CLOSED_SHOWN_NS)
+                     for ent, names in sorted(closed.items())]
         if self._held:
-            entities.append(_entity('hold/gripper', self.gripper_frame, ts, 'hold', {
-                'spheres': [{'pose': pose, 'size': {'x': 0.12, 'y': 0.12, 'z': 0.12}, 'color': HOLD_RGBA}]}))
+            entities.append(scene_entity('hold/gripper', self.gripper_frame, ts, 'hold', {
+                'spheres': [{'pose': _ORIGIN, 'size': {'x': 0.12, 'y': 0.12, 'z': 0.12}, 'color': HOLD_RGBA}]}))
         shown = {str(e['id']) for e in entities}
-        gone = sorted(self._shown - shown)
+        gone = sorted(self._shown - shown - {str(e['id']) for e in lingering})   # those replace themselves
         self._shown = shown
-        return {'deletions': [{'timestamp': ts, 'type': 0, 'id': i} for i in gone], 'entities': entities}
+        return {'deletions': [{'timestamp': ts, 'type': 0, 'id': i} for i in gone], 'entities': entities + lingering}
+
+    def _box(self, ent: str, instances: list[str], ts: dict[str, int], rgba: dict[str, float],
+             lifetime_ns: int = 0) -> dict[str, Any]:
+        size = tuple(x + VIOLATION_MARGIN_M for x in self.sizes_m.get(ent, DEFAULT_SIZE_M))
+        return scene_entity(f'violation/{ent}', self.entity_frames[ent], ts, ', '.join(instances), {
+            'cubes': [{'pose': _ORIGIN, 'size': dict(zip('xyz', size)), 'color': rgba}],
+            'texts': [{'pose': {**_ORIGIN, 'position': {'x': 0.0, 'y': 0.0, 'z': size[2] / 2 + 0.05}},
+                       'billboard': True, 'font_size': 14.0, 'scale_invariant': True,
+                       'color': {'r': 1.0, 'g': 1.0, 'b': 1.0, 'a': 1.0}, 'text': '\n'.join(instances)}]},
+            lifetime_ns=lifetime_ns)
+
+
+def scene_boxes(robot: RobotConfig) -> tuple[dict[str, str], dict[str, tuple[float, float, float]]]:
+    """The objects and supports of a robot configuration: entity → TF
+    frame, and entity → the size (x, y, z, m) of the box around its shape
+    (a support: its top face, 2 cm thick; an object without a shape: none)."""
+    frames = {**{name: s.frame for name, s in robot.tf.supports.items()}, **robot.tf.objects}
+    sizes = {name: size for name, shape in robot.tf.shapes.items() if (size := _box_of(shape)) is not None}
+    for name, s in robot.tf.supports.items():
+        sizes.setdefault(name, (2 * s.half_x_m, 2 * s.half_y_m, 0.02))
+    return frames, sizes
 
 
 def _box_of(shape: Shape) -> tuple[float, float, float] | None:
@@ -269,6 +297,11 @@ def _box_of(shape: Shape) -> tuple[float, float, float] | None:
     return None
 
 
-def _entity(entity_id: str, frame: str, ts: dict[str, int], label: str, shapes: dict[str, Any]) -> dict[str, Any]:
-    return {'timestamp': ts, 'frame_id': frame.lstrip('/'), 'id': entity_id, 'lifetime': {'sec': 0, 'nsec': 0},
-            'frame_locked': True, 'metadata': [{'key': 'safemanip', 'value': label}], **shapes}
+def scene_entity(entity_id: str, frame: str, ts: dict[str, int], label: str, shapes: dict[str, Any],
+                 frame_locked: bool = True, lifetime_ns: int = 0) -> dict[str, Any]:
+    """A ``foxglove.SceneEntity`` in ``frame`` holding ``shapes`` (its primitives by field), removed by
+    Foxglove ``lifetime_ns`` after its timestamp (0: when replaced or deleted); ``frame_locked``: it moves
+    with its frame."""
+    sec, nsec = divmod(lifetime_ns, 1_000_000_000)
+    return {'timestamp': ts, 'frame_id': frame.lstrip('/'), 'id': entity_id, 'lifetime': {'sec': sec, 'nsec': nsec},
+            'frame_locked': frame_locked, 'metadata': [{'key': 'safemanip', 'value': label}], **shapes}

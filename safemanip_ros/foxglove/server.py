@@ -60,6 +60,7 @@ CHANNELS: dict[str, tuple[str, dict[str, Any]]] = {
         'rate': {'type': 'number'}, 'decided_after': {'type': 'integer'}}}),
     '/safemanip/log': ('foxglove.Log', _OBJECT),
     '/safemanip/markers': ('foxglove.SceneUpdate', _OBJECT),
+    '/safemanip/robot': ('foxglove.SceneUpdate', _OBJECT),
     '/safemanip/server': ('safemanip.ServerHealth', {'type': 'object', 'properties': {
         'timestamp': _TIME, 'queued': {'type': 'integer'}, 'dropped': {'type': 'integer'},
         'sent': {'type': 'integer'}, 'errors': {'type': 'integer'}}}),

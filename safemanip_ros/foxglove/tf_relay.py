@@ -6,8 +6,7 @@ each link's newest pose a few dozen times a second.  The relay keeps the
 serialized messages as they arrive (a bounded list: taking one costs the
 subscriber nothing), and :meth:`TfRelay.take` decodes all of them at once
 by layout (:mod:`safemanip_ros.bag.layouts`, the audit's column decoder:
-one numpy pass for a batch) into one ``foxglove.FrameTransforms`` holding
-each link's newest transform.  Static TF is kept and sent again with each
+one numpy pass for a batch) into each link's newest transform.  Static TF is kept and sent again with each
 batch it is asked for (a client that connects late sees the whole tree).
 A message no layout takes (one the column decoder cannot walk) is decoded
 by rosbags, one by one.
@@ -22,7 +21,7 @@ from ..bag.layouts import LayoutDecoder
 from ..bag.typestore import typestore
 from ..grounding.rawinputs import tf_links, tf_stamps_s, tf_values
 from ..stamps import stamp_ns
-from .scene import TransformRecord, frame_transforms
+from .scene import TransformRecord
 
 __all__ = ['TF_TYPE', 'TfRelay']
 
@@ -76,10 +75,11 @@ class TfRelay:
         out.sort(key=lambda x: x[0])
         return [r for _, r in out]
 
-    def take(self, with_static: bool = False) -> dict[str, Any] | None:
-        """The ``foxglove.FrameTransforms`` of what arrived since the last
-        call: each link's newest transform (the static ones too with
-        ``with_static``, or when new ones arrived); None when there is nothing to send."""
+    def take(self, with_static: bool = False) -> list[TransformRecord]:
+        """What arrived since the last call: each link's newest transform
+        (the static ones too with ``with_static``, or when new ones
+        arrived); empty when there is nothing to send
+        (:func:`~.scene.frame_transforms` makes the message)."""
         with self._lock:
             raws, self._waiting = self._waiting, []
             statics, self._static_waiting = self._static_waiting, []
@@ -92,5 +92,4 @@ class TfRelay:
             for r in self._records(raws):
                 if r.child not in newest or r.stamp_ns >= newest[r.child].stamp_ns:
                     newest[r.child] = r
-        send = ([*self.static.values()] if with_static else []) + list(newest.values())
-        return frame_transforms(send) if send else None
+        return ([*self.static.values()] if with_static else []) + list(newest.values())

@@ -17,11 +17,12 @@ Example (a recording's kinds, by message type)::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..bag.typestore import typestore
 from ..monitor.board import VerdictBoard
 from ..stamps import stamp_ns as stamp_to_ns
+from .robot import RobotFigure
 from .scene import (
     EventRecord,
     GateRecord,
@@ -30,6 +31,7 @@ from .scene import (
     diagnostics_json,
     event_json,
     event_line,
+    frame_transforms,
     gate_json,
     log_json,
     time_json,
@@ -37,6 +39,9 @@ from .scene import (
 )
 from .server import Message
 from .tf_relay import TfRelay
+
+if TYPE_CHECKING:
+    from ..grounding.config import RobotConfig
 
 __all__ = ['HOLDING', 'KIND_OF_TYPE', 'RESEND_EVERY_NS', 'TF_EVERY_NS', 'StackView']
 
@@ -63,14 +68,24 @@ RESUME = 5
 
 class StackView:
     """What Foxglove is sent, from the stack's messages (module docstring).
-    ``scene``: the 3D markers' objects (:meth:`ViolationScene.of_robot`)."""
+    ``scene``: the 3D markers' objects (:meth:`ViolationScene.of_robot`);
+    ``figure``: the robot and its scene drawn from TF (:class:`~.robot.RobotFigure`), or none."""
 
-    def __init__(self, scene: ViolationScene) -> None:
+    def __init__(self, scene: ViolationScene, figure: RobotFigure | None = None) -> None:
         self.store = typestore()
         self.board = VerdictBoard()
         self.scene = scene
+        self.figure = figure
         self.tf = TfRelay()
         self.held = False
+
+    @classmethod
+    def of_robot(cls, robot: RobotConfig | None) -> StackView:
+        """The view of a robot configuration's stack (markers on its objects, its arm drawn); of any stack
+        without one (no markers, no arm)."""
+        if robot is None:
+            return cls(ViolationScene({}, {}, ''))
+        return cls(ViolationScene.of_robot(robot), RobotFigure.of_robot(robot))
 
     def take(self, kind: str, raw: bytes) -> list[Message]:
         """The messages for one serialized message of ``kind`` (a value of :data:`KIND_OF_TYPE`)."""
@@ -126,6 +141,12 @@ class StackView:
         return [('/safemanip/markers', self.scene.update(now_ns), now_ns)]
 
     def transforms(self, now_ns: int, with_static: bool = False) -> list[Message]:
-        """TF since the last call, as each link's newest pose (:class:`~.tf_relay.TfRelay`)."""
+        """TF since the last call, as each link's newest pose (:class:`~.tf_relay.TfRelay`), and the robot
+        drawn where it now is (``/safemanip/robot``)."""
         batch = self.tf.take(with_static)
-        return [] if batch is None else [('/tf', batch, now_ns)]
+        if not batch:
+            return []
+        out: list[Message] = [('/tf', frame_transforms(batch), now_ns)]
+        if self.figure is not None:
+            out.append(('/safemanip/robot', self.figure.update(batch, now_ns), now_ns))
+        return out

@@ -34,7 +34,7 @@ from safemanip_ros.msg import GateDecision, SupervisorAction, VerdictArray, Viol
 
 from ..errors import FoxgloveError, SafemanipError
 from ..foxglove.operator import OperatorAccess, load_credential
-from ..foxglove.scene import ViolationScene, time_json
+from ..foxglove.scene import time_json
 from ..foxglove.server import FoxgloveServer, Message, ServiceSpec, parse_address
 from ..foxglove.view import RESEND_EVERY_NS, TF_EVERY_NS, StackView
 from ..grounding.config import load_robot_config
@@ -70,10 +70,9 @@ class FoxgloveNode(RosParameters, Node):
         self._client_lock = threading.Lock()
         services = [] if self.access.read_only else self._operator_services()
         self.server = FoxgloveServer(address, services, Path(mcap) if mcap else None, queue_size)
-        scene = ViolationScene.of_robot(load_robot_config(config)) if config else ViolationScene({}, {}, '')
         # What Foxglove is sent, made on the server's thread from the serialized messages (one path with
         # `safemanip bag foxglove`, which converts a recording).
-        self.view = StackView(scene)
+        self.view = StackView.of_robot(load_robot_config(config) if config else None)
         for kind, msgtype, topic, qos in (('verdicts', VerdictArray, 'verdicts', RELIABLE),
                                           ('violations', ViolationEvent, 'violations', EVENTS),
                                           ('supervisor_actions', SupervisorAction, 'supervisor_actions', EVENTS),
