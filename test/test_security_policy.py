@@ -48,8 +48,12 @@ def test_holds_and_operator_calls_belong_to_the_supervisor_and_the_operator():
     publishers = {key for key, rules in profiles.items() if security_policy.CONTROLLER in rules['publish']}
     assert publishers and {node for _, node in publishers} == {'supervisor'}
     for call in security_policy.OPERATOR_CALLS:
-        callers = {node for (_, node), rules in profiles.items() if call in rules['request']}
-        assert callers == {'operator'}, (call, callers)
+        callers = {key for key, rules in profiles.items() if call in rules['request']}
+        assert callers and {enclave for enclave, _ in callers} == {'/safemanip/operator'}, (call, callers)
+    # Foxglove acts for the operator only from the operator's enclave; beside the stack or the gate it only reads.
+    assert {enclave for (enclave, node), rules in profiles.items() if node == 'foxglove' and rules['request']} == \
+        {'/safemanip/operator'}
+    assert profiles[('/safemanip/stack', 'foxglove')]['request'] == set()
     for (enclave, node), rules in profiles.items():
         assert not any('*' in name for name in rules['publish'] | rules['request']), (enclave, node)
 
@@ -76,10 +80,12 @@ def test_every_topic_and_service_of_a_running_stack_is_allowed(tmp_path):
     log = tmp_path / 'stack.log'
     stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',
                               str(REPO / 'config' / 'robots' / 'panda_demo.yaml'), '--no-camera',
-                              '--bag', str(tmp_path / 'bag')], stdout=open(log, 'w'), stderr=subprocess.STDOUT)
+                              '--bag', str(tmp_path / 'bag'), '--foxglove', '127.0.0.1:0'],
+                             stdout=open(log, 'w'), stderr=subprocess.STDOUT)
     try:
         with ros_node('policy_probe') as (probe, ex):
-            ours = {'joint_state_grounding', 'contact_grounding', 'tf_grounding', 'monitor', 'supervisor', 'recorder'}
+            ours = {'joint_state_grounding', 'contact_grounding', 'tf_grounding', 'monitor', 'supervisor', 'recorder',
+                    'foxglove'}
             end = time.monotonic() + 120
             while time.monotonic() < end:
                 ex.spin_once(timeout_sec=0.1)
@@ -87,7 +93,8 @@ def test_every_topic_and_service_of_a_running_stack_is_allowed(tmp_path):
                 if ours <= nodes and _has(probe.get_service_names_and_types_by_node, 'supervisor', '/supervisor/acknowledge') \
                         and _has(probe.get_publisher_names_and_types_by_node, 'monitor', '/metrics/final') \
                         and _has(probe.get_subscriber_names_and_types_by_node, 'recorder', '/supervisor_actions') \
-                        and _has(probe.get_publisher_names_and_types_by_node, 'tf_grounding', '/predicates/tf'):
+                        and _has(probe.get_publisher_names_and_types_by_node, 'tf_grounding', '/predicates/tf') \
+                        and _has(probe.get_subscriber_names_and_types_by_node, 'foxglove', '/gate/decisions'):
                     break        # discovered in full, not a graph half seen
             assert ours <= {n for n, _ in probe.get_node_names_and_namespaces()}, log.read_text()[-2000:]
             profiles = _profiles()

@@ -8,7 +8,7 @@ and services the running stack really uses.  What it restricts:
 * only the supervisor publishes hold commands (the controller topic) and
   ``supervisor_actions``;
 * only the operator enclave (``safemanip ack`` / ``resume``, an operator's
-  console) may call the supervisor's ``acknowledge`` / ``acknowledge_stop``
+  console, a Foxglove server with operator actions) may call the supervisor's ``acknowledge`` / ``acknowledge_stop``
   and the monitor's ``reload`` / ``start_episode`` / ``end_episode``, and
   the lifecycle ``change_state`` services;
 * every node may use exactly the topics and services of its role, and the
@@ -40,7 +40,14 @@ PARAMETER_SERVICES = ['~/describe_parameters', '~/get_parameter_types', '~/get_p
 OPERATOR_CALLS = ['supervisor/acknowledge', 'supervisor/acknowledge_stop', 'monitor/reload', 'monitor/start_episode',
                   'monitor/end_episode', 'monitor/change_state', 'supervisor/change_state', 'recorder/change_state']
 
-# node → what it may do: publish, subscribe, reply (serve), request (call).
+FOXGLOVE_VIEW = {'publish': ['/diagnostics'],
+                 'subscribe': ['verdicts', 'violations', 'supervisor_actions', 'gate/decisions', '/tf', '/tf_static',
+                               '/diagnostics']}
+FOXGLOVE_CALLS = ['supervisor/acknowledge', 'supervisor/acknowledge_stop', 'monitor/start_episode',
+                  'monitor/end_episode']
+
+# profile (a node's name, or a key of PROFILE_NODE) → what it may do: publish, subscribe, reply (serve),
+# request (call).
 NODES: dict[str, dict[str, list[str]]] = {
     'joint_state_grounding': {'publish': ['predicates/joint_states', '/diagnostics'], 'subscribe': ['joint_states']},
     'contact_grounding': {'publish': ['predicates/contacts', '/diagnostics'], 'subscribe': ['contacts', 'wrench']},
@@ -69,16 +76,24 @@ NODES: dict[str, dict[str, list[str]]] = {
     'gate': {'publish': ['gate/decisions', '/diagnostics'], 'subscribe': ['metrics/final', '/*/metrics/final']},
     'operator': {'subscribe': ['supervisor_actions', 'violations', 'status', 'gate/decisions'],
                  'request': OPERATOR_CALLS},
+    # The Foxglove server: what it shows; read-only beside the stack or the gate, in their process.
+    'foxglove': FOXGLOVE_VIEW,
+    # The Foxglove server with operator actions (--operator-credential) acts for the operator: a process of
+    # its own in the operator's enclave, so a stack's enclave never holds an operator call.
+    'foxglove_operator': {**FOXGLOVE_VIEW, 'request': FOXGLOVE_CALLS},
 }
+PROFILE_NODE = {'foxglove_operator': 'foxglove'}
+"""A profile whose node name is not its key (one node, two roles by enclave)."""
 # enclave → the nodes whose profiles it holds (an enclave is a process).
 ENCLAVES: dict[str, list[str]] = {
     '/safemanip/stack': ['joint_state_grounding', 'contact_grounding', 'tf_grounding', 'camera_grounding',
-                         'skill_grounding', 'monitor', 'supervisor', 'recorder'],     # safemanip run: one process
+                         'skill_grounding', 'monitor', 'supervisor', 'recorder', 'foxglove'],  # safemanip run
     **{f'/safemanip/{n}': [n] for n in ('joint_state_grounding', 'contact_grounding', 'tf_grounding',
                                         'camera_grounding', 'skill_grounding', 'monitor', 'supervisor',
                                         'recorder')},  # launch
-    '/safemanip/gate': ['gate'],
-    '/safemanip/operator': ['operator'],
+    '/safemanip/gate': ['gate', 'foxglove'],
+    '/safemanip/foxglove': ['foxglove'],                       # ros2 run safemanip_ros foxglove: read-only
+    '/safemanip/operator': ['operator', 'foxglove_operator'],
 }
 
 
@@ -90,7 +105,7 @@ def policy_xml() -> str:
         out += [f'    <enclave path="{enclave}">', '      <profiles>']
         for node in nodes:
             rules = NODES[node]
-            out.append(f'        <profile ns="/" node="{node}">')
+            out.append(f'        <profile ns="/" node="{PROFILE_NODE.get(node, node)}">')
             topics_pub = ['rosout', 'parameter_events', *rules.get('publish', [])]
             topics_sub = ['parameter_events', *rules.get('subscribe', [])]
             out += _group('topics', 'publish', topics_pub) + _group('topics', 'subscribe', topics_sub)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -152,6 +153,13 @@ def foxglove_parameters(args: argparse.Namespace) -> dict[str, object]:
     from ..foxglove.server import parse_address
     address = parse_address(args.foxglove)
     if args.operator_credential:
+        if os.environ.get('ROS_SECURITY_ENABLE', '').lower() == 'true':
+            # The stack's and the gate's enclaves hold no operator call (config/security/policy.xml): the
+            # server's calls would be refused by DDS after the operator logged in.
+            raise SafemanipError('--operator-credential: under DDS security only the operator\'s enclave may '
+                                 'acknowledge or resume; drop it here (Foxglove read-only) and run the operator\'s '
+                                 'server apart: ros2 run safemanip_ros foxglove --ros-args --enclave '
+                                 '/safemanip/operator -p address:=PORT -p operator_credential_file:=FILE')
         load_credential(args.operator_credential)
     if args.foxglove_mcap:
         new_file('--foxglove-mcap', args.foxglove_mcap)
