@@ -211,6 +211,7 @@ def _compare(path: Path, robot, names: list[str], max_gap_s: float = 10.0) -> in
         diff = np.argwhere((a.values != b.values) | (a.unknown != b.unknown))
         assert not len(diff), [(int(f), names[p], bool(b.values[f, p]), bool(b.unknown[f, p])) for f, p in diff[:8]]
         assert a.warnings == b.warnings
+        assert a.frame_ns is not None and np.array_equal(a.frame_ns, b.frame_ns) and len(a.frame_ns) == len(a.values)
     return sum(len(e.values) for e in fast)
 
 

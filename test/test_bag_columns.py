@@ -74,6 +74,9 @@ def test_column_framing_equals_the_message_loop(tmp_path, storage):
         assert f.values.shape == s.values.shape
         assert np.array_equal(f.values, s.values) and np.array_equal(f.unknown, s.unknown)
         assert f.warnings == s.warnings
+        # Each frame's time, the same from both readers: one period apart within a segment.
+        assert f.frame_ns is not None and np.array_equal(f.frame_ns, s.frame_ns) and len(f.frame_ns) == len(f.values)
+        assert set(np.diff(f.frame_ns).tolist()) == {50_000_000}
     assert fast[0].unknown[:, 4].all()                     # never published: unknown
 
 

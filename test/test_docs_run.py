@@ -136,6 +136,9 @@ PLANS: dict[tuple[str, str], Run | Elsewhere | NotHere] = {
         Run(check='foxglove_served_and_recorded'),
     ('nodes.md', 'safemanip bag foxglove BAG --out run.mcap --config config/robots/panda_demo.yaml'):
         Run(expect={0: '/tf '}),
+    ('nodes.md', 'safemanip audit BAG --config config/robots/robosuite_lift.yaml --out audit_run --foxglove-mcap '
+                 'audit_run/foxglove'):
+        Run(expect={0: 'foxglove: 0 MCAP files written to audit_run/foxglove (0 sources with a violation)'}),
     ('specrlbench.md', "safemanip specrl evaluate rollouts/seed_* --formula '!(a | b) U (c & (!(d | e) U f))'"):
         Run(extra={1: ('--trajectories', '5', '--seeds', '1,11')}),
 }

@@ -388,3 +388,51 @@ def test_a_replayed_recording_shows_the_robot_and_lights_up_the_dropped_cube(tmp
             player.kill()
         _stop(proc, client)
     assert proc.returncode == 0, log.read_text()[-3000:]
+
+
+def test_an_audit_writes_what_it_found_for_foxglove_on_the_robot_as_it_moved(tmp_path, dropped_cube):
+    """``safemanip audit --foxglove-mcap DIR``: for each source with a
+    violation, an MCAP file of the audit's own verdicts and events (those of
+    report.json, frame by frame) through the live server's view, merged with
+    the recording's TF: the arm drawn, the cube lit; a clean source writes none."""
+    from mcap.reader import make_reader
+    clean = tmp_path / 'clean'
+    clean.mkdir()
+    (clean / 'ok.jsonl').write_text('{"task_done": true}\n')
+    out, fox = tmp_path / 'audit', tmp_path / 'fox'
+    done = subprocess.run([str(BIN / 'safemanip'), 'audit', str(dropped_cube), str(clean / 'ok.jsonl'), '--config',
+                           str(REPO / 'config' / 'robots' / 'robosuite_lift.yaml'), '--allow-unknown-predicates',
+                           '--out', str(out), '--foxglove-mcap', str(fox), '--quiet'],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and 'foxglove: 1 MCAP files written' in done.stdout, done.stdout + done.stderr
+    (written,) = fox.glob('*.mcap')
+    assert written.name.startswith(dropped_cube.name)
+    got: dict[str, list[dict]] = {}
+    with open(written, 'rb') as f:
+        for _, channel, message in make_reader(f).iter_messages(log_time_order=True):
+            got.setdefault(channel.topic, []).append(json.loads(message.data))
+    report = json.loads((out / 'report.json').read_text())
+    (episode,) = [e for e in report['episodes'] if e['episode'] == dropped_cube.name]
+    # The events are the report's episodes, in frame order.
+    expected = sorted([(x['start'], 'opened', i['instance']) for i in episode['timeline'] for x in i['episodes']]
+                      + [(x['end'], 'closed' if x['recovered'] else 'pending_at_end', i['instance'])
+                         for i in episode['timeline'] for x in i['episodes']], key=lambda e: (e[0], e[1] != 'opened'))
+    shown = [(e['start_frame'] if e['event'] == 'opened' else e['end_frame'], e['event'], e['instance'])
+             for e in got['/safemanip/violations']]
+    assert shown == expected and expected, (shown, expected)
+    # Every frame's verdict of each violated instance is the report's (its verdict timeline's runs).
+    assert len(got['/safemanip/verdicts']) == episode['frames']
+    words = ('false', 'true', 'presumably_false', 'presumably_true')
+    for instance, runs in episode['verdict_timeline'].items():
+        for start, end, code in runs:
+            for frame in (start, end):
+                row = next(r for r in got['/safemanip/verdicts'][frame]['instances'] if r['instance'] == instance)
+                assert row['verdict'] == words[code], (instance, frame, row, code)
+    # The 3D view: the cube lit by the violation naming it, the arm drawn from the recording's TF.
+    assert any(e['id'] == 'violation/cube' for u in got['/safemanip/markers'] for e in u['entities'])
+    arm = [e for u in got['/safemanip/robot'] for e in u['entities'] if e['id'] == 'robot/arm']
+    assert arm and len(arm[-1]['spheres']) >= 10 and got['/tf']
+    # A re-run leaves the file as it is.
+    stamp = written.stat().st_mtime_ns
+    again = subprocess.run(done.args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and written.stat().st_mtime_ns == stamp, again.stdout + again.stderr

@@ -44,9 +44,9 @@ from ..errors import SafemanipError
 from ..gc_pause import gc_paused
 from ..memory import keep_freed_memory
 from ..monitor.build import build_instances
-from ..monitor.core import Monitor
+from ..monitor.core import Monitor, RolloutResult
 from ..settings import RATE_HZ, STALENESS_S
-from ..spec.suite import InstanceSet
+from ..spec.suite import Instance, InstanceSet
 from .records import episode_record, source_result, task_success
 from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, read_bag, read_jsonl
 from .schema import EpisodeRecord, SourceResult
@@ -265,6 +265,25 @@ def _store_result(out: Path, name: str, key: str, result: SourceResult) -> Path:
     return path
 
 
+def monitored_rollouts(path: str, cfg: AuditConfig) -> tuple[list[Instance], list[tuple[Rollout, RolloutResult]]]:
+    """The instances monitored and every episode of one source with its
+    result, per-frame verdicts kept: what :func:`audit_sources` computes
+    for its records, for a reader of the frames themselves (the Foxglove
+    export).  Bad input raises the :class:`AuditInputError` the audit
+    reports for the source."""
+    mon = _monitor(cfg)
+    predicates = list(mon.predicates)
+    rollouts = _episodes_of(path, cfg, predicates, predicates, mon.known_predicates)
+    out = []
+    for ep in rollouts:
+        if mon.batch != 1:
+            mon.resize(1)
+        (result,) = mon.run(ep.values[None, :, :len(predicates)], ep.unknown[None, :, :len(predicates)],
+                            [ep.values.shape[0]], keep_verdicts=True)
+        out.append((ep, result))
+    return list(mon.instances), out
+
+
 def audit_source(path: str, cfg: AuditConfig) -> SourceResult:
     """Monitor every episode of one source; a JSON-ready result."""
     [(_, result, reason)] = audit_sources([path], cfg)
@@ -281,7 +300,7 @@ def _success(ep: Rollout, n_pred: int, predicates: list[str], cfg: AuditConfig) 
     return task_success(ep, n_pred if ep.values.shape[1] > n_pred else predicates.index(cfg.success), cfg.reduction)
 
 
-def _name(path: Path) -> str:
+def source_name(path: Path) -> str:
     """The result file's name: one per source path (the key inside says
     what it was computed from)."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
@@ -416,7 +435,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     reused: dict[str, SourceResult] = {}       # source → its stored result, read once, here
     with gc_paused():
         for src, _ in labelled:
-            name = _name(src)
+            name = source_name(src)
             ep_file = out / 'episodes' / f'{name}.json'
             stored = _stored_result(ep_file)
             key = _result_key(src, cfg_key) if stored is not None else None

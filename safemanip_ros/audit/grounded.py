@@ -127,8 +127,8 @@ def _stream(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray, now_s: np.n
 
 def grounded_episodes(path: Path, bag: OpenBag, conns: list[Any], grounding: GroundingSet, predicates: list[str],
                       rate_hz: float, max_gap_s: float, typestore: Any,
-                      warnings: list[str]) -> list[tuple[str, np.ndarray, np.ndarray]] | None:
-    """``(name, values, unknown)`` per episode of a raw-input bag, the same
+                      warnings: list[str]) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] | None:
+    """``(name, values, unknown, frame_ns)`` per episode of a raw-input bag, the same
     frames as the message loop builds, or None when the bag is not one this
     module reproduces (see the module docstring).  Appends gap warnings to
     ``warnings``."""
@@ -163,7 +163,7 @@ def grounded_episodes(path: Path, bag: OpenBag, conns: list[Any], grounding: Gro
             if j is not None:
                 values[:, j] = v & known
                 unknown[:, j] = ~known
-        out.append((name, values, unknown))
+        out.append((name, values, unknown, frame_ns))
     return out
 
 

@@ -65,7 +65,9 @@ _VIEWED_FRAMES = 1024
 class Rollout:
     """One recorded rollout (an episode of a bag or a trace) as frames: the
     values and unknown flags of the suite's predicates, ``bool[T, P]``;
-    ``reader``: which of :data:`READERS` read a bag's."""
+    ``reader``: which of :data:`READERS` read a bag's; ``frame_ns``: each
+    frame's time, ``int64[T]`` ns on the bag's clock (None: a trace, whose
+    frames have no time)."""
 
     source: str
     name: str
@@ -73,6 +75,7 @@ class Rollout:
     unknown: np.ndarray      # bool[T, P]
     warnings: list[str] = field(default_factory=list)
     reader: str = ''
+    frame_ns: np.ndarray | None = None
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
@@ -270,7 +273,8 @@ class GroundedColumns:
         if grounded is None:
             raise NotThisReader('inputs the column-wise grounding does not reproduce exactly')
         warnings = list(dict.fromkeys(b.warnings + gap_warnings + b.grounding.name_warnings(str(b.path))))
-        return [Rollout(str(b.path), name, values, unknown, list(warnings)) for name, values, unknown in grounded]
+        return [Rollout(str(b.path), name, values, unknown, list(warnings), frame_ns=frame_ns)
+                for name, values, unknown, frame_ns in grounded]
 
 
 class MessageLoop:
@@ -341,6 +345,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
     rows_v: list[np.ndarray] = []
     seen = _NamesSeen()         # predicate names per topic (predicate bags)
     rows_u: list[np.ndarray] = []
+    rows_t: list[int] = []
     schedule = FrameSchedule(period_ns_of(rate_hz), int(max_gap_s * 1e9))
 
     viewed: list[tuple[float, dict[str, Any]]] = []     # grounded frames still to be evaluated (TF together)
@@ -359,12 +364,14 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
         if grounding is not None and viewed:
             drain(grounding)
         if rows_v:
-            episodes.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings)))
+            episodes.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings),
+                                    frame_ns=np.array(rows_t, np.int64)))
 
     def emit(frame_ns: int) -> None:
         """Append the frame at ``frame_ns`` (grounded raw inputs are
         viewed now and evaluated when the episode closes)."""
         now_s = frame_ns * 1e-9
+        rows_t.append(frame_ns)
         if grounding is not None:
             viewed.append((now_s, grounding.view(now_s)))
             if len(viewed) >= _VIEWED_FRAMES:
@@ -383,7 +390,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
             close(name)
             gaps += 1
             warnings.append(_gap_warning(path, stamp_ns, gap_after, max_gap_s))
-            rows_v, rows_u = [], []
+            rows_v, rows_u, rows_t = [], [], []
             name = f'{name.split("#gap")[0]}#gap{gaps}'
             hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
@@ -394,7 +401,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
         msg = bag.decode(raw, conn, stamp_ns)
         if conn.topic == EPISODE_TOPIC:
             close(name)
-            rows_v, rows_u = [], []
+            rows_v, rows_u, rows_t = [], [], []
             name = msg.data or f'{path.name}#{len(episodes)}'
             hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
@@ -518,7 +525,7 @@ def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], pred
         has_row = best_row >= 0
         fresh = known & has_row & held_fresh(frames[:, None] * 1e-9, np.where(has_row, best_t, 0) * 1e-9, staleness_s)
         name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
-        episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings])))
+        episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings]), frame_ns=frames))
     return episodes
 
 
@@ -583,13 +590,14 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
         if 0 not in frames:
             warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')
-        rows_v, rows_u = [], []
+        rows_v, rows_u, rows_t = [], [], []
         for t_k, aged_k in zip(clock.replayed(frames), clock.replayed_ageing(frames)):
             v, u = frames_in.frame(t_k, aged_k)
             rows_v.append(v)
             rows_u.append(u)
+            rows_t.append(t_k)
         episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
-                                list(warnings)))
+                                list(warnings), frame_ns=np.array(rows_t, np.int64)))
     return episodes
 
 

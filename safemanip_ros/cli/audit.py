@@ -22,7 +22,8 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..audit.schema import Report
+    from ..audit.engine import AuditConfig
+    from ..audit.schema import Report, SourceResult
 
 CONFIG = config_dir()
 DEFAULT_SUITES = tuple(default_suites())
@@ -71,6 +72,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help='--max-rate: family-wise level of a wrong PASS and of a wrong FAIL (default 0.05)')
     p.add_argument('--unit', choices=['rollout', 'trigger'], default='trigger',
                    help='--max-rate: what one observation is (default: trigger)')
+    p.add_argument('--foxglove-mcap', metavar='DIR',
+                   help='also write, for each source with a violation, DIR/<source>.mcap: its verdicts, events '
+                        'and 3D markers with the recording\'s TF, for Foxglove and the shipped layout')
     p.set_defaults(func=run_audit_cmd)
 
     g = sub.add_parser('gate', help='pass/fail a checkpoint on an audit report (exit 0 = pass)',
@@ -137,6 +141,7 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
                       tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,
                       args.allow_unknown_predicates, args.strict)
     out = writable_folder('--out', args.out)
+    foxglove_dir = writable_folder('--foxglove-mcap', args.foxglove_mcap) if args.foxglove_mcap else None
     bar = None
     if not args.quiet:
         from tqdm import tqdm
@@ -179,6 +184,8 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         write_html(report, out, args.timelines, drawn)
     print(f'audited {report["rollouts"]} rollouts ({report["frames"]} frames) from {len(results)} sources; '
           f'{len(skipped)} skipped; report in {out / "report.html"}')
+    if foxglove_dir is not None:
+        _foxglove_files(results, cfg, foxglove_dir)
     for s in skipped:
         print(f'skipped: {s["reason"]}')
     for note in notes:
@@ -203,6 +210,30 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
         print(f'sequential: {row["name"]} limit {row["limit"]:g}: {row["decision"] or "undecided"}{after}')
         print(f'  {row["summary"]}')
     return 0
+
+
+def _foxglove_files(results: list[SourceResult], cfg: AuditConfig, folder: Path) -> None:
+    """``--foxglove-mcap``: an MCAP file per source with a violation (:mod:`..foxglove.audited`), named as
+    its result file; one that exists is left as it is (a re-run resumes)."""
+    from ..audit.engine import source_name
+    from ..foxglove.audited import audit_to_mcap
+    from ..foxglove.view import StackView
+    from ..grounding.config import load_robot_config
+    robot = load_robot_config(cfg.robot_config) if cfg.robot_config else None
+    violated = [r['source'] for r in results
+                if any(inst['violations'] for ep in r['episodes'] for inst in ep['instances'])]
+    written = 0
+    for source in violated:
+        target = folder / f'{source_name(Path(source))}.mcap'
+        if target.exists():
+            continue
+        try:
+            audit_to_mcap(Path(source), target, cfg, StackView.of_robot(robot))
+            written += 1
+        except SafemanipError as err:          # read once already: a bag changed since; the others go on
+            target.unlink(missing_ok=True)
+            print(f'foxglove: {source}: not written: {err.one_line()}', file=sys.stderr)
+    print(f'foxglove: {written} MCAP files written to {folder} ({len(violated)} sources with a violation)')
 
 
 def _load(path: str) -> Report:

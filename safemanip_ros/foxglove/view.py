@@ -89,9 +89,17 @@ class StackView:
 
     def take(self, kind: str, raw: bytes) -> list[Message]:
         """The messages for one serialized message of ``kind`` (a value of :data:`KIND_OF_TYPE`)."""
-        msg = self.store.deserialize_cdr(raw, _TYPE_OF_KIND[kind])
+        return self.take_message(kind, self.store.deserialize_cdr(raw, _TYPE_OF_KIND[kind]))
+
+    def take_message(self, kind: str, msg: Any) -> list[Message]:
+        """The messages for one message of ``kind``, decoded (the typestore's
+        class of its type, or any object with its fields)."""
         out: list[Message] = getattr(self, f'_{kind}')(msg)
         return out
+
+    def message_class(self, kind: str) -> Any:
+        """The typestore's class of ``kind``'s message type (to make one)."""
+        return self.store.types[_TYPE_OF_KIND[kind]]
 
     def _verdicts(self, m: Any) -> list[Message]:
         stamp_ns = stamp_to_ns(m.header.stamp)
