@@ -32,7 +32,7 @@ from conftest import REPO
                              'sim_bridge --serve: first episode', 'less than afresh']),
     ('bench_startup.py', ['== bench_startup: fresh interpreters', 'command line:', 'live stack:',
                           'with the bytecode cache', 'without it (before)']),
-    ('bench_foxglove.py', ['## Foxglove server: CPU per monitor frame', 'share of a 20 Hz core', 'dropped)']),
+    ('bench_foxglove.py', ['## Foxglove server: CPU per monitor frame', 'share of a 20 Hz core', '0 errors)']),
     ('bench_gate.py', ['false PASS at the limit', 'fixed rule re-checked', 'zero violations pass after',
                        'true 1 %: PASS median', 'true 20 %: FAIL median', '8 limits at family-wise',
                        'identical: True']),
