@@ -28,8 +28,9 @@ a hold; 2.0), ``truth_file`` (write the episode's ground truth and the
 holds received here), ``controller_topic``
 (joint_trajectory_controller/joint_trajectory), ``wait_for_subscribers``
 (1: start once this many nodes subscribe to joint_states), ``camera`` (a
-robosuite camera, e.g. ``agentview``: ``image`` + ``camera_info`` and its
-optical frame on ``/tf`` every ``camera_every_frames`` steps, rendered on
+robosuite camera, e.g. ``agentview``: ``image`` (rgb8), ``depth`` (32FC1,
+metres), ``camera_info`` and its optical frame on ``/tf`` every
+``camera_every_frames`` steps, rendered on
 the CPU with ``MUJOCO_GL=egl`` or ``osmesa``; empty: none), ``perception``
 (``truth``: every body's pose exact on ``/tf``; ``realistic`` or ``double``:
 the objects' poses as a camera tracker publishes them instead —
@@ -147,6 +148,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         if self.camera:
             # A rendered frame costs ~0.1 s on the CPU: one every camera_every_frames steps.
             self._pub_image = self.create_publisher(Image, 'image', SENSORS)
+            self._pub_depth = self.create_publisher(Image, 'depth', SENSORS)
             self._pub_info = self.create_publisher(CameraInfo, 'camera_info', SENSORS)
         self.create_subscription(JointTrajectory, str(p('controller_topic')), self._on_trajectory,
                                  RELIABLE)
@@ -321,11 +323,14 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
 
     def _publish_camera(self, s: SimSample) -> None:
         size = int(self.get_parameter('camera_size_px').value)
-        img = self.world.render(size, size)
+        img, depth_m = self.world.render_rgbd(size, size)
         frame = f'{self.camera}_optical'
         header = Header(stamp=ros_messages.stamp(self.types, s.stamp_s), frame_id=frame)
         self._pub_image.publish(Image(header=header, height=size, width=size, encoding='rgb8', is_bigendian=0,
                                       step=3 * size, data=img.tobytes()))
+        # As an RGB-D driver's aligned depth: metres along the optical axis, little-endian float32.
+        self._pub_depth.publish(Image(header=header, height=size, width=size, encoding='32FC1', is_bigendian=0,
+                                      step=4 * size, data=depth_m.astype('<f4').tobytes()))
         K = self.world.camera_intrinsics(size, size)
         self._pub_info.publish(CameraInfo(header=header, height=size, width=size, distortion_model='plumb_bob',
                                           d=[0.0] * 5, k=K.reshape(-1).tolist(),

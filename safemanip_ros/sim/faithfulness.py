@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from ..audit.schema import Report
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
-from .perception import LEVELS, PerceptionLevel
+from .perception import CAMERA_TASKS, LEVELS, PerceptionLevel
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
 from .recording import EpisodeSpec, read_truth, run_episode
@@ -73,7 +73,7 @@ def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], Non
         if not (bag / 'truth.json').exists():
             if spec.task not in worlds:
                 progress(f'starting robosuite {spec.task} (the first start compiles numba kernels, ~20 s)')
-                worlds[spec.task] = SimWorld(spec.task, spec.seed)
+                worlds[spec.task] = SimWorld(spec.task, spec.seed, camera=perception.camera)
             t0 = time.monotonic()
             if bag.exists():
                 import shutil
@@ -242,12 +242,17 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     out: dict[str, Any] = {'episodes': episodes, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
     for level in levels:
         progress(f'perception level {level}: {LEVELS[level]}')
-        bags = record(plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
+        level_plan = [spec for spec in plan if not LEVELS[level].camera or spec.task in CAMERA_TASKS]
+        left_out = sorted({spec.task for spec in plan} - {spec.task for spec in level_plan})
+        if left_out:
+            progress(f'perception level {level}: {", ".join(left_out)} not run: no colour known for its objects '
+                     f'(sim/perception.py CAMERA_LOOKS)')
+        bags = record(level_plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
         for mode in onsets:
             key = level if mode == 'geometry' else f'{level}/{mode}'
             all_results, all_skipped, per_task = [], [], {}
             for task in tasks:
-                task_bags = [b for b, spec in zip(bags, plan) if spec.task == task]
+                task_bags = [b for b, spec in zip(bags, level_plan) if spec.task == task]
                 if not task_bags:
                     continue
                 robot = config_path('robots', ROBOT_CONFIGS[task]) if mode == 'geometry' else \

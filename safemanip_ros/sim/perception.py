@@ -21,10 +21,13 @@ Lengths in metres, angles in radians, rates in hertz, times in seconds.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..perception.colour_depth import ObjectLook, locate
 from .policies import EEF_BODY, ROBOT_PREFIXES
 
 Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
@@ -44,7 +47,11 @@ class PerceptionLevel:
     the fingers), on top of ``dropout``; ``outliers``: probability a
     detection is grossly wrong (a mis-association, a depth hole), its
     position ``outlier_m`` away in a random direction (drawn from a stream
-    of its own, so the other errors are the level's without outliers)."""
+    of its own, so the other errors are the level's without outliers);
+    ``camera``: a camera of the task rendered RGB-D at ``camera_size_px``
+    square, the objects found in its pixels (:class:`CameraDetector`), so the
+    errors are the camera's (occlusion by the arm, depth at edges, colour
+    bleeding), not a noise model's."""
 
     name: str
     position_noise_m: float = 0.0
@@ -56,6 +63,8 @@ class PerceptionLevel:
     occlusion_radius_m: float = 0.06
     outliers: float = 0.0
     outlier_m: float = 0.05
+    camera: str = ''
+    camera_size_px: int = 128
 
     @property
     def exact(self) -> bool:
@@ -76,11 +85,25 @@ LEVELS = {
     'realistic': REALISTIC,
     'double': REALISTIC.scaled('double', noise=2.0, dropout=2.0),
     'outliers': replace(REALISTIC, name='outliers', outliers=0.03),
+    'camera': PerceptionLevel('camera', rate_hz=10.0, latency_s=0.10, camera='agentview', camera_size_px=128),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
 camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
 100 ms late, half the detections lost between the fingers), twice its
-noise and dropout, and it with 3 % of its detections 5 cm off."""
+noise and dropout, it with 3 % of its detections 5 cm off, and the task's
+``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
+found by colour and depth (:mod:`safemanip_ros.perception.colour_depth`).
+
+``CAMERA_LOOKS``: the colour of each task object the camera level finds.
+A body not in it is not reported at that level."""
+
+CAMERA_LOOKS = {
+    'cube_main': ObjectLook('cube_main', (172, 100, 40), (8, 255, 255), 0.021),       # Lift: red wood
+    'cubeA_main': ObjectLook('cubeA_main', (172, 100, 40), (8, 255, 255), 0.020),     # Stack: red wood
+    'cubeB_main': ObjectLook('cubeB_main', (40, 80, 30), (85, 255, 255), 0.025),      # Stack: green wood
+}
+CAMERA_TASKS = frozenset({'Lift', 'Stack'})
+"""The tasks whose every tracked object has a look (PickPlace's red Can and red Cereal box share a colour)."""
 
 
 def tracked_bodies(bodies: list[str]) -> list[str]:
@@ -112,11 +135,8 @@ class PoseDetector:
     def observe(self, time_s: float, poses: dict[str, Pose]) -> None:
         """The true poses at ``time_s``; captures a detection when one is due."""
         lv = self.level
-        if self._next_capture_s is not None and time_s + 1e-9 < self._next_capture_s:
+        if not self._due(time_s):
             return
-        period = 1.0 / lv.rate_hz if lv.rate_hz > 0 else 0.0
-        self._next_capture_s = time_s + period if self._next_capture_s is None else \
-            max(self._next_capture_s + period, time_s)
         eef = np.array(poses[EEF_BODY][0]) if EEF_BODY in poses else None
         seen: dict[str, Pose] = {}
         for body in self.bodies:
@@ -138,6 +158,15 @@ class PoseDetector:
         if seen:
             self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
 
+    def _due(self, time_s: float) -> bool:
+        """Whether a capture is due at ``time_s`` (then the next one is scheduled)."""
+        if self._next_capture_s is not None and time_s + 1e-9 < self._next_capture_s:
+            return False
+        period = 1.0 / self.level.rate_hz if self.level.rate_hz > 0 else 0.0
+        self._next_capture_s = time_s + period if self._next_capture_s is None else \
+            max(self._next_capture_s + period, time_s)
+        return True
+
     def published(self, up_to_s: float) -> list[Detection]:
         """The detections published at or before ``up_to_s`` not yet returned, oldest first."""
         out = [d for d in self._pending if d.publish_s <= up_to_s + 1e-9]
@@ -157,3 +186,44 @@ def _rotate(q: tuple[float, float, float, float], rotvec: np.ndarray) -> tuple[f
     # (dw, d) ⊗ (w, q): the error rotation applied after the true one.
     return (dw * x + dx * w + dy * z - dz * y, dw * y - dx * z + dy * w + dz * x,
             dw * z + dx * y - dy * x + dz * w, dw * w - dx * x - dy * y - dz * z)
+
+
+Frame = tuple[np.ndarray, np.ndarray, np.ndarray, Pose]
+"""One RGB-D capture: rgb uint8[h, w, 3], depth float32[h, w] (m), the pinhole K, the optical frame in the world."""
+
+
+class CameraDetector(PoseDetector):
+    """Detections found in rendered pixels: at each capture ``capture()``
+    gives an RGB-D frame and :func:`~safemanip_ros.perception.colour_depth.locate`
+    finds the objects of ``looks`` in it (identity orientation: it estimates
+    none); published ``latency_s`` after the capture, as :class:`PoseDetector`'s.
+    ``seconds`` and ``errors_m`` keep each capture's cost and each detection's
+    position error against the truth, for the bench."""
+
+    def __init__(self, level: PerceptionLevel, looks: list[ObjectLook], capture: Callable[[], Frame]) -> None:
+        super().__init__(level, [look.name for look in looks], seed=0)
+        self.looks = looks
+        self.capture = capture
+        self.seconds: list[float] = []
+        self.errors_m: list[float] = []
+        self.missed = 0
+
+    def observe(self, time_s: float, poses: dict[str, Pose]) -> None:
+        lv = self.level
+        if not self._due(time_s):
+            return
+        t0 = time.perf_counter()
+        rgb, depth, K, camera_pose = self.capture()
+        found = locate(rgb, depth, K, camera_pose, self.looks)
+        self.seconds.append(time.perf_counter() - t0)
+        seen: dict[str, Pose] = {}
+        for look in self.looks:
+            f = found.get(look.name)
+            if f is None:
+                self.missed += 1
+                continue
+            seen[look.name] = (f.position_m, (0.0, 0.0, 0.0, 1.0))
+            if look.name in poses:
+                self.errors_m.append(float(np.linalg.norm(np.subtract(f.position_m, poses[look.name][0]))))
+        if seen:
+            self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))

@@ -19,10 +19,10 @@ import numpy as np
 from ..bag.typestore import typestore
 from ..bag.writer import SplitBagWriter
 from . import ros_messages
-from .perception import LEVELS, PerceptionLevel, PoseDetector, tracked_bodies
+from .perception import CAMERA_LOOKS, LEVELS, CameraDetector, Frame, PerceptionLevel, PoseDetector, tracked_bodies
 from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
-from .world import SimWorld
+from .world import SimError, SimWorld
 
 TRUTH_FILE = 'truth.json'
 TASK_TARGET = {'Lift': 'cube', 'Stack': 'cube_a', 'PickPlace': 'can'}
@@ -100,7 +100,8 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
         if not perception.exact:
             tracked = tracked_bodies(dynamic)
             dynamic = [b for b in dynamic if b not in set(tracked)]
-            detector = PoseDetector(perception, tracked, seed=spec.seed + 7919)
+            detector = PoseDetector(perception, tracked, seed=spec.seed + 7919) if not perception.camera else \
+                camera_detector(world, perception, tracked)
 
         def write(topic: str, msg: object, t_ns: int) -> None:
             writer.write(topic, t_ns, ts.serialize_cdr(msg, ros_messages.TOPICS[topic]))
@@ -139,6 +140,24 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
         writer.close()
     (bag / TRUTH_FILE).write_text(json.dumps(truth.to_dict(), indent=1))
     return truth
+
+
+def camera_detector(world: SimWorld, level: PerceptionLevel, bodies: list[str]) -> CameraDetector:
+    """The camera level's detector of ``bodies`` in ``world`` (made with
+    ``camera=level.camera``): the bodies of :data:`~.perception.CAMERA_LOOKS`, rendered at the level's size."""
+    if world.camera != level.camera:
+        raise SimError(f'perception level {level.name} renders camera {level.camera!r}: make the world with '
+                       f'SimWorld(..., camera={level.camera!r})')
+    looks = [CAMERA_LOOKS[b] for b in bodies if b in CAMERA_LOOKS]
+    if not looks:
+        raise SimError(f'perception level {level.name}: no colour known for any object of task {world.task} '
+                       f'({", ".join(bodies)}); CAMERA_LOOKS has {", ".join(CAMERA_LOOKS)}')
+    n = level.camera_size_px
+
+    def capture() -> Frame:
+        rgb, depth = world.render_rgbd(n, n)
+        return rgb, depth, world.camera_intrinsics(n, n), world.camera_optical_pose()
+    return CameraDetector(level, looks, capture)
 
 
 def read_truth(bag: Path) -> dict[str, Any] | None:

@@ -84,7 +84,7 @@ class SimWorld:
     same seed in any process."""
 
     def __init__(self, task: str = 'Lift', seed: int = 0, horizon_frames: int = 2000, camera: str = '') -> None:
-        """``camera``: a robosuite camera to render on request (:meth:`render`);
+        """``camera``: a robosuite camera to render on request (:meth:`render_rgbd`);
         needs a GL back-end (``MUJOCO_GL=egl`` with Mesa, or ``osmesa``)."""
         if camera:
             os.environ.setdefault('MUJOCO_GL', 'egl')
@@ -187,12 +187,18 @@ class SimWorld:
         vel = [float(d.qvel[m.jnt_dofadr[j]]) for j in self._joints]
         return SimSample(self.time_s, self.step_count, names, pos, vel, poses, contacts, dict(self.obs))
 
-    def render(self, width_px: int = 128, height_px: int = 128) -> np.ndarray:
-        """The configured camera's RGB image (uint8[h, w, 3], top row first)."""
+    def render_rgbd(self, width_px: int = 128, height_px: int = 128) -> tuple[np.ndarray, np.ndarray]:
+        """The configured camera's RGB image (uint8[h, w, 3]) and depth along
+        its optical axis in metres (float32[h, w], a ``32FC1`` image as an RGB-D
+        driver publishes it), top row first, from one render."""
         if not self.camera:
             raise SimError('no camera configured (SimWorld(camera=NAME))')
-        img = self.env.sim.render(camera_name=self.camera, width=width_px, height=height_px)
-        return np.ascontiguousarray(img[::-1])       # OpenGL's rows run bottom-up
+        rgb, buffer = self.env.sim.render(camera_name=self.camera, width=width_px, height=height_px, depth=True)
+        # OpenGL's depth buffer, non-linear in [0, 1], to metres (MuJoCo's clip planes scale with the model).
+        extent = float(self.model.stat.extent)
+        near, far = float(self.model.vis.map.znear) * extent, float(self.model.vis.map.zfar) * extent
+        depth_m = near / (1.0 - buffer.astype(np.float64) * (1.0 - near / far))
+        return np.ascontiguousarray(rgb[::-1]), np.ascontiguousarray(depth_m[::-1], dtype=np.float32)
 
     def camera_intrinsics(self, width_px: int = 128, height_px: int = 128) -> np.ndarray:
         """The pinhole matrix K of the configured camera (square pixels, vertical field of view)."""
