@@ -51,10 +51,11 @@ def register_options(p: argparse.ArgumentParser) -> None:
                    help=f'how many of the demo episodes to run (default {len(DEMO_EPISODES)})')
     p.add_argument('--episode-timeout-s', type=float, default=120.0,
                    help='give up on an episode that has not finished after this long (default 120 s)')
-    p.add_argument('--perception', default='truth', choices=['truth', 'realistic', 'double'],
-                   help="object poses as the simulator knows them (truth) or as a camera tracker "
+    p.add_argument('--perception', default='truth', choices=['truth', 'realistic', 'double', 'camera'],
+                   help="object poses as the simulator knows them (truth), as a camera tracker "
                         "publishes them: noisy, 10 Hz, late, some missed (realistic; double: twice the "
-                        "noise and misses)")
+                        "noise and misses), or found in the pixels of a rendered RGB-D camera (camera: "
+                        "Lift episodes only)")
     p.add_argument('--canary', action='store_true',
                    help='two canaries instead: a good policy and one that drops the cube, each gated live by '
                         '`gate --live` (PASS / FAIL as early as the evidence allows), then checked against '
@@ -205,6 +206,13 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
     plan = DEMO_EPISODES[:max(1, args.episodes)]
+    from ..sim.perception import CAMERA_TASKS, LEVELS
+    if LEVELS[args.perception].camera:
+        left_out = [f'{t} {f}' for t, f, _ in plan if t not in CAMERA_TASKS]
+        plan = [e for e in plan if e[0] in CAMERA_TASKS]
+        if left_out:
+            _say(f'--perception {args.perception}: {", ".join(left_out)} left out (no colour known for their '
+                 f'objects: PickPlace\'s Can and Cereal box are the same red)')
     _say(f'safemanip demo: {len(plan)} robosuite episodes (Lift and PickPlace with food; Panda, 20 Hz physics; '
          f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')

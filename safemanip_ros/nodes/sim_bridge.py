@@ -74,7 +74,7 @@ from ..settings import SIM_BRIDGE
 from ..sim import ros_messages
 from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
-from ..sim.recording import TASK_TARGET, EpisodeSpec, task_script
+from ..sim.recording import TASK_TARGET, EpisodeSpec, camera_detector, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimSample, SimWorld
 from ..stamps import stamp_s
 from .guard import CallbackGuard
@@ -108,7 +108,13 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         def p(name: str) -> Any:
             return self.get_parameter(name).value
         self.types = RCLPY_TYPES
-        self.camera = str(p('camera'))
+        level = str(p('perception'))
+        if level not in LEVELS:
+            raise ParameterError(f'perception: unknown level {level!r}; known: {", ".join(LEVELS)}')
+        self.camera = str(p('camera')) or LEVELS[level].camera    # the camera level sees through its camera
+        if LEVELS[level].camera and self.camera != LEVELS[level].camera:
+            raise ParameterError(f'perception: level {level} finds objects in camera {LEVELS[level].camera!r}, '
+                                 f'not camera {self.camera!r}: leave camera unset or name that one')
         self.world = SimWorld(str(p('task')), int(p('seed')), camera=self.camera)
         self.sample = self.world.reset()
         spec = EpisodeSpec(str(p('task')), str(p('fault')), int(p('seed')))
@@ -126,14 +132,12 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         self._arm = [j for j in self.sample.joint_names if j.startswith('robot0_joint')]
         static = self.world.static_bodies()
         self._dynamic = [b for b in self.sample.poses if b not in set(static)]
-        level = str(p('perception'))
-        if level not in LEVELS:
-            raise ParameterError(f'perception: unknown level {level!r}; known: {", ".join(LEVELS)}')
         self._detector: PoseDetector | None = None
         if not LEVELS[level].exact:
             tracked = tracked_bodies(self._dynamic)
             self._dynamic = [b for b in self._dynamic if b not in set(tracked)]
-            self._detector = PoseDetector(LEVELS[level], tracked, seed=spec.seed + 7919)
+            self._detector = camera_detector(self.world, LEVELS[level], tracked) if LEVELS[level].camera else \
+                PoseDetector(LEVELS[level], tracked, seed=spec.seed + 7919)
         self._pub_clock = self.create_publisher(Clock, '/clock', 10)
         # Reliable, as ros2_control's joint_state_broadcaster and simulators publish: a best-effort
         # subscriber still matches, a reliable one loses nothing on a busy machine.
