@@ -108,3 +108,42 @@ def test_image_encodings():
         image_to_array('yuv422', 2, 2, 4, bytes(8))
     with pytest.raises(CameraError, match='too small'):
         image_to_array('rgb8', 2, 3, 9, bytes(10))
+
+
+def test_depth_images_read_as_metres_with_no_reading_unknown():
+    """REP 118: 32FC1 in metres; a RealSense's 16UC1 in millimetres, 0 for no reading; both NaN where unknown."""
+    from safemanip_ros.grounding.camera import depth_metres
+    mm = np.array([[0, 1000], [1500, 65535]], '<u2')
+    got = depth_metres('16UC1', image_to_array('16UC1', 2, 2, 4, mm.tobytes()))
+    assert np.isnan(got[0, 0]) and got[0, 1] == 1.0 and got[1, 0] == 1.5
+    metres = np.array([[0.0, 0.7], [np.nan, -1.0]], '<f4')
+    got = depth_metres('32FC1', image_to_array('32FC1', 2, 2, 8, metres.tobytes()))
+    assert got.dtype == np.float32 and got[0, 1] == pytest.approx(0.7)
+    assert np.isnan(got[0, 0]) and np.isnan(got[1, 0]) and np.isnan(got[1, 1])
+    big_endian = np.array([[2.5]], '>f4')
+    assert depth_metres('32FC1', image_to_array('32FC1', 1, 1, 4, big_endian.tobytes(), is_bigendian=True))[0, 0] == 2.5
+    with pytest.raises(CameraError, match='32FC1 \\(m\\) or 16UC1 \\(mm\\)'):
+        depth_metres('rgb8', np.zeros((1, 1, 3), np.uint8))
+
+
+def test_camera_objects_are_checked_where_the_configuration_gives_them(tmp_path):
+    """``camera.objects``: an entity's colour (hue may wrap through red), its
+    centre behind its faces by default the shape's smallest half extent; a
+    bad range or an unknown entity is one error naming the place."""
+    from conftest import REPO
+
+    from safemanip_ros.errors import SpecError
+    from safemanip_ros.grounding.config import load_robot_config
+    base = (REPO / 'config' / 'robots' / 'robosuite_lift.yaml').read_text()
+    (cube,) = load_robot_config(REPO / 'config' / 'robots' / 'robosuite_lift.yaml').camera.objects
+    assert (cube.name, cube.hsv_low, cube.hsv_high, cube.centre_behind_m) == \
+        ('cube_main', (172, 100, 40), (8, 255, 255), 0.021)
+    for bad, words in [('cube: {hsv_low: [172, 100, 40], hsv_high: [8, 255, 300]}', 'outside OpenCV'),
+                       ('cube: {hsv_low: [0, 200, 40], hsv_high: [8, 100, 255]}', 'must not exceed'),
+                       ('mug: {hsv_low: [0, 100, 40], hsv_high: [8, 255, 255]}', 'not an entity (cube, table)'),
+                       ('cube: {hsv_low: [0, 100], hsv_high: [8, 255, 255]}', '[h, s, v]')]:
+        path = tmp_path / 'robot.yaml'
+        path.write_text(base.replace("    cube: {hsv_low: [172, 100, 40], hsv_high: [8, 255, 255]}", f'    {bad}'))
+        with pytest.raises(SpecError, match=None) as err:
+            load_robot_config(path)
+        assert words in str(err.value) and 'robot.yaml' in str(err.value), str(err.value)

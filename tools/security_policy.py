@@ -55,7 +55,7 @@ NODES: dict[str, dict[str, list[str]]] = {
                      'subscribe': ['/tf', '/tf_static', 'predicates/contacts', 'predicates/skills']},
     'skill_grounding': {'publish': ['predicates/skills', '/diagnostics'], 'subscribe': ['skill_events']},
     'camera_grounding': {'publish': ['predicates/camera', '/diagnostics'],
-                         'subscribe': ['image', 'camera_info', '/tf', '/tf_static', 'predicates/contacts']},
+                         'subscribe': ['image', 'depth', 'camera_info', '/tf', '/tf_static', 'predicates/contacts']},
     'monitor': {'publish': ['verdicts', 'violations', 'metrics', 'metrics/final', 'status', '/diagnostics',
                             '~/transition_event'],
                 'subscribe': PREDICATES,

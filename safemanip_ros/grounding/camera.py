@@ -22,9 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import SafemanipError
+from ..perception.colour_depth import ObjectLook
 from .base import Freshness, InputHealth, Predicates, all_unknown
 
-SUPPORTED_ENCODINGS = ('rgb8', 'bgr8', 'mono8', '16UC1')
+SUPPORTED_ENCODINGS = ('rgb8', 'bgr8', 'mono8', '16UC1', '32FC1')
 
 
 class CameraError(SafemanipError):
@@ -34,12 +35,13 @@ class CameraError(SafemanipError):
 def image_to_array(encoding: str, height: int, width: int, step: int, data: bytes | bytearray | memoryview,
                    is_bigendian: bool = False) -> np.ndarray:
     """The image as ``uint8[h, w, 3]`` (RGB order) for colour, ``uint8[h, w]``
-    for mono8 or ``uint16[h, w]`` for 16UC1."""
+    for mono8, ``uint16[h, w]`` for 16UC1 or ``float32[h, w]`` for 32FC1."""
     if encoding not in SUPPORTED_ENCODINGS:
         raise CameraError(f'unsupported image encoding {encoding!r}; supported: {", ".join(SUPPORTED_ENCODINGS)}')
     pixel: dict[str, tuple[int, np.dtype[Any]]] = {
         'rgb8': (3, np.dtype(np.uint8)), 'bgr8': (3, np.dtype(np.uint8)), 'mono8': (1, np.dtype(np.uint8)),
-        '16UC1': (1, np.dtype('>u2') if is_bigendian else np.dtype('<u2'))}
+        '16UC1': (1, np.dtype('>u2') if is_bigendian else np.dtype('<u2')),
+        '32FC1': (1, np.dtype('>f4') if is_bigendian else np.dtype('<f4'))}
     channels, dtype = pixel[encoding]
     itemsize = dtype.itemsize
     row_bytes = width * channels * itemsize
@@ -51,7 +53,24 @@ def image_to_array(encoding: str, height: int, width: int, step: int, data: byte
         np.ascontiguousarray(buf).view(dtype).reshape(height, width)
     if encoding == 'bgr8':
         img = img[:, :, ::-1]
+    if encoding == '32FC1':
+        return img.astype(np.float32)
     return img.astype(np.uint16) if encoding == '16UC1' else np.ascontiguousarray(img)
+
+
+def depth_metres(encoding: str, image: np.ndarray) -> np.ndarray:
+    """A depth image as ``float32[h, w]`` metres along the optical axis, NaN
+    where unknown: ``32FC1`` is metres already (REP 118), ``16UC1`` millimetres
+    with 0 for no reading (a RealSense's or Kinect's aligned depth)."""
+    if encoding == '32FC1':
+        out = image.astype(np.float32, copy=True)
+        out[~(out > 0)] = np.nan          # 0, negative and NaN: no reading
+        return out
+    if encoding == '16UC1':
+        mm = image.astype(np.float32)
+        mm[mm == 0] = np.nan
+        return mm / 1000.0
+    raise CameraError(f'a depth image is 32FC1 (m) or 16UC1 (mm), not {encoding!r}')
 
 
 @dataclass(frozen=True)
@@ -124,8 +143,13 @@ class ColourRegion:
 
 @dataclass
 class CameraConfig:
+    """``regions``: colour-region predicates; ``objects``: objects found by
+    colour and depth in an RGB-D pair and published on TF
+    (:mod:`safemanip_ros.perception.colour_depth`)."""
+
     regions: dict[str, ColourRegion] = field(default_factory=dict)
     staleness_s: float = 0.5
+    objects: list[ObjectLook] = field(default_factory=list)
 
 
 class CameraGrounding:

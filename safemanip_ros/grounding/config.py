@@ -14,8 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError
+from ..perception.colour_depth import ObjectLook
 from ..resources import config_dir
 from ..spec.fields import Field, validate
 from ..spec.ontology import Ontology, Scene, layered_ontology_files, load_ontology, scene_from_mapping
@@ -100,6 +102,19 @@ def _region_problem(region: dict[str, list[int]]) -> str | None:
     return None
 
 
+def _look_problem(look: dict[str, Any]) -> str | None:
+    low, high = look['hsv_low'], look['hsv_high']
+    if len(low) != 3 or len(high) != 3:
+        return 'hsv_low/hsv_high are [h, s, v]'
+    for name, hsv in (('hsv_low', low), ('hsv_high', high)):
+        if not all(0 <= v <= top for v, top in zip(hsv, _HSV_MAX)):
+            return f'{name} {hsv} is outside OpenCV\'s HSV range (h 0..179, s and v 0..255)'
+    if not (low[1] <= high[1] and low[2] <= high[2]):
+        return f'hsv_low {low} must not exceed hsv_high {high} in saturation or value (a low hue above the ' \
+               f'high one wraps through red)'
+    return None
+
+
 _NAME = Field('str', check=_nonempty)
 
 
@@ -165,7 +180,12 @@ ROBOT_SCHEMA = Field('map', keys={
             'rect_px': Field('list', required=True, items=Field('int')),
             'hsv_low': Field('list', required=True, items=Field('int')),
             'hsv_high': Field('list', required=True, items=Field('int')),
-            'min_fraction': Field('float')}))}),
+            'min_fraction': Field('float')})),
+        # Objects found by colour and depth in the camera's RGB-D pair (perception/colour_depth.py).
+        'objects': Field('dict', values=Field('map', check=_look_problem, keys={
+            'hsv_low': Field('list', required=True, items=Field('int')),
+            'hsv_high': Field('list', required=True, items=Field('int')),
+            'centre_behind_m': Field('float', minimum=0.0)}))}),
     # The robot stack's skill events (grounding/skills.py): its skill names → SafeManip's actions.
     'skills': Field('map', keys={
         'topic': _TOPIC, 'actions': Field('dict', values=Field('str')),
@@ -298,6 +318,16 @@ def load_robot_config(path: str | Path) -> RobotConfig:
         x0, y0, x1, y1 = r['rect_px']
         regions[name] = ColourRegion(x0, y0, x1, y1, tuple(r['hsv_low']), tuple(r['hsv_high']),
                                      float(r.get('min_fraction', 0.2)))
+    looks = []
+    for ent, look in (cam.get('objects') or {}).items():          # (_look_problem)
+        if ent not in ents:
+            raise SpecError(f'{cam["objects"].where(ent)}: camera.objects.{ent}: not an entity ({", ".join(ents)})')
+        behind = look.get('centre_behind_m')
+        if behind is None:      # default: the shape's smallest half extent (a box seen face on; a radius)
+            dims = shapes[ent].dims_m
+            behind = min(dims) if dims else 0.0
+        looks.append(ObjectLook(ents[ent].get('frame', ent), tuple(look['hsv_low']), tuple(look['hsv_high']),
+                                float(behind)))
     markers = {}
     for key, ent in (cam.get('markers') or {}).items():
         if not str(key).isdigit() or ent not in ents:
@@ -312,7 +342,7 @@ def load_robot_config(path: str | Path) -> RobotConfig:
             raise SpecError(f'{doc["fixtures"].where(name)}: fixtures.{name}: open and closed positions are equal')
         fixtures[name] = (spec['joint'], float(spec['closed']), float(spec['open']))
     return RobotConfig(doc['robot'], str(path), float(doc.get('rate_hz', 20.0)), onto, scene, joints, contacts,
-                       wrench, tf, CameraConfig(regions, st.get('camera', 0.5)),
+                       wrench, tf, CameraConfig(regions, st.get('camera', 0.5), looks),
                        fixtures=FixtureConfig(fixtures, staleness_s=st.get('joint_states', 0.2)),
                        camera_frame=doc.get('camera_frame', 'camera_optical_frame'),
                        marker_dictionary=cam.get('dictionary', 'DICT_4X4_50'),

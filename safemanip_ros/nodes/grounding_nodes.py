@@ -30,7 +30,7 @@ from safemanip_ros.msg import ContactArray, PredicateArray, SkillEvent
 
 from ..errors import SafemanipError
 from ..grounding.base import Freshness, Predicates
-from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector
+from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, depth_metres
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
@@ -51,8 +51,9 @@ from ..grounding.messages import (
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
 from ..monitor.queue import StampQueue
+from ..perception.colour_depth import locate
 from ..settings import CONTACT_GROUNDING, GROUNDING, RATE_HZ, TF_GROUNDING
-from ..stamps import StampSkew, stamp_s
+from ..stamps import StampSkew, stamp_ns, stamp_s
 from .conversions import ns_from_time, predicate_values
 from .guard import CallbackGuard
 from .params import RosParameters, check_setting, declare_settings
@@ -392,24 +393,79 @@ class TfGroundingNode(GroundingNode):
 class CameraGroundingNode(GroundingNode):
     """Subscribes ``image`` (sensor_msgs/Image) and ``camera_info``; publishes
     colour-region predicates and each configured marker's pose on ``/tf``
-    (parent: the configuration's camera frame, child: the entity frame)."""
+    (parent: the configuration's camera frame, child: the entity frame).
+    With ``camera.objects`` configured it also subscribes ``depth`` (32FC1
+    metres or 16UC1 millimetres, aligned with ``image``) and publishes, for
+    each RGB-D pair of one stamp, the objects found in it by colour and depth
+    (:mod:`safemanip_ros.perception.colour_depth`) on ``/tf``, stamped with
+    the capture: parent the image's frame, child the entity's frame."""
 
     source = 'camera'
+    PAIRS_KEPT = 8
+    """Images or depth images kept waiting for their partner of the same stamp."""
 
     def __init__(self) -> None:
         super().__init__('camera_grounding')
         self.grounding = CameraGrounding(self.robot.camera)
         self.detector = MarkerDetector(self.robot.marker_dictionary, self.robot.marker_size_m) \
             if self.robot.markers else None
+        self.looks = list(self.robot.camera.objects)
         self._info: CameraInfo | None = None
+        self._waiting: dict[str, dict[int, Any]] = {'image': {}, 'depth': {}}    # stamp ns → message
         self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
         self.create_subscription(CameraInfo, 'camera_info', self._on_info, SENSORS)
         self.create_subscription(Image, 'image', self._on_image, SENSORS)
+        if self.looks:
+            self.create_subscription(Image, 'depth', self._on_depth, SENSORS)
 
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg
 
+    def _on_depth(self, msg: Image) -> None:
+        self._pair('depth', msg)
+
+    def _pair(self, kind: str, msg: Image) -> None:
+        """Keep ``msg``; locate the objects once its partner of the same stamp has come."""
+        stamp = stamp_ns(msg.header.stamp)
+        other = self._waiting['depth' if kind == 'image' else 'image'].pop(stamp, None)
+        if other is None:
+            waiting = self._waiting[kind]
+            waiting[stamp] = msg
+            while len(waiting) > self.PAIRS_KEPT:
+                del waiting[min(waiting)]
+            return
+        image, depth = (msg, other) if kind == 'image' else (other, msg)
+        if self._info is None:
+            self.get_logger().warning('objects: no camera_info yet; RGB-D pairs skipped', throttle_duration_sec=5.0)
+            return
+        try:
+            rgb, metres = image_array(image), depth_metres(depth.encoding, image_array(depth))
+        except CameraError as err:
+            self.get_logger().error(f'objects: {err.one_line()}', throttle_duration_sec=5.0)
+            self.grounding.health.missing_inputs += 1
+            return
+        if rgb.ndim != 3 or metres.shape != rgb.shape[:2]:
+            self.get_logger().error(f'objects: image {image.encoding} {image.width}x{image.height} and depth '
+                                    f'{depth.width}x{depth.height} are not one aligned RGB-D pair',
+                                    throttle_duration_sec=5.0)
+            return
+        found = locate(rgb, metres, np.array(self._info.k).reshape(3, 3), ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+                       self.looks)
+        out = TFMessage()
+        for name, f in found.items():
+            t = TransformStamped()
+            t.header.stamp = image.header.stamp
+            t.header.frame_id = image.header.frame_id or self.robot.camera_frame
+            t.child_frame_id = name
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = f.position_m
+            t.transform.rotation.w = 1.0          # no orientation estimated: the identity, as documented
+            out.transforms.append(t)
+        if out.transforms:
+            self._tf_pub.publish(out)
+
     def _on_image(self, msg: Image) -> None:
+        if self.looks:
+            self._pair('image', msg)
         try:
             img = image_array(msg)
         except CameraError as err:

@@ -246,7 +246,7 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
         left_out = sorted({spec.task for spec in plan} - {spec.task for spec in level_plan})
         if left_out:
             progress(f'perception level {level}: {", ".join(left_out)} not run: no colour known for its objects '
-                     f'(sim/perception.py CAMERA_LOOKS)')
+                     f'(camera.objects of its robot configuration)')
         bags = record(level_plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
         for mode in onsets:
             key = level if mode == 'geometry' else f'{level}/{mode}'

@@ -94,16 +94,12 @@ noise and dropout, it with 3 % of its detections 5 cm off, and the task's
 ``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
 found by colour and depth (:mod:`safemanip_ros.perception.colour_depth`).
 
-``CAMERA_LOOKS``: the colour of each task object the camera level finds.
-A body not in it is not reported at that level."""
+The camera level's objects and their colours are the task's robot
+configuration's ``camera.objects`` (``config/robots/robosuite_*.yaml``), as
+a cell's perception node reads them."""
 
-CAMERA_LOOKS = {
-    'cube_main': ObjectLook('cube_main', (172, 100, 40), (8, 255, 255), 0.021),       # Lift: red wood
-    'cubeA_main': ObjectLook('cubeA_main', (172, 100, 40), (8, 255, 255), 0.020),     # Stack: red wood
-    'cubeB_main': ObjectLook('cubeB_main', (40, 80, 30), (85, 255, 255), 0.025),      # Stack: green wood
-}
 CAMERA_TASKS = frozenset({'Lift', 'Stack'})
-"""The tasks whose every tracked object has a look (PickPlace's red Can and red Cereal box share a colour)."""
+"""The tasks whose configuration gives its objects' colours (PickPlace's red Can and red Cereal box share one)."""
 
 
 def tracked_bodies(bodies: list[str]) -> list[str]:

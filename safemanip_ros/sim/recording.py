@@ -19,7 +19,7 @@ import numpy as np
 from ..bag.typestore import typestore
 from ..bag.writer import SplitBagWriter
 from . import ros_messages
-from .perception import CAMERA_LOOKS, LEVELS, CameraDetector, Frame, PerceptionLevel, PoseDetector, tracked_bodies
+from .perception import LEVELS, CameraDetector, Frame, PerceptionLevel, PoseDetector, tracked_bodies
 from .pickplace import PickPlaceLabeller, PickPlacePolicy
 from .policies import LiftPolicy, StackPolicy, Truth, TruthLabeller
 from .world import SimError, SimWorld
@@ -144,14 +144,20 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
 
 def camera_detector(world: SimWorld, level: PerceptionLevel, bodies: list[str]) -> CameraDetector:
     """The camera level's detector of ``bodies`` in ``world`` (made with
-    ``camera=level.camera``): the bodies of :data:`~.perception.CAMERA_LOOKS`, rendered at the level's size."""
+    ``camera=level.camera``): the objects whose colours the task's robot configuration gives
+    (``camera.objects``), rendered at the level's size."""
     if world.camera != level.camera:
         raise SimError(f'perception level {level.name} renders camera {level.camera!r}: make the world with '
                        f'SimWorld(..., camera={level.camera!r})')
-    looks = [CAMERA_LOOKS[b] for b in bodies if b in CAMERA_LOOKS]
+    from ..grounding.config import load_robot_config
+    from ..resources import config_path
+    from . import ROBOT_CONFIGS
+    config = config_path('robots', ROBOT_CONFIGS.get(world.task, 'none'))
+    known = load_robot_config(config).camera.objects if config.exists() else []
+    looks = [look for look in known if look.name in set(bodies)]
     if not looks:
         raise SimError(f'perception level {level.name}: no colour known for any object of task {world.task} '
-                       f'({", ".join(bodies)}); CAMERA_LOOKS has {", ".join(CAMERA_LOOKS)}')
+                       f'({", ".join(bodies)}): give them in camera.objects of {config.name}')
     n = level.camera_size_px
 
     def capture() -> Frame:
