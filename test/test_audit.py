@@ -269,12 +269,12 @@ def test_ray_task_writes_where_it_sees_the_output_folder(bags, tmp_path):
     """A Ray task writes its results itself only where the driver's mark for
     the run is in the output folder; elsewhere it returns each result with
     the key the driver then stores it under (the same key either way)."""
-    from safemanip_ros.audit.engine import _RAY_MARK, AuditConfig, _name, _ray_chunk, _result_key
+    from safemanip_ros.audit.engine import _RAY_MARK, AuditConfig, _ray_chunk, _result_key, source_name
 
     cfg = AuditConfig((str(REPO / 'config' / 'properties' / 'safemanip.yaml'),), SCENE, only=(PROP,),
                       success='task_done')
     chunk = [str(bags / 'ep0'), str(bags / 'ep1')]
-    keys = {p: (_name(Path(p)), None) for p in chunk}
+    keys = {p: (source_name(Path(p)), None) for p in chunk}
     out = tmp_path / 'out'
     out.mkdir()
     written, outcomes = _ray_chunk(chunk, cfg, str(out), keys, 'abc')     # no mark: not shared

@@ -84,7 +84,8 @@ LAYERS_BELOW = {
     # foxglove: what Foxglove is shown, from a robot's configuration, TF decoded by the bag layouts and
     # the monitor's verdict board;
     # nodes: audit for the live gate.
-    'foxglove': {'bag', 'grounding', 'monitor'},        # monitor: the verdict board
+    # foxglove: audit for an audited rollout's MCAP (the audit's own frames and verdicts).
+    'foxglove': {'audit', 'bag', 'grounding', 'monitor', 'spec'},   # monitor: the verdict board; spec: instances
     'nodes': {'audit', 'bag', 'foxglove', 'grounding', 'ltlf', 'monitor', 'sim', 'spec', 'supervisor', 'msg'},
     'cli': {'audit', 'bag', 'foxglove', 'grounding', 'gym', 'ltlf', 'monitor', 'nodes', 'sim', 'spec', 'specrl',
             'supervisor', 'msg'},

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import SafemanipError
-from ..perception.colour_depth import ObjectLook
 from .base import Freshness, InputHealth, Predicates, all_unknown
+from .colour_depth import ObjectLook
 
 SUPPORTED_ENCODINGS = ('rgb8', 'bgr8', 'mono8', '16UC1', '32FC1')
 
@@ -145,7 +145,7 @@ class ColourRegion:
 class CameraConfig:
     """``regions``: colour-region predicates; ``objects``: objects found by
     colour and depth in an RGB-D pair and published on TF
-    (:mod:`safemanip_ros.perception.colour_depth`)."""
+    (:mod:`safemanip_ros.grounding.colour_depth`)."""
 
     regions: dict[str, ColourRegion] = field(default_factory=dict)
     staleness_s: float = 0.5

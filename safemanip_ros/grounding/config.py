@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..perception.colour_depth import ObjectLook
 from ..resources import config_dir
 from ..spec.fields import Field, validate
 from ..spec.ontology import Ontology, Scene, layered_ontology_files, load_ontology, scene_from_mapping
 from ..spec.yamlio import Located, load_yaml
 from .camera import CameraConfig, ColourRegion
+from .colour_depth import ObjectLook
 from .contacts import ContactConfig, WrenchConfig
 from .geometry import Shape, SupportSurface
 from .joints import FixtureConfig, GripperCalibration, JointConfig
@@ -181,7 +181,7 @@ ROBOT_SCHEMA = Field('map', keys={
             'hsv_low': Field('list', required=True, items=Field('int')),
             'hsv_high': Field('list', required=True, items=Field('int')),
             'min_fraction': Field('float')})),
-        # Objects found by colour and depth in the camera's RGB-D pair (perception/colour_depth.py).
+        # Objects found by colour and depth in the camera's RGB-D pair (grounding/colour_depth.py).
         'objects': Field('dict', values=Field('map', check=_look_problem, keys={
             'hsv_low': Field('list', required=True, items=Field('int')),
             'hsv_high': Field('list', required=True, items=Field('int')),

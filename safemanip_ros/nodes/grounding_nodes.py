@@ -31,6 +31,7 @@ from safemanip_ros.msg import ContactArray, PredicateArray, SkillEvent
 from ..errors import SafemanipError
 from ..grounding.base import Freshness, Predicates
 from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, depth_metres
+from ..grounding.colour_depth import locate
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
@@ -51,7 +52,6 @@ from ..grounding.messages import (
 from ..grounding.skills import SkillGrounding
 from ..grounding.tf import TfGrounding
 from ..monitor.queue import StampQueue
-from ..perception.colour_depth import locate
 from ..settings import CONTACT_GROUNDING, GROUNDING, RATE_HZ, TF_GROUNDING
 from ..stamps import StampSkew, stamp_ns, stamp_s
 from .conversions import ns_from_time, predicate_values
@@ -397,7 +397,7 @@ class CameraGroundingNode(GroundingNode):
     With ``camera.objects`` configured it also subscribes ``depth`` (32FC1
     metres or 16UC1 millimetres, aligned with ``image``) and publishes, for
     each RGB-D pair of one stamp, the objects found in it by colour and depth
-    (:mod:`safemanip_ros.perception.colour_depth`) on ``/tf``, stamped with
+    (:mod:`safemanip_ros.grounding.colour_depth`) on ``/tf``, stamped with
     the capture: parent the image's frame, child the entity's frame."""
 
     source = 'camera'

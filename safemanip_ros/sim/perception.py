@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..perception.colour_depth import ObjectLook, locate
+from ..grounding.colour_depth import ObjectLook, locate
 from .policies import EEF_BODY, ROBOT_PREFIXES
 
 Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
@@ -92,7 +92,7 @@ camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
 100 ms late, half the detections lost between the fingers), twice its
 noise and dropout, it with 3 % of its detections 5 cm off, and the task's
 ``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
-found by colour and depth (:mod:`safemanip_ros.perception.colour_depth`).
+found by colour and depth (:mod:`safemanip_ros.grounding.colour_depth`).
 
 The camera level's objects and their colours are the task's robot
 configuration's ``camera.objects`` (``config/robots/robosuite_*.yaml``), as
@@ -190,7 +190,7 @@ Frame = tuple[np.ndarray, np.ndarray, np.ndarray, Pose]
 
 class CameraDetector(PoseDetector):
     """Detections found in rendered pixels: at each capture ``capture()``
-    gives an RGB-D frame and :func:`~safemanip_ros.perception.colour_depth.locate`
+    gives an RGB-D frame and :func:`~safemanip_ros.grounding.colour_depth.locate`
     finds the objects of ``looks`` in it (identity orientation: it estimates
     none); published ``latency_s`` after the capture, as :class:`PoseDetector`'s.
     ``seconds`` and ``errors_m`` keep each capture's cost and each detection's

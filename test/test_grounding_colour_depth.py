@@ -1,4 +1,4 @@
-"""Object positions from an RGB-D frame (perception/colour_depth.py), on
+"""Object positions from an RGB-D frame (grounding/colour_depth.py), on
 synthetic frames whose answer is known exactly: the pinhole geometry
 through a turned camera, hue ranges that wrap through red, the largest
 region rather than a stray pixel, the silhouette's mixed depth left out, and
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from safemanip_ros.perception.colour_depth import ObjectLook, locate
+from safemanip_ros.grounding.colour_depth import ObjectLook, locate
 
 RED = ObjectLook('cube', (172, 100, 40), (8, 255, 255), 0.02)
 GREEN = ObjectLook('block', (40, 80, 30), (85, 255, 255), 0.0)

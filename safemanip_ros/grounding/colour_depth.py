@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..grounding.poses import quat_to_rot
+from .poses import quat_to_rot
 
 __all__ = ['ObjectLook', 'Located', 'locate', 'mask_of']
 
