@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import REPO, wait_for
+from conftest import REPO, simulated_recording, wait_for
 
 BIN = Path(sys.executable).parent
 DOCS = [REPO / 'README.md', *sorted((REPO / 'docs').glob('*.md'))]
@@ -171,16 +171,7 @@ def test_blocks_run_elsewhere_are_run_there():
 def recording(tmp_path_factory) -> Path:
     """A few seconds of a robot cell's raw inputs as rosbag2 records them (joint states, TF, contacts,
     /clock): a simulated Lift episode, what `ros2 bag record` would have written beside the simulator."""
-    from safemanip_ros.sim.recording import EpisodeSpec, run_episode
-    from safemanip_ros.sim.world import SimWorld, import_robosuite
-    import_robosuite()
-    out = tmp_path_factory.mktemp('recording')
-    world = SimWorld('Lift')
-    try:
-        run_episode(world, EpisodeSpec('Lift', 'none', 3), out)
-    finally:
-        world.close()
-    return out / 'lift_none_003'
+    return simulated_recording(tmp_path_factory.mktemp('recording'), 'none', 3)
 
 
 def _sandbox(tmp_path: Path, recording: Path) -> Path:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, wait_for
+from conftest import REPO, simulated_recording, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from ros_helpers import ros_node
 
@@ -311,16 +311,7 @@ def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_pat
 def dropped_cube(tmp_path_factory) -> Path:
     """A recording a robot's own stack would have made (raw inputs and /clock): a simulated Lift episode whose
     policy drops the cube mid-air."""
-    from safemanip_ros.sim.recording import EpisodeSpec, run_episode
-    from safemanip_ros.sim.world import SimWorld, import_robosuite
-    import_robosuite()
-    out = tmp_path_factory.mktemp('replay')
-    world = SimWorld('Lift')
-    try:
-        run_episode(world, EpisodeSpec('Lift', 'midair_drop', 5), out)
-    finally:
-        world.close()
-    return out / 'lift_midair_drop_005'
+    return simulated_recording(tmp_path_factory.mktemp('replay'), 'midair_drop', 5)
 
 
 def test_a_replayed_recording_shows_the_robot_and_lights_up_the_dropped_cube(tmp_path, dropped_cube):
