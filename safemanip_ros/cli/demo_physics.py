@@ -43,6 +43,8 @@ DEMO_EPISODES = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag
                  ('Lift', 'release_above_support', 5), ('PickPlace', 'none', 6),
                  ('PickPlace', 'touch_raw_then_clean', 7), ('Lift', 'none', 8)]
 RATE_HZ = 20.0
+CAMERA_FAILSAFE_STALENESS_S = 3.0
+"""The supervisor's sensor fail-safe with ``--perception camera`` (s, wall clock; the default is 0.5 s)."""
 
 
 def register_options(p: argparse.ArgumentParser) -> None:
@@ -142,9 +144,14 @@ def _run_episode(sim: SimServer, task: str, fault: str, seed: int, bag: Path, lo
     truth_file = log_dir / f'{bag.name}.truth.json'
     stack_log = open(log_dir / f'{bag.name}.stack.log', 'w')
     bridge_log = log_dir / f'{bag.name}.bridge.log'
+    # Rendering a camera makes the simulator slower than real time (a frame is about 64 ms of CPU): its
+    # joint states then come further apart on the wall clock, which the supervisor's fail-safe judges them by
+    # (as on a real arm), so the camera level gives them CAMERA_FAILSAFE_STALENESS_S.
+    from ..sim.perception import LEVELS
+    slow = ['-p', f'failsafe_staleness_s:={CAMERA_FAILSAFE_STALENESS_S}'] if LEVELS[perception].camera else []
     stack = subprocess.Popen(_exe('safemanip') + ['run', '--config', str(robot), '--bag', str(bag), '--no-camera',
                                                   '--reliable-inputs',
-                                                  '--ros-args', '-p', 'use_sim_time:=true',
+                                                  '--ros-args', '-p', 'use_sim_time:=true', *slow,
                                                   # The raw inputs beside the predicates: `config init --from-bag`,
                                                   # `doctor` and a replay work on the demo's bags.
                                                   '-p', 'record_raw_inputs:=true'],
