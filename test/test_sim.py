@@ -554,6 +554,13 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
     result = audit_source(str(bag), cfg)
     violated = {i['instance'] for ep in result['episodes'] for i in ep['instances'] if i['violations']}
     assert any('release_only_over_support' in v or 'drop' in v for v in violated), violated
+    # The episode's truth file keeps what the camera cost and how far off it was; the bench sums them per level.
+    from safemanip_ros.sim.faithfulness import camera_figures, camera_line
+    figures = camera_figures([bag])
+    assert f'camera: {len(detector.seconds)} captures' in camera_line('camera', figures)
+    assert figures['captures'] == len(detector.seconds) and figures['detections'] == len(errors)
+    assert figures['error_mm_median'] == pytest.approx(np.median(errors) * 1e3, abs=0.01)
+    assert 1 < figures['capture_ms_median'] < 2000 and figures['missed'] == detector.missed
 
 
 def test_camera_grounding_finds_the_cube_in_the_bridges_rgbd_frames(tmp_path):

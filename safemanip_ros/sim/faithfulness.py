@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ..audit.schema import Report
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
@@ -267,8 +269,37 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
             overall = score(build_report(all_results, all_skipped, {'reduction': 'any'}), bags)
             overall['skipped'] = all_skipped
             out['levels'][key] = {'overall': overall, 'tasks': per_task}
+            if LEVELS[level].camera:
+                out['levels'][key]['perception'] = camera_figures(bags)
     (out_dir / 'faithfulness.json').write_text(json.dumps(out, indent=1))
     return out
+
+
+def camera_figures(bags: list[Path]) -> dict[str, Any]:
+    """A camera level's cost and error over its episodes (their truth files'
+    ``perception``): captures, median capture time (ms), median and 95th
+    percentile position error (mm) against the truth, objects not found."""
+    capture_ms: list[float] = []
+    error_mm: list[float] = []
+    missed = 0
+    for bag in bags:
+        figures = (read_truth(bag) or {}).get('perception') or {}
+        capture_ms += figures.get('capture_ms', [])
+        error_mm += figures.get('error_mm', [])
+        missed += int(figures.get('missed', 0))
+    return {'captures': len(capture_ms), 'detections': len(error_mm), 'missed': missed,
+            'capture_ms_median': float(np.median(capture_ms)) if capture_ms else None,
+            'error_mm_median': float(np.median(error_mm)) if error_mm else None,
+            'error_mm_p95': float(np.percentile(error_mm, 95)) if error_mm else None}
+
+
+def camera_line(level: str, cam: dict[str, Any]) -> str:
+    """A camera level's :func:`camera_figures` in words."""
+    error = '-' if cam['error_mm_median'] is None else \
+        f'{cam["error_mm_median"]:.1f} mm median, {cam["error_mm_p95"]:.1f} mm at the 95th percentile'
+    return (f'  {level}: {cam["captures"]} captures, {cam["capture_ms_median"]:.0f} ms each (render and locate, '
+            f'median); position error against the truth {error} over {cam["detections"]} detections; '
+            f'{cam["missed"]} objects not found in a capture')
 
 
 def shortfalls(level_result: dict[str, Any]) -> list[str]:
@@ -328,6 +359,8 @@ def format_levels(result: dict[str, Any]) -> str:
         misses = shortfalls(lr)
         lines.append(f'  {level}: ' + ('every target met (sensitivity >= 0.95, specificity 1, latency <= window + 3)'
                                         if not misses else 'misses: ' + '; '.join(misses)))
+    lines += [camera_line(level, lr['perception']) for level, lr in levels.items()
+              if (lr.get('perception') or {}).get('captures')]
     unrealised = sorted({n for lr in levels.values() for n in lr['overall'].get('unrealised') or []})
     if unrealised:
         lines.append(f'  left out (fault injected, none physically produced): {", ".join(unrealised)}')

@@ -51,10 +51,13 @@ class Truth:
     seed: int
     events: list[Event] = field(default_factory=list)
     frames: int = 0
+    perception: dict[str, Any] = field(default_factory=dict)
+    """A camera level's own figures (:meth:`~.perception.CameraDetector.figures`); empty otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {'task': self.task, 'fault': self.fault, 'seed': self.seed, 'frames': self.frames,
-                'events': [e.to_dict() for e in self.events]}
+        out = {'task': self.task, 'fault': self.fault, 'seed': self.seed, 'frames': self.frames,
+               'events': [e.to_dict() for e in self.events]}
+        return {**out, 'perception': self.perception} if self.perception else out
 
 
 def _move(eef: np.ndarray, target: np.ndarray, gain: float = 8.0, limit: float = 0.5) -> np.ndarray:

@@ -136,6 +136,8 @@ def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str 
         skill_events(phases.close(), sample.stamp_s, int(round(sample.stamp_s * 1e9)))
         if labeller is not None:
             labeller.close(sample.step)
+        if isinstance(detector, CameraDetector):
+            truth.perception = detector.figures()
     finally:
         writer.close()
     (bag / TRUTH_FILE).write_text(json.dumps(truth.to_dict(), indent=1))
