@@ -31,12 +31,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .scene import DEFAULT_SIZE_M, TransformRecord, scene_boxes, scene_entity, time_json
+from .scene import DEFAULT_SIZE_M, ORIGIN_POSE, TransformRecord, scene_boxes, scene_entity, time_json
 
 if TYPE_CHECKING:
     from ..grounding.config import RobotConfig
 
 __all__ = ['ARM_RGBA', 'OBJECT_RGBA', 'RobotFigure']
+
+Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
 
 ARM_RGBA = {'r': 0.55, 'g': 0.6, 'b': 0.7, 'a': 1.0}
 OBJECT_RGBA = {'r': 0.7, 'g': 0.7, 'b': 0.7, 'a': 0.35}
@@ -44,9 +46,7 @@ BAR_M = 0.025
 """The bars' thickness (m)."""
 BALL_M = 0.045
 """A robot frame's ball (m)."""
-_IDENTITY = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
-
-Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
+_IDENTITY: Pose = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
 
 
 class RobotFigure:
@@ -73,30 +73,35 @@ class RobotFigure:
         return cls(robot.tf.world_frame, {*robot.contacts.robot_bodies, *robot.contacts.finger_bodies,
                                           robot.tf.gripper_frame}, *scene_boxes(robot))
 
-    def _in_root(self, frame: str) -> Pose | None:
-        """``frame``'s pose in the root frame by the newest transforms, None where TF does not reach the root."""
-        chain: list[TransformRecord] = []
-        seen: set[str] = set()
-        while frame != self.root:
-            t = self._links.get(frame)
-            if t is None or frame in seen:       # not linked to the root (yet), or a loop in a bad TF tree
-                return None
-            seen.add(frame)
-            chain.append(t)
-            frame = t.parent.lstrip('/')
-        pose = _IDENTITY
-        for t in reversed(chain):
-            pose = _compose(pose, (t.translation, t.rotation_xyzw))
+    def _in_root(self, frame: str, known: dict[str, Pose | None]) -> Pose | None:
+        """``frame``'s pose in the root frame by the newest transforms, None where TF does not reach the
+        root; ``known`` holds the poses found so far this update (frames share their ancestors)."""
+        if frame == self.root:
+            return _IDENTITY
+        if frame in known:
+            return known[frame]
+        known[frame] = None                  # meanwhile: a loop in a bad TF tree reaches the root nowhere
+        t = self._links.get(frame)
+        parent = None if t is None else self._in_root(t.parent.lstrip('/'), known)
+        pose = None if parent is None or t is None else _compose(parent, (t.translation, t.rotation_xyzw))
+        known[frame] = pose
         return pose
 
-    def bars_between(self, transforms: Iterable[TransformRecord]) -> list[tuple[str, str]]:
-        """Take ``transforms``; the bars of the arm now (pairs of frames)."""
+    def _take(self, transforms: Iterable[TransformRecord]) -> dict[str, tuple[float, float, float]]:
+        """Take ``transforms``: each robot frame's position in the root frame now; the bars chosen again
+        when the set of frames placed changed."""
         for t in transforms:
             self._links[t.child.lstrip('/')] = t
-        positions = {f: p[0] for f in sorted(self.robot_frames) if (p := self._in_root(f)) is not None}
+        known: dict[str, Pose | None] = {}
+        positions = {f: p[0] for f in sorted(self.robot_frames) if (p := self._in_root(f, known)) is not None}
         if frozenset(positions) != self._bars_for:
             self._bars_for = frozenset(positions)
             self._bars = self._spanning_bars(positions)
+        return positions
+
+    def bars_between(self, transforms: Iterable[TransformRecord]) -> list[tuple[str, str]]:
+        """Take ``transforms``; the bars of the arm now (pairs of frames)."""
+        self._take(transforms)
         return list(self._bars)
 
     def _spanning_bars(self, positions: Mapping[str, tuple[float, float, float]]) -> list[tuple[str, str]]:
@@ -128,34 +133,30 @@ class RobotFigure:
     def update(self, transforms: Iterable[TransformRecord], stamp_ns: int) -> dict[str, Any]:
         """The ``foxglove.SceneUpdate`` after ``transforms``: the arm as it
         is now (in the root frame) and the scene's objects (in their frames)."""
-        bars = self.bars_between(transforms)
+        at = self._take(transforms)
         ts = time_json(stamp_ns)
-        at = {f: p[0] for f in self._bars_for if (p := self._in_root(f)) is not None}
         entities: list[dict[str, Any]] = []
         if at:
-            identity = _pose_json(_IDENTITY)
-            points = [dict(zip('xyz', at[f])) for a, b in bars for f in (a, b)]
+            points = [dict(zip('xyz', at[f])) for a, b in self._bars for f in (a, b)]
             entities.append(scene_entity('robot/arm', self.root, ts, 'robot', {
-                'lines': [{'type': 2, 'pose': identity, 'thickness': BAR_M, 'scale_invariant': False,
+                'lines': [{'type': 2, 'pose': ORIGIN_POSE, 'thickness': BAR_M, 'scale_invariant': False,
                            'points': points, 'color': ARM_RGBA, 'colors': [], 'indices': []}] if points else [],
-                'spheres': [{'pose': _pose_json((p, _IDENTITY[1])), 'size': {'x': BALL_M, 'y': BALL_M, 'z': BALL_M},
+                'spheres': [{'pose': {**ORIGIN_POSE, 'position': dict(zip('xyz', p))}, 'size': {'x': BALL_M, 'y': BALL_M, 'z': BALL_M},
                              'color': ARM_RGBA} for _, p in sorted(at.items())]},
                 frame_locked=False))          # drawn where the arm is now, in the root frame
         for ent, frame in sorted(self.object_frames.items()):
             size = self.sizes_m.get(ent, DEFAULT_SIZE_M)
             entities.append(scene_entity(f'scene/{ent}', frame, ts, ent, {
-                'cubes': [{'pose': _pose_json(_IDENTITY), 'size': dict(zip('xyz', size)), 'color': OBJECT_RGBA}]}))
+                'cubes': [{'pose': ORIGIN_POSE, 'size': dict(zip('xyz', size)), 'color': OBJECT_RGBA}]}))
         return {'deletions': [], 'entities': entities}
-
-
-def _pose_json(pose: Pose) -> dict[str, Any]:
-    return {'position': dict(zip('xyz', pose[0])), 'orientation': dict(zip('xyzw', pose[1]))}
 
 
 def _distance(a: Sequence[float], b: Sequence[float]) -> float:
     return float(sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5)
 
 
+# Scalar on purpose: a figure composes a few dozen poses per TF batch, where grounding.poses' numpy forms
+# (made for batches) cost more in call overhead than the arithmetic (bench_foxglove: +0.4-0.8 ms a frame).
 def _rotate(q: Sequence[float], v: Sequence[float]) -> tuple[float, float, float]:
     """``v`` rotated by the unit quaternion ``q`` (x, y, z, w)."""
     x, y, z, w = q

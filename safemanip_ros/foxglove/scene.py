@@ -41,7 +41,7 @@ from ..monitor.board import VerdictBoard
 if TYPE_CHECKING:
     from ..grounding.config import RobotConfig
 
-__all__ = ['ACTIONS', 'EVENTS', 'GATE_DECISIONS', 'SEVERITIES', 'VERDICTS', 'EventRecord', 'GateRecord',
+__all__ = ['ACTIONS', 'EVENTS', 'GATE_DECISIONS', 'ORIGIN_POSE', 'SEVERITIES', 'VERDICTS', 'EventRecord', 'GateRecord',
            'TransformRecord', 'ViolationScene', 'action_json', 'event_json', 'scene_boxes', 'scene_entity',
            'diagnostics_json', 'event_line', 'frame_transforms', 'gate_json', 'log_json', 'time_json',
            'verdicts_json']
@@ -60,7 +60,8 @@ HOLD_RGBA = {'r': 1.0, 'g': 0.55, 'b': 0.0, 'a': 0.6}
 CLOSED_RGBA = {'r': 0.9, 'g': 0.1, 'b': 0.1, 'a': 0.25}
 CLOSED_SHOWN_NS = 2_000_000_000
 """How long an object stays marked, paler, after the last violation naming it closed (ns)."""
-_ORIGIN = {'position': {'x': 0.0, 'y': 0.0, 'z': 0.0}, 'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.0, 'w': 1.0}}
+ORIGIN_POSE = {'position': {'x': 0.0, 'y': 0.0, 'z': 0.0}, 'orientation': {'x': 0.0, 'y': 0.0, 'z': 0.0, 'w': 1.0}}
+"""An entity's pose at its frame's origin, as Foxglove's JSON."""
 DEFAULT_SIZE_M = (0.06, 0.06, 0.06)
 """An object's box where the configuration gives no shape (m)."""
 VIOLATION_MARGIN_M = 0.01
@@ -257,7 +258,7 @@ class ViolationScene:
                      for ent, names in sorted(closed.items())]
         if self._held:
             entities.append(scene_entity('hold/gripper', self.gripper_frame, ts, 'hold', {
-                'spheres': [{'pose': _ORIGIN, 'size': {'x': 0.12, 'y': 0.12, 'z': 0.12}, 'color': HOLD_RGBA}]}))
+                'spheres': [{'pose': ORIGIN_POSE, 'size': {'x': 0.12, 'y': 0.12, 'z': 0.12}, 'color': HOLD_RGBA}]}))
         shown = {str(e['id']) for e in entities}
         gone = sorted(self._shown - shown - {str(e['id']) for e in lingering})   # those replace themselves
         self._shown = shown
@@ -267,8 +268,8 @@ class ViolationScene:
              lifetime_ns: int = 0) -> dict[str, Any]:
         size = tuple(x + VIOLATION_MARGIN_M for x in self.sizes_m.get(ent, DEFAULT_SIZE_M))
         return scene_entity(f'violation/{ent}', self.entity_frames[ent], ts, ', '.join(instances), {
-            'cubes': [{'pose': _ORIGIN, 'size': dict(zip('xyz', size)), 'color': rgba}],
-            'texts': [{'pose': {**_ORIGIN, 'position': {'x': 0.0, 'y': 0.0, 'z': size[2] / 2 + 0.05}},
+            'cubes': [{'pose': ORIGIN_POSE, 'size': dict(zip('xyz', size)), 'color': rgba}],
+            'texts': [{'pose': {**ORIGIN_POSE, 'position': {'x': 0.0, 'y': 0.0, 'z': size[2] / 2 + 0.05}},
                        'billboard': True, 'font_size': 14.0, 'scale_invariant': True,
                        'color': {'r': 1.0, 'g': 1.0, 'b': 1.0, 'a': 1.0}, 'text': '\n'.join(instances)}]},
             lifetime_ns=lifetime_ns)
