@@ -411,7 +411,8 @@ class CameraGroundingNode(GroundingNode):
             if self.robot.markers else None
         self.looks = list(self.robot.camera.objects)
         self._info: CameraInfo | None = None
-        self._waiting: dict[str, dict[int, Any]] = {'image': {}, 'depth': {}}    # stamp ns → message
+        # stamp ns → (message, its array) waiting for its partner
+        self._waiting: dict[str, dict[int, tuple[Image, np.ndarray]]] = {'image': {}, 'depth': {}}
         self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
         self.create_subscription(CameraInfo, 'camera_info', self._on_info, SENSORS)
         self.create_subscription(Image, 'image', self._on_image, SENSORS)
@@ -421,28 +422,35 @@ class CameraGroundingNode(GroundingNode):
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg
 
-    def _on_depth(self, msg: Image) -> None:
-        self._pair('depth', msg)
+    def _decoded(self, msg: Image, what: str) -> np.ndarray | None:
+        """``msg`` as an array (``what``: ``image``, or ``depth`` in metres), None (said and counted) when it
+        cannot be used."""
+        try:
+            img = image_array(msg)
+            return depth_metres(msg.encoding, img) if what == 'depth' else img
+        except CameraError as err:
+            self.get_logger().error(f'{what}: {err.one_line()}', throttle_duration_sec=5.0)
+            self.grounding.health.missing_inputs += 1
+            return None
 
-    def _pair(self, kind: str, msg: Image) -> None:
-        """Keep ``msg``; locate the objects once its partner of the same stamp has come."""
+    def _on_depth(self, msg: Image) -> None:
+        metres = self._decoded(msg, 'depth')
+        if metres is not None:
+            self._pair('depth', msg, metres)
+
+    def _pair(self, kind: str, msg: Image, array: np.ndarray) -> None:
+        """Keep ``msg`` decoded; locate the objects once its partner of the same stamp has come."""
         stamp = stamp_ns(msg.header.stamp)
         other = self._waiting['depth' if kind == 'image' else 'image'].pop(stamp, None)
         if other is None:
             waiting = self._waiting[kind]
-            waiting[stamp] = msg
+            waiting[stamp] = (msg, array)
             while len(waiting) > self.PAIRS_KEPT:
                 del waiting[min(waiting)]
             return
-        image, depth = (msg, other) if kind == 'image' else (other, msg)
+        (image, rgb), (depth, metres) = ((msg, array), other) if kind == 'image' else (other, (msg, array))
         if self._info is None:
             self.get_logger().warning('objects: no camera_info yet; RGB-D pairs skipped', throttle_duration_sec=5.0)
-            return
-        try:
-            rgb, metres = image_array(image), depth_metres(depth.encoding, image_array(depth))
-        except CameraError as err:
-            self.get_logger().error(f'objects: {err.one_line()}', throttle_duration_sec=5.0)
-            self.grounding.health.missing_inputs += 1
             return
         if rgb.ndim != 3 or metres.shape != rgb.shape[:2]:
             self.get_logger().error(f'objects: image {image.encoding} {image.width}x{image.height} and depth '
@@ -464,14 +472,11 @@ class CameraGroundingNode(GroundingNode):
             self._tf_pub.publish(out)
 
     def _on_image(self, msg: Image) -> None:
-        if self.looks:
-            self._pair('image', msg)
-        try:
-            img = image_array(msg)
-        except CameraError as err:
-            self.get_logger().error(str(err), throttle_duration_sec=5.0)
-            self.grounding.health.missing_inputs += 1
+        img = self._decoded(msg, 'image')
+        if img is None:
             return
+        if self.looks:
+            self._pair('image', msg, img)
         self.grounding.update(stamp_s(msg.header.stamp), img)
         if self.detector is None or self._info is None:
             return
