@@ -84,18 +84,32 @@ def _interior_problem(spec: list[object]) -> str | None:
 _HSV_MAX = (179, 255, 255)
 
 
+def _hsv_problem(low: list[int], high: list[int], hue_wraps: bool) -> str | None:
+    """What is wrong with an OpenCV HSV range (None: nothing); ``hue_wraps``: a low hue above the high one
+    is a range through red, else an error like any channel out of order."""
+    if len(low) != 3 or len(high) != 3:
+        return 'hsv_low/hsv_high are [h, s, v]'
+    for name, hsv in (('hsv_low', low), ('hsv_high', high)):
+        if not all(0 <= v <= top for v, top in zip(hsv, _HSV_MAX)):
+            return f'{name} {hsv} is outside OpenCV\'s HSV range (h 0..179, s and v 0..255)'
+    if hue_wraps and not (low[1] <= high[1] and low[2] <= high[2]):
+        return f'hsv_low {low} must not exceed hsv_high {high} in saturation or value (a low hue above the ' \
+               f'high one wraps through red)'
+    if not hue_wraps and not all(a <= b for a, b in zip(low, high)):
+        return f'hsv_low {low} must not exceed hsv_high {high} in any channel (no hue wrap-around)'
+    return None
+
+
 def _region_problem(region: dict[str, list[int]]) -> str | None:
-    rect, low, high = region['rect_px'], region['hsv_low'], region['hsv_high']
-    if len(rect) != 4 or len(low) != 3 or len(high) != 3:
+    rect = region['rect_px']
+    if len(rect) != 4:
         return 'rect_px is [x0, y0, x1, y1], hsv_low/hsv_high are [h, s, v]'
     x0, y0, x1, y1 = rect
     if not (0 <= x0 < x1 and 0 <= y0 < y1):
         return f'rect_px {rect} must have 0 <= x0 < x1 and 0 <= y0 < y1 (pixels)'
-    for name, hsv in (('hsv_low', low), ('hsv_high', high)):
-        if not all(0 <= v <= top for v, top in zip(hsv, _HSV_MAX)):
-            return f'{name} {hsv} is outside OpenCV\'s HSV range (h 0..179, s and v 0..255)'
-    if not all(a <= b for a, b in zip(low, high)):
-        return f'hsv_low {low} must not exceed hsv_high {high} in any channel (no hue wrap-around)'
+    hsv = _hsv_problem(region['hsv_low'], region['hsv_high'], hue_wraps=False)
+    if hsv is not None:
+        return hsv
     fraction = region.get('min_fraction', 0.2)
     if not 0 < fraction <= 1:  # type: ignore[operator]
         return f'min_fraction {fraction} must be a share of the region, 0 < x <= 1'
@@ -103,16 +117,7 @@ def _region_problem(region: dict[str, list[int]]) -> str | None:
 
 
 def _look_problem(look: dict[str, Any]) -> str | None:
-    low, high = look['hsv_low'], look['hsv_high']
-    if len(low) != 3 or len(high) != 3:
-        return 'hsv_low/hsv_high are [h, s, v]'
-    for name, hsv in (('hsv_low', low), ('hsv_high', high)):
-        if not all(0 <= v <= top for v, top in zip(hsv, _HSV_MAX)):
-            return f'{name} {hsv} is outside OpenCV\'s HSV range (h 0..179, s and v 0..255)'
-    if not (low[1] <= high[1] and low[2] <= high[2]):
-        return f'hsv_low {low} must not exceed hsv_high {high} in saturation or value (a low hue above the ' \
-               f'high one wraps through red)'
-    return None
+    return _hsv_problem(look['hsv_low'], look['hsv_high'], hue_wraps=True)
 
 
 _NAME = Field('str', check=_nonempty)
