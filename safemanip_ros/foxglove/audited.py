@@ -30,6 +30,7 @@ from ..bag import is_bag, open_bag
 from ..monitor.clock import period_ns_of
 from ..monitor.core import RolloutResult
 from .recording import Item, bag_items, write_mcap
+from .scene import SEVERITIES
 from .view import StackView
 
 if TYPE_CHECKING:
@@ -41,9 +42,6 @@ __all__ = ['NOT_KEPT', 'audit_to_mcap', 'rollout_items']
 
 NOT_KEPT = 255
 """The verdict code of what the audit does not keep (a violated instance's recovery verdict)."""
-_SEVERITY = {'info': 0, 'warning': 1, 'error': 2, 'critical': 3}
-_OPENED, _CLOSED, _PENDING_AT_END = 0, 1, 2
-_WATCHING, _VIOLATED = 0, 1
 
 
 def audit_to_mcap(source: Path, out: Path, cfg: AuditConfig, view: StackView) -> Counter[str]:
@@ -70,11 +68,12 @@ def rollout_items(view: StackView, instances: Sequence[Instance], rollout: Rollo
     ``pending_at_end`` on the last frame."""
     T = result.frames
     times = rollout.frame_ns if rollout.frame_ns is not None else np.arange(T, dtype=np.int64) * period_ns
-    verdicts = result.verdicts if result.verdicts is not None else np.full((T, len(instances)), NOT_KEPT, np.int8)
-    modes = np.full((T, len(instances)), _WATCHING, np.uint8)
-    events: dict[int, list[Any]] = {}
+    assert result.verdicts is not None, 'monitored with keep_verdicts (audit.engine.monitored_rollouts)'
     event_class, time_class = view.message_class('violations'), view.store.types['builtin_interfaces/msg/Time']
     header_class, kv_class = view.store.types['std_msgs/msg/Header'], view.store.types['diagnostic_msgs/msg/KeyValue']
+    array_class, verdict_class = view.message_class('verdicts'), view.store.types['safemanip_ros/msg/Verdict']
+    modes = np.full((T, len(instances)), verdict_class.MODE_WATCHING, np.uint8)
+    events: dict[int, list[Any]] = {}
 
     def stamp(frame: int) -> Any:
         sec, nanosec = divmod(int(times[frame]), 1_000_000_000)
@@ -84,23 +83,24 @@ def rollout_items(view: StackView, instances: Sequence[Instance], rollout: Rollo
         binding = [kv_class(key=k, value=v) for k, v in inst.binding]
         for count, e in enumerate(res.episodes, start=1):
             last = e.end if e.recovered else T - 1
-            modes[e.start:e.end if e.recovered else T, d] = _VIOLATED
-            for kind, frame in ((_OPENED, e.start), (_CLOSED if e.recovered else _PENDING_AT_END, last)):
+            modes[e.start:e.end if e.recovered else T, d] = verdict_class.MODE_VIOLATED
+            for kind, frame in ((event_class.EVENT_OPENED, e.start),
+                                (event_class.EVENT_CLOSED if e.recovered else event_class.EVENT_PENDING_AT_END, last)):
                 events.setdefault(frame, []).append(event_class(
                     header=header_class(stamp=stamp(frame), frame_id=''), event=kind, property=inst.property,
                     instance=inst.instance, binding=binding, category=inst.category,
-                    severity=_SEVERITY.get(inst.severity, 0), episode_id=rollout.name, start_frame=e.start,
+                    severity=SEVERITIES.index(inst.severity), episode_id=rollout.name, start_frame=e.start,
                     end_frame=frame, start_stamp=stamp(e.start), end_stamp=stamp(frame), recovered=e.recovered,
                     count=count))
-    array_class, verdict_class = view.message_class('verdicts'), view.store.types['safemanip_ros/msg/Verdict']
     names = [(inst.property, inst.instance) for inst in instances]
     for t in range(T):
         for e in events.get(t, ()):
             yield int(times[t]), 'violations', e
-        rows = verdicts[t].tolist()
+        rows = result.verdicts[t].tolist()
         mode_row = modes[t].tolist()
         yield int(times[t]), 'verdicts', array_class(
             header=header_class(stamp=stamp(t), frame_id=''), frame=t, episode_id=rollout.name,
-            verdicts=[verdict_class(property=p, instance=i, frame=t, verdict=v % 256, mode=m,
-                                    recovery_verdict=NOT_KEPT if m == _VIOLATED else 2)
+            verdicts=[verdict_class(property=p, instance=i, frame=t, verdict=v, mode=m,
+                                    recovery_verdict=NOT_KEPT if m == verdict_class.MODE_VIOLATED
+                                    else verdict_class.VERDICT_PRESUMABLY_FALSE)
                       for (p, i), v, m in zip(names, rows, mode_row)])
