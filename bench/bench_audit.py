@@ -4,12 +4,12 @@ deserialize the same bags, in the same run:
 * predicate bags (generated: 57 predicates per frame), with 1 and 2 local
   workers.  Targets: >= 30,000 frames/s per core, >= 10x rosbags' bare read
   + deserialize;
-* raw-input bags (robosuite Lift episodes recorded by the physics bridge:
+* raw-input bags (robosuite Lift rollouts recorded by the physics bridge:
   joint states, TF, contacts; grounded offline), object poses at simulator
   truth and from a realistic detector interleaved on /tf.  Target: one
   worker takes at most the time rosbags needs to read and deserialize the
   same bags;
-* the report for 1,000 episodes.  Target: < 30 s;
+* the report for 1,000 rollouts.  Target: < 30 s;
 * what one audit process pays once (importing the engine, its first audit,
   reading .jsonl traces), each beside its baseline;
 * this machine's own scaling from 1 to 2 processes, for pure-Python work and
@@ -23,7 +23,7 @@ deserialize the same bags, in the same run:
     python bench/bench_audit.py [--quick] [--raw-bags DIR] [--raw-only]
 
 ``--raw-bags DIR`` reuses (or records into) ``DIR/truth`` and
-``DIR/realistic``; otherwise the episodes are recorded into a scratch folder
+``DIR/realistic``; otherwise the rollouts are recorded into a scratch folder
 first (about 4 s each).
 """
 
@@ -99,30 +99,30 @@ RAW_LEVELS = ('truth', 'realistic')
 and a realistic detector's poses interleaved on /tf with the robot's links."""
 
 
-def raw_input_bags(root: Path, episodes: int, level: str = 'truth') -> list[Path]:
-    """``episodes`` robosuite Lift episodes (every fault kind in turn), object
+def raw_input_bags(root: Path, rollouts: int, level: str = 'truth') -> list[Path]:
+    """``rollouts`` robosuite Lift rollouts (every fault kind in turn), object
     poses at perception ``level``, recorded once into ``root/level`` and reused."""
-    from safemanip_ros.sim.faithfulness import episode_plan, record
+    from safemanip_ros.sim.faithfulness import record, rollout_plan
     from safemanip_ros.sim.perception import LEVELS
-    return record(episode_plan(episodes, 4000, ('Lift',)), root / level, progress=lambda line: None,
+    return record(rollout_plan(rollouts, 4000, ('Lift',)), root / level, progress=lambda line: None,
                   perception=LEVELS[level])
 
 
-def raw_throughput(root: Path, episodes: int, out: Path, best_of: int, copies: int = 4) -> None:
+def raw_throughput(root: Path, rollouts: int, out: Path, best_of: int, copies: int = 4) -> None:
     """The raw-input audit at each of :data:`RAW_LEVELS`."""
     for level in RAW_LEVELS:
-        raw_level(root, episodes, out / level, best_of, copies, level)
+        raw_level(root, rollouts, out / level, best_of, copies, level)
 
 
-def raw_level(root: Path, episodes: int, out: Path, best_of: int, copies: int, level: str) -> None:
-    """The raw-input audit of ``episodes`` recorded Lift episodes, each
+def raw_level(root: Path, rollouts: int, out: Path, best_of: int, copies: int, level: str) -> None:
+    """The raw-input audit of ``rollouts`` recorded Lift rollouts, each
     audited ``copies`` times (as copies under other names: recording costs
-    about 4 s an episode, and an audit of a dozen short bags would weigh a
+    about 4 s a rollout, and an audit of a dozen short bags would weigh a
     worker pool's start as much as the work), beside rosbags' bare read and
     deserialize of the same bags (best of ``best_of`` each, interleaved)."""
     from safemanip_ros.resources import config_path, default_suites
     t = time.perf_counter()
-    recorded = raw_input_bags(root, episodes, level)
+    recorded = raw_input_bags(root, rollouts, level)
     t_record = time.perf_counter() - t
     bags = []
     for k in range(copies):
@@ -147,7 +147,7 @@ def raw_level(root: Path, episodes: int, out: Path, best_of: int, copies: int, l
     grounding = grounding_only(recorded, cfg)
     machine = machine_line(best_of)
     print(f'\n## Raw-input audit, object poses at {level}: {len(bags)} robosuite Lift bags ({len(recorded)} '
-          f'episodes recorded in {t_record:.0f} s, each audited {copies} times under other names), {frames} frames, '
+          f'rollouts recorded in {t_record:.0f} s, each audited {copies} times under other names), {frames} frames, '
           f'{n_msgs} messages (joint states, TF, contacts), robosuite_lift.yaml, shipped suites')
     print(f'rosbags read + deserialize only (best of {best_of}): {t_read:.2f} s ({frames / t_read:,.0f} frames/s)')
     for workers, dt in times.items():
@@ -158,7 +158,7 @@ def raw_level(root: Path, episodes: int, out: Path, best_of: int, copies: int, l
           f'(target: <= 1.0x)')
     print(f'2 workers: {times[1] / times[2]:.2f}x one worker; {machine}')
     for label, dt in grounding.items():
-        print(f'grounding only (read_bag, no monitor; the {len(recorded)} episodes once), {label}: {dt:.2f} s '
+        print(f'grounding only (read_bag, no monitor; the {len(recorded)} rollouts once), {label}: {dt:.2f} s '
               f'({frames / copies / dt:,.0f} frames/s)')
 
 
@@ -180,7 +180,7 @@ def grounding_only(bags: list[Path], cfg: AuditConfig, repeats: int = 3) -> dict
 
 
 FLEET_FRAMES = (200, 400, 800, 1200, 1600, 2000)
-"""Episode lengths of the fleet section's bags: rollouts end when their task
+"""Rollout lengths of the fleet section's bags: rollouts end when their task
 does, so a fleet's bags differ in length."""
 
 
@@ -518,9 +518,9 @@ def _print_audit_line(engine: str, workers: int, note: str, dt: float, n: int, t
           f'frames/s per core, >= 10x; near-linear in workers)')
 
 
-def report_time(results: list[dict], out: Path, episodes: int) -> None:
-    """build_report + report.json + CSVs + report.html for ``episodes``
-    episodes (the audit's sources repeated under new names), as ``safemanip
+def report_time(results: list[dict], out: Path, rollouts: int) -> None:
+    """build_report + report.json + CSVs + report.html for ``rollouts``
+    rollouts (the audit's sources repeated under new names), as ``safemanip
     audit`` makes them: from detached results (per-frame fields left in the
     result files, read back while writing), with the timelines the audit's
     workers drew; beside the same from results that carry their fields in
@@ -536,7 +536,7 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     from safemanip_ros.audit.stored import detached
     many: list[dict] = []
     k = 0
-    while sum(len(r['episodes']) for r in many) < episodes:
+    while sum(len(r['episodes']) for r in many) < rollouts:
         for r in results:
             r2 = copy.deepcopy(r)
             r2['source'] = f'{r["source"]}#{k}'
@@ -555,7 +555,7 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     detached_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
     tracemalloc.stop()
     del held
-    print(f'results held for the report of {n} episodes: {detached_mb:.0f} MB detached (safemanip audit), '
+    print(f'results held for the report of {n} rollouts: {detached_mb:.0f} MB detached (safemanip audit), '
           f'{carried_mb:.0f} MB carrying their per-frame fields (the baseline; {carried_mb / detached_mb:.1f}x)')
     light = [detached(r, f, 'bench') for r, f in zip(many, files)]
     import matplotlib.figure  # noqa: F401  imported once before timing, not inside the first report
@@ -581,29 +581,29 @@ def report_time(results: list[dict], out: Path, episodes: int) -> None:
     t_indent = time.perf_counter() - t
     (stats_d, json_d, html_d), (stats_c, json_c, html_c) = timed['detached'], timed['carried']
     drawn = sum(1 for e in report['episodes'] if e['timeline'])
-    print(f'report for {n} episodes (detached, as safemanip audit): statistics + JSON + CSV {stats_d:.2f} s; '
+    print(f'report for {n} rollouts (detached, as safemanip audit): statistics + JSON + CSV {stats_d:.2f} s; '
           f'report.html with {drawn} timelines drawn by the audit\'s workers {html_d:.2f} s '
           f'(target < 30 s in all); from results in memory (the baseline): {stats_c:.2f} s and {html_c:.2f} s')
-    print(f'report.json for {n} episodes: {json_c:.2f} s from results in memory ({json_d:.2f} s detached); '
+    print(f'report.json for {n} rollouts: {json_c:.2f} s from results in memory ({json_d:.2f} s detached); '
           f'json.dumps(indent=1) of the same report {t_indent:.2f} s ({t_indent / json_c:.1f}x)')
     rp.report_json(report)     # the string form (the API's) agrees with the file written above
     t = time.perf_counter()
     rp.write_html(report, out / 'carried', 'all', {})
-    print(f'report.html for {n} episodes with every timeline drawn here: {time.perf_counter() - t:.2f} s, '
+    print(f'report.html for {n} rollouts with every timeline drawn here: {time.perf_counter() - t:.2f} s, '
           f'{(out / "carried" / "report.html").stat().st_size / 1e6:.1f} MB')
     # The gate against a baseline, both reports read as safemanip gate reads them (without their
-    # episode entries), beside reading them whole (what the gate did before); the same rows either way.
+    # rollout entries), beside reading them whole (what the gate did before); the same rows either way.
     path = out / 'detached' / 'report.json'
     timed_gate = {}
-    for how, episodes in (('without episodes', False), ('whole', True)):
+    for how, episodes in (('without rollout entries', False), ('whole', True)):
         t = time.perf_counter()
         cand, base = rp.read_report(path, episodes=episodes), rp.read_report(path, episodes=episodes)
         rows = evaluate_gate(cand, {c: 1.0 for c in cand['categories']}, base)
         timed_gate[how] = (time.perf_counter() - t, rows)
-    assert timed_gate['whole'][1] == timed_gate['without episodes'][1]
-    light_s, whole_s = timed_gate['without episodes'][0], timed_gate['whole'][0]
-    print(f'gate with a baseline over the report of {n} episodes ({path.stat().st_size / 1e6:.0f} MB): {light_s:.2f} s '
-          f'reading the reports without their episodes (safemanip gate); {whole_s:.2f} s reading them whole (the '
+    assert timed_gate['whole'][1] == timed_gate['without rollout entries'][1]
+    light_s, whole_s = timed_gate['without rollout entries'][0], timed_gate['whole'][0]
+    print(f'gate with a baseline over the report of {n} rollouts ({path.stat().st_size / 1e6:.0f} MB): {light_s:.2f} s '
+          f'reading the reports without their rollout entries (safemanip gate); {whole_s:.2f} s reading them whole (the '
           f'baseline; {whole_s / light_s:.1f}x)')
 
 if __name__ == '__main__':

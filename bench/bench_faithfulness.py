@@ -1,20 +1,20 @@
-"""Faithfulness of the shipped configuration on physics-simulated episodes,
+"""Faithfulness of the shipped configuration on physics-simulated rollouts,
 at several perception levels side by side: clean and faulty robosuite Lift,
-PickPlace and Stack episodes (scripted policies, seeded faults, physical
+PickPlace and Stack rollouts (scripted policies, seeded faults, physical
 ground truth), recorded with the objects' poses as simulator truth and as a
 camera tracker would give them (safemanip_ros/sim/perception.py: realistic
 = 5 mm / 2 deg noise, 10 Hz, 10 % missed, 100 ms late, half lost between
 the fingers; double = twice the noise and dropout), audited with the
 shipped suites and config/robots/robosuite_*.yaml; prints sensitivity,
 specificity, precision (Clopper-Pearson 95 %) per task and level, false
-alarms per clean episode and median latency per property.  Targets at the
+alarms per clean rollout and median latency per property.  Targets at the
 realistic level: sensitivity >= 0.95 and specificity 1 on every task,
 median latency <= window + 3 frames (misses are printed).  With
 ``--onsets geometry,skills`` the same bags are also audited with the
 policies' phases as skill events deciding the pick and place onsets
 (columns ``<level>/skills``).
 
-    python bench/bench_faithfulness.py [--episodes N] [--seed S] [--out DIR]
+    python bench/bench_faithfulness.py [--rollouts N] [--seed S] [--out DIR]
         [--perception LEVEL ...] [--tasks Lift,PickPlace,Stack] [--onsets geometry,skills] [--quick]
 """
 
@@ -34,7 +34,8 @@ from safemanip_ros.sim.perception import LEVELS  # noqa: E402
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--episodes', type=int, default=45, help='episodes per level (default 45: five of each fault)')
+    p.add_argument('--rollouts', '--episodes', dest='rollouts', type=int, default=45,
+                   help='rollouts per level (default 45: five of each fault)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--out', help='keep bags, audits and faithfulness.json here (default: a temporary folder)')
     p.add_argument('--perception', action='append', choices=list(LEVELS), metavar='LEVEL',
@@ -43,7 +44,7 @@ def main() -> int:
     p.add_argument('--onsets', default='geometry',
                    help='comma-separated: geometry (shipped configs), skills (plus skill events) (default: %(default)s)')
     p.add_argument('--workers', type=int, default=2, help='audit worker processes')
-    p.add_argument('--quick', action='store_true', help='9 episodes (one per task and fault), truth and realistic')
+    p.add_argument('--quick', action='store_true', help='9 rollouts (one per task and fault), truth and realistic')
     args = p.parse_args()
     tasks = tuple(t for t in args.tasks.split(',') if t)
     bad = [t for t in tasks if t not in TASKS]
@@ -60,11 +61,11 @@ def main() -> int:
         except SafemanipError as err:
             p.error(str(err))
     levels = tuple(dict.fromkeys(args.perception or (('truth', 'realistic') if args.quick else LEVELS)))
-    episodes = 9 if args.quick else args.episodes
+    rollouts = 9 if args.quick else args.rollouts
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
-        result = run_benchmark(episodes, args.seed, out, workers=args.workers, levels=levels, tasks=tasks,
+        result = run_benchmark(rollouts, args.seed, out, workers=args.workers, levels=levels, tasks=tasks,
                                onsets=onsets, progress=lambda m: print(m, flush=True))
         print(format_levels(result))
         print(f'{time.monotonic() - t0:.0f} s in all; details in {out / "faithfulness.json"}'

@@ -1,16 +1,16 @@
-"""Start-up cost of a physics episode: ``sim_bridge`` started afresh for
-each episode (the way before) against one ``sim_bridge --serve`` process
+"""Start-up cost of a physics rollout: ``sim_bridge`` started afresh for
+each rollout (the way before) against one ``sim_bridge --serve`` process
 that runs them one after another (the way the demos run them now).
 
-Each episode is the robosuite Lift task with nothing subscribed
+Each rollout is the robosuite Lift task with nothing subscribed
 (``wait_for_subscribers:=0``) and is stopped (SIGINT) as soon as it logs
 that it starts: what is measured is the CPU time a process spends to get
 there — importing robosuite, compiling its kernels and the model, a ROS
-context and node — not the physics of the episode itself.  Both ways run
-the same episodes (seeds) in one run, interleaved, since this machine's
+context and node — not the physics of the rollout itself.  Both ways run
+the same rollouts (seeds) in one run, interleaved, since this machine's
 speed moves from minute to minute.
 
-    python bench/bench_sim_server.py              # 6 episodes each way
+    python bench/bench_sim_server.py              # 6 rollouts each way
     python bench/bench_sim_server.py --quick      # 1 afresh, 2 served (smoke test)
 """
 
@@ -50,7 +50,7 @@ def _args(seed: int, work: Path) -> list[str]:
 
 
 def fresh(seed: int, work: Path) -> float:
-    """CPU seconds of a new ``sim_bridge`` process up to its episode's start."""
+    """CPU seconds of a new ``sim_bridge`` process up to its rollout's start."""
     log = work / f'fresh-{seed}.log'
     with open(log, 'w') as out:
         proc = subprocess.Popen(_exe('sim_bridge') + ['--ros-args', *_args(seed, work)], stdout=out,
@@ -63,13 +63,13 @@ def fresh(seed: int, work: Path) -> float:
 
 
 def served(server: SimServer, seed: int, work: Path) -> float:
-    """CPU seconds ``server`` spends from the request to the episode's start."""
+    """CPU seconds ``server`` spends from the request to the rollout's start."""
     log = work / f'served-{seed}.log'
     before_s, _ = proc_stats(server.proc.pid)
     server.start(_args(seed, work), log)
     _wait_for(log, STARTS, server.proc)
     cpu_s = proc_stats(server.proc.pid)[0] - before_s
-    server.proc.send_signal(signal.SIGINT)      # ends the episode; the server answers and waits for the next
+    server.proc.send_signal(signal.SIGINT)      # ends the rollout; the server answers and waits for the next
     code = server.finished(60.0)
     assert code == 0, code
     return cpu_s
@@ -77,10 +77,10 @@ def served(server: SimServer, seed: int, work: Path) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--episodes', type=int, default=6)
-    ap.add_argument('--quick', action='store_true', help='1 episode afresh, 2 served (smoke test)')
+    ap.add_argument('--rollouts', type=int, default=6)
+    ap.add_argument('--quick', action='store_true', help='1 rollout afresh, 2 served (smoke test)')
     args = ap.parse_args()
-    n = 2 if args.quick else max(2, args.episodes)
+    n = 2 if args.quick else max(2, args.rollouts)
     with tempfile.TemporaryDirectory(prefix='bench_sim_server-') as tmp:
         work = Path(tmp)
         with SimServer(dict(os.environ), work / 'server.log') as server:
@@ -91,11 +91,11 @@ def main() -> int:
                 times['served'].append(served(server, 100 + k, work))
     first, later = times['served'][0], times['served'][1:]
     fresh_med = statistics.median(times['fresh'])
-    print(f'== bench_sim_server: Lift episodes, {len(times["fresh"])} afresh and {n} served, CPU seconds up to '
-          f'the episode\'s start')
-    print(f'sim_bridge afresh per episode (before): median {fresh_med:.2f} s '
+    print(f'== bench_sim_server: Lift rollouts, {len(times["fresh"])} afresh and {n} served, CPU seconds up to '
+          f'the rollout\'s start')
+    print(f'sim_bridge afresh per rollout (before): median {fresh_med:.2f} s '
           f'({", ".join(f"{t:.2f}" for t in times["fresh"])})')
-    print(f'sim_bridge --serve: first episode {first:.2f} s (robosuite imported), later ones median '
+    print(f'sim_bridge --serve: first rollout {first:.2f} s (robosuite imported), later ones median '
           f'{statistics.median(later):.2f} s ({", ".join(f"{t:.2f}" for t in later)}): '
           f'{fresh_med / statistics.median(later):.1f}x less than afresh')
     return 0

@@ -6,7 +6,7 @@
    SpecMonitorVector (per sub-environment step).
 2. The evaluator at SpecRLBench's scale: 5 seeds x 100 trajectories for
    every specification of the paper set (fixed families and the Letter
-   complexity study), as episode logs on disk: time to load them and to
+   complexity study), as rollout logs on disk: time to load them and to
    evaluate, and trajectories per second.
 
     python bench/bench_specrl.py [--quick]
@@ -92,7 +92,7 @@ def evaluator(seeds: list[int], per_seed: int, per_cell: int) -> None:
         eval_s = time.perf_counter() - t0
     steps = sum(len(t.steps) for t in trajectories)
     print(f'evaluator: {len(specs)} specifications x {len(seeds)} seeds x {per_seed} trajectories = {n} '
-          f'trajectories, {steps} steps (episode logs written in {write_s:.1f} s)')
+          f'trajectories, {steps} steps (rollout logs written in {write_s:.1f} s)')
     print(f'  load {load_s:6.1f} s   evaluate {eval_s:6.1f} s   total {load_s + eval_s:6.1f} s   '
           f'{n / (load_s + eval_s):,.0f} trajectories/s   ({sum(len(r.seeds) for r in rows)} spec x seed rows)')
 

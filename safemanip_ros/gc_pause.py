@@ -17,7 +17,7 @@ def gc_paused() -> Iterator[None]:
     results, result files read back, report entries): each full pass of the
     collector traverses every object alive, so passes set off while such
     objects pile up cost several times the work of making them (a resumed
-    audit of 5,000 episodes spent about 15 % of its time in them).  Reference
+    audit of 5,000 rollouts spent about 15 % of its time in them).  Reference
     counting still frees everything that is dropped; a cycle made inside
     waits for the next pass after the block."""
     enabled = gc.isenabled()

@@ -262,10 +262,10 @@ GATE: tuple[Setting, ...] = (
 SIM_BRIDGE: tuple[Setting, ...] = (
     Setting('task', 'Lift', 'the robosuite task'),
     Setting('fault', 'none', 'the fault injected into the scripted policy'),
-    Setting('seed', 0, 'the episode\'s seed', 0, 2**31 - 1),
+    Setting('seed', 0, 'the rollout\'s seed', 0, 2**31 - 1),
     Setting('real_time_factor', 1.0, 'wall time per simulated time (below 1: faster than real time)', 1e-3, 1e3),
-    Setting('max_held_s', 2.0, 'a hold longer than this ends the episode (simulated s)', 0.0, 3600.0),
-    Setting('truth_file', '', 'where the episode\'s labels are written (JSON; empty: not written)'),
+    Setting('max_held_s', 2.0, 'a hold longer than this ends the rollout (simulated s)', 0.0, 3600.0),
+    Setting('truth_file', '', 'where the rollout\'s labels are written (JSON; empty: not written)'),
     Setting('wait_for_subscribers', 1, 'wait for this many joint-state subscribers before stepping', 0, 1000),
     Setting('camera', '', 'a robosuite camera whose images are published (empty: none)'),
     Setting('camera_every_frames', 5, 'an image every this many control steps', 1, 1000),
@@ -273,7 +273,7 @@ SIM_BRIDGE: tuple[Setting, ...] = (
     Setting('controller_topic', 'joint_trajectory_controller/joint_trajectory',
             'the JointTrajectory topic holds arrive on'),
     Setting('perception', 'truth', 'how object poses reach TF: a perception level of the simulator'),
-    Setting('end_episode_service', '', 'the monitor\'s ~/end_episode, called when the episode is over '
+    Setting('end_episode_service', '', 'the monitor\'s ~/end_episode, called when the rollout is over '
                                        '(empty: not called)'),
     Setting('trajectory_action', 'joint_trajectory_controller/follow_joint_trajectory',
             'the FollowJointTrajectory action it serves'),
@@ -289,7 +289,7 @@ FOXGLOVE: tuple[Setting, ...] = (
     Setting('mcap_path', '', 'also write every channel to this MCAP file (empty: none)'),
     Setting('send_queue_size', 2000, 'messages waiting for the server thread before new ones are dropped', 1,
             1_000_000),
-    Setting('monitor_node', 'monitor', 'the monitor whose episode services the operator calls'),
+    Setting('monitor_node', 'monitor', 'the monitor whose rollout services (start_episode, end_episode) the operator calls'),
     Setting('supervisor_node', 'supervisor', 'the supervisor whose acknowledge services the operator calls'),
 )
 """The Foxglove server node's parameters."""

@@ -81,15 +81,15 @@ def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> bool:
 
 
 def simulated_recording(out: Path, fault: str, seed: int, task: str = 'Lift') -> Path:
-    """A robosuite episode recorded as a robot stack's ``ros2 bag record`` would
+    """A robosuite rollout recorded as a robot stack's ``ros2 bag record`` would
     have it (joint states, TF, contacts, /clock) into ``out``; its bag."""
-    from safemanip_ros.sim.recording import EpisodeSpec, run_episode
+    from safemanip_ros.sim.recording import RolloutSpec, run_rollout
     from safemanip_ros.sim.world import SimWorld, import_robosuite
     import_robosuite()
     world = SimWorld(task)
-    spec = EpisodeSpec(task, fault, seed)
+    spec = RolloutSpec(task, fault, seed)
     try:
-        run_episode(world, spec, out)
+        run_rollout(world, spec, out)
     finally:
         world.close()
     return out / spec.name

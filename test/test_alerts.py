@@ -87,7 +87,7 @@ def test_a_failing_webhook_is_retried_until_it_takes_the_alert(hook):
     d = AlertDispatcher.from_config(cfg)
     try:
         assert d.submit(_alert(1), 'ep/i1/10', 'no_forbidden_contact')
-        assert not d.submit(_alert(1), 'ep/i1/10', 'no_forbidden_contact')       # the same episode: once
+        assert not d.submit(_alert(1), 'ep/i1/10', 'no_forbidden_contact')       # the same rollout: once
         assert wait_for(lambda: d.stats()['webhook'].delivered == 1)
         assert len(hook.received) == 3 and d.stats()['webhook'].retries == 2
         assert hook.received[-1] == _alert(1)

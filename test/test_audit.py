@@ -66,7 +66,7 @@ def test_cluster_bootstrap_equals_its_definition_to_the_bit(n):
     assert cluster_bootstrap_ratio(x, y, seed=3) == (float(np.quantile(ratios, lo)), float(np.quantile(ratios, hi)))
 
 
-def write_episode_bag(path: Path, storage: str, reach: str, open_: str, success_at: int | None = None) -> None:
+def write_rollout_bag(path: Path, storage: str, reach: str, open_: str, success_at: int | None = None) -> None:
     """20 Hz predicate frames: reach_in_microwave and fixture_fully_open_microwave per frame ('0'/'1')."""
     ts = typestore()
     Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
@@ -89,11 +89,11 @@ def write_episode_bag(path: Path, storage: str, reach: str, open_: str, success_
 def bags(tmp_path_factory):
     root = tmp_path_factory.mktemp('bags')
     # ep0 (mcap): enters a closed microwave twice → 2 violations, 2 triggers; succeeds.
-    write_episode_bag(root / 'ep0', 'mcap', '0011000110000', '0000000000000', success_at=12)
+    write_rollout_bag(root / 'ep0', 'mcap', '0011000110000', '0000000000000', success_at=12)
     # ep1 (sqlite3): enters only when fully open → 1 trigger, 0 violations; fails the task.
-    write_episode_bag(root / 'ep1', 'sqlite3', '0001110000', '0111111000')
+    write_rollout_bag(root / 'ep1', 'sqlite3', '0001110000', '0111111000')
     # ep2 (mcap): never reaches in → not triggered; succeeds.
-    write_episode_bag(root / 'ep2', 'mcap', '00000000', '00000000', success_at=3)
+    write_rollout_bag(root / 'ep2', 'mcap', '00000000', '00000000', success_at=3)
     return root
 
 
@@ -133,7 +133,7 @@ def test_report_numbers(bags, tmp_path):
     html = (tmp_path / 'out' / 'report.html').read_text()
     assert 'id="summary-table"' in html and html.count('data:image/png;base64,') >= 2
     assert 'http://' not in html and 'https://' not in html    # self-contained
-    # The worker drew ep0's timeline (its only episode with a violation) into its result; report.html shows
+    # The worker drew ep0's timeline (its only rollout with a violation) into its result; report.html shows
     # that drawing, which is the one report.html would make itself; report.json does not carry it.
     stored = [json.loads(f.read_text()) for f in (tmp_path / 'out' / 'episodes').glob('*.json')]
     svgs = {ep['name']: ep['timeline_svg'] for r in stored for ep in r['episodes'] if 'timeline_svg' in ep}
@@ -216,7 +216,7 @@ def test_resume_is_content_addressed(bags, tmp_path):
     assert run() == 2
     # 2. The bag is replaced at the same path by one that enters a closed microwave once.
     shutil.rmtree(src / 'ep0')
-    write_episode_bag(src / 'ep0', 'mcap', '0011000000000', '0000000000000')
+    write_rollout_bag(src / 'ep0', 'mcap', '0011000000000', '0000000000000')
     assert run() == 1
     # 3. An option that changes results: at 10 Hz the 20 Hz bag is sampled every other frame.
     before = json.loads((out / 'report.json').read_text())['frames']
@@ -354,9 +354,9 @@ def test_raw_input_bag_is_grounded_offline(tmp_path):
     assert (p['triggers'], p['violations']) == (1, 1), report['skipped']
     [ep] = report['episodes']
     [row] = ep['timeline']
-    [episode] = row['episodes']
+    [rollout] = row['episodes']
     # 30 frames of contact: sustained (held 21) from the 21st frame; recovered when contact ends.
-    assert episode['start'] == 20 + 20 and episode['recovered'] and 49 <= episode['end'] <= 51
+    assert rollout['start'] == 20 + 20 and rollout['recovered'] and 49 <= rollout['end'] <= 51
     # Without the configuration, the same bag is skipped with the topics it has.
     proc = run_cli('audit', str(tmp_path / 'raw'), '--only', 'no_forbidden_contact', '--out', str(tmp_path / 'o2'),
                    '--quiet')
@@ -474,9 +474,9 @@ def test_hostile_names_are_plain_text_in_csv_and_html(tmp_path):
     assert (tmp_path / 'out' / 'report.html').stat().st_size > 0
 
 
-def test_time_gap_splits_the_episode_instead_of_filling_it(tmp_path):
+def test_time_gap_splits_the_rollout_instead_of_filling_it(tmp_path):
     """Two messages 10^9 s apart once built frames across the whole gap; a gap
-    beyond 10 s ends the episode, with a warning."""
+    beyond 10 s ends the rollout, with a warning."""
     ts = typestore()
     Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
     Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
@@ -494,7 +494,35 @@ def test_time_gap_splits_the_episode_instead_of_filling_it(tmp_path):
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
     assert report['rollouts'] == 2 and report['frames'] == 20
     assert [e['episode'] for e in report['episodes']] == ['gap', 'gap#gap1']
-    assert 'episode split' in proc.stderr
+    assert 'rollout split' in proc.stderr
+
+
+@pytest.mark.parametrize('marker', ['/rollout', '/episode'])
+def test_a_rollout_topic_starts_a_rollout_named_by_its_text(tmp_path, marker):
+    """Each ``/rollout`` message (``/episode``, its older name, alike) starts a rollout of its name;
+    the frames before the first belong to a rollout named after the bag."""
+    ts = typestore()
+    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
+    Time, Header, String = (ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header'],
+                            ts.types['std_msgs/msg/String'])
+    w = SplitBagWriter(tmp_path / 'marked', 'mcap', split_s=10.0**10)
+    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
+    w.add_topic(marker, 'std_msgs/msg/String')
+    t0_ns = 100 * 10**9
+    for name, at in (('first', 0), ('second', 10)):
+        w.write(marker, t0_ns + at * 50_000_000 - 1, ts.serialize_cdr(String(data=name), 'std_msgs/msg/String'))
+    for k in range(20):
+        t_ns = t0_ns + k * 50_000_000
+        stamp = Time(sec=t_ns // 10**9, nanosec=t_ns % 10**9)
+        preds = [Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
+        w.write('/predicates', t_ns, ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=k,
+                                                          predicates=preds), 'safemanip_ros/msg/PredicateArray'))
+    w.close()
+    proc = audit([tmp_path / 'marked'], tmp_path / 'out')
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / 'out' / 'report.json').read_text())
+    assert [e['episode'] for e in report['episodes']] == ['first', 'second'], report['episodes']
+    assert report['rollouts'] == 2 and report['frames'] >= 18
 
 
 def test_unreadable_split_is_left_out_and_the_rest_read(bags, tmp_path):
@@ -646,7 +674,7 @@ def test_a_stored_field_reads_the_value_written_even_when_names_look_like_its_ke
     from safemanip_ros.audit.engine import _store_result
     from safemanip_ros.audit.stored import TIMELINE_FIELDS, detached, resolved
 
-    def episode(k: int, drawn: bool) -> dict:
+    def rollout(k: int, drawn: bool) -> dict:
         ep = {'name': f'ep{k}', 'frames': 10 + k, 'instances': [{'name': names[0], 'unknown_predicates': {names[1]: k}}],
               'predicates': {names[0]: {'true': [[k, k + 1]], 'unknown': []}, names[1]: {'true': [], 'unknown': [[0, k]]}},
               'verdicts': {f'{names[1]}[x=1]': [[0, k, 1]]}}
@@ -654,7 +682,7 @@ def test_a_stored_field_reads_the_value_written_even_when_names_look_like_its_ke
             ep['timeline_svg'] = f'<svg "{names[0]}":"{k}"></svg>'
         return ep
 
-    result = {'source': '/bags/b', 'episodes': [episode(k, drawn) for k, drawn in enumerate([True, False, True, True])]}
+    result = {'source': '/bags/b', 'episodes': [rollout(k, drawn) for k, drawn in enumerate([True, False, True, True])]}
     file = _store_result(tmp_path, 'b', 'k1', result)
     light = detached(result, file, 'k1')
     for want, got in zip(result['episodes'], light['episodes']):
@@ -701,8 +729,8 @@ def test_collector_time_counts_each_pass_once_and_its_time():
     assert timer.passes == passes + 1 and timer.total_s > total_s
 
 
-def test_a_report_read_without_episodes_is_the_report_less_its_episodes(tmp_path):
-    """The gate's read skips the episode entries by line, in report.json as
+def test_a_report_read_without_rollouts_is_the_report_less_its_rollouts(tmp_path):
+    """The gate's read skips the rollout entries by line, in report.json as
     the audit writes it and as json.dumps(indent=1) would, wherever the key
     stands; a file laid out otherwise is decoded whole; broken JSON names the file."""
     from safemanip_ros.audit.report import read_report, report_json
@@ -731,9 +759,9 @@ def test_a_report_read_without_episodes_is_the_report_less_its_episodes(tmp_path
     for how, text in {'audit': report_json(layouts['middle']), 'compact': json.dumps(layouts['middle'])}.items():
         repeated = tmp_path / f'repeated-{how}.json'
         repeated.write_text(text.replace('"rollouts": 3', '"rollouts": 30, "rollouts": 3', 1))
-        for episodes in (False, True):
+        for rollouts in (False, True):
             with pytest.raises(SafemanipError, match=f"{repeated}: cannot read report: 'rollouts' is given twice"):
-                read_report(repeated, episodes=episodes)
+                read_report(repeated, episodes=rollouts)
 
 
 def test_gate_baseline_interval_is_its_definition_to_the_bit():

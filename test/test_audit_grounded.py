@@ -1,5 +1,5 @@
 """Raw-input bags grounded column-wise (safemanip_ros/audit/grounded.py)
-build the very frames the message-by-message loop builds: same episodes,
+build the very frames the message-by-message loop builds: same rollouts,
 values, unknowns and warnings.  The bags are generated (seeded) to cover
 what the grounding keeps from message to message and frame to frame, and
 the cases the columnar path must hand back to the loop."""
@@ -17,7 +17,7 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from safemanip_ros.audit.grounded import grounded_episodes
+from safemanip_ros.audit.grounded import grounded_rollouts
 from safemanip_ros.audit.rollouts import read_bag
 from safemanip_ros.bag.typestore import typestore
 from safemanip_ros.bag.writer import SplitBagWriter
@@ -37,7 +37,7 @@ def _yaw(deg: float) -> tuple[float, float, float, float]:
 
 @dataclass(frozen=True)
 class Knobs:
-    """How often each input misbehaves in a generated episode (the defaults
+    """How often each input misbehaves in a generated rollout (the defaults
     are the seeded tests' rates): messages missing (dropouts), NaN values,
     and a stall of each stream (frames ``[stall_at, stall_at + stall_frames)``
     without it: stale inputs)."""
@@ -57,7 +57,7 @@ class Knobs:
 
 def _write(path: Path, seed: int, *, break_with: str | None = None, gap_s: float = 0.0, n: int = 120,
            extras: bool = False, knobs: Knobs = Knobs(), perceived: bool = False) -> None:
-    """A Lift-like episode: the arm reaches, the fingers close on the cube
+    """A Lift-like rollout: the arm reaches, the fingers close on the cube
     (contacts come and go, some below the force threshold, one NaN force),
     lift, release; joint states sometimes reordered, without velocities,
     NaN, missing a finger or malformed; TF with the eef appearing late, the
@@ -219,7 +219,7 @@ def _columnar(path: Path, robot, names: list[str]) -> bool:
     from safemanip_ros.bag import open_bag
     with open_bag(path) as bag:
         conns = [c for c in bag.connections if c.topic != '/clock']
-        return grounded_episodes(path, bag, conns, GroundingSet(robot, False, False), names, 20.0, 10.0,
+        return grounded_rollouts(path, bag, conns, GroundingSet(robot, False, False), names, 20.0, 10.0,
                                  typestore(), []) is not None
 
 
@@ -299,14 +299,14 @@ def test_columnar_grounding_builds_the_frames_of_the_message_loop(tmp_path):
     assert [n for n in wanted if seen[n] != {'true', 'unknown'}] == []
 
 
-def test_a_gap_splits_the_episode_the_same_way(tmp_path):
+def test_a_gap_splits_the_rollout_the_same_way(tmp_path):
     robot = load_robot_config(ROBOT)
     names = _names(robot)
     _write(tmp_path / 'gap', 7, gap_s=3.0)
     assert _columnar(tmp_path / 'gap', robot, names)
     _compare(tmp_path / 'gap', robot, names, max_gap_s=1.0)
     eps = read_bag(tmp_path / 'gap', names, 20.0, 0.3, robot, max_gap_s=1.0)
-    assert [e.name for e in eps] == ['gap', 'gap#gap1'] and 'episode split' in eps[0].warnings[0]
+    assert [e.name for e in eps] == ['gap', 'gap#gap1'] and 'rollout split' in eps[0].warnings[0]
 
 
 def test_a_detector_interleaved_on_tf_is_grounded_column_wise_too(tmp_path):
@@ -340,14 +340,14 @@ def test_long_recordings_are_grounded_in_bounded_memory(tmp_path, monkeypatch):
     message loop, which evaluates its frames a batch at a time (the TF
     history dropped in between): the frames are still the same."""
     import safemanip_ros.audit.grounded as grounded
-    import safemanip_ros.audit.rollouts as episodes
+    import safemanip_ros.audit.rollouts as rollouts
     robot = load_robot_config(ROBOT)
     names = _names(robot)
     _write(tmp_path / 'long', 5, n=260)
     expected = read_bag(tmp_path / 'long', names, 20.0, 0.3, robot)
     monkeypatch.setattr(grounded, 'MAX_BYTES', 50_000)
     assert not _columnar(tmp_path / 'long', robot, names)
-    monkeypatch.setattr(episodes, '_VIEWED_FRAMES', 7)       # a flush every 7 frames, state carried across
+    monkeypatch.setattr(rollouts, '_VIEWED_FRAMES', 7)       # a flush every 7 frames, state carried across
     got = read_bag(tmp_path / 'long', names, 20.0, 0.3, robot)
     assert [e.name for e in got] == [e.name for e in expected]
     for a, b in zip(got, expected):

@@ -80,9 +80,9 @@ def test_a_report_whose_numbers_contradict_each_other_is_refused(report, tmp_pat
     (lambda data: data.update(categories={}), f"property {NAME!r} is of category 'enclosure_access', which has no row"),
     (lambda data: data.update(episodes=3), 'episodes is int 3, not a list'),
 ])
-def test_a_report_whose_categories_or_episodes_contradict_it_is_refused(report, tmp_path, edit, words):
+def test_a_report_whose_categories_or_rollout_list_contradict_it_is_refused(report, tmp_path, edit, words):
     """A category gated at 0 % while its property violates 10 times in 40, or a sequential gate crashing on a
-    report whose episodes are not a list (exit 70)."""
+    report whose rollout list (``episodes``) is not a list (exit 70)."""
     data = json.loads(report.read_text())
     edit(data)
     edited = tmp_path / 'edited.json'
@@ -220,7 +220,7 @@ def test_operator_commands_refuse_absurd_waits_and_counts(args, words):
 
 
 def test_report_files_are_readable_as_the_umask_allows(report):
-    """report.json and the episode files were 0600 (written through mkstemp)."""
+    """report.json and the rollout files were 0600 (written through mkstemp)."""
     import os
     mask = os.umask(0o022)
     os.umask(mask)
@@ -299,7 +299,7 @@ def test_a_live_recording_with_grounded_predicates_the_suite_does_not_read_is_au
 def test_a_live_recording_at_another_rate_is_named_not_rebuilt_wrong(tmp_path):
     """A recording of a monitor run at 100 Hz (``-p rate_hz:=100``), audited
     at the suite's 20 Hz, rebuilt its frames five periods to one: every
-    window another length, other episodes, and no word.  The bag is now
+    window another length, other rollouts, and no word.  The bag is now
     skipped with the rate to audit it at, and audits at that rate."""
     from safemanip_ros.bag import SplitBagWriter, typestore
     ts = typestore()
@@ -323,8 +323,8 @@ def test_a_live_recording_at_another_rate_is_named_not_rebuilt_wrong(tmp_path):
     args = ['audit', str(tmp_path / 'bag'), '--scene', str(SCENE), '--only', NAME, '--quiet']
     proc = run_cli(*args, '--out', str(tmp_path / 'o'))
     assert proc.returncode == 3 and 'audited 0 rollouts' in proc.stdout, proc.stdout + proc.stderr
-    assert ("episode monitor-x-0001: the live monitor built its frames at 100 Hz, this audit at 20 Hz: its "
-            "episodes would not be the monitor's (audit it with --rate-hz 100)") in proc.stdout, proc.stdout
+    assert ("rollout monitor-x-0001: the live monitor built its frames at 100 Hz, this audit at 20 Hz: its "
+            "rollouts would not be the monitor's (audit it with --rate-hz 100)") in proc.stdout, proc.stdout
     proc = run_cli(*args, '--out', str(tmp_path / 'o2'), '--rate-hz', '100')
     assert proc.returncode == 0 and 'audited 1 rollouts (50 frames)' in proc.stdout, proc.stdout + proc.stderr
 
@@ -364,9 +364,9 @@ def test_a_live_recording_is_rebuilt_with_the_monitors_staleness(tmp_path):
     assert proc.returncode == 0 and 'audited 1 rollouts (60 frames)' in proc.stdout, proc.stdout + proc.stderr
     # The cabinet's predicates are never given (half the frames' reads); the microwave's none held too long.
     assert '50% of its frames were decided by unknown_as (60 of 120)' in proc.stderr, proc.stderr
-    [episode] = json.loads((tmp_path / 'o' / 'report.json').read_text())['episodes']
+    [rollout] = json.loads((tmp_path / 'o' / 'report.json').read_text())['episodes']
     assert any('samples held 1 s, as the live monitor held them (not --staleness-s 0.25)' in w
-               for w in episode['warnings']), episode['warnings']
+               for w in rollout['warnings']), rollout['warnings']
 
 
 def _raw_bag(path: Path, contacts_type: str = 'safemanip_ros/msg/ContactArray',

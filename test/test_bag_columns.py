@@ -51,7 +51,7 @@ def test_decoder_matches_rosbags_bit_for_bit():
 @pytest.mark.parametrize('storage', ['mcap', 'sqlite3'])
 def test_column_framing_equals_the_message_loop(tmp_path, storage):
     """Several topics, layouts that change, unknowns, a predicate on two
-    topics, jittered and missing samples, and a hole that splits the episode."""
+    topics, jittered and missing samples, and a hole that splits the rollout."""
     ts = typestore()
     rng = np.random.default_rng(7)
     w = SplitBagWriter(tmp_path / 'bag', storage, split_s=3.0)
@@ -134,10 +134,10 @@ def test_too_many_layouts_falls_back_and_drops_nothing(tmp_path):
     w.close()
     with pytest.raises(ColumnDecodeError, match=f'more than {MAX_LAYOUTS} message layouts'):
         decode_predicate_arrays(raws)
-    [episode] = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
-    assert len(episode.values) == len(raws)                 # one frame per message at 20 Hz, none dropped
+    [rollout] = rollouts_mod.read_bag(tmp_path / 'bag', ['p1', 'p2'], 20.0, 0.12)
+    assert len(rollout.values) == len(raws)                 # one frame per message at 20 Hz, none dropped
     last = ts.deserialize_cdr(raws[-1], TYPE).predicates
-    assert episode.values[-1].tolist() == [bool(p.value and not p.unknown) for p in last]
+    assert rollout.values[-1].tolist() == [bool(p.value and not p.unknown) for p in last]
 
 
 def test_shared_qos_parses_equal_rosbags_own():

@@ -151,7 +151,7 @@ def test_messages_no_layout_takes_are_left_to_rosbags():
 def raw_bag_samples_equal_rosbags(bag: Path) -> int:
     """Every raw input message of a recorded bag: the column-wise sample equals
     the sample of the deserialized message.  Returns the messages compared
-    (used on simulated episodes by test_sim)."""
+    (used on simulated rollouts by test_sim)."""
     from rosbags.rosbag2 import Reader
 
     from safemanip_ros.bag.bulk import read_batches

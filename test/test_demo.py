@@ -1,5 +1,5 @@
 """The README's main-job command runs end to end and passes its own checks:
-physics-simulated episodes watched live over DDS, the supervisor holding the
+physics-simulated rollouts watched live over DDS, the supervisor holding the
 simulated arm, bags recorded and audited; and the fast scripted demo."""
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ def test_make_demo(tmp_path):
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
-    assert any(line.startswith('safemanip demo: 8 robosuite episodes') for line in text.splitlines()[:3]), \
+    assert any(line.startswith('safemanip demo: 8 robosuite rollouts') for line in text.splitlines()[:3]), \
         text[:500]
     assert 'MISMATCH' not in text, text
-    for task, episodes in (('Lift', 6), ('PickPlace', 2)):
+    for task, rollouts in (('Lift', 6), ('PickPlace', 2)):
         assert f'report ({task}): {out / "audit" / task / "report.html"}' in text
         report = json.loads((out / 'audit' / task / 'report.json').read_text())
-        assert report['rollouts'] == episodes and not report['skipped']
+        assert report['rollouts'] == rollouts and not report['skipped']
     rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(('lift_', 'pickplace_'))}
     # Detected live at the drop. It is 0 frames late in the offline benchmark, and usually live; on a busy
     # machine the live loop has read it one frame later (its frames follow /clock as it arrives), so the
@@ -52,9 +52,9 @@ def test_the_demo_runs_from_pixels(tmp_path):
     """``safemanip demo --perception camera``: the cube found in the bridge's
     rendered RGB-D frames (no simulator truth for it on /tf), the stack on the
     bridge's /clock however slow rendering makes it: the drop and the drag
-    held, the clean episode never."""
+    held, the clean rollout never."""
     out = tmp_path / 'demo'
-    proc = run_cli('demo', '--perception', 'camera', '--episodes', '3', '--out', str(out), timeout=600)
+    proc = run_cli('demo', '--perception', 'camera', '--rollouts', '3', '--out', str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith('lift_')}
     assert set(rows) == {'lift_none_001', 'lift_midair_drop_002', 'lift_drag_003'}, proc.stdout

@@ -1,5 +1,5 @@
 """``safemanip demo --canary``: two canaries gated live over DDS from the
-monitors' final metrics of real physics episodes, and each live decision
+monitors' final metrics of real physics rollouts, and each live decision
 equal to ``gate --sequential`` on the audit of the same run's recorded bags."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class NotHere:
 
 
 PLANS: dict[tuple[str, str], Run | Elsewhere | NotHere] = {
-    ('README.md', 'make demo   # main job: physics-simulated robot episodes (robosuite) watched live over ROS 2 DDS, '
+    ('README.md', 'make demo   # main job: physics-simulated robot rollouts (robosuite) watched live over ROS 2 DDS, '
                   'then audited'): Elsewhere('test/test_demo.py::test_make_demo'),
     ('README.md', "printf '{\"grasped\": true, \"synced\": true}\\n{\"grasped\": true}\\n' > trace.jsonl"):
         Elsewhere('test/test_readme.py::test_check_example_prints_what_the_readme_says'),
@@ -170,7 +170,7 @@ def test_blocks_run_elsewhere_are_run_there():
 @pytest.fixture(scope='module')
 def recording(tmp_path_factory) -> Path:
     """A few seconds of a robot cell's raw inputs as rosbag2 records them (joint states, TF, contacts,
-    /clock): a simulated Lift episode, what `ros2 bag record` would have written beside the simulator."""
+    /clock): a simulated Lift rollout, what `ros2 bag record` would have written beside the simulator."""
     return simulated_recording(tmp_path_factory.mktemp('recording'), 'none', 3)
 
 

@@ -3,7 +3,7 @@
 own deserialization and through rosbags (what bag readers use), for
 generated instances (names of any length and alignment, non-ASCII, any
 binding), every event code and severity, times before and after 1970 and
-a wire reused across episodes (its cached parts follow the episode id)."""
+a wire reused across rollouts (its cached parts follow the rollout id)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ TIME_NS = st.integers(-2**31 * 10**9, 2**31 * 10**9 - 1)
 
 @st.composite
 def _events(draw: st.DrawFn) -> tuple[list[Instance], list[dict]]:
-    """Instances and a run of their events over one to three episodes."""
+    """Instances and a run of their events over one to three rollouts."""
     instances = draw(INSTANCES)
-    episodes = draw(st.lists(NAMES, min_size=1, max_size=3))
+    rollouts = draw(st.lists(NAMES, min_size=1, max_size=3))
     events = draw(st.lists(st.fixed_dictionaries({
-        'd': st.integers(0, len(instances) - 1), 'event': st.integers(0, 2), 'episode_id': st.sampled_from(episodes),
+        'd': st.integers(0, len(instances) - 1), 'event': st.integers(0, 2), 'episode_id': st.sampled_from(rollouts),
         'stamp_ns': TIME_NS, 'start_frame': st.integers(0, 2**64 - 1), 'end_frame': st.integers(0, 2**64 - 1),
         'start_ns': TIME_NS, 'end_ns': TIME_NS, 'recovered': st.booleans(), 'count': st.integers(0, 2**32 - 1)}),
         min_size=1, max_size=8))

@@ -77,7 +77,7 @@ def test_the_verdict_board_keeps_instances_a_partial_set_does_not_list():
     rows = {r['instance']: r for r in verdicts_json(board, 0, 0)['instances']}
     assert rows['p[a]']['state'] == 'presumably_true' and rows['p[b]']['state'] == 'violated'
     assert rows['p[b]']['verdict'] == 'false' and rows['p[b]']['violated']
-    board.update(Msg(episode_id='ep2', verdicts=[verdict('p[b]', 1, 0)]))      # a new episode's full set
+    board.update(Msg(episode_id='ep2', verdicts=[verdict('p[b]', 1, 0)]))      # a new rollout's full set
     assert [r['instance'] for r in verdicts_json(board, 0, 0)['instances']] == ['p[b]']
     msg = verdicts_json(board, 1_500_000_000, 30)
     assert msg['timestamp'] == {'sec': 1, 'nsec': 500_000_000} and msg['frame'] == 30 and msg['episode_id'] == 'ep2'

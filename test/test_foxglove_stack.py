@@ -309,7 +309,7 @@ def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_pat
 
 @pytest.fixture(scope='module')
 def dropped_cube(tmp_path_factory) -> Path:
-    """A recording a robot's own stack would have made (raw inputs and /clock): a simulated Lift episode whose
+    """A recording a robot's own stack would have made (raw inputs and /clock): a simulated Lift rollout whose
     policy drops the cube mid-air."""
     return simulated_recording(tmp_path_factory.mktemp('replay'), 'midair_drop', 5)
 
@@ -403,18 +403,18 @@ def test_an_audit_writes_what_it_found_for_foxglove_on_the_robot_as_it_moved(tmp
         for _, channel, message in make_reader(f).iter_messages(log_time_order=True):
             got.setdefault(channel.topic, []).append(json.loads(message.data))
     report = json.loads((out / 'report.json').read_text())
-    (episode,) = [e for e in report['episodes'] if e['episode'] == dropped_cube.name]
-    # The events are the report's episodes, in frame order.
-    expected = sorted([(x['start'], 'opened', i['instance']) for i in episode['timeline'] for x in i['episodes']]
+    (rollout,) = [e for e in report['episodes'] if e['episode'] == dropped_cube.name]
+    # The events are the report's violation episodes, in frame order.
+    expected = sorted([(x['start'], 'opened', i['instance']) for i in rollout['timeline'] for x in i['episodes']]
                       + [(x['end'], 'closed' if x['recovered'] else 'pending_at_end', i['instance'])
-                         for i in episode['timeline'] for x in i['episodes']], key=lambda e: (e[0], e[1] != 'opened'))
+                         for i in rollout['timeline'] for x in i['episodes']], key=lambda e: (e[0], e[1] != 'opened'))
     shown = [(e['start_frame'] if e['event'] == 'opened' else e['end_frame'], e['event'], e['instance'])
              for e in got['/safemanip/violations']]
     assert shown == expected and expected, (shown, expected)
     # Every frame's verdict of each violated instance is the report's (its verdict timeline's runs).
-    assert len(got['/safemanip/verdicts']) == episode['frames']
+    assert len(got['/safemanip/verdicts']) == rollout['frames']
     words = ('false', 'true', 'presumably_false', 'presumably_true')
-    for instance, runs in episode['verdict_timeline'].items():
+    for instance, runs in rollout['verdict_timeline'].items():
         for start, end, code in runs:
             for frame in (start, end):
                 row = next(r for r in got['/safemanip/verdicts'][frame]['instances'] if r['instance'] == instance)

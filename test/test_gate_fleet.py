@@ -1,5 +1,5 @@
 """A fleet gated live over DDS with real monitors: two namespaced ``monitor``
-processes (robots ``r1`` and ``r2``) fed predicates, their episodes ended
+processes (robots ``r1`` and ``r2``) fed predicates, their rollouts ended
 through ``~/end_episode``, and one ``gate --live --robot r1 --robot r2``
 that counts each robot's final metrics and fails the robot that violates."""
 
@@ -71,7 +71,7 @@ def test_a_fleet_of_real_monitors_is_gated_per_robot(tmp_path):
                         decisions.get(('', 'enclosure_access')) is not None, 120)
 
             def rollout(robot: str, door_open: bool) -> None:
-                """The gripper reaches into the microwave, its door fully open or not; then the episode ends."""
+                """The gripper reaches into the microwave, its door fully open or not; then the rollout ends."""
                 frame = {'reach_in_microwave': True, 'fixture_fully_open_microwave': door_open,
                          'reach_in_cabinet': False, 'fixture_fully_open_cabinet': False}
                 before = frames_seen[robot]
@@ -95,8 +95,8 @@ def test_a_fleet_of_real_monitors_is_gated_per_robot(tmp_path):
             log = (tmp_path / 'gate.log').read_text()
             assert 'gate: FAIL' in log and 'enclosure_access (r2)' in log and 'FAIL: enclosure_access (r1)' not in log, log
             state = json.loads((tmp_path / 'state.json').read_text())
-            episodes = [e for _, e in state['seen']]
-            assert len(episodes) == len(set(episodes)) == r1.rollouts + r2.rollouts
+            rollouts = [e for _, e in state['seen']]
+            assert len(rollouts) == len(set(rollouts)) == r1.rollouts + r2.rollouts
     finally:
         for p in procs:
             if p.poll() is None:

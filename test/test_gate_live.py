@@ -47,8 +47,8 @@ class Fleet:
             self.ex.spin_once(timeout_sec=0.05)
         return cond()
 
-    def rollout(self, robot: str, episode: str, triggers: int, violations: int) -> None:
-        msg = MonitorMetrics(episode_id=episode, final=True, frames=100, properties=[
+    def rollout(self, robot: str, rollout: str, triggers: int, violations: int) -> None:
+        msg = MonitorMetrics(episode_id=rollout, final=True, frames=100, properties=[
             PropertyMetrics(property='p', instance='p[cube]', category='c', triggers=triggers, violations=violations)])
         self.pubs[robot].publish(msg)
 
@@ -333,13 +333,13 @@ def test_a_decision_reached_on_the_recording_is_alerted(tmp_path):
     assert alerts[0]['time_utc'].endswith('Z') and alerts[0]['observations'] == 75 and alerts[0]['violations'] == 0
 
 
-def final_metrics_cdr(episode: str, stamp_s: int, triggers: int = 5, violations: int = 0) -> bytes:
+def final_metrics_cdr(rollout: str, stamp_s: int, triggers: int = 5, violations: int = 0) -> bytes:
     """A monitor's final MonitorMetrics of one rollout of property p (category c), as a recorder keeps it."""
     from safemanip_ros.bag import typestore
     ts = typestore()
     T, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
     MM, PM = ts.types['safemanip_ros/msg/MonitorMetrics'], ts.types['safemanip_ros/msg/PropertyMetrics']
-    msg = MM(header=Header(stamp=T(sec=stamp_s, nanosec=0), frame_id=''), episode_id=episode, frames=100, final=True,
+    msg = MM(header=Header(stamp=T(sec=stamp_s, nanosec=0), frame_id=''), episode_id=rollout, frames=100, final=True,
              properties=[PM(property='p', instance='p[x]', category='c', triggers=triggers, violations=violations,
                             unsafe_frames=0, frames=100, pending=0, unknown_frames=0)])
     return bytes(ts.serialize_cdr(msg, 'safemanip_ros/msg/MonitorMetrics'))

@@ -366,7 +366,7 @@ def test_non_finite_wrench_is_unknown():
     assert g.evaluate(0.0)['contact_force_over_threshold'] is None
 
 
-def _random_tf_episode(seed: int):
+def _random_tf_rollout(seed: int):
     """A seeded stream of TF inputs and frames exercising what the TF
     grounding keeps from frame to frame: motion across the stability and
     slip limits, grasps that start, drop out for a frame and end, unknown
@@ -421,7 +421,7 @@ def _tf_config():
 
 def test_tf_frames_evaluated_together_equal_frames_evaluated_one_by_one():
     """The offline audit views each frame as it comes and evaluates an
-    episode's frames at once; the live node evaluates each at once.  Over
+    rollout's frames at once; the live node evaluates each at once.  Over
     random streams, with the batch flushed at random points, both give the
     same values, in the same order, and count the same input health."""
     compared = 0
@@ -429,7 +429,7 @@ def test_tf_frames_evaluated_together_equal_frames_evaluated_one_by_one():
         live, batch = TfGrounding(_tf_config()), TfGrounding(_tf_config())
         rng = np.random.default_rng(1000 + seed)
         expected, got = [], []
-        for kind, stamp, arg in _random_tf_episode(seed):
+        for kind, stamp, arg in _random_tf_rollout(seed):
             if kind == 'frame':
                 expected.append(live.evaluate(stamp, arg))
                 batch.view(stamp, arg)

@@ -412,7 +412,7 @@ def _track_inputs(seed: int, frames: int = 240) -> tuple:
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**16), cut=st.lists(st.integers(1, 239), max_size=6))
 def test_a_track_run_frame_by_frame_equals_the_same_frames_in_one_run(seed: int, cut: list[int]) -> None:
-    """One implementation serves live and offline: the frames of an episode
+    """One implementation serves live and offline: the frames of a rollout
     in one run (the audit) and in runs of any length down to one frame
     (live ticks, deferred frames) give the same states bit for bit."""
     times, codes, detections, G_R, G_t, ok, motion = _track_inputs(seed)

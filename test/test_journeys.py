@@ -2,7 +2,7 @@
 checked by a judge of their own:
 
 (a) an RL researcher wraps an environment of their own in a few lines, runs
-    100 episodes, and `safemanip specrl evaluate` scores the log: its rates
+    100 rollouts, and `safemanip specrl evaluate` scores the log: its rates
     equal those of a judge that reads the environment's own record (no LTLf);
 (c) a release manager audits rollouts with a limit, looks at report.html in a
     browser, replays the gate (`gate --sequential`), then gates the same
@@ -62,13 +62,13 @@ def test_a_researchers_own_environment_scored_as_an_independent_judge_scores_it(
     from safemanip_ros.gym import SpecMonitor
     env = Corridor()
     # The user's lines: wrap, then run their loop as always.
-    wrapped = SpecMonitor(env, {'reach_avoid': '!lava U goal'}, log_path=tmp_path / 'episodes.jsonl', seed=7)
+    wrapped = SpecMonitor(env, {'reach_avoid': '!lava U goal'}, log_path=tmp_path / 'rollouts.jsonl', seed=7)
     rng = np.random.default_rng(7)
     for _ in range(100):
         wrapped.reset()
         while not any(wrapped.step(int(rng.random() < 0.55))[2:4]):
             pass
-    proc = run_cli('specrl', 'evaluate', str(tmp_path / 'episodes.jsonl'), '--formula', '!lava U goal', '--json')
+    proc = run_cli('specrl', 'evaluate', str(tmp_path / 'rollouts.jsonl'), '--formula', '!lava U goal', '--json')
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.splitlines()[-1])
     # The judge: the environment's own positions, read as the task means them.

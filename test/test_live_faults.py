@@ -4,7 +4,7 @@ supervisor in a process of its own, with the launch file's parameters) and
 this test as the robot (joint states, TF, contacts at 20 Hz):
 
 * input faults — duplicate and out-of-order stamps, a burst, the robot's
-  publishers restarted mid-episode — raise no violation and no hold, and a
+  publishers restarted mid-rollout — raise no violation and no hold, and a
   real touch is still held afterwards;
 * a grounding process killed (SIGKILL) silences its predicates: the
   supervisor holds the arm, naming the topic;

@@ -33,11 +33,11 @@ CASES = st.composite(_case)()
 @settings(max_examples=200, deadline=None)
 @given(CASES)
 def test_rosbags_reads_the_bytes_as_the_message(case):
-    instances, counts, episode, stamp_ns, frames = case
-    raw = RunningMetricsWire(instances).encode(stamp_ns, episode, frames, counts)
+    instances, counts, rollout, stamp_ns, frames = case
+    raw = RunningMetricsWire(instances).encode(stamp_ns, rollout, frames, counts)
     msg = typestore().deserialize_cdr(raw, 'safemanip_ros/msg/MonitorMetrics')
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == divmod(stamp_ns, 10**9)
-    assert (msg.header.frame_id, msg.episode_id, msg.frames, msg.final) == ('', episode, frames, False)
+    assert (msg.header.frame_id, msg.episode_id, msg.frames, msg.final) == ('', rollout, frames, False)
     assert [(m.property, m.instance, m.category) for m in msg.properties] == instances
     assert [[getattr(m, f) for f in COUNT_FIELDS] for m in msg.properties] == counts.tolist()
 
@@ -56,12 +56,12 @@ def test_rclpy_reads_the_bytes_as_the_message_it_would_have_made(case):
 
     from safemanip_ros.msg import MonitorMetrics, PropertyMetrics
     from safemanip_ros.nodes.conversions import time_from_ns
-    instances, counts, episode, stamp_ns, frames = case
-    expected = MonitorMetrics(episode_id=episode, frames=frames, final=False)
+    instances, counts, rollout, stamp_ns, frames = case
+    expected = MonitorMetrics(episode_id=rollout, frames=frames, final=False)
     expected.header.stamp = time_from_ns(stamp_ns)
     expected.properties = [PropertyMetrics(property=p, instance=i, category=c,
                                            **dict(zip(COUNT_FIELDS, map(int, row))))
                            for (p, i, c), row in zip(instances, counts)]
-    raw = RunningMetricsWire(instances).encode(stamp_ns, episode, frames, counts)
+    raw = RunningMetricsWire(instances).encode(stamp_ns, rollout, frames, counts)
     assert deserialize_message(raw, MonitorMetrics) == expected
     assert len(raw) == len(serialize_message(expected))

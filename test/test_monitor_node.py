@@ -1,6 +1,6 @@
 """The lifecycle monitor node in its own process over DDS: configure and
 activate through the lifecycle services, predicates in → verdicts, violation
-events, metrics and diagnostics out; episode, status and reload services."""
+events, metrics and diagnostics out; rollout, status and reload services."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     for m in verdicts:
         board.update(m)
     assert not events and len(board) == 3 and all(v.verdict != 0 for v in board.by_instance.values())
-    # An episode's first frame lists every instance; a frame in which nothing changed lists none.
+    # A rollout's first frame lists every instance; a frame in which nothing changed lists none.
     assert verdicts[0].frame == 0 and len(verdicts[0].verdicts) == 3
     assert any(not m.verdicts for m in verdicts[1:])
     assert {s.name for s in diags[-1].status} == {'safemanip/collision_contact', 'safemanip/enclosure_access',
@@ -92,7 +92,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert opened.instance == 'reach_in_fixture_only_when_fully_open[fixture=microwave]'
     assert opened.category == 'enclosure_access' and opened.severity == ViolationEvent.SEVERITY_ERROR
     assert [(kv.key, kv.value) for kv in opened.binding] == [('fixture', 'microwave')]
-    # Asked while it is open, the monitor lists the episode as the event that opened it (a supervisor
+    # Asked while it is open, the monitor lists the violation episode as the event that opened it (a supervisor
     # started now learns it there); the inputs keep coming meanwhile, or they would go stale.
     open_client = node.create_client(OpenViolations, '/monitor/open_violations')
     assert open_client.wait_for_service(timeout_sec=30.0)
@@ -105,7 +105,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert same == opened, (same, opened)      # field for field, its stamps included
     assert ns_from_time(listed.header.stamp) >= ns_from_time(opened.header.stamp)
     assert spin_publish(lambda: any(d.level == b'\x02' for d in diags[-1].status))
-    frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the episode
+    frames['reach_in_microwave'] = False       # it leaves: the recovery formula closes the violation episode
     assert spin_publish(lambda: any(e.event == ViolationEvent.EVENT_CLOSED for e in events))
     closed = next(e for e in events if e.event == ViolationEvent.EVENT_CLOSED)
     assert closed.recovered and closed.start_frame == opened.start_frame and closed.end_frame > closed.start_frame
@@ -129,7 +129,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert by_instance['reach_in_fixture_only_when_fully_open[fixture=microwave]'].triggers == 1
     answer = _call(node, ex, Trigger, '/monitor/start_episode', Trigger.Request())
     assert answer.success and re.match(r'monitor-\d{8}T\d{6}Z-[0-9a-f]{4}-0002', answer.message), answer.message
-    assert answer.message.split('-')[:3] == final.episode_id.split('-')[:3]      # one run id, the next episode
+    assert answer.message.split('-')[:3] == final.episode_id.split('-')[:3]      # one run id, the next rollout
     answer = _call(node, ex, Trigger, '/monitor/reload', Trigger.Request())
     assert answer.success and answer.message == '3 property instances'
     # A reload from a broken file keeps the running monitor and says why.

@@ -74,4 +74,4 @@ def test_monitor_trace_example_runs(tmp_path):
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith('reach_in_fixture_only_when_fully_open[fixture=microwave]'))
-    assert line.split()[1:4] == ['1', '1', '2']   # N, V, U: episode [0, 1] closes when the gripper leaves
+    assert line.split()[1:4] == ['1', '1', '2']   # N, V, U: violation episode [0, 1] closes when the gripper leaves

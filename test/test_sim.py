@@ -1,5 +1,5 @@
 """The robosuite bridge's world readout agrees with robosuite's own
-observations; physics episodes become bags with ground truth that the
+observations; physics rollouts become bags with ground truth that the
 shipped configuration audits faithfully."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from safemanip_ros.grounding.config import load_robot_config
 from safemanip_ros.grounding.messages import GroundingSet
 from safemanip_ros.sim.faithfulness import format_table, score
 from safemanip_ros.sim.policies import EEF_BODY, LiftPolicy
-from safemanip_ros.sim.recording import EpisodeSpec, read_truth, run_episode
+from safemanip_ros.sim.recording import RolloutSpec, read_truth, run_rollout
 from safemanip_ros.sim.ros_messages import TOPICS
 from safemanip_ros.sim.world import SimWorld
 
@@ -64,8 +64,8 @@ def _contact_samples(sample):
     return [ContactSample(a, b, f) for a, b, f in sample.contacts]
 
 
-def test_episode_bag_and_truth(world, tmp_path):
-    truth = run_episode(world, EpisodeSpec('Lift', 'midair_drop', 5), tmp_path)
+def test_rollout_bag_and_truth(world, tmp_path):
+    truth = run_rollout(world, RolloutSpec('Lift', 'midair_drop', 5), tmp_path)
     bag = tmp_path / 'lift_midair_drop_005'
     assert read_truth(bag) == json.loads((bag / 'truth.json').read_text()) == truth.to_dict()
     assert [e.event for e in truth.events] == ['midair_drop']
@@ -88,8 +88,8 @@ def test_episode_bag_and_truth(world, tmp_path):
                                                      if t not in ('/clock', '/skill_events'))
 
 
-def _three_episodes_scored(world, tmp_path, perception_level: str) -> tuple[dict, str, list]:
-    """A clean Lift episode, a mid-air drop and a drag recorded at a
+def _three_rollouts_scored(world, tmp_path, perception_level: str) -> tuple[dict, str, list]:
+    """A clean Lift rollout, a mid-air drop and a drag recorded at a
     perception level, audited with the shipped configuration and scored."""
     from safemanip_ros.audit.engine import AuditConfig, run_audit
     from safemanip_ros.audit.report import build_report
@@ -97,8 +97,8 @@ def _three_episodes_scored(world, tmp_path, perception_level: str) -> tuple[dict
     from safemanip_ros.sim.perception import LEVELS
     bags = []
     for fault, seed in (('none', 11), ('midair_drop', 12), ('drag', 13)):
-        spec = EpisodeSpec('Lift', fault, seed)
-        run_episode(world, spec, tmp_path, perception=LEVELS[perception_level])
+        spec = RolloutSpec('Lift', fault, seed)
+        run_rollout(world, spec, tmp_path, perception=LEVELS[perception_level])
         bags.append(tmp_path / spec.name)
     cfg = AuditConfig(tuple(str(p) for p in default_suites()), robot_config=str(ROBOT))
     results, skipped = run_audit([str(b) for b in bags], cfg, tmp_path / 'audit', 1)
@@ -107,10 +107,10 @@ def _three_episodes_scored(world, tmp_path, perception_level: str) -> tuple[dict
     return result, format_table(result), bags
 
 
-def test_faithfulness_on_a_few_episodes(world, tmp_path):
-    """A clean episode, a drop and a drag: the shipped configuration flags
+def test_faithfulness_on_a_few_rollouts(world, tmp_path):
+    """A clean rollout, a drop and a drag: the shipped configuration flags
     exactly the faulty ones, with the property meant for each."""
-    result, table, _ = _three_episodes_scored(world, tmp_path, 'truth')
+    result, table, _ = _three_rollouts_scored(world, tmp_path, 'truth')
     assert result['specificity'] == 1.0 and result['sensitivity'] == 1.0, table
     props = result['properties']
     assert props['release_only_over_support']['detected'] == 1, table
@@ -119,11 +119,11 @@ def test_faithfulness_on_a_few_episodes(world, tmp_path):
 
 
 def test_faithfulness_under_realistic_perception(world, tmp_path):
-    """The same three episodes with the cube's pose from a simulated camera
+    """The same three rollouts with the cube's pose from a simulated camera
     tracker (5 mm / 2 deg noise, 10 Hz, 10 % missed, 100 ms late, half lost
     between the fingers) on /tf beside the exact robot links: still no false
     alarm, both faults caught by the property meant for each."""
-    result, table, bags = _three_episodes_scored(world, tmp_path, 'realistic')
+    result, table, bags = _three_rollouts_scored(world, tmp_path, 'realistic')
     ts = typestore()
     with Reader(bags[0]) as reader:
         conns = [c for c in reader.connections if c.topic == '/tf']
@@ -143,7 +143,7 @@ def test_faithfulness_under_realistic_perception(world, tmp_path):
 
 def test_doctor_checks_names_against_a_bag(world, tmp_path):
     from conftest import run_cli
-    run_episode(world, EpisodeSpec('Lift', 'none', 21), tmp_path)
+    run_rollout(world, RolloutSpec('Lift', 'none', 21), tmp_path)
     bag = str(tmp_path / 'lift_none_021')
     ok = run_cli('doctor', '--config', str(ROBOT), bag)
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -218,7 +218,7 @@ def test_doctor_live_graph(world):
 
 def test_config_init_draft_passes_doctor_once_choices_are_made(world, tmp_path):
     from conftest import run_cli
-    run_episode(world, EpisodeSpec('Lift', 'none', 31), tmp_path)
+    run_rollout(world, RolloutSpec('Lift', 'none', 31), tmp_path)
     bag = str(tmp_path / 'lift_none_031')
     draft = tmp_path / 'robot.yaml'
     proc = run_cli('config', 'init', '--from-bag', bag, '--out', str(draft))
@@ -249,7 +249,7 @@ def test_stacking_configuration_grounds_support_on_physics(tmp_path):
     at the end; cube B gets no per-object predicates (scene role)."""
     stack_world = SimWorld('Stack', seed=2)
     try:
-        truth = run_episode(stack_world, EpisodeSpec('Stack', 'none', 2), tmp_path)
+        truth = run_rollout(stack_world, RolloutSpec('Stack', 'none', 2), tmp_path)
     finally:
         stack_world.close()
     robot = load_robot_config(REPO / 'config' / 'robots' / 'robosuite_stack.yaml')
@@ -327,8 +327,8 @@ def test_pick_and_place_preconditions_on_physics(tmp_path):
     bags = []
     try:
         for fault, seed in (('place_in_clutter', 102), ('none', 106)):
-            spec = EpisodeSpec('PickPlace', fault, seed)
-            run_episode(world, spec, tmp_path)
+            spec = RolloutSpec('PickPlace', fault, seed)
+            run_rollout(world, spec, tmp_path)
             bags.append(tmp_path / spec.name)
     finally:
         world.close()
@@ -419,7 +419,7 @@ def test_bridge_serves_follow_joint_trajectory_and_a_cancel_holds(tmp_path):
 
 def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path):
     """PickPlace seed 21: the Can lies against the Cereal box (within 1 cm)
-    the whole episode, and the scripted pick descends and closes beside it
+    the whole rollout, and the scripted pick descends and closes beside it
     without reaching it.  The geometric onset (gripper within 5 cm) never
     fires; with the policy's phases as skill events the pick starts at
     `descend`, its precondition is judged on the Can the skill names (not
@@ -431,7 +431,7 @@ def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path)
 
     world = SimWorld('PickPlace', seed=21)
     try:
-        run_episode(world, EpisodeSpec('PickPlace', 'none', 21), tmp_path)
+        run_rollout(world, RolloutSpec('PickPlace', 'none', 21), tmp_path)
     finally:
         world.close()
     bag = tmp_path / 'pickplace_none_021'
@@ -456,7 +456,7 @@ def test_skill_events_decide_the_pick_onset_and_name_the_object_judged(tmp_path)
 
 def test_a_seed_builds_the_same_world_every_time(world):
     """robosuite draws the Lift cube's size when it builds the model: from
-    the seed, so the same seed is the same episode in any process (it was
+    the seed, so the same seed is the same rollout in any process (it was
     drawn unseeded: another cube every time)."""
     a, b, c = SimWorld('Lift', seed=11), SimWorld('Lift', seed=11), SimWorld('Lift', seed=12)
     try:
@@ -476,9 +476,9 @@ def _bridge(*args: str, stdin: str | None = None):
                            'sys.exit(main())', *args], input=stdin, capture_output=True, text=True, timeout=300)
 
 
-def test_a_served_episode_is_the_episode_sim_bridge_runs_alone(tmp_path):
-    """``sim_bridge --serve``: one episode per request line, each in a new
-    world and ROS context, answered with its exit code; the second episode
+def test_a_served_rollout_is_the_rollout_sim_bridge_runs_alone(tmp_path):
+    """``sim_bridge --serve``: one rollout per request line, each in a new
+    world and ROS context, answered with its exit code; the second rollout
     of a server gives the same ground truth as ``sim_bridge`` alone (no
     stack: nothing holds the arm), and its output goes to its own log."""
     fast = ['-p', 'wait_for_subscribers:=0', '-p', 'real_time_factor:=0.1']
@@ -493,14 +493,14 @@ def test_a_served_episode_is_the_episode_sim_bridge_runs_alone(tmp_path):
     assert served.returncode == 0, served.stderr[-2000:]
     assert [json.loads(line) for line in served.stdout.splitlines()] == [{'exit_code': 0}, {'exit_code': 0}]
     assert json.loads((tmp_path / 'served.json').read_text()) == json.loads((tmp_path / 'alone.json').read_text())
-    assert 'episode Lift/drag/seed 1 starts' in (tmp_path / 'first.log').read_text()
-    assert 'episode Lift/midair_drop/seed 5 starts' in (tmp_path / 'served.log').read_text()
+    assert 'rollout Lift/drag/seed 1 starts' in (tmp_path / 'first.log').read_text()
+    assert 'rollout Lift/midair_drop/seed 5 starts' in (tmp_path / 'served.log').read_text()
 
 
 @pytest.mark.parametrize('args, stdin, words', [
     (['--serve'], 'not json\n', ['a request is {"ros_args": [...], "log": PATH}', "'not json'"]),
     (['--serve'], '{"ros_args": "-p seed:=1", "log": "x"}\n', ['ros_args is not a list']),
-    (['--episodes', '3'], None, ["unknown arguments ['--episodes', '3']", 'usage: sim_bridge [--serve]']),
+    (['--rollouts', '3'], None, ["unknown arguments ['--rollouts', '3']", 'usage: sim_bridge [--serve]']),
 ])
 def test_sim_bridge_refuses_what_it_cannot_run_in_one_line(args, stdin, words):
     proc = _bridge(*args, stdin=stdin)
@@ -532,12 +532,12 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
     level = LEVELS['camera']
     world = SimWorld('Lift', seed=5, camera=level.camera)
     try:
-        truth = recording.run_episode(world, EpisodeSpec('Lift', 'midair_drop', 5), tmp_path, perception=level)
+        truth = recording.run_rollout(world, RolloutSpec('Lift', 'midair_drop', 5), tmp_path, perception=level)
     finally:
         world.close()
     (detector,) = made
     errors = np.array(detector.errors_m)
-    assert len(detector.seconds) == pytest.approx(truth.frames / 2, abs=2)        # 10 Hz of a 20 Hz episode
+    assert len(detector.seconds) == pytest.approx(truth.frames / 2, abs=2)        # 10 Hz of a 20 Hz rollout
     assert len(errors) >= 0.8 * len(detector.seconds) and np.median(errors) < 0.005 and errors.max() < 0.015
     bag = tmp_path / 'lift_midair_drop_005'
     ts = typestore()
@@ -545,7 +545,7 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
         conn = next(c for c in reader.connections if c.topic == '/tf')
         seen = [(t, ts.deserialize_cdr(raw, conn.msgtype)) for _, t, raw in reader.messages(connections=[conn])]
     cube = [(t, m.transforms[0]) for t, m in seen if m.transforms[0].child_frame_id == 'cube_main']
-    assert 0 <= len(errors) - len(cube) <= 2          # the captures of the last 100 ms end with the episode
+    assert 0 <= len(errors) - len(cube) <= 2          # the captures of the last 100 ms end with the rollout
     for t_ns, tr in cube:          # stamped with the capture, in the bag 100 ms later, no orientation claimed
         stamp_ns = tr.header.stamp.sec * 10**9 + tr.header.stamp.nanosec
         assert t_ns - stamp_ns == pytest.approx(100_000_000, abs=1_000_000)
@@ -554,7 +554,7 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
     result = audit_source(str(bag), cfg)
     violated = {i['instance'] for ep in result['episodes'] for i in ep['instances'] if i['violations']}
     assert any('release_only_over_support' in v or 'drop' in v for v in violated), violated
-    # The episode's truth file keeps what the camera cost and how far off it was; the bench sums them per level.
+    # The rollout's truth file keeps what the camera cost and how far off it was; the bench sums them per level.
     from safemanip_ros.sim.faithfulness import camera_figures, camera_line
     figures = camera_figures([bag])
     assert f'camera: {len(detector.seconds)} captures' in camera_line('camera', figures)

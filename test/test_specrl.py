@@ -33,12 +33,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*SAFEMANIP, *args], capture_output=True, text=True, timeout=300)
 
 
-def run_logged(formula: str, policy, path: Path, episodes: int = 1, seed: int = 0, **env) -> list[dict]:
-    """Episodes of ``policy`` in a wrapped LetterWorld, logged to ``path``; each step's wrapper info."""
+def run_logged(formula: str, policy, path: Path, rollouts: int = 1, seed: int = 0, **env) -> list[dict]:
+    """Rollouts of ``policy`` in a wrapped LetterWorld, logged to ``path``; each step's wrapper info."""
     w = SpecMonitor(LetterWorld(**env), {'spec': formula}, terminate_on_violation=True,
                     terminate_on_success=families.is_finite(formula), log_path=path, seed=seed)
     infos = []
-    for k in range(episodes):
+    for k in range(rollouts):
         obs, info = w.reset(seed=seed * 1000 + k)
         policy.reset(obs, info)
         done = False
@@ -54,8 +54,8 @@ def run_logged(formula: str, policy, path: Path, episodes: int = 1, seed: int = 
     (False, {'success_rate': 0.0, 'violation_rate': 1.0, 'others_rate': 0.0, 'mean_steps_to_success': None}),
 ])
 def test_greedy_policies_have_known_rates_on_a_constructed_layout(tmp_path, avoid, expected):
-    log = tmp_path / 'seed_1' / 'episodes.jsonl'
-    run_logged('!a U b', GreedyPolicy('!a U b', avoid=avoid), log, episodes=4, seed=1, size=5, layout=LAYOUT,
+    log = tmp_path / 'seed_1' / 'rollouts.jsonl'
+    run_logged('!a U b', GreedyPolicy('!a U b', avoid=avoid), log, rollouts=4, seed=1, size=5, layout=LAYOUT,
                start=(0, 0))
     out = cli('specrl', 'evaluate', str(log), '--formula', '!a U b', '--json')
     assert out.returncode == 0, out.stderr
@@ -81,7 +81,7 @@ def test_wrapper_and_evaluator_agree_with_safemanip_check_step_by_step(tmp_path,
     is `safemanip check`'s on the logged trace, and the evaluator's outcome
     is where check's verdict first becomes true or false."""
     log = tmp_path / 'log.jsonl'
-    infos = run_logged(formula, RandomPolicy(7), log, episodes=6, seed=3)
+    infos = run_logged(formula, RandomPolicy(7), log, rollouts=6, seed=3)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     batch = tmp_path / 'batch.jsonl'
     batch.write_text(''.join(json.dumps(r['propositions']) + '\n' for r in records))
@@ -111,11 +111,11 @@ def test_the_vector_wrapper_equals_single_environments():
     vec.reset(seed=[10, 11, 12, 13])
     rng = np.random.default_rng(0)
     actions = rng.integers(4, size=(steps, n))
-    episodes: list[list[dict]] = [[] for _ in range(n)]
+    rollouts: list[list[dict]] = [[] for _ in range(n)]
     for t in range(steps):
         _, _, term, trunc, info = vec.step(actions[t])
         for b in range(n):
-            episodes[b] += [info['safemanip']['episode'][b]] if info['safemanip']['episode'][b] else []
+            rollouts[b] += [info['safemanip']['episode'][b]] if info['safemanip']['episode'][b] else []
     # The same actions in single environments (horizon 30; the step after an end is the reset).
     for b in range(n):
         env = SpecMonitor(LetterWorld(horizon=30), {'spec': formula})
@@ -128,7 +128,7 @@ def test_the_vector_wrapper_equals_single_environments():
                 singles.append(info['safemanip']['episode'])
                 t += 1                # the vector env spends this action on its autoreset
                 env.reset()
-        assert [e['specs'] for e in episodes[b]] == [e['specs'] for e in singles]
+        assert [e['specs'] for e in rollouts[b]] == [e['specs'] for e in singles]
         assert len(singles) >= 6
 
 
@@ -209,9 +209,9 @@ def test_a_property_suite_runs_in_the_wrapper():
         _, _, term, trunc, info = env.step(int(rng.integers(4)))
         opened += sum('end' not in e for e in info['safemanip']['events'])
         done = term or trunc
-    episode = info['safemanip']['episode']
-    assert 'letter_01' in info['safemanip']['verdicts'] and 'letter_01' in episode['instances']
-    assert sum(i['violations'] for i in episode['instances'].values()) == opened
+    rollout = info['safemanip']['episode']
+    assert 'letter_01' in info['safemanip']['verdicts'] and 'letter_01' in rollout['instances']
+    assert sum(i['violations'] for i in rollout['instances'].values()) == opened
 
 
 def test_the_physics_environment_is_labelled_and_monitored():
@@ -253,7 +253,7 @@ def test_the_ray_engine_gives_the_local_numbers():
 def test_rollout_helper_runs_a_registered_environment():
     env = SpecMonitor(gymnasium.make('safemanip/LetterWorld-v0', horizon=10), 'F a')
     rollout(env, RandomPolicy(0), seed=2)
-    assert env.episodes == 1
+    assert env.rollouts == 1
 
 
 class _OwnEnv(gymnasium.Env):
@@ -316,12 +316,12 @@ def test_an_environments_propositions_are_read_as_given_never_guessed():
 
 def test_the_vector_wrapper_takes_gymnasiums_autoreset_when_every_environment_ends_together():
     """Every sub-environment ends on step 3: the next step is all resets, whose info has no propositions
-    (KeyError before). Each episode is scored as a single environment scores it."""
+    (KeyError before). Each rollout is scored as a single environment scores it."""
     vec = SpecMonitorVector(gymnasium.vector.SyncVectorEnv([lambda: _OwnEnv('set') for _ in range(3)]),
                             {'spec': 'G !lava & F goal'})
     vec.reset(seed=0)
     ended = []
-    for _ in range(12):               # three episodes of 3 steps, each followed by its reset step
+    for _ in range(12):               # three rollouts of 3 steps, each followed by its reset step
         info = vec.step(np.zeros(3, np.int64))[4]
         ended += [e['specs']['spec']['outcome'] for e in info['safemanip']['episode'] if e is not None]
     assert ended == ['violation'] * 9

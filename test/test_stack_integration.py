@@ -119,7 +119,7 @@ def _stop(proc) -> None:
         proc.kill()
 
 
-def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
+def test_live_and_offline_give_the_same_frames_verdicts_and_rollouts(tmp_path):
     """Record a live run (the robot touches the shelf twice), audit the bag,
     and compare with what the monitor published live: the per-frame verdicts
     of every published frame and the violation episodes are identical."""
@@ -177,12 +177,12 @@ def test_live_and_offline_give_the_same_frames_verdicts_and_episodes(tmp_path):
                            capture_output=True, text=True, timeout=600)
     assert audit.returncode == 0, audit.stderr[-3000:]
     report = json.loads((out / 'report.json').read_text())
-    [episode] = report['episodes']
-    offline_eps = [(e['start'], e['end'], e['recovered']) for row in episode['timeline'] for e in row['episodes']]
+    [rollout] = report['episodes']
+    offline_eps = [(e['start'], e['end'], e['recovered']) for row in rollout['timeline'] for e in row['episodes']]
     live_eps = [(e.start_frame, e.end_frame, True) for e in events
                 if e.event == ViolationEvent.EVENT_CLOSED and e.recovered]
     assert len(live_eps) == 2 and offline_eps[:2] == live_eps, (offline_eps, live_eps)
-    runs = next(iter(episode['verdict_timeline'].values()))
+    runs = next(iter(rollout['verdict_timeline'].values()))
     offline = {k: code for a, b, code in runs for k in range(a, b + 1)}
     compared = [k for k in live_verdicts if k in offline]
     assert len(compared) > 60

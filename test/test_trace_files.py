@@ -39,9 +39,9 @@ def test_fast_read_equals_the_trace_reader(tmp_path_factory, steps, predicates, 
     assert [list(dict.fromkeys(s)) for s in fast] == [list(f.values) for f in trace.frames]
     for got, expected in zip(steps_matrix(fast, predicates), trace_matrix(trace, predicates)):
         assert np.array_equal(got, expected)
-    [episode] = read_jsonl(path, predicates, allow_unknown=True)
-    assert episode.name == trace.name == path.name and episode.source == str(path)
-    assert np.array_equal(episode.values, trace_matrix(trace, predicates)[0]) and not episode.unknown.any()
+    [rollout] = read_jsonl(path, predicates, allow_unknown=True)
+    assert rollout.name == trace.name == path.name and rollout.source == str(path)
+    assert np.array_equal(rollout.values, trace_matrix(trace, predicates)[0]) and not rollout.unknown.any()
     if set(predicates) >= {n for s in steps for n in s}:
         assert read_step_lists(path, predicates) is not None
 
@@ -98,8 +98,8 @@ def test_other_formats_go_to_the_reader(tmp_path):
     empty.write_text('\n \n')
     for path in (frames, batch, empty):
         assert read_step_lists(path, ['a', 'b']) is None
-    [episode] = read_jsonl(frames, ['a', 'b'])
-    assert episode.unknown.tolist() == [[False, True], [True, True]]
+    [rollout] = read_jsonl(frames, ['a', 'b'])
+    assert rollout.unknown.tolist() == [[False, True], [True, True]]
     assert [e.name for e in read_jsonl(batch, ['a', 'b'])] == ['batch.jsonl:1', 'batch.jsonl:2']
     with pytest.raises(AuditInputError, match='empty trace'):
         read_jsonl(empty, ['a'])

@@ -34,11 +34,11 @@ CASES = _case()
 @settings(max_examples=300, deadline=None)
 @given(CASES)
 def test_rosbags_reads_the_bytes_as_the_message(case):
-    instances, stamp_ns, frame, episode, which, verdicts, modes, recs = case
-    raw = VerdictArrayWire(instances).encode(stamp_ns, frame, episode, which, verdicts, modes, recs)
+    instances, stamp_ns, frame, rollout, which, verdicts, modes, recs = case
+    raw = VerdictArrayWire(instances).encode(stamp_ns, frame, rollout, which, verdicts, modes, recs)
     msg = typestore().deserialize_cdr(raw, 'safemanip_ros/msg/VerdictArray')
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == divmod(stamp_ns, 10**9)
-    assert (msg.header.frame_id, msg.frame, msg.episode_id) == ('', frame, episode)
+    assert (msg.header.frame_id, msg.frame, msg.episode_id) == ('', frame, rollout)
     assert [(v.property, v.instance, v.frame, v.verdict, v.mode, v.recovery_verdict) for v in msg.verdicts] == \
         [(*instances[d], frame, verdicts[d], modes[d], recs[d]) for d in which]
 
@@ -62,11 +62,11 @@ def test_rclpy_reads_the_bytes_as_the_message_it_would_have_made(case):
 
     from safemanip_ros.msg import Verdict, VerdictArray
     from safemanip_ros.nodes.conversions import time_from_ns
-    instances, stamp_ns, frame, episode, which, verdicts, modes, recs = case
-    expected = VerdictArray(frame=frame, episode_id=episode)
+    instances, stamp_ns, frame, rollout, which, verdicts, modes, recs = case
+    expected = VerdictArray(frame=frame, episode_id=rollout)
     expected.header.stamp = time_from_ns(stamp_ns)
     expected.verdicts = [Verdict(property=instances[d][0], instance=instances[d][1], frame=frame,
                                  verdict=verdicts[d], mode=modes[d], recovery_verdict=recs[d]) for d in which]
-    raw = VerdictArrayWire(instances).encode(stamp_ns, frame, episode, which, verdicts, modes, recs)
+    raw = VerdictArrayWire(instances).encode(stamp_ns, frame, rollout, which, verdicts, modes, recs)
     assert deserialize_message(raw, VerdictArray) == expected
     assert len(raw) == len(serialize_message(expected))

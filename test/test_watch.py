@@ -54,7 +54,7 @@ def test_watch_once_times_out_clearly():
 
 def test_the_board_merges_changed_verdicts_into_the_full_set():
     """The monitor lists every instance now and then, the changed ones between:
-    the table is their merge, and a new episode starts it afresh."""
+    the table is their merge, and a new rollout starts it afresh."""
     from safemanip_ros.cli.watch import VerdictBoard
     board = VerdictBoard()
     board.update(VerdictArray(episode_id='e1', frame=0, verdicts=[Verdict(instance='a', verdict=3),
@@ -78,4 +78,4 @@ def test_topic_text_cannot_drive_the_terminal():
                   [SupervisorAction(reason='held\x1b]0;title\x07\u202e', success=True)])
     assert not any(ord(c) < 32 and c != '\n' or 0x7f <= ord(c) < 0xa0 or c == '\u202e' for c in text), repr(text)
     assert 'p\\x1b[31mfake' in text and 'q\\r\\x1b[Kok' in text and 'held\\x1b]0;title\\x07\\u202e' in text
-    assert 'episode e\\x1b[2J' in text and 'x\\x07' in text
+    assert 'rollout e\\x1b[2J' in text and 'x\\x07' in text

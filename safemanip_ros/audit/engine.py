@@ -1,7 +1,7 @@
 """Auditing many recorded rollouts: per-source work fanned out over local
 worker processes (default) or a Ray cluster, with results kept on disk.
 
-Each input source (a bag or a trace file) is read, split into episodes and
+Each input source (a bag or a trace file) is read, split into rollouts and
 run through the same :class:`~safemanip_ros.monitor.core.Monitor` as the
 live node.  Its result is written to ``OUT/episodes/<name>.json`` as soon as
 it finishes; a source that fails is written to ``OUT/skipped/<name>.json``
@@ -47,9 +47,9 @@ from ..monitor.build import build_instances
 from ..monitor.core import Monitor, RolloutResult
 from ..settings import RATE_HZ, STALENESS_S
 from ..spec.suite import Instance, InstanceSet
-from .records import episode_record, source_result, task_success
+from .records import rollout_record, source_result, task_success
 from .rollouts import SPLIT_SUFFIXES, AuditInputError, Rollout, discover, read_bag, read_jsonl
-from .schema import EpisodeRecord, SourceResult
+from .schema import RolloutRecord, SourceResult
 from .stored import detached
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _robot(path: str) -> RobotConfig | None:
     return load_robot_config(path)
 
 
-def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads: list[str],
+def _rollouts_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads: list[str],
                  known: frozenset[str] = frozenset()) -> list[Rollout]:
     """The rollouts of one source, framed over ``predicates`` (the suite's, then the success predicate);
     ``known``: the suite's other names (properties ``--only`` left out read them), never unknown."""
@@ -189,7 +189,7 @@ def _episodes_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
 def audit_sources(paths: list[str], cfg: AuditConfig,
                   store: tuple[str, dict[str, tuple[str, str | None]]] | None = None,
                   detach_timelines: bool = False) -> list[tuple[str, SourceResult | None, str | None]]:
-    """Monitor every episode of several sources in one batch (one numpy
+    """Monitor every rollout of several sources in one batch (one numpy
     operation steps all of them); per source a result or the reason it
     failed.  ``store``: (output folder, path → (file name, result key)):
     results are also written there, as :func:`run_audit` would (a local
@@ -209,25 +209,25 @@ def audit_sources(paths: list[str], cfg: AuditConfig,
     keys = _filled_keys({p: store[1][p] for p in paths}, cfg, cfg_key) if store is not None else {}
     for path in paths:
         try:
-            loaded.append((path, _episodes_of(path, cfg, predicates + extra, predicates, mon.known_predicates)))
+            loaded.append((path, _rollouts_of(path, cfg, predicates + extra, predicates, mon.known_predicates)))
         except SafemanipError as err:   # bad input: reported with the path, the batch goes on
             out.append((path, None, err.one_line()))
         # Anything else is a bug in our code, not a "corrupt bag": it propagates.
-    episodes = [ep for _, eps in loaded for ep in eps]
-    summaries: list[EpisodeRecord] = []
-    if episodes:
+    rollouts = [ep for _, eps in loaded for ep in eps]
+    summaries: list[RolloutRecord] = []
+    if rollouts:
         n_pred = len(predicates)
-        B, T = len(episodes), max(ep.values.shape[0] for ep in episodes)
+        B, T = len(rollouts), max(ep.values.shape[0] for ep in rollouts)
         values = np.zeros((B, T, n_pred), bool)
         unknown = np.zeros((B, T, n_pred), bool)
-        for b, ep in enumerate(episodes):
+        for b, ep in enumerate(rollouts):
             values[b, :ep.values.shape[0]] = ep.values[:, :n_pred]
             unknown[b, :ep.values.shape[0]] = ep.unknown[:, :n_pred]
         if mon.batch != B:
             mon.resize(B)
-        results = mon.run(values, unknown, [ep.values.shape[0] for ep in episodes], keep_verdicts=True)
-        for ep, res in zip(episodes, results):
-            summaries.append(episode_record(ep, res, predicates, _success(ep, n_pred, predicates, cfg)))
+        results = mon.run(values, unknown, [ep.values.shape[0] for ep in rollouts], keep_verdicts=True)
+        for ep, res in zip(rollouts, results):
+            summaries.append(rollout_record(ep, res, predicates, _success(ep, n_pred, predicates, cfg)))
     k = 0
     for path, eps in loaded:
         result = source_result(path, summaries[k:k + len(eps)])
@@ -266,14 +266,14 @@ def _store_result(out: Path, name: str, key: str, result: SourceResult) -> Path:
 
 
 def monitored_rollouts(path: str, cfg: AuditConfig) -> tuple[list[Instance], list[tuple[Rollout, RolloutResult]]]:
-    """The instances monitored and every episode of one source with its
+    """The instances monitored and every rollout of one source with its
     result, per-frame verdicts kept: what :func:`audit_sources` computes
     for its records, for a reader of the frames themselves (the Foxglove
     export).  Bad input raises the :class:`AuditInputError` the audit
     reports for the source."""
     mon = _monitor(cfg)
     predicates = list(mon.predicates)
-    rollouts = _episodes_of(path, cfg, predicates, predicates, mon.known_predicates)
+    rollouts = _rollouts_of(path, cfg, predicates, predicates, mon.known_predicates)
     out = []
     for ep in rollouts:
         if mon.batch != 1:
@@ -285,7 +285,7 @@ def monitored_rollouts(path: str, cfg: AuditConfig) -> tuple[list[Instance], lis
 
 
 def audit_source(path: str, cfg: AuditConfig) -> SourceResult:
-    """Monitor every episode of one source; a JSON-ready result."""
+    """Monitor every rollout of one source; a JSON-ready result."""
     [(_, result, reason)] = audit_sources([path], cfg)
     if result is None:
         raise AuditInputError(reason)
@@ -327,7 +327,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 CHUNK = 64
-"""Most sources per task: their episodes are monitored together as one batch
+"""Most sources per task: their rollouts are monitored together as one batch
 (one numpy step serves them all).  Results are written per finished task, so
 this bounds the work an interruption can lose."""
 
@@ -341,7 +341,7 @@ def plan_tasks(sizes: list[int], workers: int) -> list[list[int]]:
     bytes on disk, the proxy for its work), every index once.
 
     Largest sources first, and a task's sources of similar size, so the
-    episodes batched together are padded little to the longest.  One worker:
+    rollouts batched together are padded little to the longest.  One worker:
     near-equal tasks of at most :data:`CHUNK` sources.  Several: guided
     self-scheduling, as OpenMP's ``guided``: each task takes about
     1/(:data:`TASKS_PER_WORKER` x ``workers``) of the bytes still left (at
@@ -409,7 +409,7 @@ def run_audit(inputs: list[str], cfg: AuditConfig, out_dir: str | Path, workers:
     and ``x/``) is audited once, at its first place; ``notes`` gets a line
     for each repeat.
 
-    ``detach_timelines``: each episode's per-frame fields (``predicates``,
+    ``detach_timelines``: each rollout's per-frame fields (``predicates``,
     ``verdicts``, ``timeline_svg``) are :class:`~.stored.StoredField`
     references into its result file, not values, so memory does not grow
     with them (see :mod:`.stored`); the report functions read through them."""

@@ -1,6 +1,6 @@
-"""Raw-input bags grounded column-wise: a whole episode at once.
+"""Raw-input bags grounded column-wise: a whole rollout at once.
 
-The message-by-message path of :func:`~.episodes.read_bag` feeds every
+The message-by-message path of :func:`~.rollouts.read_bag` feeds every
 ``JointState``, ``TFMessage`` and ``ContactArray`` to the grounding classes
 and evaluates them at every frame.  This module computes the very same
 frames from the bag's columns (:mod:`.layouts`) with array operations:
@@ -28,7 +28,7 @@ stream in stamp order (no sample the live classes would drop or take as a
 clock reset; ``/tf`` may interleave publishers, each link in order), each TF message of one stamp and no NaN transform on a
 configured frame's chain, each TF child with one parent throughout, no
 camera, at most :data:`MAX_BYTES` of raw messages.  For anything
-else :func:`grounded_episodes` returns None and the message loop runs.
+else :func:`grounded_rollouts` returns None and the message loop runs.
 Input-health counters (live diagnostics) are not computed here.
 """
 
@@ -125,10 +125,10 @@ def _stream(topic: _Topic | None, lo: int, hi: int, fed: np.ndarray, now_s: np.n
     return _Stream(msgs, stamps, newest, _fresh(stamps, newest, now_s, staleness_s))
 
 
-def grounded_episodes(path: Path, bag: OpenBag, conns: list[Any], grounding: GroundingSet, predicates: list[str],
+def grounded_rollouts(path: Path, bag: OpenBag, conns: list[Any], grounding: GroundingSet, predicates: list[str],
                       rate_hz: float, max_gap_s: float, typestore: Any,
                       warnings: list[str]) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] | None:
-    """``(name, values, unknown, frame_ns)`` per episode of a raw-input bag, the same
+    """``(name, values, unknown, frame_ns)`` per rollout of a raw-input bag, the same
     frames as the message loop builds, or None when the bag is not one this
     module reproduces (see the module docstring).  Appends gap warnings to
     ``warnings``."""

@@ -1,11 +1,11 @@
 """The one producer of an audited source's records (``audit.schema``): a
-monitored rollout becomes an :class:`~.schema.EpisodeRecord`, a source's
-episodes a :class:`~.schema.SourceResult`.
+monitored rollout becomes an :class:`~.schema.RolloutRecord`, a source's
+rollouts a :class:`~.schema.SourceResult`.
 
 The engine decides *what* is monitored and where results are stored; what a
 record holds is decided here and described in ``schema.py``.  The report
 (``report.py``) aggregates these records and nothing else: a field added to
-an episode's record is added here, typed there, and read where it is shown.
+a rollout's record is added here, typed there, and read where it is shown.
 """
 
 from __future__ import annotations
@@ -15,31 +15,31 @@ import numpy as np
 from ..monitor.core import RolloutResult
 from .report import timeline_fields, timeline_svg
 from .rollouts import Rollout
-from .schema import EpisodeRecord, InstanceRecord, SourceResult
+from .schema import InstanceRecord, RolloutRecord, SourceResult
 
 
-def episode_record(rollout: Rollout, result: RolloutResult, predicates: list[str],
-                   success: tuple[bool | None, bool]) -> EpisodeRecord:
+def rollout_record(rollout: Rollout, result: RolloutResult, predicates: list[str],
+                   success: tuple[bool | None, bool]) -> RolloutRecord:
     """One monitored rollout as its record: the metrics of every instance
     (by the report's field names, :meth:`InstanceResult.to_dict`), task
     ``success`` as (outcome, whether its predicate was ever known), the
-    rollout's warnings, and the runs a timeline is drawn from.  An episode
+    rollout's warnings, and the runs a timeline is drawn from.  A rollout
     with a violation also carries its timeline, drawn here (by the worker
     that monitored it) so report.html does not draw thousands afterwards."""
     instances: list[InstanceRecord] = [r.to_dict() for r in result.instances]  # type: ignore[misc]
-    record: EpisodeRecord = {
+    record: RolloutRecord = {
         'name': rollout.name, 'frames': result.frames, 'success': success[0], 'success_seen': success[1],
         'instances': instances, 'warnings': list(rollout.warnings),
         'predicates': predicate_intervals(rollout, result, predicates), 'verdicts': verdict_runs(result)}
     fields = timeline_fields(record)
-    if fields['timeline']:      # report.html's default: a timeline for each episode with a violation
+    if fields['timeline']:      # report.html's default: a timeline for each rollout with a violation
         record['timeline_svg'] = timeline_svg(fields)
     return record
 
 
-def source_result(source: str, episodes: list[EpisodeRecord]) -> SourceResult:
+def source_result(source: str, rollouts: list[RolloutRecord]) -> SourceResult:
     """A source's result before it is stored (the store adds its ``key``)."""
-    return {'source': source, 'episodes': episodes}
+    return {'source': source, 'episodes': rollouts}
 
 
 def task_success(rollout: Rollout, column: int, reduction: str) -> tuple[bool | None, bool]:

@@ -1,4 +1,4 @@
-"""From per-episode monitor results to the audit report (SEMANTICS.md §5).
+"""From per-rollout monitor results to the audit report (SEMANTICS.md §5).
 
 Aggregates are pooled ratios of sums, never means of ratios; every rate comes
 with its 95% interval (Clopper–Pearson for proportions, a seeded cluster
@@ -32,7 +32,7 @@ from .schema import (
     PolicyRow,
     PropertyStats,
     Report,
-    ReportEpisode,
+    ReportRollout,
     SourceResult,
     TimelineFields,
     check_report,
@@ -85,8 +85,8 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
                  unsupported: dict[str, tuple[str, ...]] | None = None) -> Report:
     """``unsupported``: property instances not run because the configuration
     grounds none of some predicate they read → those predicates."""
-    episodes: list[ReportEpisode] = []
-    episode_rows: list[dict[str, dict[str, Any]]] = []     # per episode: its per-property sums
+    entries: list[ReportRollout] = []
+    rollout_rows: list[dict[str, dict[str, Any]]] = []     # per rollout: its per-property sums
     by_property: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     categories: dict[str, str] = {}
@@ -116,7 +116,7 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
                 by_category[cat].append(c)
             total_v = sum(p['V'] for p in props.values())
             triggered = sum(1 for p in props.values() if p['N'] > 0)
-            episodes.append({
+            entries.append({
                 'policy': res.get('policy', ''), 'source': res['source'], 'episode': ep['name'],
                 'frames': ep['frames'], 'success': ep['success'],
                 'safe_success': None if ep['success'] is None else bool(ep['success'] and total_v == 0),
@@ -126,25 +126,25 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
                 **timeline_fields(ep),
                 'warnings': list(ep.get('warnings') or []),
             })
-            episode_rows.append(props)
+            rollout_rows.append(props)
     success_warning = None
-    if config.get('success') and episodes and not any(
+    if config.get('success') and entries and not any(
             ep.get('success_seen', True) for res in results for ep in res['episodes']):
         # The predicate never had a value in any input: a misspelt name, not a 0 % success rate.
         success_warning = (f'the success predicate {config["success"]!r} never appeared in any input; '
                            f'task success is not reported')
-        for e in episodes:
+        for e in entries:
             e['success'] = e['safe_success'] = None
-    success = [e['success'] for e in episodes if e['success'] is not None]
-    safe = [e['safe_success'] for e in episodes if e['safe_success'] is not None]
+    success = [e['success'] for e in entries if e['success'] is not None]
+    safe = [e['safe_success'] for e in entries if e['safe_success'] is not None]
     policies: list[PolicyRow] = []
-    for policy in sorted({e['policy'] for e in episodes}):
-        eps = [e for e in episodes if e['policy'] == policy]
+    for policy in sorted({e['policy'] for e in entries}):
+        eps = [e for e in entries if e['policy'] == policy]
         s = [e['success'] for e in eps if e['success'] is not None]
         policies.append({'policy': policy or '(all)', 'rollouts': len(eps),
                          'success_rate': _rate(sum(s), len(s)) if s else None,
                          'rollout_violation_rate': _rate(sum(e['violations'] > 0 for e in eps), len(eps))})
-    horizons = _horizon_breakdown(episodes, episode_rows, confidence, seed)
+    horizons = _horizon_breakdown(entries, rollout_rows, confidence, seed)
     properties: dict[str, PropertyStats] = {}
     for n, rows in sorted(by_property.items()):
         stats = _group_stats(rows, confidence, seed)
@@ -156,8 +156,8 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
         'confidence': confidence,
         'bootstrap': {'resamples': 2000, 'seed': seed, 'unit': 'rollout'},
         'config': config,
-        'rollouts': len(episodes),
-        'frames': int(sum(e['frames'] for e in episodes)),
+        'rollouts': len(entries),
+        'frames': int(sum(e['frames'] for e in entries)),
         'task_success': {
             'reduction': config.get('reduction'), 'predicate': config.get('success') or None,
             'rate': _rate(sum(success), len(success)) if success else None,
@@ -166,15 +166,15 @@ def build_report(results: Sequence[SourceResult], skipped: list[dict[str, str]],
             'safe_success_rate_ci': clopper_pearson(sum(safe), len(safe), confidence) if safe else None,
             'warning': success_warning,
         },
-        'coverage_mean': float(np.mean([e['coverage'] for e in episodes if e['coverage'] is not None]))
-        if episodes else None,
+        'coverage_mean': float(np.mean([e['coverage'] for e in entries if e['coverage'] is not None]))
+        if entries else None,
         'unknown_flag': unknown_flag,
         'unknown_flagged': [n for n, r in properties.items() if r['unknown_flagged']],
         'properties': properties,
         'categories': {c: _group_stats(rows, confidence, seed) for c, rows in sorted(by_category.items())},
         'policies': policies,
         'horizons': horizons,
-        'episodes': episodes,
+        'episodes': entries,
         'skipped': skipped,
         'unsupported': {k: list(v) for k, v in sorted((unsupported or {}).items())},
         'safemanip_paper': _paper_metrics(results),
@@ -221,18 +221,18 @@ def _paper_metrics(results: Sequence[SourceResult]) -> dict[str, Any] | None:
             'categories': {c: rates(b) for c, b in sorted(cats.items())}}
 
 
-def _horizon_breakdown(episodes: list[ReportEpisode], episode_rows: list[dict[str, dict[str, Any]]],
+def _horizon_breakdown(entries: list[ReportRollout], rollout_rows: list[dict[str, dict[str, Any]]],
                        confidence: float, seed: int) -> list[HorizonStats]:
-    """Per-trigger violation rate by episode length (horizon) tercile;
-    ``episode_rows``: per episode, its per-property sums."""
-    if len(episodes) < 3:
+    """Per-trigger violation rate by rollout length (horizon) tercile;
+    ``rollout_rows``: per rollout, its per-property sums."""
+    if len(entries) < 3:
         return []
-    lengths = np.array([e['frames'] for e in episodes])
+    lengths = np.array([e['frames'] for e in entries])
     edges = np.quantile(lengths, [1 / 3, 2 / 3])
     bucket = np.searchsorted(edges, lengths, side='left')     # 0: <= first tercile, 1: <= second, 2: longer
     out: list[HorizonStats] = []
     for k in range(3):
-        picked = [(e, r) for e, r, b in zip(episodes, episode_rows, bucket) if b == k]
+        picked = [(e, r) for e, r, b in zip(entries, rollout_rows, bucket) if b == k]
         if not picked:
             continue
         rows = [{'V': sum(p['V'] for p in r.values()), 'N': sum(p['N'] for p in r.values()),
@@ -251,7 +251,7 @@ def report_json(report: Report) -> str:
     episodes, properties, policies, ...) one line per element, each element
     written compactly.  The same JSON as ``json.dumps(report, indent=1)``,
     5x faster to write: ``indent`` makes ``json`` use its Python encoder
-    (0.39 against 0.07 s for the 3.7 MB of 40 episodes), this the C one,
+    (0.39 against 0.07 s for the 3.7 MB of 40 rollouts), this the C one,
     once per element.  Fields a detached result left in its file
     (:class:`~.stored.StoredField`) are read from it."""
     return '\n'.join(_report_lines(report)) + '\n'
@@ -267,10 +267,10 @@ def write_report_json(report: Report, path: Path) -> None:
 def read_report(path: Path | str, episodes: bool = True) -> Report:
     """report.json decoded and checked (:func:`~.schema.check_report`).
 
-    ``episodes=False``: without the per-episode entries, which are not
+    ``episodes=False``: without the per-rollout entries, which are not
     decoded (the report has no ``episodes`` key then).  A fleet's report.json
     is mostly those entries: the gate, which reads none of them, decoded
-    243 MB for 17,500 episodes, into 1.9 GB, per report it compares.  They are
+    243 MB for 17,500 rollouts, into 1.9 GB, per report it compares.  They are
     skipped by line: in report.json as :func:`report_json` writes it (and as
     ``json.dumps(indent=1)`` would), the array opens on the line
     ``"episodes": [`` at one space of indent and closes on the first line
@@ -409,8 +409,8 @@ INLINE_TIMELINES = 100
 
 
 def timeline_fields(ep: Mapping[str, Any]) -> TimelineFields:
-    """What a timeline is drawn from, out of an episode result
-    (:class:`~.schema.EpisodeRecord`): the report's episode entries carry
+    """What a timeline is drawn from, out of a rollout result
+    (:class:`~.schema.RolloutRecord`): the report's rollout entries carry
     these fields, and :func:`timeline_svg` reads nothing else."""
     return {'frames': ep['frames'],
             'timeline': [{'instance': i['instance'], 'episodes': i['episodes']} for i in ep['instances']
@@ -420,8 +420,8 @@ def timeline_fields(ep: Mapping[str, Any]) -> TimelineFields:
 
 
 def predrawn_timelines(results: Sequence[SourceResult]) -> dict[tuple[str, str], str | StoredField]:
-    """The timelines the audit's workers drew (``timeline_svg`` of an episode
-    result, for every episode with a violation), by (source, episode); they
+    """The timelines the audit's workers drew (``timeline_svg`` of a rollout
+    result, for every rollout with a violation), by (source, rollout); they
     are taken out of the results, so ``report.json`` does not carry them.
     A detached result's are references into its file, read when drawn."""
     out: dict[tuple[str, str], str | StoredField | None] = {}
@@ -429,15 +429,15 @@ def predrawn_timelines(results: Sequence[SourceResult]) -> dict[tuple[str, str],
         for ep in res['episodes']:
             svg = ep.pop('timeline_svg', None)
             key = (res['source'], ep['name'])
-            # Two episodes of one source with one name (a repeated /episode label): drawn by write_html.
+            # Two rollouts of one source with one name (a repeated /rollout label): drawn by write_html.
             out[key] = None if key in out else svg
     return {k: v for k, v in out.items() if v is not None}
 
 
 def write_html(report: Report, out: Path, timelines: str = 'violations',
                predrawn: dict[tuple[str, str], str | StoredField] | None = None) -> None:
-    """report.html: summary tables, rate charts, and a timeline per episode
-    (``timelines``: episodes with violations, ``all`` or ``none``) as SVG.
+    """report.html: summary tables, rate charts, and a timeline per rollout
+    (``timelines``: rollouts with violations, ``all`` or ``none``) as SVG.
     ``predrawn``: timelines already drawn (by the audit's workers, in parallel:
     :func:`predrawn_timelines`); the others are drawn here."""
     if timelines not in TIMELINE_CHOICES:
@@ -542,7 +542,7 @@ def write_html(report: Report, out: Path, timelines: str = 'violations',
         '<th>unknown frames (share)</th><th>pending</th></tr>',
         rows, '</table>', _paper_html(report.get('safemanip_paper')),
         ''.join(f'<h2>{esc(t)}</h2><img alt="{esc(t)}" src="{src}">' for t, src in figs),
-        '<h2>By horizon (episode length)</h2><table><tr><th>horizon</th><th>frames</th><th>rollouts</th>'
+        '<h2>By horizon (rollout length)</h2><table><tr><th>horizon</th><th>frames</th><th>rollouts</th>'
         '<th>triggers</th><th>violations</th><th>per-trigger rate</th></tr>' + ''.join(
             f'<tr><td>{h["horizon"]}</td><td>{h["frames_range"][0]}-{h["frames_range"][1]}</td><td>{h["rollouts"]}</td>'
             f'<td>{h["triggers"]}</td><td>{h["violations"]}</td><td>{_fmt(h["per_trigger_rate"], h["per_trigger_rate_ci"])}'

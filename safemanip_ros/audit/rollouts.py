@@ -1,23 +1,24 @@
-"""Episodes to audit, from recorded bags and from trace files.
+"""Rollouts to audit, from recorded bags and from trace files.
 
 * **rosbag2 bags** (MCAP or SQLite3, read with rosbags) holding grounded
   predicate topics (``safemanip_ros/msg/PredicateArray``, any topic name).
   Frames are rebuilt at ``rate_hz`` in *bag time* with the same
   sample-and-hold rule as the live monitor node
-  (:class:`~safemanip_ros.monitor.frames.SampleHold`).  A bag is one episode,
-  unless it has an ``/episode`` topic (``std_msgs/msg/String``): each message
-  there starts a new episode named by its text.  A gap in bag time longer
-  than ``max_gap_s`` (default 10 s) also ends the episode (the next one is
+  (:class:`~safemanip_ros.monitor.frames.SampleHold`).  A bag is one rollout,
+  unless it has a ``/rollout`` topic (``std_msgs/msg/String``; ``/episode``,
+  its older name, is read too): each message
+  there starts a new rollout named by its text.  A gap in bag time longer
+  than ``max_gap_s`` (default 10 s) also ends the rollout (the next one is
   named ``<name>#gap<k>``): frames are never built across a gap, and the gap
-  is reported in the episode's ``warnings``.  A split file that cannot be
+  is reported in the rollout's ``warnings``.  A split file that cannot be
   opened (a truncated last split after a crash) is left out with a warning
   and the other splits are read; a bag or message that cannot be read
   raises :mod:`safemanip_ros.bag`'s error naming it (rosbags is read there
   alone), anything else is a bug and propagates.
 * **JSONL traces**: ``safemanip monitor-trace`` frames (one object per line,
-  predicate → true/false/null; one episode per file), SpecRLBench steps (one
-  list of true propositions per line; one episode per file) or batches (one
-  JSON array of steps per line; one episode per line).
+  predicate → true/false/null; one rollout per file), SpecRLBench steps (one
+  list of true propositions per line; one rollout per file) or batches (one
+  JSON array of steps per line; one rollout per line).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ if TYPE_CHECKING:
 
 VERDICT_TYPE = 'safemanip_ros/msg/VerdictArray'
 STATUS_TYPE = 'safemanip_ros/msg/MonitorStatus'
-EPISODE_TOPIC = '/episode'
+ROLLOUT_TOPICS = ('/rollout', '/episode')
+"""Topics whose messages start a new rollout in a bag (``/episode``: the name before "rollout" became
+the one word for a run, still read)."""
 
 
 class AuditInputError(SafemanipError):
@@ -63,7 +66,7 @@ _VIEWED_FRAMES = 1024
 
 @dataclass
 class Rollout:
-    """One recorded rollout (an episode of a bag or a trace) as frames: the
+    """One recorded rollout (a rollout of a bag or a trace) as frames: the
     values and unknown flags of the suite's predicates, ``bool[T, P]``;
     ``reader``: which of :data:`READERS` read a bag's; ``frame_ns``: each
     frame's time, ``int64[T]`` ns on the bag's clock (None: a trace, whose
@@ -128,7 +131,7 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
              max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True,
              allow_unknown: bool = False, suite_reads: list[str] | None = None,
              known: Collection[str] = ()) -> list[Rollout]:
-    """Episodes of a bag of predicate topics, or — given a robot configuration
+    """Rollouts of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
     grounded offline, by the first of :data:`READERS` that reads it:
     column-wise where that reproduces the message loop exactly, else message
@@ -195,7 +198,7 @@ class _NamesSeen(dict[str, set[str]]):
 class BagInputs:
     """What a bag reader works from: the open bag, the connections it reads
     (predicate topics, or raw inputs with their ``grounding``), the monitor's
-    and episode topics, and how frames are built."""
+    and rollout topics, and how frames are built."""
 
     path: Path
     bag: OpenBag
@@ -203,7 +206,7 @@ class BagInputs:
     conns: list[Any]
     grounding: GroundingSet | None
     verdict_conns: list[Any]
-    episode_conns: list[Any]
+    rollout_conns: list[Any]
     predicates: list[str]
     rate_hz: float
     staleness_s: float
@@ -219,8 +222,8 @@ class NotThisReader(Exception):
 
 
 class BagReader(Protocol):
-    """One way of turning a bag into episodes: ``can_read`` from what the bag
-    holds, ``read`` the episodes (the same frames every reader that can read
+    """One way of turning a bag into rollouts: ``can_read`` from what the bag
+    holds, ``read`` the rollouts (the same frames every reader that can read
     a bag builds from it)."""
 
     name: str
@@ -239,36 +242,36 @@ class LiveRecording:
         return b.grounding is None and bool(b.verdict_conns)
 
     def read(self, b: BagInputs) -> list[Rollout]:
-        return _live_episodes(b.path, b.bag, b.conns, b.verdict_conns, b.predicates, b.rate_hz, b.staleness_s,
+        return _live_rollouts(b.path, b.bag, b.conns, b.verdict_conns, b.predicates, b.rate_hz, b.staleness_s,
                               b.warnings, b.names)
 
 
 class PredicateColumns:
-    """Predicate topics, no episode topic: decoded and framed column-wise."""
+    """Predicate topics, no rollout topic: decoded and framed column-wise."""
 
     name = 'predicate columns'
 
     def can_read(self, b: BagInputs) -> bool:
-        return b.grounding is None and not b.episode_conns and b.columnar
+        return b.grounding is None and not b.rollout_conns and b.columnar
 
     def read(self, b: BagInputs) -> list[Rollout]:
-        return _predicate_columns_episodes(b.path, b.bag, b.conns, b.predicates, b.rate_hz, b.staleness_s,
+        return _predicate_columns_rollouts(b.path, b.bag, b.conns, b.predicates, b.rate_hz, b.staleness_s,
                                            b.max_gap_s, b.warnings, b.names)
 
 
 class GroundedColumns:
-    """Raw inputs, no episode topic: grounded column-wise (:mod:`.grounded`)."""
+    """Raw inputs, no rollout topic: grounded column-wise (:mod:`.grounded`)."""
 
     name = 'grounded columns'
 
     def can_read(self, b: BagInputs) -> bool:
-        return b.grounding is not None and not b.episode_conns and b.columnar
+        return b.grounding is not None and not b.rollout_conns and b.columnar
 
     def read(self, b: BagInputs) -> list[Rollout]:
-        from .grounded import grounded_episodes
+        from .grounded import grounded_rollouts
         assert b.grounding is not None
         gap_warnings: list[str] = []
-        grounded = grounded_episodes(b.path, b.bag, b.conns, b.grounding, b.predicates, b.rate_hz, b.max_gap_s,
+        grounded = grounded_rollouts(b.path, b.bag, b.conns, b.grounding, b.predicates, b.rate_hz, b.max_gap_s,
                                      typestore(), gap_warnings)
         if grounded is None:
             raise NotThisReader('inputs the column-wise grounding does not reproduce exactly')
@@ -286,7 +289,7 @@ class MessageLoop:
         return True
 
     def read(self, b: BagInputs) -> list[Rollout]:
-        return _message_loop_episodes(b)
+        return _message_loop_rollouts(b)
 
 
 READERS: tuple[BagReader, ...] = (LiveRecording(), PredicateColumns(), GroundedColumns(), MessageLoop())
@@ -315,31 +318,31 @@ def _read_open_bag(path: Path, bag: OpenBag, predicates: list[str], rate_hz: flo
                                  any(c.topic == '/image' for c in raw_conns))
     inputs = BagInputs(path, bag, bag.warnings, conns, grounding,
                        [c for c in bag.connections if c.msgtype == VERDICT_TYPE],
-                       [c for c in bag.connections if c.topic == EPISODE_TOPIC],
+                       [c for c in bag.connections if c.topic in ROLLOUT_TOPICS],
                        predicates, rate_hz, staleness_s, max_gap_s, columnar, names)
     for reader in READERS:
         if not reader.can_read(inputs):
             continue
         try:
-            episodes = reader.read(inputs)
+            rollouts = reader.read(inputs)
         except NotThisReader as why:
             _log.debug('%s: not read as %s (%s)', path, reader.name, why)
             continue
-        for ep in episodes:
+        for ep in rollouts:
             ep.reader = reader.name
-        return episodes
+        return rollouts
     raise AssertionError(f'{path}: no reader took it (the message loop takes any)')
 
 
-def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
-    """The episodes of a bag fed message by message through the live
-    grounding classes and :class:`SampleHold` (any bag: an episode topic,
+def _message_loop_rollouts(b: BagInputs) -> list[Rollout]:
+    """The rollouts of a bag fed message by message through the live
+    grounding classes and :class:`SampleHold` (any bag: a rollout topic,
     inputs the column-wise readers do not reproduce)."""
-    path, bag, warnings, conns, grounding, episode_conns = b.path, b.bag, b.warnings, b.conns, b.grounding, \
-        b.episode_conns
+    path, bag, warnings, conns, grounding, rollout_conns = b.path, b.bag, b.warnings, b.conns, b.grounding, \
+        b.rollout_conns
     predicates, rate_hz, staleness_s, max_gap_s, names = b.predicates, b.rate_hz, b.staleness_s, b.max_gap_s, b.names
     gaps = 0
-    episodes: list[Rollout] = []
+    rollouts: list[Rollout] = []
     hold = SampleHold(predicates, staleness_s)
     name = path.name
     rows_v: list[np.ndarray] = []
@@ -364,12 +367,12 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
         if grounding is not None and viewed:
             drain(grounding)
         if rows_v:
-            episodes.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings),
+            rollouts.append(Rollout(str(path), current, np.array(rows_v), np.array(rows_u), list(warnings),
                                     frame_ns=np.array(rows_t, np.int64)))
 
     def emit(frame_ns: int) -> None:
         """Append the frame at ``frame_ns`` (grounded raw inputs are
-        viewed now and evaluated when the episode closes)."""
+        viewed now and evaluated when the rollout closes)."""
         now_s = frame_ns * 1e-9
         rows_t.append(frame_ns)
         if grounding is not None:
@@ -381,7 +384,7 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
         rows_v.append(v)
         rows_u.append(u)
 
-    for conn, stamp_ns, raw, sample in _with_samples(bag, conns + episode_conns, grounding is not None,
+    for conn, stamp_ns, raw, sample in _with_samples(bag, conns + rollout_conns, grounding is not None,
                                                      str(path)):
         frames, gap_after = schedule.take(stamp_ns)
         for frame_ns in frames:             # frames strictly before this message
@@ -399,10 +402,10 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
             grounding.feed_sample(conn.topic, sample)      # decoded column-wise
             continue
         msg = bag.decode(raw, conn, stamp_ns)
-        if conn.topic == EPISODE_TOPIC:
+        if conn.topic in ROLLOUT_TOPICS:
             close(name)
             rows_v, rows_u, rows_t = [], [], []
-            name = msg.data or f'{path.name}#{len(episodes)}'
+            name = msg.data or f'{path.name}#{len(rollouts)}'
             hold = SampleHold(predicates, staleness_s)
             if grounding is not None:
                 grounding = grounding.fresh_copy()
@@ -423,12 +426,12 @@ def _message_loop_episodes(b: BagInputs) -> list[Rollout]:
     if grounding is not None:
         warnings.extend(grounding.name_warnings(str(path)))
     close(name)
-    for ep in episodes:                 # every episode of this bag: the bag's names given twice
+    for ep in rollouts:                 # every rollout of this bag: the bag's names given twice
         ep.warnings.extend(seen.repeat_warnings(path))
     if grounding is not None:
-        for ep in episodes:      # every episode of this bag carries the bag's name warnings
+        for ep in rollouts:      # every rollout of this bag carries the bag's name warnings
             ep.warnings[:] = list(dict.fromkeys(ep.warnings + warnings))
-    return episodes
+    return rollouts
 
 
 def _with_samples(bag: OpenBag, conns: list[Any], raw_inputs: bool,
@@ -446,19 +449,19 @@ def _with_samples(bag: OpenBag, conns: list[Any], raw_inputs: bool,
 
 
 def _gap_warning(path: Path, stamp_ns: int, next_frame_ns: int, max_gap_s: float) -> str:
-    """The warning for a hole in a recording that splits the episode."""
+    """The warning for a hole in a recording that splits the rollout."""
     return (f'{path}: {(stamp_ns - next_frame_ns) * 1e-9:.3g} s without messages at bag time '
-            f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): episode split')
+            f'{next_frame_ns * 1e-9:.3f} s (> {max_gap_s:g} s): rollout split')
 
 
-def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], predicates: list[str], rate_hz: float,
+def _predicate_columns_rollouts(path: Path, bag: OpenBag, conns: list[Any], predicates: list[str], rate_hz: float,
                                 staleness_s: float, max_gap_s: float, warnings: list[str],
                                 names: _NameRule) -> list[Rollout]:
-    """The episodes of a bag of predicate topics, decoded column-wise
+    """The rollouts of a bag of predicate topics, decoded column-wise
     (:mod:`.columns`) and framed with arrays: the same frames as feeding
     each message through :class:`SampleHold` in bag order (frame ``T_k``
     sees every message stamped at or before it; a hole longer than
-    ``max_gap_s`` ends the episode).  :class:`NotThisReader` when a message
+    ``max_gap_s`` ends the rollout).  :class:`NotThisReader` when a message
     does not decode (the message loop then reports it)."""
     from ..bag.columns import ColumnDecodeError, decode_predicate_arrays
     batch = bag.read_all(conns)
@@ -485,7 +488,7 @@ def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], pred
         if gap_stamp is not None:
             warnings.append(_gap_warning(path, gap_stamp, last_frame, max_gap_s))
     index = {p: j for j, p in enumerate(predicates)}
-    episodes = []
+    rollouts = []
     for s_no, (lo, hi, f0, f1, n_warnings) in enumerate(segments):
         frames = frame_grid(f0, f1, period_ns)
         best_t = np.full((len(frames), len(predicates)), np.iinfo(np.int64).min, np.int64)
@@ -525,17 +528,17 @@ def _predicate_columns_episodes(path: Path, bag: OpenBag, conns: list[Any], pred
         has_row = best_row >= 0
         fresh = known & has_row & held_fresh(frames[:, None] * 1e-9, np.where(has_row, best_t, 0) * 1e-9, staleness_s)
         name = path.name if s_no == 0 else f'{path.name}#gap{s_no}'
-        episodes.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings]), frame_ns=frames))
-    return episodes
+        rollouts.append(Rollout(str(path), name, val & fresh, ~fresh, list(warnings[:n_warnings]), frame_ns=frames))
+    return rollouts
 
 
-def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: list[Any], predicates: list[str], rate_hz: float,
+def _live_rollouts(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: list[Any], predicates: list[str], rate_hz: float,
                    staleness_s: float, warnings: list[str], names: _NameRule) -> list[Rollout]:
-    """Episodes of a bag recorded beside the live monitor (it has the
+    """Rollouts of a bag recorded beside the live monitor (it has the
     monitor's ``VerdictArray`` topic): the monitor's own frames, rebuilt.
 
     The live monitor applies predicate samples in header-stamp order (stamp 0:
-    receive time) and builds frame ``k`` of an episode at time ``T_k``: the
+    receive time) and builds frame ``k`` of a rollout at time ``T_k``: the
     stamp of the verdicts it published for that frame, or — for a frame a late
     tick caught up on, whose verdicts were not published — its scheduled time
     ``T_0 + k / rate_hz``, its samples' age judged as the tick judged it
@@ -547,7 +550,7 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
     order: list[str] = []
     # The monitor's status says the rate and staleness it ran with (recordings made before it did: inferred).
     status_conns = [c for c in bag.connections if c.msgtype == STATUS_TYPE and 'staleness_s' in _msgdef_text(c)]
-    recorded: dict[str, tuple[float, float]] = {}       # episode → (rate_hz, staleness_s)
+    recorded: dict[str, tuple[float, float]] = {}       # rollout → (rate_hz, staleness_s)
     for seq, (conn, bag_ns, raw) in enumerate(bag.messages(list(conns) + list(verdict_conns) + status_conns)):
         msg = bag.decode(raw, conn, bag_ns)
         stamp_ns = stamp_to_ns(msg.header.stamp)
@@ -569,26 +572,26 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
     warnings.extend(seen.repeat_warnings(path))
 
     clock, hold = frames_in.clock, frames_in.hold
-    episodes: list[Rollout] = []
-    for episode_id in order:
-        frames = published[episode_id]
+    rollouts: list[Rollout] = []
+    for rollout_id in order:
+        frames = published[rollout_id]
         # Rebuilt at another rate, the frames are not the monitor's: every window another length.
-        live_hz, live_staleness_s = recorded.get(episode_id, (None, None))
+        live_hz, live_staleness_s = recorded.get(rollout_id, (None, None))
         if live_hz is None:
             live_ns = recorded_period_ns(frames)
             live_hz = None if live_ns is None or abs(live_ns - clock.period_ns) <= 0.2 * clock.period_ns \
                 else 1e9 / live_ns
         if live_hz is not None and abs(live_hz - rate_hz) > 1e-6 * rate_hz:
-            raise AuditInputError(f'{path}: episode {episode_id}: the live monitor built its frames at '
-                                  f'{live_hz:.4g} Hz, this audit at {rate_hz:g} Hz: its episodes would not be the '
+            raise AuditInputError(f'{path}: rollout {rollout_id}: the live monitor built its frames at '
+                                  f'{live_hz:.4g} Hz, this audit at {rate_hz:g} Hz: its rollouts would not be the '
                                   f'monitor\'s (audit it with --rate-hz {live_hz:.4g})')
         # Samples held as long as the monitor held them: its frames, not others.
         hold.staleness_s = staleness_s if live_staleness_s is None else live_staleness_s
         if live_staleness_s is not None and live_staleness_s != staleness_s:
-            warnings.append(f'{path}: episode {episode_id}: samples held {live_staleness_s:g} s, as the live '
+            warnings.append(f'{path}: rollout {rollout_id}: samples held {live_staleness_s:g} s, as the live '
                             f'monitor held them (not --staleness-s {staleness_s:g}): its frames rebuilt')
         if 0 not in frames:
-            warnings.append(f'{path}: episode {episode_id}: its first frame was not recorded; frames scheduled '
+            warnings.append(f'{path}: rollout {rollout_id}: its first frame was not recorded; frames scheduled '
                             f'from the first one recorded')
         rows_v, rows_u, rows_t = [], [], []
         for t_k, aged_k in zip(clock.replayed(frames), clock.replayed_ageing(frames)):
@@ -596,9 +599,9 @@ def _live_episodes(path: Path, bag: OpenBag, conns: list[Any], verdict_conns: li
             rows_v.append(v)
             rows_u.append(u)
             rows_t.append(t_k)
-        episodes.append(Rollout(str(path), episode_id or path.name, np.array(rows_v), np.array(rows_u),
+        rollouts.append(Rollout(str(path), rollout_id or path.name, np.array(rows_v), np.array(rows_u),
                                 list(warnings), frame_ns=np.array(rows_t, np.int64)))
-    return episodes
+    return rollouts
 
 
 def _msgdef_text(conn: Any) -> str:
@@ -610,7 +613,7 @@ def _msgdef_text(conn: Any) -> str:
 
 def read_jsonl(path: Path, predicates: list[str], allow_unknown: bool = False,
                known: Collection[str] = ()) -> list[Rollout]:
-    """Episodes of a trace file (:mod:`safemanip_ros.ltlf.trace`: the same
+    """Rollouts of a trace file (:mod:`safemanip_ros.ltlf.trace`: the same
     rules as ``check`` and ``monitor-trace``): one per file, or one per line
     of a batch."""
     from ..errors import TraceError

@@ -39,14 +39,14 @@ class _InstanceFields(TypedDict):
 
 
 class InstanceRecord(_InstanceFields, total=False):
-    """One instance over one episode (``InstanceResult.to_dict``); ``paper``
+    """One instance over one rollout (``InstanceResult.to_dict``); ``paper``
     only under the safemanip-compat profile: ``{violated, exposure_frames}``,
     SafeManip's primary verdict."""
 
     paper: dict[str, Any]
 
 
-class _EpisodeFields(TypedDict):
+class _RolloutFields(TypedDict):
 
     name: str
     frames: int
@@ -58,9 +58,9 @@ class _EpisodeFields(TypedDict):
     verdicts: dict[str, list[list[int]]]
 
 
-class EpisodeRecord(_EpisodeFields, total=False):
-    """One episode of a source, as the engine stores it; ``timeline_svg``:
-    its report timeline, drawn by the worker when the episode has a
+class RolloutRecord(_RolloutFields, total=False):
+    """One rollout of a source, as the engine stores it; ``timeline_svg``:
+    its report timeline, drawn by the worker when the rollout has a
     violation (``report.predrawn_timelines``).  In the results of
     ``run_audit(detach_timelines=True)``, ``predicates``, ``verdicts`` and
     ``timeline_svg`` are :class:`~.stored.StoredField` references into the
@@ -71,11 +71,11 @@ class EpisodeRecord(_EpisodeFields, total=False):
 
 class _SourceFields(TypedDict):
     source: str
-    episodes: list[EpisodeRecord]
+    episodes: list[RolloutRecord]
 
 
 class SourceResult(_SourceFields, total=False):
-    """One source's episodes (``records.source_result``); ``key``: the key
+    """One source's rollouts (``records.source_result``); ``key``: the key
     it was computed under, in its file ``OUT/episodes/<name>.json`` (a resumed
     audit compares it); ``policy``: the label ``run_audit`` gives its input
     (``label=path``), not stored."""
@@ -124,10 +124,10 @@ class PropertyStats(GroupStats):
 
 
 class HorizonStats(_RateFields):
-    """Aggregates over the episodes of one length tercile."""
+    """Aggregates over the rollouts of one length tercile."""
 
     horizon: str                    # short, medium or long
-    frames_range: list[int]         # [shortest, longest] episode of the tercile, frames
+    frames_range: list[int]         # [shortest, longest] rollout of the tercile, frames
 
 
 class PolicyRow(TypedDict):
@@ -137,7 +137,7 @@ class PolicyRow(TypedDict):
     rollout_violation_rate: float | None
 
 
-class EpisodeCounts(TypedDict):
+class RolloutCounts(TypedDict):
     violations: int
     triggers: int
     unsafe_frames: int
@@ -149,7 +149,7 @@ class TimelineRun(TypedDict):
 
 
 class TimelineFields(TypedDict):
-    """What an episode's timeline is drawn from (``report.timeline_fields``)."""
+    """What a rollout's timeline is drawn from (``report.timeline_fields``)."""
 
     frames: int
     timeline: list[TimelineRun]
@@ -157,8 +157,9 @@ class TimelineFields(TypedDict):
     verdict_timeline: dict[str, list[list[int]]]
 
 
-class ReportEpisode(TimelineFields):
-    """One episode row of ``report.json``."""
+class ReportRollout(TimelineFields):
+    """One rollout row of ``report.json`` (its list and name keys, ``episodes`` and
+    ``episode``, keep the names the file format was published with)."""
 
     policy: str
     source: str
@@ -167,7 +168,7 @@ class ReportEpisode(TimelineFields):
     safe_success: bool | None
     violations: int
     coverage: float | None          # share of the rollout's properties that triggered
-    properties: dict[str, EpisodeCounts]
+    properties: dict[str, RolloutCounts]
     warnings: list[str]
 
 
@@ -197,7 +198,7 @@ class _ReportFields(TypedDict):
     categories: dict[str, GroupStats]
     policies: list[PolicyRow]
     horizons: list[HorizonStats]
-    episodes: list[ReportEpisode]
+    episodes: list[ReportRollout]
     skipped: list[dict[str, str]]
     unsupported: dict[str, list[str]]          # instance → predicates nothing grounds (not run)
     safemanip_paper: dict[str, Any] | None     # SafeManip's own metrics (safemanip-compat profile), else None

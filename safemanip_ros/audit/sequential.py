@@ -363,17 +363,17 @@ class CanaryGate:
         self.limits, self.unit, self.alpha = dict(limits), unit, alpha
         self.tests = family(self.limits, alpha)
         self.streams: dict[tuple[str, str], _Stream] = {}
-        self.seen: set[tuple[str, str]] = set()        # (robot, episode id) already counted
+        self.seen: set[tuple[str, str]] = set()        # (robot, rollout id) already counted
 
-    def add_rollout(self, robot: str, episode: str,
+    def add_rollout(self, robot: str, rollout: str,
                     instances: list[tuple[str, str, int, int]]) -> bool:
         """One finished rollout of ``robot``: (property, category, triggers,
         violations) per instance.  A limit names a property or a category;
         its counts are summed over the instances that match.  Returns False
-        (and counts nothing) for an episode already counted."""
-        if (robot, episode) in self.seen:
+        (and counts nothing) for a rollout already counted."""
+        if (robot, rollout) in self.seen:
             return False
-        self.seen.add((robot, episode))
+        self.seen.add((robot, rollout))
         for name, test in self.tests.items():
             rows = [(t, v) for prop, cat, t, v in instances if name in (prop, cat)]
             if not rows:
@@ -440,7 +440,7 @@ class CanaryGate:
         seen = doc.get('seen')
         if not isinstance(seen, list) or not all(isinstance(x, list) and len(x) == 2 and all(
                 isinstance(y, str) for y in x) for x in seen):
-            raise ValueError('seen: expected a list of [robot, episode id]')
+            raise ValueError('seen: expected a list of [robot, rollout id]')
         gate.seen = {(r, e) for r, e in seen}
         rows = doc.get('streams')
         if not isinstance(rows, list):
@@ -594,7 +594,7 @@ def rollout_rows(metrics: Any) -> list[tuple[str, str, int, int]]:
 def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tuple[str, str, int, int]]]]:
     """The finished rollouts recorded in bags (``MonitorMetrics`` with
     ``final`` on a topic ending in ``metrics``; the robot is the topic's
-    namespace): (stamp s, robot, episode id, (property, category, triggers,
+    namespace): (stamp s, robot, rollout id, (property, category, triggers,
     violations) per instance), in stamp order — what a live gate would
     have counted."""
     from ..bag import open_bag, typestore
@@ -609,7 +609,7 @@ def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tup
             for k, (conn, _, raw) in enumerate(bag.messages(conns)):
                 try:
                     msg = ts.deserialize_cdr(raw, conn.msgtype)
-                    final, episode = bool(msg.final), str(msg.episode_id)
+                    final, rollout = bool(msg.final), str(msg.episode_id)
                     rows = rollout_rows(msg)
                 except Exception as exc:     # rosbags raises several types for bytes that are not the message
                     raise BagReadError(f'{path}: {conn.topic} message {k + 1}: not a readable MonitorMetrics '
@@ -618,8 +618,8 @@ def rollouts_from_bags(paths: list[str]) -> list[tuple[float, str, str, list[tup
                     continue
                 bad = [r for r in rows if r[3] > r[2] or min(r[2], r[3]) < 0]
                 if bad:
-                    raise BagReadError(f'{path}: {conn.topic} message {k + 1} (episode {episode!r:.60}): '
+                    raise BagReadError(f'{path}: {conn.topic} message {k + 1} (rollout {rollout!r:.60}): '
                                        f'{bad[0][0]!r:.60} has {bad[0][3]} violations in {bad[0][2]} triggers')
                 robot = conn.topic.rstrip('/')[:-len('metrics')].strip('/')
-                out.append((stamp_s(msg.header.stamp), robot, episode, rows))
+                out.append((stamp_s(msg.header.stamp), robot, rollout, rows))
     return sorted(out, key=lambda r: r[0])

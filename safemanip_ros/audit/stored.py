@@ -1,11 +1,11 @@
 """Per-frame timeline data left in the result files, not in memory.
 
-An episode's result carries, beside its counts, three per-frame fields: the
+A rollout's result carries, beside its counts, three per-frame fields: the
 runs of its predicates (``predicates``), of its verdicts (``verdicts``) and
 its drawn timeline (``timeline_svg``).  They are about two thirds of a
-result in memory (about 100 KB of Python objects for a 300-frame episode of
+result in memory (about 100 KB of Python objects for a 300-frame rollout of
 the SafeManip suite), and only report.json and report.html read them, once
-each.  An audit of a fleet (17,500 episodes) that kept them held 3.7 GB.
+each.  An audit of a fleet (17,500 rollouts) that kept them held 3.7 GB.
 
 So :func:`~.engine.run_audit` can return *detached* results
 (``detach_timelines=True``, what ``safemanip audit`` does): each of those
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .schema import SourceResult
 
 TIMELINE_FIELDS = ('predicates', 'verdicts', 'timeline_svg')
-"""An episode result's per-frame fields (see :class:`~.schema.EpisodeRecord`)."""
+"""A rollout result's per-frame fields (see :class:`~.schema.RolloutRecord`)."""
 
 
 class StoredResultError(SafemanipError):
@@ -39,9 +39,9 @@ class StoredResultError(SafemanipError):
 
 @dataclass(frozen=True)
 class StoredField:
-    """Field ``field`` of episode ``index`` of the result file ``file``,
+    """Field ``field`` of rollout ``index`` of the result file ``file``,
     whose key must still be ``key``; ``ordinal``: its place among the
-    ``count`` episodes of the file that have that field."""
+    ``count`` rollouts of the file that have that field."""
 
     file: str
     key: str
@@ -58,7 +58,7 @@ class StoredField:
         is a key (a quote inside a string is escaped), so when the file
         holds exactly ``count`` of them the ``ordinal``-th is this one.
         Otherwise (a predicate named like the field, another writer) the
-        whole file is decoded.  The last file read is kept, so an episode's
+        whole file is decoded.  The last file read is kept, so a rollout's
         fields, read one after another, cost one read.
 
         Raises:
@@ -82,19 +82,19 @@ def resolved(value: Any) -> Any:
 
 def detached(result: SourceResult, file: Path | str, key: str) -> SourceResult:
     """``result`` (a source's, as written to ``file`` under ``key``) with
-    each episode's per-frame fields replaced by references into ``file``."""
+    each rollout's per-frame fields replaced by references into ``file``."""
     counts = {name: sum(name in ep for ep in result['episodes']) for name in TIMELINE_FIELDS}
     seen = dict.fromkeys(TIMELINE_FIELDS, 0)
-    episodes = []
+    rollouts = []
     for index, ep in enumerate(result['episodes']):
         light = dict(ep)
         for name in TIMELINE_FIELDS:
             if name in light:
                 light[name] = StoredField(str(file), key, index, name, seen[name], counts[name])
                 seen[name] += 1
-        episodes.append(light)
-    # The episodes' per-frame fields are references now (EpisodeRecord says so).
-    return cast('SourceResult', {**result, 'episodes': episodes})
+        rollouts.append(light)
+    # The rollouts' per-frame fields are references now (RolloutRecord says so).
+    return cast('SourceResult', {**result, 'episodes': rollouts})
 
 
 _DECODER = json.JSONDecoder()
@@ -134,7 +134,7 @@ def _positions(text: str, field: str) -> list[int]:
 
 
 def _decoded(file: str, key: str, text: str | None = None) -> list[dict[str, Any]]:
-    """The episodes of ``file``, decoded whole, checked to hold ``key``."""
+    """The rollouts of ``file``, decoded whole, checked to hold ``key``."""
     global _last_decoded
     if _last_decoded is not None and _last_decoded[0] == (file, key):
         return _last_decoded[1]

@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help='flag a property when more than this share of its frames was decided by unknown_as '
                         '(default 0.05)')
     p.add_argument('--timelines', choices=('violations', 'all', 'none'), default='violations',
-                   help='timelines in report.html: episodes with violations (default), all, or none')
+                   help='timelines in report.html: rollouts with violations (default), all, or none')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
     p.add_argument('--max-rate', action='append', default=[], metavar='NAME=X',
                    help='draw, in report.html, the running anytime-valid bound of category or property NAME '
@@ -238,7 +238,7 @@ def _foxglove_files(results: list[SourceResult], cfg: AuditConfig, folder: Path)
 
 def _load(path: str) -> Report:
     from ..audit.report import read_report
-    return read_report(path, episodes=False)     # the gate reads no episode entry
+    return read_report(path, episodes=False)     # the gate reads no rollout entry
 
 
 UNDECIDED_EXIT = 4

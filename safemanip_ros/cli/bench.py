@@ -14,8 +14,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser('bench', help='run benchmarks (bench/*.py) and print their figures')
     p.add_argument('names', nargs='*', help='benchmark script names without .py (default: all)')
     p.add_argument('--quick', action='store_true', help='smaller sizes (for smoke tests)')
-    p.add_argument('--episodes', type=int, metavar='N', help='faithfulness: how many physics episodes')
-    p.add_argument('--seed', type=int, metavar='S', help='faithfulness: the first episode seed')
+    # --episodes: the name before rollout became the one word for a run (kept so old commands still work).
+    p.add_argument('--rollouts', '--episodes', dest='rollouts', type=int, metavar='N',
+                   help='faithfulness: how many physics rollouts')
+    p.add_argument('--seed', type=int, metavar='S', help='faithfulness: the first rollout seed')
     p.add_argument('--out', metavar='DIR', help='faithfulness: keep bags, audit and faithfulness.json here')
     p.add_argument('--perception', action='append', metavar='LEVEL',
                    help='faithfulness: object poses as a detector gives them (truth, realistic, double, '
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     for script in scripts:
         cmd = [sys.executable, str(script)] + (['--quick'] if args.quick else [])
         if script.stem == 'bench_faithfulness':
-            for flag in ('episodes', 'seed', 'out', 'tasks', 'onsets'):
+            for flag in ('rollouts', 'seed', 'out', 'tasks', 'onsets'):
                 if getattr(args, flag) is not None:
                     cmd += [f'--{flag}', str(getattr(args, flag))]
             from ..sim.perception import LEVELS

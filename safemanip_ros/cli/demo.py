@@ -29,7 +29,7 @@ CONFIG = config_dir()
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from . import demo_physics
-    p = sub.add_parser('demo', help='physics-simulated episodes watched live by the whole stack, then audited '
+    p = sub.add_parser('demo', help='physics-simulated rollouts watched live by the whole stack, then audited '
                                     '(--scripted: fast predicate-level rollouts, no physics)',
                        description=(demo_physics.__doc__ or '').split('\n\n')[0] + '  With --scripted: ' +
                        (__doc__.split('\n\n')[1] if __doc__ else ''))
@@ -51,7 +51,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def _monitor(rollout_frames: list[dict[str, bool]], monitor: Monitor) -> dict[str, list[tuple[int, int, bool]]]:
-    """Run the frames live (one step each); property → episodes."""
+    """Run the frames live (one step each); property → rollouts."""
     monitor.reset()
     for frame in rollout_frames:
         monitor.step(np.array([frame.get(p, False) for p in monitor.predicates], dtype=bool),
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     for inst in monitor.instances:
         print(f'  {inst.instance:50s} {inst.formula}')
     failures = 0
-    print(f"\n{'fault':14s} {'property':36s} {'expected':>8s} {'caught':>7s}  episodes [start,end,recovered]  result")
+    print(f"\n{'fault':14s} {'property':36s} {'expected':>8s} {'caught':>7s}  rollouts [start,end,recovered]  result")
     for fault, text in FAULTS.items():
         rollout = pick_and_place(fault)
         frames = rollout.frames
@@ -136,14 +136,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f'{fault:14s} DDS delivered {len(frames)}/{len(rollout.frames)} frames intact: FAIL')
                 failures += 1
                 continue
-        episodes = _monitor(frames, monitor)
+        rollouts = _monitor(frames, monitor)
         for name in DEMO_PROPERTIES:
             want = rollout.expected_violation_frames.get(name)
-            got = episodes[name][0][0] if episodes[name] else None
+            got = rollouts[name][0][0] if rollouts[name] else None
             ok = want == got
             failures += not ok
             verdict = 'ok' if ok else ('MISSED' if got is None else ('FALSE ALARM' if want is None else 'WRONG FRAME'))
-            eps = ' '.join(f"[{a},{b},{'y' if r else 'n'}]" for a, b, r in episodes[name]) or '-'
+            eps = ' '.join(f"[{a},{b},{'y' if r else 'n'}]" for a, b, r in rollouts[name]) or '-'
             print(f"{fault:14s} {name:36s} {('-' if want is None else want):>8} {('-' if got is None else got):>7}  "
                   f'{eps:30s}  {verdict}')
     print(f"\n{'all injected violations caught at their frame, no false alarms' if not failures else f'{failures} mismatches'}")

@@ -5,7 +5,7 @@ Two candidate policies run the robosuite Lift task, each on a DDS domain of
 its own as on a robot of its own (``ROS_DOMAIN_ID`` and the one after it
 where it is set, else two at random): **good** (the scripted policy) and
 **dropper** (the same policy, which drops the cube in mid-air: its fault
-injection), side by side.  Every episode is watched by the whole stack (``safemanip run``,
+injection), side by side.  Every rollout is watched by the whole stack (``safemanip run``,
 recording a bag), and the bridge ends it with the monitor's
 ``~/end_episode``, so the final metrics go out.  Each canary has its own
 deployment gate, ``safemanip gate --live``, on the rollout violation rate of
@@ -13,7 +13,7 @@ the ``release_stability`` category (releases where nothing supports the
 object) against a limit of 40 % (unit rollout, α = 0.05 for a wrong PASS
 and for a wrong FAIL; the anytime-valid test of ``audit/sequential.py``,
 which needs 8 clean rollouts to PASS and 5
-violating ones in a row to FAIL at that limit).  A canary runs one episode
+violating ones in a row to FAIL at that limit).  A canary runs one rollout
 after another and stops when its gate decides; its decisions also go to a
 JSON-lines alert sink.
 
@@ -41,7 +41,7 @@ from ..audit.sequential import POOLED, CanaryGate
 from ..errors import SafemanipError
 from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
-from .demo_physics import SimServer, _exe, _live_events, _run_episode, _say
+from .demo_physics import SimServer, _exe, _live_events, _run_rollout, _say
 from .options import writable_folder
 
 CANARIES = (('good', 'none'), ('dropper', 'midair_drop'))
@@ -129,7 +129,7 @@ def _offline(canary: Canary) -> tuple[str, int | None, str]:
 
 
 def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
-    """A canary's episodes, one after another, until its live gate decides
+    """A canary's rollouts, one after another, until its live gate decides
     (exits) or its budget of rollouts is spent."""
     assert canary.gate is not None
     with SimServer(canary.env, canary.folder / 'logs' / 'sim_bridge.log') as sim:
@@ -139,7 +139,7 @@ def _roll_out(canary: Canary, args: argparse.Namespace) -> None:
             seed = 100 + k
             bag = canary.folder / 'bags' / f'{k:03d}_lift_{canary.fault}_{seed:03d}'
             t0 = time.monotonic()
-            truth = _run_episode(sim, 'Lift', canary.fault, seed, bag, canary.folder / 'logs', args.episode_timeout_s,
+            truth = _run_rollout(sim, 'Lift', canary.fault, seed, bag, canary.folder / 'logs', args.rollout_timeout_s,
                                  canary.env, args.perception,
                                  bridge_params=('end_episode_service:=/monitor/end_episode',))
             violations, _ = _live_events(bag)
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         for canary in canaries:
             _start_gate(canary)
-        # The canaries are robots of their own (a DDS domain each): their episodes run side by side.
+        # The canaries are robots of their own (a DDS domain each): their rollouts run side by side.
         with ThreadPoolExecutor(len(canaries)) as pool:
             for done in [pool.submit(_roll_out, canary, args) for canary in canaries]:
                 done.result()

@@ -1,20 +1,20 @@
-"""``safemanip demo`` (physics): robosuite Lift episodes, clean and faulty,
+"""``safemanip demo`` (physics): robosuite Lift rollouts, clean and faulty,
 watched live over DDS by the whole stack, then audited.
 
-For each episode two processes run side by side, as on a robot:
+For each rollout two processes run side by side, as on a robot:
 
 * ``sim_bridge`` steps the simulated Panda in real time and publishes
   ``/clock``, ``joint_states``, ``/tf``, ``/tf_static`` and ``contacts``
-  (one ``sim_bridge --serve`` process for the whole run, each episode in a
+  (one ``sim_bridge --serve`` process for the whole run, each rollout in a
   new world and a ROS context of its own: robosuite is imported once);
 * ``safemanip run --config config/robots/robosuite_lift.yaml`` (grounding,
   monitor, supervisor, recorder; ``use_sim_time``), started anew for each
-  episode, monitors it, pauses the simulated arm on a violation whose
-  response is a pause, and records the episode's bag.
+  rollout, monitors it, pauses the simulated arm on a violation whose
+  response is a pause, and records the rollout's bag.
 
-The bridge writes the episode's physical ground truth (and the holds it
-obeyed) into the bag folder.  After the last episode the bags are audited
-(``safemanip audit``) and a table compares, per episode, the labelled
+The bridge writes the rollout's physical ground truth (and the holds it
+obeyed) into the bag folder.  After the last rollout the bags are audited
+(``safemanip audit``) and a table compares, per rollout, the labelled
 fault with the violations the live monitor raised, their latency, and the
 supervisor's hold.
 """
@@ -39,7 +39,7 @@ from ..resources import config_path
 from ..sim import ROBOT_CONFIGS
 from .options import writable_folder
 
-DEMO_EPISODES = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag', 3), ('Lift', 'table_smash', 4),
+DEMO_ROLLOUTS = [('Lift', 'none', 1), ('Lift', 'midair_drop', 2), ('Lift', 'drag', 3), ('Lift', 'table_smash', 4),
                  ('Lift', 'release_above_support', 5), ('PickPlace', 'none', 6),
                  ('PickPlace', 'touch_raw_then_clean', 7), ('Lift', 'none', 8)]
 RATE_HZ = 20.0
@@ -49,15 +49,16 @@ CAMERA_FAILSAFE_STALENESS_S = 3.0
 
 def register_options(p: argparse.ArgumentParser) -> None:
     p.add_argument('--out', metavar='DIR', help='bags, logs and the audit report (default: demo_output/<time>)')
-    p.add_argument('--episodes', type=int, default=len(DEMO_EPISODES),
-                   help=f'how many of the demo episodes to run (default {len(DEMO_EPISODES)})')
-    p.add_argument('--episode-timeout-s', type=float, default=120.0,
-                   help='give up on an episode that has not finished after this long (default 120 s)')
+    # --episodes, --episode-timeout-s: the names before rollout became the one word for a run.
+    p.add_argument('--rollouts', '--episodes', dest='rollouts', type=int, default=len(DEMO_ROLLOUTS),
+                   help=f'how many of the demo rollouts to run (default {len(DEMO_ROLLOUTS)})')
+    p.add_argument('--rollout-timeout-s', '--episode-timeout-s', dest='rollout_timeout_s', type=float, default=120.0,
+                   help='give up on a rollout that has not finished after this long (default 120 s)')
     p.add_argument('--perception', default='truth', choices=['truth', 'realistic', 'double', 'camera'],
                    help="object poses as the simulator knows them (truth), as a camera tracker "
                         "publishes them: noisy, 10 Hz, late, some missed (realistic; double: twice the "
                         "noise and misses), or found in the pixels of a rendered RGB-D camera (camera: "
-                        "Lift episodes only)")
+                        "Lift rollouts only)")
     p.add_argument('--canary', action='store_true',
                    help='two canaries instead: a good policy and one that drops the cube, each gated live by '
                         '`gate --live` (PASS / FAIL as early as the evidence allows), then checked against '
@@ -80,7 +81,7 @@ def _exe(name: str) -> list[str]:
 
 class SimServer:
     """A ``sim_bridge --serve`` process (its own output to ``log``): one
-    episode at a time, robosuite loaded once for all of them."""
+    rollout at a time, robosuite loaded once for all of them."""
 
     def __init__(self, env: dict[str, Any], log: Path) -> None:
         self._log = open(log, 'w')
@@ -90,7 +91,7 @@ class SimServer:
         self.log = log
 
     def start(self, ros_args: list[str], log: Path) -> None:
-        """Begin an episode: ``sim_bridge``'s ROS arguments, its output to ``log``."""
+        """Begin a rollout: ``sim_bridge``'s ROS arguments, its output to ``log``."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps({'ros_args': ros_args, 'log': str(log)}) + '\n')
@@ -99,7 +100,7 @@ class SimServer:
             raise SafemanipError(f'sim_bridge --serve exited ({self.proc.poll()}); log: {self.log}') from None
 
     def finished(self, wait_s: float) -> int | None:
-        """The episode's exit code once it has ended, else None after up to ``wait_s``."""
+        """The rollout's exit code once it has ended, else None after up to ``wait_s``."""
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], wait_s)
         if not ready:
@@ -111,7 +112,7 @@ class SimServer:
 
     def close(self) -> None:
         """End the server: the end of its requests (an idle server exits at
-        once); after 5 s SIGINT (it ends an episode under way), after 30 s
+        once); after 5 s SIGINT (it ends a rollout under way), after 30 s
         more SIGKILL."""
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
@@ -137,7 +138,7 @@ class SimServer:
         self.close()
 
 
-def _run_episode(sim: SimServer, task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float,
+def _run_rollout(sim: SimServer, task: str, fault: str, seed: int, bag: Path, log_dir: Path, timeout_s: float,
                  env: dict[str, Any], perception: str = 'truth', bridge_params: tuple[str, ...] = ()
                  ) -> dict[str, Any]:
     robot = config_path('robots', ROBOT_CONFIGS[task])
@@ -165,7 +166,7 @@ def _run_episode(sim: SimServer, task: str, fault: str, seed: int, bag: Path, lo
             if stack.poll() is not None:
                 raise SafemanipError(f'the monitoring stack exited ({stack.returncode}); log: {stack_log.name}')
             if time.monotonic() - t0 > timeout_s:
-                raise SafemanipError(f'episode {bag.name} did not finish in {timeout_s:g} s; logs: {bridge_log}')
+                raise SafemanipError(f'rollout {bag.name} did not finish in {timeout_s:g} s; logs: {bridge_log}')
         if code != 0 or not truth_file.exists():
             raise SafemanipError(f'sim_bridge failed ({code}); log: {bridge_log}')
     finally:
@@ -212,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
-    plan = DEMO_EPISODES[:max(1, args.episodes)]
+    plan = DEMO_ROLLOUTS[:max(1, args.rollouts)]
     from ..sim.perception import CAMERA_TASKS, LEVELS
     if LEVELS[args.perception].camera:
         left_out = [f'{t} {f}' for t, f, _ in plan if t not in CAMERA_TASKS]
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         if left_out:
             _say(f'--perception {args.perception}: {", ".join(left_out)} left out (no colour known for their '
                  f'objects: PickPlace\'s Can and Cereal box are the same red)')
-    _say(f'safemanip demo: {len(plan)} robosuite episodes (Lift and PickPlace with food; Panda, 20 Hz physics; '
+    _say(f'safemanip demo: {len(plan)} robosuite rollouts (Lift and PickPlace with food; Panda, 20 Hz physics; '
          f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')
     rows = []
@@ -230,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             bag = out / 'bags' / name
             t0 = time.monotonic()
             _say(f'[{i + 1}/{len(plan)}] {name}: simulating (about 15 s) ...')
-            truth = _run_episode(sim, task, fault, seed, bag, out / 'logs', args.episode_timeout_s, env,
+            truth = _run_rollout(sim, task, fault, seed, bag, out / 'logs', args.rollout_timeout_s, env,
                                  args.perception)
             violations, actions = _live_events(bag)
             rows.append((name, truth, violations, actions))
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         failures += not ok
         table.append((name, ', '.join(e['event'] for e in truth['events']) or 'clean', '; '.join(lat) or 'none',
                       hold, obeyed, '' if ok else 'MISMATCH'))
-    head = ('episode', 'labelled fault', 'live violations (latency in frames)', 'hold', 'arm held', '')
+    head = ('rollout', 'labelled fault', 'live violations (latency in frames)', 'hold', 'arm held', '')
     widths = [max(len(r[i]) for r in table + [head]) for i in range(len(head))]
     for r in [head] + table:
         _say('  '.join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -278,5 +279,5 @@ def run(args: argparse.Namespace) -> int:
         _say(f'report ({task}): {out / "audit" / task / "report.html"}')
     _say(f'({time.monotonic() - t_start:.0f} s in all; logs in {out / "logs"})')
     if failures:
-        _say(f'{failures} episode(s) where the live monitor and the labels disagree')
+        _say(f'{failures} rollout(s) where the live monitor and the labels disagree')
     return 0 if failures == 0 and audit.returncode == 0 else 1

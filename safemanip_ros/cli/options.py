@@ -134,7 +134,7 @@ def add_foxglove_options(p: argparse.ArgumentParser) -> None:
                         '(host default 127.0.0.1: this machine only)')
     g.add_argument('--operator-credential', metavar='FILE',
                    help='a file (one line, mode 600) whose credential a Foxglove connection presents to act: '
-                        'acknowledge, resume, start or end an episode (without it Foxglove is read-only)')
+                        'acknowledge, resume, start or end a rollout (without it Foxglove is read-only)')
     g.add_argument('--foxglove-mcap', metavar='FILE.mcap',
                    help='also write what Foxglove is sent to this MCAP file (opens with the same layout)')
 

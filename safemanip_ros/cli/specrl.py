@@ -25,9 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         'evaluate', help='score recorded or live rollouts as SpecRLBench does',
         description="Per specification and seed: success rate ηs, violation rate ηv, others rate ηo and mean "
                     "steps to success µ (finite-horizon), ηv and mean accepting visits µacc (infinite-horizon), "
-                    "mean ± std over seeds. Rollouts: JSONL proposition traces, SpecMonitor episode logs or "
+                    "mean ± std over seeds. Rollouts: JSONL proposition traces, SpecMonitor rollout logs or "
                     "PredicateArray bags (TRACES; a trajectory's seed is its record's seed, else the name of the "
-                    "input given), or live LetterWorld episodes (--env letter).")
+                    "input given), or live LetterWorld rollouts (--env letter).")
     e.add_argument('traces', nargs='*', metavar='TRACES', help='files or folders of rollouts')
     e.add_argument('--family', action='append', default=[], metavar='NAME',
                    help='a specification family (repeat; `safemanip specrl families` lists them; paper: all)')
@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.add_argument('--env', choices=['letter'], help='roll out live in LetterWorld instead of reading TRACES')
     e.add_argument('--policy', default='greedy', help='live: greedy, greedy-ignore-avoid or random')
     e.add_argument('--seeds', default='1,11,22,33,44', help='live: comma-separated seeds (default: the paper\'s)')
-    e.add_argument('--trajectories', type=int, default=100, help='live: episodes per seed (default 100)')
-    e.add_argument('--horizon', type=int, default=75, help='live: steps per episode (default 75)')
-    e.add_argument('--log-dir', metavar='DIR', help='live: keep the episode logs here')
+    e.add_argument('--trajectories', type=int, default=100, help='live: rollouts per seed (default 100)')
+    e.add_argument('--horizon', type=int, default=75, help='live: steps per rollout (default 75)')
+    e.add_argument('--log-dir', metavar='DIR', help='live: keep the rollout logs here')
     add_frame_options(e, rate_help='bags: ' + RATE_HZ.help(), staleness=False)
     e.add_argument('--absent-false', action='store_true',
                    help='traces of objects: read an atom no step names as false (default: an error, as for check)')
@@ -76,7 +76,7 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
 
 
 MAX_LIVE = 100_000
-"""The most episodes per seed, and steps per episode, of a live evaluation
+"""The most rollouts per seed, and steps per rollout, of a live evaluation
 (the paper's: 100 and 75); beyond it a run would not end in a day."""
 
 

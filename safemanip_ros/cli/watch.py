@@ -8,7 +8,7 @@ snapshot as soon as every instance's verdict has arrived and exits (for
 scripts and logs).
 
 The monitor publishes every instance's verdict now and then and, between,
-only those that changed: the table is their merge within the episode.
+only those that changed: the table is their merge within the rollout.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def render(board: VerdictBoard | None, status: Any, events: Iterable[Any], actio
     lines = []
     if status is not None:
         unknown = [printable(n) for n in status.unknown_predicates[:6]]
-        lines.append(f'episode {printable(status.episode_id) or "-"}  frames {status.frames}  '
+        lines.append(f'rollout {printable(status.episode_id) or "-"}  frames {status.frames}  '
                      f'overruns {status.overruns}  violated {status.violated}/{status.instances}  '
                      f'unknown predicates: {", ".join(unknown) or "none"}'
                      f'{" ..." if len(status.unknown_predicates) > 6 else ""}')

@@ -46,7 +46,7 @@ NOT_KEPT = 255
 
 def audit_to_mcap(source: Path, out: Path, cfg: AuditConfig, view: StackView) -> Counter[str]:
     """Monitor ``source`` (a bag or a trace) as the audit ``cfg`` does and
-    write its episodes' verdicts and events, with the bag's TF, to ``out``
+    write its rollouts' verdicts and events, with the bag's TF, to ``out``
     (a new MCAP file) through ``view``; the messages written per topic.
     Bad input raises the audit's own errors, naming the source."""
     from ..audit.engine import monitored_rollouts
@@ -62,9 +62,9 @@ def audit_to_mcap(source: Path, out: Path, cfg: AuditConfig, view: StackView) ->
 
 def rollout_items(view: StackView, instances: Sequence[Instance], rollout: Rollout, result: RolloutResult,
                   period_ns: int) -> Iterator[Item]:
-    """One audited episode as the live monitor's messages, in time order:
+    """One audited rollout as the live monitor's messages, in time order:
     per frame its ``VerdictArray`` (every instance), before it the events
-    its frame opened or closed, and an episode still open at the end as
+    its frame opened or closed, and a violation episode still open at the end as
     ``pending_at_end`` on the last frame."""
     T = result.frames
     times = rollout.frame_ns if rollout.frame_ns is not None else np.arange(T, dtype=np.int64) * period_ns

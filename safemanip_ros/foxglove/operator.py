@@ -1,7 +1,7 @@
 """Who may act through Foxglove: the operator credential, per connection.
 
 Foxglove's WebSocket protocol has no login of its own, so the stack's
-operator actions (acknowledge, resume, start and end an episode) are
+operator actions (acknowledge, resume, start and end a rollout) are
 refused to every connection until it calls the ``login`` service with the
 credential configured for the stack.  Without a credential configured the
 server is read-only: no action service is offered at all.

@@ -235,6 +235,6 @@ def wrench_over(config: WrenchConfig, wrench: np.ndarray) -> tuple[np.ndarray, n
     """``(over[n], known[n])`` for ``n`` wrenches ``[n, 6]`` (force N, then
     torque N·m): the force's or the torque's magnitude above its threshold;
     unknown where a component is not finite.  The live grounding (one
-    sample) and the offline audit (an episode's samples) share it."""
+    sample) and the offline audit (a rollout's samples) share it."""
     over = (norm3(wrench[:, :3]) > config.force_threshold_n) | (norm3(wrench[:, 3:]) > config.torque_threshold_nm)
     return over, np.isfinite(wrench).all(axis=1)

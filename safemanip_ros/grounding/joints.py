@@ -221,7 +221,7 @@ def sample_predicates(arrays: JointArrays, pos: np.ndarray, vel: np.ndarray, has
     ``[n, joints]`` (NaN: unknown), each sample's previous one, and whether
     the fingers moved out / in within the motion hold.  Elementwise over
     samples: the live grounding (one sample) and the offline audit (an
-    episode's samples) compute the very same values."""
+    rollout's samples) compute the very same values."""
     cfg = arrays.config
     n_arm = len(cfg.arm_joints)
     arm, grip = pos[:, :n_arm], arrays.opening(pos)
@@ -265,7 +265,7 @@ class GripperMotion:
         opening since the previous sample is known, and whether the fingers
         moved out / in (by more than ``gripper_motion_m``) at it or within
         ``gripper_motion_hold_s`` before it.  Carries the state on: the live
-        grounding passes one sample, the offline audit an episode's."""
+        grounding passes one sample, the offline audit a rollout's."""
         cfg = arrays.config
         n = len(pos)
         if not cfg.gripper_joints or not n:
@@ -357,7 +357,7 @@ def fixture_predicates(cfg: FixtureConfig, fixture: str, q: np.ndarray,
     """One fixture's predicates for ``n`` samples at once, each as
     ``(value[n], known[n])``: its joint position ``q`` and the previous
     sample's ``prev`` (NaN or ±inf: missing, so unknown).  The live grounding
-    (one sample) and the offline audit (an episode's samples) compute the
+    (one sample) and the offline audit (a rollout's samples) compute the
     same values."""
     _, closed, opened = cfg.joints[fixture]
     known = np.isfinite(q)

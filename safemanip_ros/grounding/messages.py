@@ -199,7 +199,7 @@ class GroundingSet:
         self.contact_bodies_seen: set[str] = set()
 
     def fresh_copy(self) -> 'GroundingSet':
-        """The same sources with no history (a new episode starts); the
+        """The same sources with no history (a new rollout starts); the
         contact bodies seen so far are kept (:meth:`name_warnings` is about
         the whole recording)."""
         copy = GroundingSet(self.robot, *self._flags)

@@ -5,7 +5,7 @@ translations ``t[..., 3]`` (metres).  Every function here works elementwise
 over the leading axes and spells out its sums in a fixed order instead of
 calling ``@`` / BLAS, so the pose of one frame comes out bit for bit the
 same whether it is computed alone (a live frame) or among ten thousand (an
-offline episode): live and offline grounding share these functions and
+offline rollout): live and offline grounding share these functions and
 cannot drift apart.  Quaternions are ``(x, y, z, w)``, as in
 ``geometry_msgs/Quaternion``.
 """

@@ -170,7 +170,7 @@ class TransformTree:
 
     A lookup reads the tree as it was when its time was *viewed*
     (:meth:`view`): the offline audit views each frame as the messages
-    before it have been fed and looks all of an episode's frames up at once
+    before it have been fed and looks all of a rollout's frames up at once
     (:meth:`lookup_many`); live, a frame is viewed and looked up at once.
     Both go through the same arithmetic (:mod:`.poses`), so a pose does not
     depend on how many were computed together.  Changing which links exist
@@ -486,7 +486,7 @@ class TfGrounding:
     A frame is first *viewed* (:meth:`view`: the tree, freshness and grasp
     state as they are at its time), then evaluated with every other viewed
     frame at once (:meth:`flush`): the offline audit views each frame of an
-    episode as the messages before it have been fed and evaluates them
+    rollout as the messages before it have been fed and evaluates them
     together over arrays; live, :meth:`evaluate` views and flushes one.
     The state carried from frame to frame (previous poses, the slip
     reference of a grasp, the previous gripper distance) is the same either

@@ -7,7 +7,7 @@ fingers hide the object.  :class:`ObjectTrack` keeps one object's
 detections (*measurements*: the object's pose in the world and relative to
 the gripper, both at the detection's own stamp, so latency does not read
 as motion) and answers for a run of frames at once (:meth:`ObjectTrack.run`: a live
-frame is a run of one, an offline episode a run of thousands, and the
+frame is a run of one, an offline rollout a run of thousands, and the
 state carried between runs makes them the same):
 
 * **pose**: while the object is grasped (the contacts, exact, say so) and

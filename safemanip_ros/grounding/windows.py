@@ -5,7 +5,7 @@ most ``W`` samples, oldest first) with ``valid[F, W]`` saying which entries
 are samples.  Every sum here is a running sum over the window axis, oldest
 sample first (never numpy's pairwise summation, whose grouping depends on
 the width), so a window's result is bit for bit the same whether it is
-computed alone (a live frame) or among thousands (an offline episode),
+computed alone (a live frame) or among thousands (an offline rollout),
 whatever the padding.  Rotations are ``[..., 3, 3]`` matrices,
 rotation vectors axis × angle in radians.
 """

@@ -1,8 +1,8 @@
 """Rolling a policy out in LetterWorld under a monitored specification, as
-SpecRLBench's evaluation does: per seed, ``trajectories`` episodes of each
+SpecRLBench's evaluation does: per seed, ``trajectories`` rollouts of each
 specification, each ending at success (finite-horizon), a violation or the
 horizon.  The trajectories are what :func:`safemanip_ros.specrl.evaluate`
-scores (and what ``log_dir`` keeps as episode logs)."""
+scores (and what ``log_dir`` keeps as rollout logs)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ POLICIES = ('greedy', 'greedy-ignore-avoid', 'random')
 
 def letter_rollouts(specs: Sequence[Spec], policy: str, seeds: Sequence[int], trajectories: int,
                     horizon: int = 75, size: int = 7, log_dir: str | Path | None = None) -> list[Trajectory]:
-    """Episodes of ``policy`` (:data:`POLICIES`) for every specification and
-    seed; episode ``k`` of seed ``s`` resets the world with seed
+    """Rollouts of ``policy`` (:data:`POLICIES`) for every specification and
+    seed; rollout ``k`` of seed ``s`` resets the world with seed
     ``s * 100003 + k`` (the same layouts for every specification)."""
     if policy not in POLICIES:
         raise ValueError(f'unknown policy {policy!r}; known: {", ".join(POLICIES)}')

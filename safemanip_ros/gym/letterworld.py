@@ -3,7 +3,7 @@ simple seeded policies for it.
 
 A ``size × size`` grid that wraps around at its edges; each of the twelve
 letters ``a``–``l`` lies on ``copies`` (2) random cells, the agent starts on
-a random empty cell; actions 0–3 move up, right, down, left; the episode is
+a random empty cell; actions 0–3 move up, right, down, left; the rollout is
 truncated after ``horizon`` (75) steps.  The observation is the grid as
 ``uint8[size, size, letters + 1]`` (one channel per letter, the last marks
 the agent); ``info["propositions"]`` is the set of letters under the agent
@@ -230,7 +230,7 @@ class GreedyPolicy:
 
 
 def rollout(env: gymnasium.Env, policy: Any, seed: int) -> None:
-    """One episode of ``policy`` in ``env`` (a wrapped LetterWorld), seeded."""
+    """One rollout of ``policy`` in ``env`` (a wrapped LetterWorld), seeded."""
     obs, info = env.reset(seed=seed)
     policy.reset(obs, info)
     done = False

@@ -14,15 +14,16 @@ Each step adds ``info["safemanip"]``:
   (``true``, ``false``, ``presumably_true``, ``presumably_false``);
 * ``events``: violation episodes opened (``{"instance", "start"}``) or
   closed (``... "end", "recovered"``) on this step;
-* at the episode's end (terminated or truncated), ``episode``: per instance
-  its triggers, violations, pending obligation and unsafe frames, and per
-  plain specification SpecRLBench's outcome (``success``, ``violation`` or
+* at the rollout's end (terminated or truncated: Gymnasium's episode),
+  ``episode`` (Gymnasium's word, kept as the key): per instance its
+  triggers, violations, pending obligation and unsafe frames, and per plain
+  specification SpecRLBench's outcome (``success``, ``violation`` or
   ``other``, its 1-based step, accepting visits).
 
-``terminate_on_violation`` ends the episode when a violation opens;
+``terminate_on_violation`` ends the rollout when a violation opens;
 ``terminate_on_success`` when every finite-horizon specification is
 satisfied for good (verdict ``true``), as SpecRLBench's evaluation does.
-``log_path`` appends each episode as one JSON line that ``safemanip specrl
+``log_path`` appends each rollout as one JSON line that ``safemanip specrl
 evaluate`` reads.
 
 :class:`SpecMonitorVector` does the same for a ``gymnasium.vector`` env:
@@ -148,7 +149,7 @@ class _Core:
         return bool(self.finite_index) and bool((self.verdicts[b, self.finite_index] == Verdict.TRUE).all())
 
     def finish(self, which: np.ndarray) -> dict[int, dict[str, Any]]:
-        """End the rollouts of ``which``: their episode records."""
+        """End the rollouts of ``which``: their rollout records."""
         results = self.monitor.finish(which)
         ending = [int(b) for b in np.flatnonzero(which)]
         # Each specification scores every ending rollout in one batch (as the evaluator does).
@@ -238,7 +239,7 @@ class SpecMonitor(gymnasium.Wrapper):
         self.terminate_on_violation, self.terminate_on_success = terminate_on_violation, terminate_on_success
         self.log_path = Path(log_path) if log_path else None
         self.seed_label = seed
-        self.episodes = 0
+        self.rollouts = 0
         self._done = False
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
@@ -251,7 +252,7 @@ class SpecMonitor(gymnasium.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         if self._done:
-            raise RuntimeError('step() after the episode ended; call reset()')
+            raise RuntimeError('step() after the rollout ended; call reset()')
         obs, reward, terminated, truncated, info = self.env.step(action)
         props = _props(info, obs, self.labeller, self.core.column)
         self.core.note_unread(props)
@@ -270,10 +271,10 @@ class SpecMonitor(gymnasium.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def _log(self, record: dict[str, Any]) -> None:
-        self.episodes += 1
+        self.rollouts += 1
         if self.log_path is None:
             return
-        line = {'episode': self.episodes - 1, 'seed': self.seed_label, 'propositions': self.core.logged[0],
+        line = {'episode': self.rollouts - 1, 'seed': self.seed_label, 'propositions': self.core.logged[0],
                 'outcome': record['specs']}
         if len(self.core.formulas) == 1:
             (name, formula), = self.core.formulas.items()

@@ -102,8 +102,8 @@ class FrameAssembly:
         self.hold.update_many(names, values, unknown, stamp_ns * 1e-9)
 
     def restart(self) -> None:
-        """The next tick starts the frame schedule afresh (a new phase, an
-        episode, a clock that jumped); the samples held stay."""
+        """The next tick starts the frame schedule afresh (a new phase, a
+        rollout, a clock that jumped); the samples held stay."""
         self.clock.restart()
 
     def tick(self, now_ns: int, sampled_now: bool = False) -> list[DueFrame]:

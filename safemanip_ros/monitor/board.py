@@ -3,7 +3,7 @@
 The monitor's ``VerdictArray`` lists every instance now and then and,
 between, only the instances whose verdict, mode or recovery verdict
 changed (docs/nodes.md, Verdicts).  A subscriber that shows every instance
-keeps their merge within the episode: :class:`VerdictBoard`, used by
+keeps their merge within the rollout: :class:`VerdictBoard`, used by
 ``safemanip watch`` and by the Foxglove view.  It reads the messages by
 their fields only (rclpy's or rosbags' classes alike); no ROS here.
 """
@@ -18,9 +18,9 @@ __all__ = ['VerdictBoard']
 
 @dataclass
 class VerdictBoard:
-    """Every instance's newest Verdict within the current episode, merged
+    """Every instance's newest Verdict within the current rollout, merged
     from the monitor's VerdictArray messages (each lists all instances or
-    only those that changed); a new episode id starts a new board."""
+    only those that changed); a new rollout id starts a new board."""
 
     episode_id: str | None = None
     by_instance: dict[str, Any] = field(default_factory=dict)

@@ -16,7 +16,7 @@ of a frame, and nothing else:
   samples' age: the monitor's own stall does not age them.
 * :func:`frame_grid` and :func:`frame_segments` — the offline schedule of a
   recording without the monitor's stamps: frames every period from the
-  first message, a hole longer than ``max_gap_ns`` ending the episode.
+  first message, a hole longer than ``max_gap_ns`` ending the rollout.
 * :class:`Arming` — when the live monitor starts judging: once every input
   that carries predicates it reads has given a known value, or after a
   timeout (before that, unknowns are the start-up, not a fault).
@@ -66,7 +66,7 @@ class FrameClock:
         return cls(period_ns_of(rate_hz))
 
     def restart(self) -> None:
-        """The next tick starts the schedule afresh (a new phase, a new episode)."""
+        """The next tick starts the schedule afresh (a new phase, a new rollout)."""
         self.next_frame_ns = None
 
     def tick(self, now_ns: int) -> Tick:
@@ -104,7 +104,7 @@ class FrameClock:
 
     def replayed(self, published_ns: dict[int, int]) -> list[int]:
         """The times of frames ``0 … max(published_ns)`` of a recorded live
-        episode, from the stamps its verdicts were published with
+        rollout, from the stamps its verdicts were published with
         (frame → ns).  A frame a late tick caught up on published no
         verdicts: it was scheduled one period after another from the first
         recorded frame, whose scheduled time is its stamp plus the cutoff."""
@@ -194,7 +194,7 @@ class FrameSchedule:
         return frames, None
 
     def restart(self, stamp_ns: int) -> None:
-        """A new segment from ``stamp_ns`` (an episode marker in the recording)."""
+        """A new segment from ``stamp_ns`` (a rollout marker in the recording)."""
         self.next_frame_ns = stamp_ns
 
     def last(self) -> int | None:

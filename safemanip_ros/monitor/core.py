@@ -1,17 +1,17 @@
-"""The monitor: derived predicates → episode machines → episodes → metrics
+"""The monitor: derived predicates → violation machines → violation episodes → metrics
 (SEMANTICS.md §1, §4, §5).
 
 One :class:`Monitor` runs a fixed set of property instances over a *batch*
 of ``B`` independent rollouts: live monitoring is ``B = 1``, one frame at a
-time (``step`` per tick, ``finish`` at the end of the episode), and the
+time (``step`` per tick, ``finish`` at the end of the rollout), and the
 offline audit gives whole rollouts at once (``run``).  Both run the same
-compiled pieces — the derived-predicate program (program.py) and one episode
+compiled pieces — the derived-predicate program (program.py) and one violation
 machine per instance, §4 compiled into a table (machine.py) — and give the
 same results.  Everything is deterministic.
 
 Per instance and rollout, each frame: unknown grounded values are replaced
 by their ``unknown_as`` and counted; derived predicates and trigger edges are
-computed; then the episode state machine of §4 runs — ``watching`` instances
+computed; then the violation machine of §4 runs — ``watching`` instances
 step the main DFA and a ``false`` verdict opens a violation episode and
 starts the recovery DFA on the same frame; ``violated`` instances step the
 recovery DFA; a ``true``/``presumably_true`` recovery verdict closes the
@@ -45,7 +45,7 @@ from ..ltlf.cache import compile_cached
 from ..ltlf.dfa import DFA
 from ..ltlf.verdict import Verdict
 from ..spec.suite import Instance, InstanceSet
-from .machine import CLOSED, OPENED, EpisodeMachines
+from .machine import CLOSED, OPENED, ViolationMachines
 from .program import FALSE_COL, TRUE_COL, Program
 
 _FALSE = int(Verdict.FALSE)
@@ -258,7 +258,7 @@ class StepResult:
 
 
 RUN_BLOCK_ROLLOUTS = 128
-"""Most rollouts :meth:`Monitor.run` works on at once: their whole episodes'
+"""Most rollouts :meth:`Monitor.run` works on at once: their whole rollouts'
 program columns stay within the caches (more is slower, not faster)."""
 
 RUN_BLOCK_BYTES = 64 << 20
@@ -312,7 +312,7 @@ class Monitor:
         self.program = program
         self.batch = batch
         # One episode machine per instance (SEMANTICS.md §4 as a table; machine.py).
-        self.machines = EpisodeMachines([_compiled(i, cache_dir) for i in self.instances], program.index, FALSE_COL,
+        self.machines = ViolationMachines([_compiled(i, cache_dir) for i in self.instances], program.index, FALSE_COL,
                                         [i.rules.recovery_next_frame for i in self.instances])
         # Episode rules other than §4's (spec.suite.EpisodeRules), per instance.
         self._count_failed = np.array([i.rules.count_failed_restart_at_end for i in self.instances], dtype=bool)
@@ -591,7 +591,7 @@ class Monitor:
 
     def _compact_chunks(self) -> None:
         """Merge the closed-episode chunks into one (33 bytes an episode).  A
-        live episode that runs for hours closes a chunk of a few violation
+        live rollout that runs for hours closes a chunk of a few violation
         episodes most frames; kept as tiny arrays each, they cost ~700 bytes
         an episode and the monitor's memory grows by tens of MiB an hour."""
         chunks = self._episode_chunks
@@ -635,8 +635,8 @@ class Monitor:
         per-frame verdicts.
 
         The same results as :meth:`step` frame by frame then :meth:`finish`
-        (``test_monitor_batch``), computed over whole episodes: the program's
-        columns for all frames at once, then each instance's episode machine
+        (``test_monitor_batch``), computed over whole rollouts: the program's
+        columns for all frames at once, then each instance's violation machine
         as one gather per frame, then the episodes and counts from all frames'
         events at once."""
         values = np.asarray(values, dtype=bool)

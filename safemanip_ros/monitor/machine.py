@@ -1,4 +1,4 @@
-"""SEMANTICS.md §4's episode machine, compiled into one table per instance.
+"""SEMANTICS.md §4's violation machine, compiled into one table per instance.
 
 An instance's main DFA M, its recovery DFA R and its mode (watching or in a
 violation episode) form a finite machine of their own.  Its state is
@@ -8,7 +8,7 @@ those of M and of R together.  A *record* is one (state, letter) entry: the
 successor state and what the frame did (:data:`OPENED` an episode,
 :data:`CLOSED` one as recovered).  So the monitor steps an instance with one
 gather per frame, live (:meth:`~safemanip_ros.monitor.core.Monitor.step`) and
-over whole episodes (``Monitor.run``) alike, and the rules of §4 are written
+over whole rollouts (``Monitor.run``) alike, and the rules of §4 are written
 once, in :func:`_successors`, which fills the tables.
 
 Addresses.  Every state has a *base*: an index into the state arrays
@@ -18,7 +18,7 @@ record for letter ``L`` (``k`` atoms) is ``base + L``.  A record's
 *outcome* packs the successor's base and the frame's events,
 ``next_base << 2 | events``, so one frame is one gather:
 ``outcome = outcomes[base + L]``, ``base = outcome >> 2``.  Offline, a
-copy with each entry four times (:attr:`EpisodeMachines.by_code`) is
+copy with each entry four times (:attr:`ViolationMachines.by_code`) is
 indexed by the last outcome itself, ``outcome = by_code[outcome + (L << 2)]``:
 an add and a gather a frame, with no shift between them.
 Instances whose table would exceed :data:`DENSE_MAX_RECORDS` entries are
@@ -47,7 +47,7 @@ DENSE_MAX_RECORDS = 1 << 16
 """Largest table (states × letters) built in full; larger instances are wide."""
 
 CODED_MAX_RECORDS = 1 << 20
-"""Largest table (in records) that also gets :attr:`EpisodeMachines.by_code`, four entries a record."""
+"""Largest table (in records) that also gets :attr:`ViolationMachines.by_code`, four entries a record."""
 
 MAX_ATOMS = 62
 """Most atoms an instance's two automata may read together (letters are int64)."""
@@ -126,7 +126,7 @@ def _pack_words(frames: np.ndarray, cols: np.ndarray, shift: int) -> np.ndarray:
     rows are whole 64-bit words: each row's bytes are 0 or 1, so eight of them
     shift and combine as one uint64 without carrying into one another, and
     x86 has vector shifts of 64-bit lanes but none of bytes (1.7x over
-    :func:`_pack`'s uint8 gathers for a block of whole episodes)."""
+    :func:`_pack`'s uint8 gathers for a block of whole rollouts)."""
     rows = frames.reshape(frames.shape[0], -1).view(np.uint64)
     out = np.zeros((cols.shape[0], rows.shape[1]), np.uint64)
     bit = np.empty_like(out)
@@ -171,8 +171,8 @@ def _successors(pair: _Pair, s: np.ndarray, letters: np.ndarray) -> tuple[np.nda
     return nxt, events
 
 
-class EpisodeMachines:
-    """The episode machines of ``D`` instances, addressed as in the module doc.
+class ViolationMachines:
+    """The violation machines of ``D`` instances, addressed as in the module doc.
 
     Attributes:
         atoms: per instance, the atoms its letter is made of (bit ``j`` is ``atoms[d][j]``).
@@ -234,7 +234,7 @@ class EpisodeMachines:
             total += p.num_states
         self._wide_memo: dict[tuple[int, int], int] = {}
         # Outcomes hold bases, fixed here (wide records only add entries): int32 when they fit,
-        # which halves the memory a whole episode's outcomes stream through.
+        # which halves the memory a whole rollout's outcomes stream through.
         dtype = np.int32 if total < 2 ** 29 else np.int64
         self.outcome = (np.concatenate(next_parts) << 2 | np.concatenate(event_parts) if next_parts
                         else np.zeros(0, np.int64)).astype(dtype)

@@ -48,7 +48,7 @@ class OverrunLog:
 
     def due(self, now_s: float, waiting: bool = False) -> str | None:
         """The line to log at ``now_s``, if one waits and the last was
-        ``gap_s`` ago or more (``waiting``: whenever one waits — an episode's
+        ``gap_s`` ago or more (``waiting``: whenever one waits — a rollout's
         end, after which no tick may come)."""
         worst = self._worst
         if worst is None or (not waiting and self._said_at_s is not None and now_s - self._said_at_s < self.gap_s):

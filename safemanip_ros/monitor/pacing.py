@@ -82,7 +82,7 @@ class ClosingQueue:
                 self.paced += 1
 
     def drain(self, now_s: float) -> list[bytes]:
-        """Every queued closing, in order, removed at ``now_s`` (an episode ends)."""
+        """Every queued closing, in order, removed at ``now_s`` (a rollout ends)."""
         out = [self._out(c, now_s) for c in self._queue]
         self._queue.clear()
         return out

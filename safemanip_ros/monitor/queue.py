@@ -2,7 +2,7 @@
 
 A frame at time ``T`` sees exactly the inputs stamped at or before ``T``,
 applied in stamp order, whatever order they arrived in: a late tick (or a
-whole episode replayed offline) stays causal.  :class:`StampQueue` is that
+whole rollout replayed offline) stays causal.  :class:`StampQueue` is that
 one rule, used by the monitor node for predicate samples, by a grounding
 node for messages from its clock's future, and by the audit rebuilding a
 live monitor's frames from a recording.  Pure, so its order is tested on a

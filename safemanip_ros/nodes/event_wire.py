@@ -6,8 +6,8 @@ and every event is its own message on ``violations`` (subscribers and bags
 see one event per message).  Converting each event's Python message field
 by field cost rclpy about as much as sending it to a subscriber in another
 process (the recorder), in the frame's deadline work.  An instance's names,
-binding, category and severity never change, and its episode id only with
-the episode, so :class:`ViolationEventWire` encodes them once and, per
+binding, category and severity never change, and its rollout id only with
+the rollout, so :class:`ViolationEventWire` encodes them once and, per
 event, packs the stamps, frames, flags and count around them; rclpy publishes bytes as they are (``Publisher.publish(bytes)``).
 The bytes are those rclpy would make (checked against
 ``rclpy.serialization`` and rosbags in the tests), so every subscriber and
@@ -47,20 +47,20 @@ class ViolationEventWire:
 
     def __init__(self, instances: Sequence[Instance], severity_codes: Mapping[str, int]) -> None:
         self._fixed = [_fixed_part(inst, severity_codes[inst.severity]) for inst in instances]
-        self._episode: str | None = None
-        self._with_episode: list[bytes | None] = [None] * len(self._fixed)
+        self._rollout: str | None = None
+        self._with_rollout: list[bytes | None] = [None] * len(self._fixed)
 
     def _middle(self, d: int, episode_id: str) -> bytes:
-        """Instance ``d``'s fixed part, the episode id and the padding before
-        start_frame: made at the instance's first event of an episode."""
-        if episode_id != self._episode:
-            self._episode, self._with_episode = episode_id, [None] * len(self._fixed)
-        middle = self._with_episode[d]
+        """Instance ``d``'s fixed part, the rollout id and the padding before
+        start_frame: made at the instance's first event of a rollout."""
+        if episode_id != self._rollout:
+            self._rollout, self._with_rollout = episode_id, [None] * len(self._fixed)
+        middle = self._with_rollout[d]
         if middle is None:
             offset = _EVENT_OFFSET + 1 + len(self._fixed[d])
             part = string(episode_id, offset)
             middle = self._fixed[d] + part + padding(offset + len(part), 8)
-            self._with_episode[d] = middle
+            self._with_rollout[d] = middle
         return middle
 
     def encode(self, d: int, event: int, episode_id: str, stamp_ns: int, start_frame: int, end_frame: int,

@@ -10,7 +10,7 @@ and 3D markers on the objects an open violation names.
 It never slows the control path: its subscriptions take serialized
 messages and hand them to the server's own thread, through a bounded
 queue that drops and counts rather than waits; decoding and JSON happen
-there.  Operator actions (acknowledge, resume, start and end an episode)
+there.  Operator actions (acknowledge, resume, start and end a rollout)
 are Foxglove services that call the supervisor's and monitor's own ROS
 services, refused to a connection until it logged in with the operator
 credential; with no credential configured none is offered.

@@ -4,8 +4,8 @@ A thin adapter around :class:`~safemanip_ros.audit.sequential.CanaryGate`
 (the same anytime-valid tests as ``safemanip gate --sequential``): it
 subscribes to the monitor's final metrics of each robot
 (``<robot>/metrics/final``, safemanip_ros/MonitorMetrics, latched: a gate that
-comes up late still gets the monitor's last 100 episodes) and counts every
-rollout once, by its episode id; each limit is decided per robot and pooled
+comes up late still gets the monitor's last 100 rollouts) and counts every
+rollout once, by its rollout id; each limit is decided per robot and pooled
 over the fleet.
 
 Publishes ``gate/decisions`` (safemanip_ros/GateDecision, one per limit and
@@ -134,9 +134,9 @@ class GateNode(RosParameters, Node):
             except SafemanipError as exc:
                 raise ParameterError(f'rebuild_from: {exc.one_line()}') from None
             counted = 0
-            for _, robot, episode, rows in recorded:
+            for _, robot, rollout, rows in recorded:
                 before = self._decisions()
-                counted += self._count(robot, episode, rows)
+                counted += self._count(robot, rollout, rows)
                 self._alert_new_decisions(before)     # a decision reached on the recording is said like a live one
             self.get_logger().info(f'counted {counted} recorded rollouts from {len(bags)} bag(s)')
         if self.state_file is not None:
@@ -174,11 +174,11 @@ class GateNode(RosParameters, Node):
         self._publish()
         self._check_done()
 
-    def _count(self, robot: str, episode: str, rows: list[tuple[str, str, int, int]]) -> bool:
+    def _count(self, robot: str, rollout: str, rows: list[tuple[str, str, int, int]]) -> bool:
         """Count one rollout; the limits that name nothing the rollouts report
         so far are said once (rclpy's ``once``: the first time any is), and
         again when the gate ends (:meth:`_check_done`)."""
-        if not self.gate.add_rollout(robot, episode, rows):
+        if not self.gate.add_rollout(robot, rollout, rows):
             return False
         self._names_heard.update(n for prop, cat, _, _ in rows for n in (prop, cat))
         unheard = [repr(name) for name in self.gate.limits if name not in self._names_heard]

@@ -2,21 +2,21 @@
 
 * **configure** loads the property suites, binds them over the scene and
   compiles every DFA (a bad file fails the transition with the file's error);
-* **activate** starts the frame timer (``rate_hz``, default 20 Hz) and an
-  episode;
+* **activate** starts the frame timer (``rate_hz``, default 20 Hz) and a
+  rollout;
 * each tick builds one frame from the newest value of every predicate seen
   on the ``predicate_topics`` (sample-and-hold within ``staleness_s``,
   *unknown* beyond it or when published as unknown — SEMANTICS.md §1; in
   ``safemanip run`` the grounding of its own process is sampled at the
   frame's time instead, and its topics are not subscribed to), runs
   :class:`~safemanip_ros.monitor.core.Monitor`, and publishes
-  ``verdicts`` (VerdictArray: every instance on an episode's first frame
+  ``verdicts`` (VerdictArray: every instance on a rollout's first frame
   and at least every ``verdicts_full_period_s``, between them the instances
   whose verdict, mode or recovery verdict changed; 0: every instance on
   every frame), ``violations`` (ViolationEvent, on open at once, on close
   within the frame's budget or in a later frame: monitor/pacing.py),
   ``metrics`` (MonitorMetrics, every ``metrics_period_s`` and final
-  at episode end; the final ones also on ``metrics/final``, latched),
+  at the rollout's end; the final ones also on ``metrics/final``, latched),
   ``status`` (MonitorStatus) and ``/diagnostics``
   (OK/WARN/ERROR per category);
 * a tick that starts late (timer jitter beyond half a period) or takes longer
@@ -25,7 +25,8 @@
   messages wait for a frame with room for them (monitor/periodic.py);
 * ``autostart: true`` configures and activates at start-up (no lifecycle
   manager needed);
-* services (std_srvs/Trigger): ``~/start_episode``, ``~/end_episode``,
+* services (std_srvs/Trigger): ``~/start_episode``, ``~/end_episode`` (start
+  and end a rollout: the wire keeps its first names),
   ``~/reload`` (rebuild from the files; on failure the running monitor is
   kept and the reply says why) and ``~/status`` (JSON in the reply); and
   ``~/open_violations`` (safemanip_ros/OpenViolations): every violation
@@ -141,13 +142,13 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._sampled_topics: list[str] = []    # per node of _grounding, the predicate topic it publishes
         self._heard_topics: dict[str, None] = {}     # predicate topics with a sample since configure, in order
         self._timer: Any = None
-        self._episode = ''
-        self._episode_count = 0
-        # Episode ids are unique across restarts (a gate counts each rollout once by its id, and a
+        self._rollout_id = ''
+        self._rollout_count = 0
+        # Rollout ids are unique across restarts (a gate counts each rollout once by its id, and a
         # restarted stack counts from 1 again): node name, start time (UTC) and a random tag.
         self._run_id = f'{time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())}-{secrets.token_hex(2)}'
         self._frames_total = 0
-        self._last_frame_ns: int | None = None     # the newest frame's time, this episode
+        self._last_frame_ns: int | None = None     # the newest frame's time, this rollout
         # Per instance, the (header, start) stamps in ns of the event that opened its last episode.
         self._opened_ns: list[tuple[int, int]] = []
         self._overrun_log = OverrunLog()       # counts them, picks the lines said (one a second, the longest)
@@ -164,7 +165,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _build(self) -> Monitor:
         p = self.get_parameter
         only = [x for x in p('only').value if x]
-        # Live episodes may run for hours: counts only (each episode is published as an event).
+        # Live rollouts may run for hours: counts only (each violation episode is published as an event).
         suites = [f for f in p('properties').value if f]
         if not suites:
             # A monitor of no property would be a stack whose monitor is off while it looks on.
@@ -223,8 +224,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._pub_verdicts = self.create_lifecycle_publisher(VerdictArray, 'verdicts', RELIABLE)
         self._pub_events = self.create_lifecycle_publisher(ViolationEvent, 'violations', EVENTS)
         self._pub_metrics = self.create_lifecycle_publisher(MonitorMetrics, 'metrics', RELIABLE)
-        # Each episode's final metrics again, latched: a deployment gate must not miss a rollout
-        # because it matched the monitor a moment after the episode ended.
+        # Each rollout's final metrics again, latched: a deployment gate must not miss a rollout
+        # because it matched the monitor a moment after the rollout ended.
         self._pub_final = self.create_lifecycle_publisher(MonitorMetrics, 'metrics/final', FINAL_METRICS)
         self._pub_status = self.create_lifecycle_publisher(MonitorStatus, 'status', RELIABLE)
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', RELIABLE)
@@ -250,7 +251,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._start_episode()
+        self._start_rollout()
         period_s = 1.0 / float(self.get_parameter('rate_hz').value)
         self._frames_in.restart()
         self._timer = self.create_timer(period_s, self._tick)
@@ -270,7 +271,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._frame_timer is not None:
             self.destroy_timer(self._frame_timer)
             self._frame_timer = None
-        self._end_episode()
+        self._end_rollout()
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -362,7 +363,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     # --------------------------------------------------------------- ticks
     def _tick(self) -> None:
         mon = self.monitor
-        if mon is None or not self._episode:
+        if mon is None or not self._rollout_id:
             return
         t0 = time.monotonic()
         if not self._check_armed(t0):
@@ -397,7 +398,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if self._frame_timer is not None:
             self._frame_timer.cancel()
         mon = self.monitor
-        if mon is None or not self._episode:
+        if mon is None or not self._rollout_id:
             return
         t0 = time.monotonic()
         usage0 = ThreadUsage.now()
@@ -505,7 +506,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
     def _verdicts(self, stamp_ns: int, frame: int, labels: np.ndarray, violated: np.ndarray, rec: np.ndarray,
                   now_ns: int) -> bytes:
         """This frame's serialized VerdictArray (:mod:`.verdict_wire`): every
-        instance when a full set is due (an episode's first frame, new
+        instance when a full set is due (a rollout's first frame, new
         instances, ``verdicts_full_period_s`` passed, or that period 0), else
         those whose verdict, mode or recovery verdict changed since they were
         last published.  An instance not in a violation episode has recovery
@@ -523,7 +524,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         else:
             which = np.flatnonzero(codes != self._verdict_codes).tolist()
         self._verdict_codes = codes
-        return self._verdict_wire.encode(stamp_ns, frame, self._episode, which, labels.tolist(), modes.tolist(),
+        return self._verdict_wire.encode(stamp_ns, frame, self._rollout_id, which, labels.tolist(), modes.tolist(),
                                          rec.tolist())
 
     def _lock_phase(self, period_s: float, lag_s: float | None) -> None:
@@ -618,7 +619,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         frame_now = frames - 1
         start_ns = stamp_ns - (frame_now - start) * period_ns
         end_ns = stamp_ns - (frame_now - end) * period_ns
-        payload = self._event_wire.encode(d, kind, self._episode, stamp_ns, start, end, start_ns, end_ns, recovered,
+        payload = self._event_wire.encode(d, kind, self._rollout_id, stamp_ns, start, end, start_ns, end_ns, recovered,
                                           violations)
         if kind == ViolationEvent.EVENT_CLOSED:
             self._closings.push(d, payload, time.monotonic())      # out within the frame's budget, or later
@@ -649,8 +650,8 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
 
     def _event_message(self, msg: ViolationEvent, kind: int, start: int, end: int, recovered: bool, count: int,
                        stamp_ns: int, start_ns: int, end_ns: int) -> ViolationEvent:
-        """``msg``, an instance's event message, filled in place for this episode."""
-        msg.event, msg.episode_id, msg.start_frame, msg.end_frame = kind, self._episode, start, end
+        """``msg``, an instance's event message, filled in place for this rollout."""
+        msg.event, msg.episode_id, msg.start_frame, msg.end_frame = kind, self._rollout_id, start, end
         msg.recovered, msg.count = recovered, count
         set_time_ns(msg.header.stamp, stamp_ns)
         set_time_ns(msg.start_stamp, start_ns)
@@ -661,7 +662,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         if final is None:
             self._pub_metrics.publish(self._running_metrics(self._configured, stamp_ns))
             return
-        msg = MonitorMetrics(episode_id=self._episode, final=True, frames=final.frames)
+        msg = MonitorMetrics(episode_id=self._rollout_id, final=True, frames=final.frames)
         msg.header.stamp = time_from_ns(stamp_ns)
         msg.properties = [PropertyMetrics(property=r.name, instance=r.instance, category=r.category,
                                           triggers=r.triggers, violations=r.violations,
@@ -679,12 +680,12 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         counts = self._metrics_counts
         counts[:, 0], counts[:, 1], counts[:, 2] = mon.triggers[:, 0], mon.violations[:, 0], mon.unsafe[:, 0]
         counts[:, 3], counts[:, 5] = frames, mon.unknown_inst[:, 0]        # pending (4): 0 while running
-        return self._metrics_wire.encode(stamp_ns, self._episode, frames, counts)
+        return self._metrics_wire.encode(stamp_ns, self._rollout_id, frames, counts)
 
     def _publish_status(self, stamp_ns: int) -> None:
         mon = self._configured
         state = 'inactive' if self._timer is None else ('active' if self._arming.armed else 'arming')
-        msg = MonitorStatus(state=state, episode_id=self._episode,
+        msg = MonitorStatus(state=state, episode_id=self._rollout_id,
                             frames=self._frames_total, overruns=self._overruns, max_frame_time_s=self._max_frame_s,
                             instances=len(mon.instances), violated=int(mon.violated[:, 0].sum()),
                             suite=','.join(self.get_parameter('properties').value),
@@ -751,39 +752,39 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         self.get_logger().warning(f'the clock jumped {jump.delta.nanoseconds * 1e-9:+.3f} s (/clock): the frame '
                                   f'schedule restarts at the new time; the periods of the jump are not monitored')
 
-    # ------------------------------------------------------------ episodes
-    def _start_episode(self) -> str:
-        self._episode_count += 1
-        self._episode = f'{self.get_name()}-{self._run_id}-{self._episode_count:04d}'
+    # ------------------------------------------------------------ rollouts
+    def _start_rollout(self) -> str:
+        self._rollout_count += 1
+        self._rollout_id = f'{self.get_name()}-{self._run_id}-{self._rollout_count:04d}'
         self._configured.reset()
         self._last_frame_ns = None
-        self._verdict_codes = None      # an episode's first frame lists every instance
-        return self._episode
+        self._verdict_codes = None      # a rollout's first frame lists every instance
+        return self._rollout_id
 
-    def _end_episode(self) -> RolloutResult | None:
-        if not self._episode or self.monitor is None:
+    def _end_rollout(self) -> RolloutResult | None:
+        if not self._rollout_id or self.monitor is None:
             return None
-        self._release_closings(None)        # every event of the episode before its final metrics
+        self._release_closings(None)        # every event of the rollout before its final metrics
         self._say_overrun(self._overrun_log.due(time.monotonic(), waiting=True))
         result = self.monitor.finish()[0]
         self._publish_metrics(result, self.get_clock().now().nanoseconds)
-        self._episode = ''
+        self._rollout_id = ''
         return result
 
     def _srv_start(self, request: Any, response: Any) -> Any:
         if self.monitor is None:
             response.success, response.message = False, 'not configured'
             return response
-        previous = self._end_episode()
+        previous = self._end_rollout()
         response.success = True
-        response.message = self._start_episode() + ('' if previous is None else f' (ended the previous one after '
+        response.message = self._start_rollout() + ('' if previous is None else f' (ended the previous one after '
                                                                                  f'{previous.frames} frames)')
         return response
 
     def _srv_end(self, request: Any, response: Any) -> Any:
-        result = self._end_episode()
+        result = self._end_rollout()
         response.success = result is not None
-        response.message = 'no episode running' if result is None else json.dumps(
+        response.message = 'no rollout running' if result is None else json.dumps(
             {'frames': result.frames, 'violations': sum(r.violations for r in result.instances)})
         return response
 
@@ -793,10 +794,10 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         except SafemanipError as err:
             response.success, response.message = False, f'kept the running properties: {err.one_line()}'
             return response
-        self._end_episode()
+        self._end_rollout()
         self._set_monitor(new)
         if self._timer is not None:
-            self._start_episode()
+            self._start_rollout()
         response.success, response.message = True, f'{len(new.instances)} property instances'
         return response
 
@@ -804,7 +805,7 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         mon = self.monitor
         response.success = mon is not None
         response.message = json.dumps({
-            'episode': self._episode, 'frames': self._frames_total, 'overruns': self._overruns,
+            'episode': self._rollout_id, 'frames': self._frames_total, 'overruns': self._overruns,
             'caught_up_frames': self._caught_up, 'state': 'arming' if not self._arming.armed else 'active',
             'max_frame_time_s': self._max_frame_s, 'instances': 0 if mon is None else len(mon.instances),
             'violated': [] if mon is None else [i.instance for i, v in zip(mon.instances, mon.snapshot(0).violated)
@@ -819,9 +820,9 @@ class MonitorNode(RosParameters, CallbackGuard, LifecycleNode):
         the newest frame's time; and the predicate topics heard since
         configure."""
         mon, last_ns = self.monitor, self._last_frame_ns
-        response.episode_id = self._episode
+        response.episode_id = self._rollout_id
         response.heard_topics = [self.resolve_topic_name(t) for t in self._heard_topics if t]
-        if mon is None or not self._episode or last_ns is None:
+        if mon is None or not self._rollout_id or last_ns is None:
             return response
         set_time_ns(response.header.stamp, last_ns)
         for d in np.flatnonzero(mon.open_start[:, 0] >= 0).tolist():

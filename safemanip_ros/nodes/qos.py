@@ -6,7 +6,8 @@ profile from here, so a publisher and its subscribers always match.
 * :data:`EVENTS` — violation events and supervisor actions, kept for late
   joiners (the recorder, dashboards).  A supervisor subscribes volatile:
   what is open when it starts it asks the monitor (``~/open_violations``),
-  not a history that may hold episodes long closed or ended.
+  not a history that may hold violation episodes long closed, or rollouts
+  long ended.
 * :data:`STATIC_TF` — ``/tf_static``, transient local as tf2 keeps it.
 * :data:`RECORDING` — what the recorder subscribes and the players publish
   (a deeper queue: a burst is recorded, not dropped); :data:`RECORDED_EVENTS`
@@ -47,7 +48,7 @@ def latched(depth: int) -> QoSProfile:
 RELIABLE = reliable(50)
 EVENTS = latched(100)
 FINAL_METRICS = latched(100)
-"""An episode's final metrics (``metrics/final``): a gate that comes up late still counts the last 100."""
+"""A rollout's final metrics (``metrics/final``): a gate that comes up late still counts the last 100."""
 STATIC_TF = latched(100)
 RECORDING = reliable(100)
 RECORDED_EVENTS = latched(5000)

@@ -23,8 +23,8 @@ the arm where it is measured, as the real controller does; ``~/resume`` (std_srv
 to the policy, ``~/pause`` holds it.  An empty trajectory cancels tracking.
 
 Parameters: ``task`` (Lift), ``fault`` (none, midair_drop, ...), ``seed``,
-``real_time_factor`` (1.0), ``max_held_s`` (end the episode this long after
-a hold; 2.0), ``truth_file`` (write the episode's ground truth and the
+``real_time_factor`` (1.0), ``max_held_s`` (end the rollout this long after
+a hold; 2.0), ``truth_file`` (write the rollout's ground truth and the
 holds received here), ``controller_topic``
 (joint_trajectory_controller/joint_trajectory), ``wait_for_subscribers``
 (1: start once this many nodes subscribe to joint_states), ``camera`` (a
@@ -37,7 +37,7 @@ the objects' poses as a camera tracker publishes them instead —
 :mod:`safemanip_ros.sim.perception` — noisy, at 10 Hz, stamped at capture
 and published late, some missed), ``trajectory_action``
 (joint_trajectory_controller/follow_joint_trajectory), ``end_episode_service`` (e.g.
-``/monitor/end_episode``: called when the episode is over, so the monitor
+``/monitor/end_episode``: called when the rollout is over, so the monitor
 publishes its final metrics; empty: none).
 """
 
@@ -74,7 +74,7 @@ from ..settings import SIM_BRIDGE
 from ..sim import ros_messages
 from ..sim.perception import LEVELS, PoseDetector, tracked_bodies
 from ..sim.policies import EEF_BODY, Truth
-from ..sim.recording import TASK_TARGET, EpisodeSpec, camera_detector, task_script
+from ..sim.recording import TASK_TARGET, RolloutSpec, camera_detector, task_script
 from ..sim.world import CONTROL_RATE_HZ, SimSample, SimWorld
 from ..stamps import stamp_s
 from .guard import CallbackGuard
@@ -117,15 +117,15 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                                  f'not camera {self.camera!r}: leave camera unset or name that one')
         self.world = SimWorld(str(p('task')), int(p('seed')), camera=self.camera)
         self.sample = self.world.reset()
-        spec = EpisodeSpec(str(p('task')), str(p('fault')), int(p('seed')))
+        spec = RolloutSpec(str(p('task')), str(p('fault')), int(p('seed')))
         self.truth = Truth(spec.task, spec.fault, spec.seed)
         self.policy, self.labeller = task_script(self.world, spec, self.truth)
         self.holds: list[dict[str, Any]] = []
         self._tracking: list[tuple[float, np.ndarray]] | None = None    # (sim time, arm joint positions)
         self._held_since_s: float | None = None
         self.finished = False
-        # A rollout harness tells the monitor that the episode ended (its final metrics are what a
-        # deployment gate counts): the monitor's ~/end_episode, called once the episode is over.
+        # A rollout harness tells the monitor that the rollout ended (its final metrics are what a
+        # deployment gate counts): the monitor's ~/end_episode, called once the rollout is over.
         service = str(p('end_episode_service'))
         self._end_client: Any = self.create_client(Trigger, service) if service else None
         self._ending: tuple[float, object | None] | None = None     # (wall deadline, the call's future)
@@ -289,7 +289,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
                 self._publish()          # keep /clock and the state flowing while the stack comes up
                 return
             self._started = True
-            self.get_logger().info(f'episode {self.truth.task}/{self.truth.fault}/seed {self.truth.seed} starts')
+            self.get_logger().info(f'rollout {self.truth.task}/{self.truth.fault}/seed {self.truth.seed} starts')
         self._poll_goal()
         if self.labeller is not None:
             self.labeller.update(self.sample)
@@ -359,7 +359,7 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
             return
         if time.monotonic() > deadline_s:
             self.get_logger().error(f'{self._end_client.srv_name} did not answer in 10 s: the monitor did not '
-                                    f'close the episode')
+                                    f'close the rollout')
             self._ending, self.finished = None, True
 
     def _finish(self) -> None:
@@ -375,13 +375,13 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(json.dumps(out, indent=1))
-        self.get_logger().info(f'episode finished after {self.truth.frames} frames; events '
+        self.get_logger().info(f'rollout finished after {self.truth.frames} frames; events '
                                f'{[e.event for e in self.truth.events] or "none"}; {len(self.holds)} hold(s)')
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run one episode and exit when it has finished; ``sim_bridge --serve``:
-    one episode per request, for as long as requests come (:func:`serve`)."""
+    """Run one rollout and exit when it has finished; ``sim_bridge --serve``:
+    one rollout per request, for as long as requests come (:func:`serve`)."""
     argv = sys.argv if args is None else args
     own = argv[1:argv.index('--ros-args')] if '--ros-args' in argv else argv[1:]
     if own == ['--serve']:
@@ -394,22 +394,22 @@ def main(args: list[str] | None = None) -> int:
 
 
 def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
-    """``sim_bridge --serve``: the simulator stays up between episodes, for a
+    """``sim_bridge --serve``: the simulator stays up between rollouts, for a
     harness that runs many of them one after another (``safemanip demo``).
 
-    Each line of ``requests`` is one episode, a JSON object:
+    Each line of ``requests`` is one rollout, a JSON object:
     ``{"ros_args": [...], "log": PATH}`` — the ROS arguments ``sim_bridge``
     would be started with for it (``-p task:=Lift -p seed:=3 ...``, without
     ``--ros-args``; after the server's own ``ros_args``, so they win) and the
-    file its output goes to.  The episode runs as ``sim_bridge`` alone runs
+    file its output goes to.  The rollout runs as ``sim_bridge`` alone runs
     it: a new world, in a ROS context of its own (a new DDS participant, as
-    a new process would be), ended when the episode is over.  When it has
+    a new process would be), ended when the rollout is over.  When it has
     ended, one JSON line answers on standard output: ``{"exit_code": N}`` (N
-    as ``sim_bridge`` would exit).  What the episodes share is the process:
+    as ``sim_bridge`` would exit).  What the rollouts share is the process:
     robosuite imported and its kernels compiled once, and MuJoCo's compiled
     meshes (what that saves: ``bench/bench_sim_server.py``).  The end of
     ``requests`` (or SIGINT while idle) ends the server, exit 0; a bug in
-    an episode is answered with exit code 70 and ends it."""
+    a rollout is answered with exit code 70 and ends it."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), 'w', buffering=1)
     try:
         for line in requests:
@@ -419,7 +419,7 @@ def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
                 request = json.loads(line)
                 if not isinstance(request['ros_args'], list):
                     raise TypeError('ros_args is not a list')
-                episode_args = [*(ros_args or []), *(str(a) for a in request['ros_args'])]
+                rollout_args = [*(ros_args or []), *(str(a) for a in request['ros_args'])]
                 log = Path(request['log'])
             except (ValueError, KeyError, TypeError) as exc:
                 print(f'sim_bridge --serve: error: a request is {{"ros_args": [...], "log": PATH}}, got '
@@ -427,9 +427,9 @@ def serve(requests: TextIO, ros_args: list[str] | None = None) -> int:
                 return 2
             with _output_to(log):
                 try:
-                    code = run_node(SimBridgeNode, 'sim_bridge', ['sim_bridge', '--ros-args', *episode_args],
+                    code = run_node(SimBridgeNode, 'sim_bridge', ['sim_bridge', '--ros-args', *rollout_args],
                                     until=lambda n: n.finished, on_exit=lambda n: n.world.close())
-                except Exception:        # a bug: reported in the episode's log, and it ends the server
+                except Exception:        # a bug: reported in the rollout's log, and it ends the server
                     traceback.print_exc()
                     code = 70
             replies.write(json.dumps({'exit_code': code}) + '\n')

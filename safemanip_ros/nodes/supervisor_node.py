@@ -540,7 +540,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.get_logger().info(f'the monitor has no open violation (episode {response.episode_id!r})')
         else:
             self.get_logger().warning(
-                f'the monitor has {len(response.open)} open violation(s) in episode {response.episode_id!r}, '
+                f'the monitor has {len(response.open)} open violation(s) in rollout {response.episode_id!r}, '
                 f'{len(fresh)} not heard of before: acting on them now')
         for event in fresh:
             self._on_violation(event)

@@ -1,18 +1,18 @@
 """Faithfulness benchmark: does the shipped configuration flag exactly the
-physically faulty episodes?
+physically faulty rollouts?
 
-Clean and faulty robosuite episodes (:mod:`.episodes`) are recorded as bags
+Clean and faulty robosuite rollouts (:mod:`.recording`) are recorded as bags
 with their physical ground truth, audited with the shipped suites and robot
 configuration (the same ``run_audit`` as ``safemanip audit``), and the
 monitor's violations are compared with the truth:
 
-* an episode is **flagged** when some property has a violation episode;
-* a faulty episode is **detected** when a violation starts no earlier than
+* a rollout is **flagged** when some property has a violation episode;
+* a faulty rollout is **detected** when a violation starts no earlier than
   ``EARLY_SLACK_FRAMES`` before its first labelled event;
 * sensitivity = detected faulty / faulty, specificity = unflagged clean /
   clean, precision = detected / flagged (Clopper–Pearson intervals);
 * per property: the faults it is meant to catch (:data:`EXPECTED`), its
-  detections among them, its false alarms per clean episode, and the
+  detections among them, its false alarms per clean rollout, and the
   latency in frames from the event's first frame to the violation's first
   frame (to be compared with the property's window + 1 frame).
 """
@@ -34,7 +34,7 @@ from . import ROBOT_CONFIGS
 from .perception import CAMERA_TASKS, LEVELS, PerceptionLevel
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
-from .recording import EpisodeSpec, read_truth, run_episode
+from .recording import RolloutSpec, read_truth, run_rollout
 
 EARLY_SLACK_FRAMES = 2
 EXPECTED = {
@@ -56,15 +56,15 @@ TASK_FAULTS = {'Lift': LIFT_FAULTS, 'PickPlace': PICKPLACE_FAULTS, 'Stack': LIFT
 TASKS = ('Lift', 'PickPlace', 'Stack')
 
 
-def episode_plan(episodes: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> list[EpisodeSpec]:
-    """``episodes`` episodes cycling through every (task, fault), clean first; seeds from ``seed``."""
+def rollout_plan(rollouts: int, seed: int, tasks: tuple[str, ...] = ('Lift', 'PickPlace')) -> list[RolloutSpec]:
+    """``rollouts`` rollouts cycling through every (task, fault), clean first; seeds from ``seed``."""
     combos = [(task, fault) for task in tasks for fault in TASK_FAULTS[task]]
-    return [EpisodeSpec(combos[i % len(combos)][0], combos[i % len(combos)][1], seed + i) for i in range(episodes)]
+    return [RolloutSpec(combos[i % len(combos)][0], combos[i % len(combos)][1], seed + i) for i in range(rollouts)]
 
 
-def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], None] = print,
+def record(plan: list[RolloutSpec], out_dir: Path, progress: Callable[[str], None] = print,
            perception: PerceptionLevel = LEVELS['truth']) -> list[Path]:
-    """Record each episode of ``plan`` into ``out_dir`` (an episode whose
+    """Record each rollout of ``plan`` into ``out_dir`` (a rollout whose
     truth file is there already is kept), object poses as ``perception`` gives them."""
     from .world import SimWorld
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], Non
             if bag.exists():
                 import shutil
                 shutil.rmtree(bag)
-            truth = run_episode(worlds[spec.task], spec, out_dir, perception=perception)
+            truth = run_rollout(worlds[spec.task], spec, out_dir, perception=perception)
             progress(f'[{i + 1}/{len(plan)}] {spec.name}: {truth.frames} frames, events '
                      f'{[e.event for e in truth.events] or "none"} ({time.monotonic() - t0:.1f} s)')
         bags.append(bag)
@@ -90,7 +90,7 @@ def record(plan: list[EpisodeSpec], out_dir: Path, progress: Callable[[str], Non
 
 
 @dataclass
-class EpisodeOutcome:
+class RolloutOutcome:
     name: str
     fault: str
     events: list[dict[str, Any]]
@@ -112,7 +112,7 @@ def score(report: Report, bags: list[Path], confidence: float = 0.95) -> dict[st
         for row in ep.get('timeline', []):
             prop = row['instance'].split('[')[0]
             viol.setdefault(prop, []).extend(e['start'] for e in row['episodes'])
-        o = EpisodeOutcome(bag.name, truth['fault'], truth['events'], viol, flagged=bool(viol))
+        o = RolloutOutcome(bag.name, truth['fault'], truth['events'], viol, flagged=bool(viol))
         first = min((e['start_frame'] for e in truth['events']), default=None)
         if first is not None:
             starts = [s for ss in viol.values() for s in ss if s >= first - EARLY_SLACK_FRAMES]
@@ -180,12 +180,12 @@ def format_table(result: dict[str, Any]) -> str:
         s = f'{v:.2f}'
         return s + (f' [{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '')
     unrealised = result.get('unrealised') or []
-    lines = [f'faithfulness over {result["episodes"]} episodes ({result["faulty"]} faulty, {result["clean"]} clean'
+    lines = [f'faithfulness over {result["episodes"]} rollouts ({result["faulty"]} faulty, {result["clean"]} clean'
              + (f', {len(unrealised)} with a fault the physics did not produce, left out' if unrealised else '')
              + ')',
              f'  sensitivity {f(result["sensitivity"], result["sensitivity_ci"])}   specificity '
              f'{f(result["specificity"], result["specificity_ci"])}   precision '
-             f'{f(result["precision"], result["precision_ci"])}   false alarms per clean episode '
+             f'{f(result["precision"], result["precision_ci"])}   false alarms per clean rollout '
              f'{f(result["false_alarms_per_clean_episode"])}',
              f'  {"property":32s} {"detected":>9s} {"sensitivity [95% CI]":>22s} {"false/clean":>11s} '
              f'{"latency":>8s} {"window+1":>8s}']
@@ -223,10 +223,10 @@ def skills_config(task: str, out_dir: Path) -> Path:
     return path
 
 
-def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
+def run_benchmark(rollouts: int, seed: int, out_dir: Path, workers: int = 1,
                   progress: Callable[[str], None] = print, levels: tuple[str, ...] = ('truth',),
                   tasks: tuple[str, ...] = ('Lift', 'PickPlace'), onsets: tuple[str, ...] = ('geometry',)) -> dict[str, Any]:
-    """Record (or reuse) the episodes at each perception level of
+    """Record (or reuse) the rollouts at each perception level of
     :data:`~.perception.LEVELS`, audit them with the shipped configuration,
     score against the truth, overall and per task; writes ``faithfulness.json``.
     ``onsets``: ``geometry`` (the shipped configuration: the pick onset from
@@ -240,8 +240,8 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
         raise ValueError(f'unknown perception level(s) {unknown}; known: {", ".join(LEVELS)}')
-    plan = episode_plan(episodes, seed, tasks)
-    out: dict[str, Any] = {'episodes': episodes, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
+    plan = rollout_plan(rollouts, seed, tasks)
+    out: dict[str, Any] = {'episodes': rollouts, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
     for level in levels:
         progress(f'perception level {level}: {LEVELS[level]}')
         level_plan = [spec for spec in plan if not LEVELS[level].camera or spec.task in CAMERA_TASKS]
@@ -276,7 +276,7 @@ def run_benchmark(episodes: int, seed: int, out_dir: Path, workers: int = 1,
 
 
 def camera_figures(bags: list[Path]) -> dict[str, Any]:
-    """A camera level's cost and error over its episodes (their truth files'
+    """A camera level's cost and error over its rollouts (their truth files'
     ``perception``): captures, median capture time (ms), median and 95th
     percentile position error (mm) against the truth, objects not found."""
     capture_ms: list[float] = []
@@ -327,7 +327,7 @@ def format_levels(result: dict[str, Any]) -> str:
         return f'{v:.2f}' + (f' [{ci[0]:.2f},{ci[1]:.2f}]' if ci else '')
     levels = result['levels']
     w = max([10] + [len(level) for level in levels])
-    lines = [f'faithfulness at {len(levels)} perception level(s): {result["episodes"]} episodes of '
+    lines = [f'faithfulness at {len(levels)} perception level(s): {result["episodes"]} rollouts of '
              f'{", ".join(result["tasks"])}, seeds from {result["seed"]}',
              f'  {"level":{w}s} {"task":10s} {"faulty":>6s} {"clean":>5s} {"sensitivity [95% CI]":>22s} '
              f'{"specificity [95% CI]":>22s} {"precision [95% CI]":>22s} {"false/clean":>11s}']
@@ -336,7 +336,7 @@ def format_levels(result: dict[str, Any]) -> str:
             lines.append(f'  {level:{w}s} {task:10s} {r["faulty"]:>6d} {r["clean"]:>5d} '
                          f'{f(r["sensitivity"], r["sensitivity_ci"]):>22s} {f(r["specificity"], r["specificity_ci"]):>22s} '
                          f'{f(r["precision"], r["precision_ci"]):>22s} {f(r["false_alarms_per_clean_episode"]):>11s}')
-    lines.append('  per property: detected/meant, false alarms per clean episode, median latency (frames; '
+    lines.append('  per property: detected/meant, false alarms per clean rollout, median latency (frames; '
                  'target window + 3)')
     props = sorted({p for lr in levels.values() for p in lr['overall']['properties']},
                    key=lambda p: (p not in EXPECTED, p))

@@ -1,4 +1,4 @@
-"""Physics episodes written straight to rosbag2 (no DDS): a scripted policy
+"""Physics rollouts written straight to rosbag2 (no DDS): a scripted policy
 with an injected fault drives a :class:`~.world.SimWorld`; every control step
 is recorded as the raw inputs a real stack publishes, and the fault's
 physical ground truth goes to ``truth.json`` inside the bag folder.
@@ -31,7 +31,7 @@ MAX_FRAMES = 400
 
 
 @dataclass
-class EpisodeSpec:
+class RolloutSpec:
     task: str
     fault: str
     seed: int
@@ -42,13 +42,13 @@ class EpisodeSpec:
 
 
 def lift_cube_half_m(world: SimWorld) -> float:
-    """The cube's half-height (robosuite randomises it per episode)."""
+    """The cube's half-height (robosuite randomises it per rollout)."""
     return float(world.env.cube.size[2])
 
 
-def task_script(world: SimWorld, spec: EpisodeSpec, truth: Truth
+def task_script(world: SimWorld, spec: RolloutSpec, truth: Truth
                 ) -> tuple[LiftPolicy | PickPlacePolicy, TruthLabeller | PickPlaceLabeller | None]:
-    """The scripted policy with the episode's fault, and the labeller of its
+    """The scripted policy with the rollout's fault, and the labeller of its
     physical ground truth, for a world
     just reset."""
     rng = np.random.default_rng(spec.seed)
@@ -75,12 +75,12 @@ def pickplace_policy(world: SimWorld, fault: str, rng: np.random.Generator) -> P
                            np.array(world.env.target_bin_placements[k][:2]))
 
 
-def run_episode(world: SimWorld, spec: EpisodeSpec, out_dir: Path, storage: str = 'mcap',
+def run_rollout(world: SimWorld, spec: RolloutSpec, out_dir: Path, storage: str = 'mcap',
                 perception: PerceptionLevel = LEVELS['truth']) -> Truth:
-    """Reset ``world`` with the episode's seed, run the scripted policy with
+    """Reset ``world`` with the rollout's seed, run the scripted policy with
     its fault, write ``out_dir/<name>/`` (a bag plus truth.json).  With a
     ``perception`` level other than truth the objects' poses are a
-    detector's (:mod:`.perception`, seeded by the episode's seed), on
+    detector's (:mod:`.perception`, seeded by the rollout's seed), on
     ``/tf`` beside the robot's exact links."""
     world.seed = spec.seed
     sample = world.reset()

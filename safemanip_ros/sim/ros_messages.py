@@ -2,7 +2,7 @@
 ``/joint_states``, ``/tf``, ``/tf_static``, ``/contacts``, ``/clock`` and
 the policy's phases as ``/skill_events`` —
 built with either message implementation: rclpy's classes (the live
-bridge node) or rosbags' typestore classes (episodes written straight to a
+bridge node) or rosbags' typestore classes (rollouts written straight to a
 bag).  Both take the same keyword fields, so one function builds both.
 """
 

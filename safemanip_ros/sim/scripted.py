@@ -28,7 +28,7 @@ FAULTS = {
                      'contact tolerance), then the nominal place',
 }
 
-# Ground truth per fault: property → first violation frame (episodes and devices
+# Ground truth per fault: property → first violation frame (rollouts and devices
 # worked out from SEMANTICS.md by hand; the debounced grasp lags the raw one by
 # 4 frames, so a fall at 48 is a grasp-ended edge at 52).
 EXPECTED = {

@@ -80,7 +80,7 @@ class SimWorld:
     (``Lift``, ``PickPlaceBread``, ``Door``, ...); ``seed`` fixes the
     model's randomised sizes (drawn once, when the model is built) and the
     placements (drawn again at every :meth:`reset`, from ``seed`` as it is
-    then): a new world and a scripted policy give the same episode for the
+    then): a new world and a scripted policy give the same rollout for the
     same seed in any process."""
 
     def __init__(self, task: str = 'Lift', seed: int = 0, horizon_frames: int = 2000, camera: str = '') -> None:
@@ -97,7 +97,7 @@ class SimWorld:
         np.random.seed(seed)   # robosuite's placement samplers draw from numpy's global generator
         try:
             # robosuite's own generator (``seed``) also draws the model's randomised sizes (the Lift cube):
-            # unseeded, the same seed gave another cube, and another episode, in every process.
+            # unseeded, the same seed gave another cube, and another rollout, in every process.
             self.env = suite.make(task, robots='Panda', has_renderer=False, has_offscreen_renderer=bool(camera),
                                   use_camera_obs=False, control_freq=int(CONTROL_RATE_HZ), horizon=horizon_frames,
                                   hard_reset=False, ignore_done=True, reward_shaping=False, seed=seed)

@@ -8,7 +8,7 @@ loop), with the four-valued verdict of the specification after each step
 * **success** — the verdict becomes ``true``: every continuation satisfies
   the specification (a good prefix; for the co-safe reach and reach-avoid
   specifications this is exactly the step SpecRLBench's automaton reaches an
-  accepting state and ends the episode).  Only finite-horizon specifications
+  accepting state and ends the rollout).  Only finite-horizon specifications
   succeed.
 * **violation** — the verdict becomes ``false``: no continuation can
   satisfy it (a dead end; SpecRLBench: a non-accepting bottom strongly

@@ -5,8 +5,8 @@ Inputs (files, or folders searched for them):
 * a JSONL proposition trace (``safemanip check``'s format): one step per
   line (a list of the true propositions, or an object of booleans), or a
   batch, one whole trajectory per line (a JSON array of steps);
-* an episode log of :class:`safemanip_ros.gym.SpecMonitor` (one JSON object
-  per episode: ``{"propositions": [[...], ...], "seed": ..., "spec": ...}``);
+* a rollout log of :class:`safemanip_ros.gym.SpecMonitor` (one JSON object
+  per rollout: ``{"propositions": [[...], ...], "seed": ..., "spec": ...}``);
 * a rosbag2 of ``safemanip_ros/PredicateArray`` (the monitor's inputs, as
   recorded by ``safemanip run`` or a trace player), read on the audit's
   frame clock; a trajectory with an unknown proposition is skipped and said
@@ -27,7 +27,7 @@ from pathlib import Path
 from ..errors import SafemanipError, TraceError
 from ..ltlf.trace import Step, read_step_traces
 
-EPISODE_KEY = 'propositions'
+ROLLOUT_LOG_KEY = 'propositions'
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _first_object(path: Path) -> dict[str, object] | None:
     return None
 
 
-def _episode_log(path: Path, seed: str) -> list[Trajectory]:
+def _rollout_log(path: Path, seed: str) -> list[Trajectory]:
     out = []
     with path.open(encoding='utf-8') as fh:
         for n, line in enumerate(fh, 1):
@@ -63,12 +63,12 @@ def _episode_log(path: Path, seed: str) -> list[Trajectory]:
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
                 raise TraceError(f'{path}:{n}: invalid JSON: {err.msg} at column {err.colno}') from err
-            steps = rec.get(EPISODE_KEY) if isinstance(rec, dict) else None
+            steps = rec.get(ROLLOUT_LOG_KEY) if isinstance(rec, dict) else None
             if not isinstance(steps, list) or not all(isinstance(s, list) and all(isinstance(a, str) for a in s)
                                                       for s in steps):
-                raise TraceError(f'{path}:{n}: an episode log line needs "propositions": a list of lists of names')
+                raise TraceError(f'{path}:{n}: a rollout log line needs "propositions": a list of lists of names')
             if not steps:
-                continue          # an episode that ended at reset has no step
+                continue          # a rollout that ended at reset has no step
             out.append(Trajectory(str(rec.get('seed', seed)), tuple(frozenset(s) for s in steps), f'{path}:{n}',
                                   str(rec.get('spec', '')), str(rec.get('formula', ''))))
     return out
@@ -124,13 +124,13 @@ def load(paths: list[str | Path], atoms: list[str], rate_hz: float = 20.0, stale
             read[key] = str(path)
             if path.is_dir():
                 out += _bag(path, seed, atoms, rate_hz, staleness_s, warnings)
-            elif (first := _first_object(path)) is not None and EPISODE_KEY in first:
-                out += _episode_log(path, seed)
+            elif (first := _first_object(path)) is not None and ROLLOUT_LOG_KEY in first:
+                out += _rollout_log(path, seed)
             else:
                 out += [Trajectory(seed, tuple(steps), f'{path}#{k}') for k, steps in
                         enumerate(read_step_traces(path, reads))]
         if not found:
-            raise SafemanipError(f'{root}: no trace (.jsonl), episode log or bag in it')
+            raise SafemanipError(f'{root}: no trace (.jsonl), rollout log or bag in it')
     return out
 
 
