@@ -474,21 +474,32 @@ def test_hostile_names_are_plain_text_in_csv_and_html(tmp_path):
     assert (tmp_path / 'out' / 'report.html').stat().st_size > 0
 
 
-def test_time_gap_splits_the_rollout_instead_of_filling_it(tmp_path):
-    """Two messages 10^9 s apart once built frames across the whole gap; a gap
-    beyond 10 s ends the rollout, with a warning."""
+def _predicate_bag(path: Path, stamps_ns: list[int], markers: dict[str, list[tuple[int, str]]] | None = None) -> None:
+    """A bag of one ``/predicates`` array at each of ``stamps_ns`` (reach_in_microwave false), and per
+    marker topic its ``std_msgs/String`` messages ``(stamp_ns, text)``."""
     ts = typestore()
     Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
-    Time, Header = ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header']
-    w = SplitBagWriter(tmp_path / 'gap', 'mcap', split_s=10.0**10)
+    Time, Header, String = (ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header'],
+                            ts.types['std_msgs/msg/String'])
+    w = SplitBagWriter(path, 'mcap', split_s=10.0**10)
     w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
-    for k, t_ns in enumerate([100 * 10**9 + i * 50_000_000 for i in range(10)] +
-                             [10**18 + i * 50_000_000 for i in range(10)]):
+    for topic, messages in (markers or {}).items():
+        w.add_topic(topic, 'std_msgs/msg/String')
+        for t_ns, text in messages:
+            w.write(topic, t_ns, ts.serialize_cdr(String(data=text), 'std_msgs/msg/String'))
+    for k, t_ns in enumerate(stamps_ns):
         stamp = Time(sec=t_ns // 10**9, nanosec=t_ns % 10**9)
         preds = [Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
         w.write('/predicates', t_ns, ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=k,
                                                           predicates=preds), 'safemanip_ros/msg/PredicateArray'))
     w.close()
+
+
+def test_time_gap_splits_the_rollout_instead_of_filling_it(tmp_path):
+    """Two messages 10^9 s apart once built frames across the whole gap; a gap
+    beyond 10 s ends the rollout, with a warning."""
+    _predicate_bag(tmp_path / 'gap', [100 * 10**9 + i * 50_000_000 for i in range(10)] +
+                   [10**18 + i * 50_000_000 for i in range(10)])
     proc = audit([tmp_path / 'gap'], tmp_path / 'out')
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
@@ -499,25 +510,10 @@ def test_time_gap_splits_the_rollout_instead_of_filling_it(tmp_path):
 
 @pytest.mark.parametrize('marker', ['/rollout', '/episode'])
 def test_a_rollout_topic_starts_a_rollout_named_by_its_text(tmp_path, marker):
-    """Each ``/rollout`` message (``/episode``, its older name, alike) starts a rollout of its name;
-    the frames before the first belong to a rollout named after the bag."""
-    ts = typestore()
-    Arr, Pred = ts.types['safemanip_ros/msg/PredicateArray'], ts.types['safemanip_ros/msg/Predicate']
-    Time, Header, String = (ts.types['builtin_interfaces/msg/Time'], ts.types['std_msgs/msg/Header'],
-                            ts.types['std_msgs/msg/String'])
-    w = SplitBagWriter(tmp_path / 'marked', 'mcap', split_s=10.0**10)
-    w.add_topic('/predicates', 'safemanip_ros/msg/PredicateArray')
-    w.add_topic(marker, 'std_msgs/msg/String')
+    """Each ``/rollout`` message (``/episode``, its older name, alike) starts a rollout of its name."""
     t0_ns = 100 * 10**9
-    for name, at in (('first', 0), ('second', 10)):
-        w.write(marker, t0_ns + at * 50_000_000 - 1, ts.serialize_cdr(String(data=name), 'std_msgs/msg/String'))
-    for k in range(20):
-        t_ns = t0_ns + k * 50_000_000
-        stamp = Time(sec=t_ns // 10**9, nanosec=t_ns % 10**9)
-        preds = [Pred(name='reach_in_microwave', value=False, unknown=False, source='t', data_stamp=stamp)]
-        w.write('/predicates', t_ns, ts.serialize_cdr(Arr(header=Header(stamp=stamp, frame_id=''), seq=k,
-                                                          predicates=preds), 'safemanip_ros/msg/PredicateArray'))
-    w.close()
+    _predicate_bag(tmp_path / 'marked', [t0_ns + k * 50_000_000 for k in range(20)],
+                   {marker: [(t0_ns - 1, 'first'), (t0_ns + 10 * 50_000_000 - 1, 'second')]})
     proc = audit([tmp_path / 'marked'], tmp_path / 'out')
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / 'out' / 'report.json').read_text())
