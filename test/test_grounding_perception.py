@@ -206,6 +206,70 @@ def test_gross_outliers_leave_support_and_settling_as_clean_detections_give_them
         assert total > 2500 and differ <= share * total, (name, differ, total)
 
 
+def test_pose_flips_of_a_symmetric_object_change_no_predicate():
+    """A fifth of the detections report the cube half turned about one of its
+    own axes (it looks the same so turned, so a detector that fits a model
+    to its pixels may say either; drawn from a stream of their own, so every
+    other error is the same): every predicate on every frame equals the one
+    without flips, still, carried and dropped; each flip is counted in the
+    input health.  (Without the shape's turns, the flips read as spin: the
+    still cube was not stable and the carried one slipped.)"""
+    level = replace(LEVELS['realistic'], name='flips', flips=0.2)
+    for path in (Still(), Pick(), Pick(midair=True)):
+        for seed in range(3):
+            clean, flipped = run(path, LEVELS['realistic'], seed), run(path, level, seed)
+            differ = [(k, name) for k, (a, b) in enumerate(zip(clean, flipped)) for name in a if a[name] != b[name]]
+            assert not differ, (type(path).__name__, seed, differ[:10])
+
+
+def test_a_real_turn_in_the_grip_is_still_seen_beside_pose_flips():
+    """The cube turns 40 degrees about the vertical in the grip from 3.5 s on
+    (beyond ``slip_rad`` 0.3): with a fifth of the detections flipped it is
+    seen as a slip, as without flips."""
+    level = replace(LEVELS['realistic'], name='flips', flips=0.2)
+    angle = lambda t: math.radians(40.0) * min(max(t - 3.5, 0.0) / 0.4, 1.0)     # noqa: E731
+
+    def run_turning(lv, seed):
+        g = TfGrounding(config())
+        g.update(0.0, [('world', 'table', (0.0, 0.0, TABLE_Z_M), UP)], static=True)
+        det = PoseDetector(lv, ['cube'], seed)
+        path, out = Pick(), []
+        for k in range(int(path.frames)):
+            t = k / RATE_HZ
+            cube, hand, grasped = path(t)
+            a = angle(t) if grasped else angle(5.5)
+            q = (0.0, 0.0, math.sin(a / 2), math.cos(a / 2))
+            g.update(t, [('world', 'hand', tuple(hand), UP)])
+            det.observe(t, {'cube': (tuple(cube), q), 'gripper0_right_eef': (tuple(hand), UP)})
+            for d in det.published(t):
+                g.update(d.stamp_s, [('world', 'cube', *d.poses['cube'])])
+            out.append(g.evaluate(t, {'cube': grasped}))
+        return out
+    for seed in range(3):
+        for lv in (LEVELS['realistic'], level):
+            frames = run_turning(lv, seed)
+            slipped = [k for k in range(70, 110) if frames[k]['object_sync_cube'] is False]
+            assert slipped and slipped[0] <= 70 + 30, (lv.name, seed, slipped)
+
+
+def test_flips_are_counted_in_the_input_health():
+    level = replace(LEVELS['realistic'], name='flips', flips=0.2)
+    g = TfGrounding(config())
+    g.update(0.0, [('world', 'table', (0.0, 0.0, TABLE_Z_M), UP)], static=True)
+    det = PoseDetector(level, ['cube'], 1)
+    path = Still()
+    for k in range(int(path.frames)):
+        t = k / RATE_HZ
+        cube, hand, _ = path(t)
+        g.update(t, [('world', 'hand', tuple(hand), UP)])
+        det.observe(t, {'cube': (tuple(cube), UP)})
+        for d in det.published(t):
+            g.update(d.stamp_s, [('world', 'cube', *d.poses['cube'])])
+        g.evaluate(t, {'cube': False})
+    # Every flip but one on the first detection (nothing to compare it with) is read as one.
+    assert det.flips_injected >= 10 and det.flips_injected - 1 <= g.health.orientation_flips <= det.flips_injected
+
+
 def test_the_detections_left_out_as_gross_outliers_are_counted_in_the_input_health():
     """Each detection a still pose leaves out is counted once in the TF
     grounding's input health (a share an operator can watch); clean

@@ -34,6 +34,7 @@ class InputHealth:
     clock_jumps: int = 0
     malformed: int = 0          # messages whose arrays were empty or of mismatched lengths
     gross_outliers: int = 0     # object detections left out as grossly wrong (a mis-association, a depth hole)
+    orientation_flips: int = 0  # object detections whose orientation was read as an equivalent one (a symmetric shape)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

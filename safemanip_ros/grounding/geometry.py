@@ -63,6 +63,69 @@ class Shape:
         return 0.0, 0.0
 
 
+def _cube_turns() -> np.ndarray:
+    """The 24 rotations that map an axis-aligned cube onto itself (signed permutation matrices, det +1)."""
+    import itertools
+    out = []
+    for perm in itertools.permutations(range(3)):
+        for signs in itertools.product((1.0, -1.0), repeat=3):
+            S = np.zeros((3, 3))
+            S[range(3), perm] = signs
+            if np.linalg.det(S) > 0:
+                out.append(S)
+    return np.array(out)
+
+
+_CUBE_TURNS = _cube_turns()
+_HALF_TURN_X = np.diag([1.0, -1.0, -1.0])
+
+
+def turns_onto_itself(shape: Shape) -> np.ndarray:
+    """``[k, 3, 3]``: the rotations (in the shape's own frame) that map a box
+    onto itself, the identity first: its three half turns always, quarter
+    turns about an axis whose two cross extents are equal, all 24 for a
+    cube.  A cylinder's are :data:`_HALF_TURN_X` and every spin about its
+    axis (:func:`nearest_equivalent` handles the spin); a point's only the
+    identity (no shape: nothing is assumed)."""
+    if shape.kind == 'box':
+        dims = np.asarray(shape.dims_m, float)
+        # S maps the box onto itself when it only permutes equal extents.
+        keep = [S for S in _CUBE_TURNS if np.allclose(np.abs(S) @ dims, dims, rtol=1e-6, atol=1e-9)]
+        return np.array(keep)
+    if shape.kind == 'cylinder':
+        return np.array([np.eye(3), _HALF_TURN_X])
+    return np.eye(3)[None]
+
+
+def nearest_equivalent(R: np.ndarray, R_ref: np.ndarray, shape: Shape, turns: np.ndarray | None = None) -> np.ndarray:
+    """``S`` such that ``R @ S`` is, of the orientations that look the same
+    as ``R`` (``R`` turned by a rotation of the shape onto itself), the one
+    nearest ``R_ref``: what a detector that cannot tell them apart may have
+    meant.  A sphere looks the same in every orientation (``R @ S`` is
+    ``R_ref``); a cylinder whatever its spin about its axis.  ``turns``:
+    :func:`turns_onto_itself` of ``shape``, where the caller keeps them."""
+    R, R_ref = np.asarray(R, float), np.asarray(R_ref, float)
+    if shape.kind == 'sphere':
+        return R.T @ R_ref
+    if turns is None:
+        turns = turns_onto_itself(shape)
+    A = R_ref.T @ R
+    if shape.kind == 'cylinder':
+        best, best_trace = np.eye(3), -math.inf
+        for F in turns:
+            B = A @ F        # trace(B Rz(θ)) = (B00 + B11) cos θ + (B01 - B10) sin θ + B22, largest at:
+            theta = math.atan2(B[0, 1] - B[1, 0], B[0, 0] + B[1, 1])
+            c, s = math.cos(theta), math.sin(theta)
+            S = F @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+            tr = float(np.trace(A @ S))
+            if tr > best_trace + 1e-12:
+                best, best_trace = S, tr
+        return best
+    # The largest trace of R_ref^T R S is the smallest angle between R S and R_ref.
+    traces = np.einsum('ij,kji->k', A, turns)
+    return turns[int(np.argmax(traces - 1e-12 * np.arange(len(turns))))]
+
+
 @dataclass(frozen=True)
 class SupportSurface:
     """The top face of a support: a rectangle of half-extents ``half_x_m``,

@@ -798,11 +798,12 @@ class TfGrounding:
             for j, obj in enumerate(objs):
                 track = self._tracks.get(obj)
                 if track is None:
-                    track = self._tracks[obj] = ObjectTrack(cfg.track, limits)
-                left_out = track.gross_outliers
+                    track = self._tracks[obj] = ObjectTrack(cfg.track, limits, shapes[j])
+                left_out, flipped = track.gross_outliers, track.orientation_flips
                 est = track.run(times_l[a:b], codes[j, a:b].tolist(), meas[j][a:b], Gw.R[a:b], Gw.t[a:b],
                                 g_ok[a:b], motion)
                 self.freshness.health.gross_outliers += track.gross_outliers - left_out
+                self.freshness.health.orientation_flips += track.orientation_flips - flipped
                 position[j, a:b], position_known[j, a:b], rotation[j, a:b] = est.p_w, est.known, est.R_w
                 for kind, col in (('object_stable', est.stable), ('object_sliding', est.sliding),
                                   ('object_sync', est.sync)):

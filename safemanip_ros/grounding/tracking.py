@@ -32,6 +32,11 @@ state carried between runs makes them the same):
   median: one grossly wrong detection of three moves neither); slipped
   only when the difference exceeds the limit by the noise floor.  A grasped object not seen since the reference is synced: the
   fingers (contacts and closed joints) hold it.
+* **orientation**: a detection's orientation is known only up to the
+  shape's turns onto itself (a box half turned looks the same, a cylinder
+  spun about its axis): each is taken as the equivalent nearest the
+  previous detection's, so a detector's pose flip on a symmetric object
+  moves and slips nothing.
 
 Lengths in metres, angles in radians, times in seconds.
 """
@@ -45,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import poses, windows
+from .geometry import Shape, nearest_equivalent, turns_onto_itself
 
 REFERENCE_MEASUREMENTS = 3
 """Detections after grasp onset averaged into the slip reference."""
@@ -273,9 +279,20 @@ class _Plan:
 class ObjectTrack:
     """One object's detections and grasp state, frame by frame (see the module docstring)."""
 
-    def __init__(self, config: TrackConfig, limits: MotionLimits = MotionLimits()) -> None:
+    def __init__(self, config: TrackConfig, limits: MotionLimits = MotionLimits(), shape: Shape = Shape()) -> None:
+        """``shape``: the object's, whose turns onto itself a detector cannot
+        tell apart (:func:`~.geometry.turns_onto_itself`): each detection's
+        orientation is taken as the equivalent one nearest the previous
+        detection's, so a symmetric object's pose flip is no motion and no slip."""
         self.config = config
         self.limits = limits
+        self.shape = shape
+        self._turns = turns_onto_itself(shape)
+        self._symmetric = shape.kind in ('sphere', 'cylinder') or len(self._turns) > 1
+        # A box's detection within half its smallest turn of the previous one is nearest as it is
+        # (its turns are a quarter or a half turn apart): the test is one trace.
+        smallest = 90.0 if any(abs(float(np.trace(S)) - 1.0) < 1e-9 for S in self._turns) else 180.0
+        self._as_is_trace = 1.0 + 2.0 * math.cos(math.radians(smallest / 2)) if shape.kind == 'box' else math.inf
         self._seen = _Detections()
         self.last_stamp_s = -math.inf           # the newest measurement taken in
         self.regime_start_s = -math.inf         # measurements before are of another regime
@@ -290,6 +307,7 @@ class ObjectTrack:
         self.sliding: bool | None = None
         self._decided_on = 0        # detections in the fit that last decided (stable, sliding)
         self.gross_outliers = 0     # detections left out of a still pose (windows.trimmed_mean), each once
+        self.orientation_flips = 0  # detections whose orientation was taken as an equivalent one (shape)
         self._left_out: set[float] = set()
 
     @property
@@ -461,7 +479,16 @@ class ObjectTrack:
         if m.stamp_s <= self.last_stamp_s:
             return
         self.last_stamp_s = m.stamp_s
-        self._seen.append(m)
+        seen = self._seen
+        if self._symmetric and len(seen) and \
+                float(np.einsum('ij,ij', seen.R_w[len(seen) - 1], m.R_w)) <= self._as_is_trace:
+            S = nearest_equivalent(m.R_w, seen.R_w[len(seen) - 1], self.shape, self._turns)
+            if not np.allclose(S, np.eye(3), atol=1e-9):
+                m = Measurement(m.stamp_s, m.p_w, m.R_w @ S, m.p_g, m.R_g @ S, m.rel_ok)
+                # A turn of more than a few degrees is a flip, not the spin of a cylinder's noise.
+                if float(np.trace(S)) < 1.0 + 2.0 * math.cos(math.radians(30.0)):
+                    self.orientation_flips += 1
+        seen.append(m)
         if self.grasping and m.stamp_s >= self.onset_s and m.rel_ok and \
                 len(self._reference_parts) < self._averaged(REFERENCE_MEASUREMENTS):
             self._reference_parts.append(m)

@@ -49,6 +49,10 @@ class PerceptionLevel:
     detection is grossly wrong (a mis-association, a depth hole), its
     position ``outlier_m`` away in a random direction (drawn from a stream
     of its own, so the other errors are the level's without outliers);
+    ``flips``: probability a detection's orientation is the object's turned
+    half a turn about one of its own axes (drawn from a stream of its own):
+    a box or cylinder looks the same so turned, so a detector that fits a
+    model to its pixels reports either (a symmetric object's pose flip);
     ``camera``: a camera of the task rendered RGB-D at ``camera_size_px``
     square, the objects found in its pixels (:class:`CameraDetector`), so the
     errors are the camera's (occlusion by the arm, depth at edges, colour
@@ -64,6 +68,7 @@ class PerceptionLevel:
     occlusion_radius_m: float = 0.06
     outliers: float = 0.0
     outlier_m: float = 0.05
+    flips: float = 0.0
     camera: str = ''
     camera_size_px: int = 128
 
@@ -86,6 +91,7 @@ LEVELS = {
     'realistic': REALISTIC,
     'double': REALISTIC.scaled('double', noise=2.0, dropout=2.0),
     'outliers': replace(REALISTIC, name='outliers', outliers=0.03),
+    'flips': replace(REALISTIC, name='flips', flips=0.2),
     'camera': PerceptionLevel('camera', rate_hz=10.0, latency_s=0.10, camera='agentview', camera_size_px=128),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
@@ -125,6 +131,8 @@ class PoseDetector:
         self.bodies = list(bodies)
         self.rng = np.random.default_rng(seed)
         self._outlier_rng = np.random.default_rng([seed, 7])
+        self._flip_rng = np.random.default_rng([seed, 11])
+        self.flips_injected = 0             # detections reported half a turn about an own axis (``flips``)
         self._next_capture_s: float | None = None
         self._pending: list[Detection] = []
         self.outliers_injected = 0          # detections made grossly wrong (``outliers``), so far
@@ -151,6 +159,10 @@ class PoseDetector:
             if u_out < lv.outliers:
                 dp = dp + away / float(np.linalg.norm(away)) * lv.outlier_m
                 self.outliers_injected += 1
+            u_flip, axis = self._flip_rng.random(), int(self._flip_rng.integers(3))
+            if u_flip < lv.flips:
+                q = _half_turn(q, axis)
+                self.flips_injected += 1
             seen[body] = ((x + dp[0], y + dp[1], z + dp[2]), _rotate(q, dr))
         if seen:
             self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
@@ -183,6 +195,13 @@ def _rotate(q: tuple[float, float, float, float], rotvec: np.ndarray) -> tuple[f
     # (dw, d) ⊗ (w, q): the error rotation applied after the true one.
     return (dw * x + dx * w + dy * z - dz * y, dw * y - dx * z + dy * w + dz * x,
             dw * z + dx * y - dy * x + dz * w, dw * w - dx * x - dy * y - dz * z)
+
+
+def _half_turn(q: tuple[float, float, float, float], axis: int) -> tuple[float, float, float, float]:
+    """``q`` (x, y, z, w) turned half a turn about its own ``axis`` (0: x, 1: y, 2: z): ``q ⊗ e_axis``."""
+    x, y, z, w = q
+    # q ⊗ (e, 0) for the unit vector e: the body-frame turn applied before the pose.
+    return ((w, z, -y, -x), (-z, w, x, -y), (y, -x, w, -z))[axis]
 
 
 Frame = tuple[np.ndarray, np.ndarray, np.ndarray, Pose]
