@@ -103,3 +103,17 @@ def test_ontology_show(tmp_path):
     assert 'release_only_over_support (object)' in proc.stdout
     proc = run_cli('ontology', 'show', 'nothing')
     assert proc.returncode == 2 and 'types: apple, banana' in proc.stderr
+
+
+def test_the_documented_perception_block_loads_as_written(tmp_path):
+    """docs/configure.md's ``perception:`` block, every key of it: ``support_staleness_s`` was refused
+    as an unknown field, so the block the docs show did not load."""
+    text = (REPO / 'docs' / 'configure.md').read_text()
+    block = text[text.index('```yaml\nperception:') + len('```yaml\n'):]
+    block = block[:block.index('```')]
+    cfg = load_robot_config(_stack(tmp_path, stack=STACK + block))
+    track = cfg.tf.track
+    assert (track.position_noise_m, track.orientation_noise_rad, track.window_s, track.staleness_s,
+            track.support_staleness_s, track.correlation_s) == (0.005, 0.035, 0.5, 0.5, 2.0, 0.0)
+    with pytest.raises(SpecError, match='correlation_s'):
+        load_robot_config(_stack(tmp_path, stack=STACK + 'perception: {correlation_s: -1.0}\n'))

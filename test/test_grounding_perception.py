@@ -270,6 +270,50 @@ def test_flips_are_counted_in_the_input_health():
     assert det.flips_injected >= 10 and det.flips_injected - 1 <= g.health.orientation_flips <= det.flips_injected
 
 
+def test_a_drifting_error_widens_what_an_average_is_trusted_with():
+    """A still cube's detections whose error drifts (correlated over 2 s):
+    the mean of a window shares its drift, so its standard error is the
+    configured noise's, not a tenth of it; independent errors keep sigma /
+    sqrt(n) exactly."""
+    from safemanip_ros.grounding import windows
+    t = np.arange(10)[None, :] * 0.1
+    valid = np.ones((1, 10), bool)
+    mean, slope_ = windows.correlated_spreads(t, valid, 0.0)
+    assert mean.tolist() == [1.0] and slope_.tolist() == [1.0]
+    mean, slope_ = windows.correlated_spreads(t, valid, 2.0)
+    assert 2.5 < float(mean[0]) <= math.sqrt(10)
+    # Against the spread of an average and of a slope of AR(1) errors, drawn (an error shared by the
+    # whole window moves no slope: over 2 s the slope's spread is a little under the independent one's).
+    rng = np.random.default_rng(0)
+    rho = math.exp(-0.1 / 2.0)
+    e = np.zeros((20000, 10))
+    e[:, 0] = rng.normal(size=20000)
+    for k in range(1, 10):
+        e[:, k] = rho * e[:, k - 1] + math.sqrt(1 - rho * rho) * rng.normal(size=20000)
+    assert float(e.mean(axis=1).std()) * math.sqrt(10) == pytest.approx(float(mean[0]), rel=0.05)
+    tc = t[0] - t[0].mean()
+    slopes = e @ tc / float(tc @ tc)
+    assert float(slopes.std()) * math.sqrt(float(tc @ tc)) == pytest.approx(float(slope_[0]), rel=0.05)
+    # Padding is no sample: the same window with a padded slot gives the same factors.
+    padded_t, padded_v = np.concatenate([t, [[9.9]]], axis=1), np.concatenate([valid, [[False]]], axis=1)
+    assert windows.correlated_spreads(padded_t, padded_v, 2.0)[0][0] == pytest.approx(float(mean[0]))
+
+
+def test_a_still_cube_under_a_drifting_detector_stays_supported_once_the_drift_is_configured():
+    """Detections 10 mm off that drift over 2 s: a still cube's window mean
+    shares the drift, so with independent errors assumed its support
+    tolerance is a third of what it should be and the cube reads lifted off
+    the table on about one frame in twenty; configured
+    (``perception.correlation_s``), on under one in a hundred."""
+    level = replace(LEVELS['realistic'], name='drift', position_noise_m=0.01, correlation_s=2.0)
+    counts = {}
+    for correlation_s in (0.0, 2.0):
+        track = TrackConfig(position_noise_m=0.01, correlation_s=correlation_s)
+        frames = [f for seed in range(10) for f in run(Still(), level, seed, track)[20:]]
+        counts[correlation_s] = sum(f['object_supported_cube'] is False for f in frames) / len(frames)
+    assert counts[0.0] > 0.02 and counts[2.0] < 0.01, counts
+
+
 def test_the_detections_left_out_as_gross_outliers_are_counted_in_the_input_health():
     """Each detection a still pose leaves out is counted once in the TF
     grounding's input health (a share an operator can watch); clean
@@ -538,6 +582,14 @@ def test_doctor_judges_a_pose_source_against_the_perception_thresholds():
     assert [p for p in wild.problems if 'gross outliers' in p], wild.problems
     assert good.outlier_share is not None and good.outlier_share < 0.001, good.outlier_share
     assert assess('cube', np.zeros(1), np.zeros(1), np.zeros((1, 3)), TrackConfig()).problems
+    # An error that drifts (correlated over 2 s): measured, and a problem until the configuration says so.
+    assert good.correlation_s is not None and good.correlation_s < 0.1, good.correlation_s
+    drifting = recorded(replace(LEVELS['realistic'], correlation_s=2.0), seconds=60.0)
+    drift = assess('cube', *drifting, TrackConfig())
+    assert drift.correlation_s is not None and 1.0 < drift.correlation_s < 4.0, drift.correlation_s
+    assert [p for p in drift.problems if 'correlation_s' in p], drift.problems
+    assert not [p for p in assess('cube', *drifting, TrackConfig(correlation_s=2.0)).problems
+                if 'correlation_s' in p]
 
 
 def test_near_and_inside_read_the_tracked_pose_not_the_raw_detection():

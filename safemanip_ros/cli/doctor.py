@@ -100,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
             noise = '-' if q.noise_m is None else f'{q.noise_m * 1000:.1f} mm ({q.still_windows} still windows)'
             latency = '-' if q.latency_s is None else f'{q.latency_s:.2f} s'
             share = '-' if q.outlier_share is None else f'{q.outlier_share:.1%}'
+            correlated = '-' if q.correlation_s is None else f'{q.correlation_s:.2f} s'
             print(f'  poses    {q.frame}: {q.detections} at {q.rate_hz:.1f} Hz, 95 % of gaps under {q.longest_gap_s:.2f} s, '
-                  f'late by {latency}, noise {noise}, gross outliers {share}')
+                  f'late by {latency}, noise {noise}, gross outliers {share}, error correlated over {correlated}')
             for problem in q.problems:
                 print(f'  POSES    {q.frame}: {problem}')
             poses_ok &= not q.problems

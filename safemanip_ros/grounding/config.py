@@ -174,8 +174,8 @@ ROBOT_SCHEMA = Field('map', keys={
         'open': Field('float', required=True), 'interior': Field('list', check=_interior_problem)})),
     # How object poses are read when a detector gives them (grounding/tracking.py).
     'perception': Field('map', keys={k: Field('float', minimum=0.0) for k in (
-        'position_noise_m', 'orientation_noise_rad')} | {k: Field('float', minimum=1e-3) for k in (
-        'window_s', 'staleness_s')}),
+        'position_noise_m', 'orientation_noise_rad', 'correlation_s')} | {k: Field('float', minimum=1e-3) for k in (
+        'window_s', 'staleness_s', 'support_staleness_s')}),
     'tf': Field('map', keys={'near': Field('dict', values=Field('list', check=_near_problem)),
                              'inside': Field('dict', values=Field('list', check=_inside_problem))}),
     'camera': Field('map', keys={

@@ -106,7 +106,8 @@ def nearest_equivalent(R: np.ndarray, R_ref: np.ndarray, shape: Shape, turns: np
     :func:`turns_onto_itself` of ``shape``, where the caller keeps them."""
     R, R_ref = np.asarray(R, float), np.asarray(R_ref, float)
     if shape.kind == 'sphere':
-        return R.T @ R_ref
+        out: np.ndarray = R.T @ R_ref
+        return out
     if turns is None:
         turns = turns_onto_itself(shape)
     A = R_ref.T @ R
@@ -123,7 +124,8 @@ def nearest_equivalent(R: np.ndarray, R_ref: np.ndarray, shape: Shape, turns: np
         return best
     # The largest trace of R_ref^T R S is the smallest angle between R S and R_ref.
     traces = np.einsum('ij,kji->k', A, turns)
-    return turns[int(np.argmax(traces - 1e-12 * np.arange(len(turns))))]
+    nearest: np.ndarray = turns[int(np.argmax(traces - 1e-12 * np.arange(len(turns))))]
+    return nearest
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ speed under :data:`STILL_M_S`), the median over those windows — and how
 often a detection is grossly wrong: farther than :data:`OUTLIER_SIGMAS`
 noise deviations from the median of its neighbours (a mis-association, a
 pose flip, a depth hole; smooth motion keeps a detection at its neighbours'
-median).  Each figure beyond what the configuration allows is a problem in
-words.
+median) — and how long its error stays correlated: over stretches of two
+or more consecutive still windows, the error about the stretch's mean
+position, its lag-one autocorrelation read as ``exp(-interval /
+correlation)`` (:data:`CORRELATED_S`).  Each figure beyond what the
+configuration allows is a problem in words.
 
 Lengths in metres, times in seconds.
 """
@@ -42,6 +45,13 @@ OUTLIER_SHARE_LIMIT = 0.01
 """More gross outliers than this share of the detections is a problem: each reads as a jump of the object."""
 
 
+CORRELATED_S = 0.3
+"""An error correlated for longer than this (and than ``perception.correlation_s`` allows) is a problem:
+averaging detections that share it does not shrink it."""
+STRETCH_WINDOWS = 2
+"""Consecutive still windows a stretch needs for the error's correlation to be measured."""
+
+
 @dataclass
 class PoseSourceQuality:
     """What one object frame's recorded poses show."""
@@ -55,6 +65,7 @@ class PoseSourceQuality:
     still_windows: int
     problems: list[str] = field(default_factory=list)
     outlier_share: float | None = None     # detections grossly off their neighbours (None: too few to say)
+    correlation_s: float | None = None     # how long the error stays correlated (None: no long still stretch)
 
 
 MIN_RATE_POSES = 10
@@ -112,16 +123,24 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
     longest = float(np.percentile(gaps, GAP_PERCENTILE))
     latency = float(np.median(recv - t))
     sigmas = []
+    stretches: list[list[int]] = [[]]       # runs of consecutive still windows, as [start, end) bounds
     start = 0
     while start < n:
         end = int(np.searchsorted(t, t[start] + NOISE_WINDOW_S, 'left'))
+        still = False
         if end - start >= 5 and t[end - 1] > t[start]:
             v, _, resid = slope(t[start:end], p[start:end])
             if float(np.linalg.norm(v)) < STILL_M_S and not math.isnan(resid):
                 sigmas.append(resid)
+                still = True
+        if still:
+            stretches[-1] += [start, end]
+        elif stretches[-1]:
+            stretches.append([])
         start = max(end, start + 1)
     noise = float(np.median(sigmas)) if sigmas else None
     q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas), problems)
+    q.correlation_s = _correlation_s(t, p, [(s[0], s[-1]) for s in stretches if len(s) >= 2 * STRETCH_WINDOWS])
     sigma = max(track.position_noise_m, noise or 0.0, 1e-4)
     far = outliers(p, sigma)
     if far is not None:
@@ -135,6 +154,11 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
         q.problems.append(f'noise {noise * 1000:.1f} mm per axis while standing still, more than '
                           f'perception.position_noise_m ({track.position_noise_m * 1000:.1f} mm): set it to '
                           f'{math.ceil(noise * 1000) / 1000:g} (motion is then decided more slowly)')
+    if q.correlation_s is not None and q.correlation_s > max(CORRELATED_S, 1.5 * track.correlation_s):
+        q.problems.append(f'the error stays correlated for about {q.correlation_s:.1f} s while standing still (a '
+                          f'tracker\'s drift), beyond perception.correlation_s ({track.correlation_s:g} s): set it to '
+                          f'{math.ceil(q.correlation_s * 10) / 10:g}, or an average of detections is trusted beyond '
+                          f'what they share')
     if rate * track.window_s < MIN_MOTION_SAMPLES:
         q.problems.append(f'{rate:.1f} Hz gives fewer than {MIN_MOTION_SAMPLES} poses per perception.window_s '
                           f'({track.window_s:g} s): raise window_s to {MIN_MOTION_SAMPLES / max(rate, 1e-3):.2f} s')
@@ -146,6 +170,26 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
                           f'perception.staleness_s '
                           f'({track.staleness_s:g} s): the object reads unknown meanwhile')
     return q
+
+
+def _correlation_s(t: np.ndarray, p: np.ndarray, stretches: list[tuple[int, int]]) -> float | None:
+    """The error's correlation time over still ``stretches`` (index bounds
+    into stamps ``t`` and positions ``p``): the pooled lag-one
+    autocorrelation of the positions about each stretch's mean, as
+    ``-interval / ln(rho)`` at the median interval; 0 for no positive
+    correlation; None without a stretch."""
+    num = den = 0.0
+    intervals = []
+    for lo, hi in stretches:
+        x = p[lo:hi] - p[lo:hi].mean(axis=0)
+        num += float((x[1:] * x[:-1]).sum())
+        den += float((x * x).sum())
+        intervals.append(np.diff(t[lo:hi]))
+    if not stretches or den <= 0:
+        return None
+    rho = num / den
+    dt = float(np.median(np.concatenate(intervals)))
+    return 0.0 if rho <= 0 else (math.inf if rho >= 1 else -dt / math.log(rho))
 
 
 def outliers(positions_m: np.ndarray, sigma_m: float) -> np.ndarray | None:

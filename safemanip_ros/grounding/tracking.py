@@ -85,13 +85,18 @@ class TrackConfig:
     detected pose is kept (something is often set down on it while the
     gripper hides it; supports stand still); ``position_noise_m`` and ``orientation_noise_rad``:
     the detector's standard deviation per axis (the fit's residuals are
-    used instead when larger; 0 for exact poses)."""
+    used instead when larger; 0 for exact poses); ``correlation_s``: how
+    long the detector's position error stays correlated (0: each
+    detection's error independent; a tracker's error often drifts over a
+    second or so), so an average of detections is not trusted beyond what
+    they share (:func:`~.windows.correlated_spreads`)."""
 
     window_s: float = 0.5
     staleness_s: float = 0.5
     support_staleness_s: float = 2.0
     position_noise_m: float = 0.005
     orientation_noise_rad: float = 0.035
+    correlation_s: float = 0.0
 
 
 @dataclass
@@ -107,13 +112,15 @@ class Measurement:
     rel_ok: bool
 
 
-def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray,
-                  noise_m: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray, noise_m: float,
+                  stamps: np.ndarray | None = None, correlation_s: float = 0.0
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each window's mean grip offset from the offsets ``p[F, W, 3]``,
     ``R[F, W, 3, 3]`` where ``valid`` (one offset: itself; gross outliers
     left out: :func:`~.windows.trimmed_mean`), and the mean
     position's standard error: from the offsets' own scatter when there are
-    :data:`MIN_SCATTER_SAMPLES` or more, else from ``noise_m``."""
+    :data:`MIN_SCATTER_SAMPLES` or more, else from ``noise_m``; widened for
+    errors correlated over ``correlation_s`` at ``stamps[F, W]``."""
     # A grossly wrong detection (trimmed_mean) is left out of the offset and its scatter.
     mean_p, valid = windows.trimmed_mean(p, valid, noise_m)
     n = valid.sum(axis=1)
@@ -126,7 +133,11 @@ def _mean_offsets(p: np.ndarray, R: np.ndarray, valid: np.ndarray,
     with np.errstate(invalid='ignore', divide='ignore'):
         var = windows.masked_sum(d * d, valid) / (n - 1)[:, None]
         sigma = np.where(n >= MIN_SCATTER_SAMPLES, np.sqrt(var.mean(axis=1)), noise_m)
-    return mean_p, mean_R, sigma / np.sqrt(n)
+    se = sigma / np.sqrt(n)
+    if stamps is not None and correlation_s > 0:
+        # Errors that drift together scatter less than they are off: the configured noise bounds the spread.
+        se = np.maximum(sigma, noise_m) / np.sqrt(n) * windows.correlated_spreads(stamps, valid, correlation_s)[0]
+    return mean_p, mean_R, se
 
 
 def _median_spread(count: np.ndarray) -> np.ndarray:
@@ -526,8 +537,11 @@ class ObjectTrack:
                     return False
                 rows = rows[-self._averaged(len(rows)):]
                 p, R = seen.p_g[rows], seen.R_g[rows]
+            part_stamps = np.array([m.stamp_s for m in parts]) if self._reference_parts else \
+                np.asarray(seen.stamps)[rows]
             mean_p, mean_R, se = _mean_offsets(p[None], R[None], np.ones((1, len(p)), bool),
-                                               self.config.position_noise_m)
+                                               self.config.position_noise_m, part_stamps[None],
+                                               self.config.correlation_s)
             plan.offset_given[k] = (mean_p[0], mean_R[0], float(se[0]))
             plan.offset_lo.append(0)
             plan.offset_hi.append(0)
@@ -568,7 +582,9 @@ class ObjectTrack:
     def _offsets(self, w: windows.Windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each window's mean grip offset and its standard error (:func:`_mean_offsets`)."""
         seen = self._seen
-        return _mean_offsets(seen.p_g[w.rows], seen.R_g[w.rows], w.valid, self.config.position_noise_m)
+        correlated = self.config.correlation_s > 0
+        return _mean_offsets(seen.p_g[w.rows], seen.R_g[w.rows], w.valid, self.config.position_noise_m,
+                             np.asarray(seen.stamps)[w.rows] if correlated else None, self.config.correlation_s)
 
     def _horizontal(self, stamps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[float | None]:
         """The horizontal speed the detections ``[lo, hi)`` fit, per window
@@ -605,7 +621,8 @@ class ObjectTrack:
         scatter = n >= MIN_SCATTER_SAMPLES
         sigma = np.maximum(cfg.position_noise_m,
                            np.where(scatter, windows.residual_sigma(resid[:, :, :3], w.valid), 0.0))
-        pos_se = sigma / root_sxx
+        spread_mean, spread_slope = windows.correlated_spreads(stamps[w.rows], w.valid, cfg.correlation_s)
+        pos_se = sigma / root_sxx * spread_slope
         sigma_r = np.maximum(cfg.orientation_noise_rad,
                              np.where(scatter, windows.residual_sigma(resid[:, :, 3:], w.valid), 0.0))
         speed = poses.norm3(v)
@@ -617,7 +634,7 @@ class ObjectTrack:
         if left_out.any():
             self._count_left_out(stamps[w.rows[left_out]].tolist())
         mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, kept)))
-        mean_se = sigma / np.sqrt(kept.sum(axis=1))
+        mean_se = sigma / np.sqrt(kept.sum(axis=1)) * spread_mean
         q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]
         return [((s, h, a), (q3 * ps, q2 * ps, q3 * sr / rs), c, (mp, mR, ms))
                 for s, h, a, ps, sr, rs, c, mp, mR, ms in zip(

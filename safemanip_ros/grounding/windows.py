@@ -149,6 +149,26 @@ def masked_fit(t: np.ndarray, x: np.ndarray, valid: np.ndarray) -> tuple[np.ndar
     return b, np.sqrt(sxx), xc - tc[:, :, None] * b[:, None, :]
 
 
+def correlated_spreads(t: np.ndarray, valid: np.ndarray, correlation_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """How many times wider a window's mean and least-squares slope spread
+    when the samples' errors are correlated as ``exp(-|t_i - t_j| /
+    correlation_s)`` than when they are independent: ``(mean[F], slope[F])``,
+    factors on ``sigma / sqrt(n)`` and ``sigma / sqrt(Sxx)`` (exact for that
+    correlation at the windows' own stamps ``t[F, W]``; 1 where
+    ``correlation_s`` is 0).  A tracker's error drifts: averaging ten
+    detections that share it does not divide it by three."""
+    F = t.shape[0]
+    if correlation_s <= 0:
+        return np.ones(F), np.ones(F)
+    n = valid.sum(axis=1).astype(float)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        tc = np.where(valid, t - (masked_sum(t, valid) / n)[:, None], 0.0)
+        rho = np.exp(-np.abs(t[:, :, None] - t[:, None, :]) / correlation_s) * (valid[:, :, None] & valid[:, None, :])
+        mean = np.sqrt(rho.sum(axis=(1, 2)) / n)
+        slope = np.sqrt(np.einsum('fi,fij,fj->f', tc, rho, tc) / (tc * tc).sum(axis=1))
+    return np.where(n > 0, mean, 1.0), np.where(np.isfinite(slope), slope, 1.0)
+
+
 def residual_sigma(resid: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """The residual standard deviation per axis of a fit's ``resid[F, W, d]``
     (two parameters fitted per axis): ``[F]``, NaN with fewer than three samples."""

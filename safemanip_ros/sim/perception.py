@@ -53,6 +53,10 @@ class PerceptionLevel:
     half a turn about one of its own axes (drawn from a stream of its own):
     a box or cylinder looks the same so turned, so a detector that fits a
     model to its pixels reports either (a symmetric object's pose flip);
+    ``correlation_s``: the position error's correlation time (0: each
+    detection's error independent; else first-order, each the last one's
+    times ``exp(-dt / correlation_s)`` plus fresh noise, the same spread: a
+    tracker's error that drifts, as real ones do);
     ``camera``: a camera of the task rendered RGB-D at ``camera_size_px``
     square, the objects found in its pixels (:class:`CameraDetector`), so the
     errors are the camera's (occlusion by the arm, depth at edges, colour
@@ -69,6 +73,7 @@ class PerceptionLevel:
     outliers: float = 0.0
     outlier_m: float = 0.05
     flips: float = 0.0
+    correlation_s: float = 0.0
     camera: str = ''
     camera_size_px: int = 128
 
@@ -92,12 +97,15 @@ LEVELS = {
     'double': REALISTIC.scaled('double', noise=2.0, dropout=2.0),
     'outliers': replace(REALISTIC, name='outliers', outliers=0.03),
     'flips': replace(REALISTIC, name='flips', flips=0.2),
+    'drift': replace(REALISTIC, name='drift', correlation_s=1.0),
     'camera': PerceptionLevel('camera', rate_hz=10.0, latency_s=0.10, camera='agentview', camera_size_px=128),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
 camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
 100 ms late, half the detections lost between the fingers), twice its
-noise and dropout, it with 3 % of its detections 5 cm off, and the task's
+noise and dropout, it with 3 % of its detections 5 cm off, with a fifth
+of them half turned about an own axis (a symmetric object's pose flip),
+with its error drifting (correlated over 1 s), and the task's
 ``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
 found by colour and depth (:mod:`safemanip_ros.grounding.colour_depth`).
 
@@ -133,6 +141,7 @@ class PoseDetector:
         self._outlier_rng = np.random.default_rng([seed, 7])
         self._flip_rng = np.random.default_rng([seed, 11])
         self.flips_injected = 0             # detections reported half a turn about an own axis (``flips``)
+        self._correlated: dict[str, tuple[float, np.ndarray]] = {}     # body → (time, last unit error)
         self._next_capture_s: float | None = None
         self._pending: list[Detection] = []
         self.outliers_injected = 0          # detections made grossly wrong (``outliers``), so far
@@ -147,7 +156,14 @@ class PoseDetector:
         for body in self.bodies:
             # Draw every number whatever happens, so one level's detections line up with another's.
             u_drop, u_occl = self.rng.random(2)
-            dp = self.rng.normal(0.0, 1.0, 3) * lv.position_noise_m
+            n = self.rng.normal(0.0, 1.0, 3)
+            if lv.correlation_s > 0:
+                # First-order (AR(1)) position error: correlated over ``correlation_s``, its spread the level's.
+                last_s, last = self._correlated.get(body, (time_s, None))
+                rho = math.exp(-(time_s - last_s) / lv.correlation_s) if last is not None else 0.0
+                n = rho * (last if last is not None else 0.0) + math.sqrt(1.0 - rho * rho) * n
+                self._correlated[body] = (time_s, n)
+            dp = n * lv.position_noise_m
             dr = self.rng.normal(0.0, 1.0, 3) * lv.orientation_noise_rad
             if body not in poses or u_drop < lv.dropout:
                 continue
