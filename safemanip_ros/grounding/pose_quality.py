@@ -48,6 +48,9 @@ OUTLIER_SHARE_LIMIT = 0.01
 CORRELATED_S = 0.3
 """An error correlated for longer than this (and than ``perception.correlation_s`` allows) is a problem:
 averaging detections that share it does not shrink it."""
+CORRELATION_FLOOR_M = 0.001
+"""Poses whose noise (or whose still stretch's scatter) is under this have no error worth judging for
+correlation: exact poses (a simulator's) or a tracker better than a millimetre."""
 STRETCH_WINDOWS = 2
 """Consecutive still windows a stretch needs for the error's correlation to be measured."""
 
@@ -140,7 +143,9 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
         start = max(end, start + 1)
     noise = float(np.median(sigmas)) if sigmas else None
     q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas), problems)
-    q.correlation_s = _correlation_s(t, p, [(s[0], s[-1]) for s in stretches if len(s) >= 2 * STRETCH_WINDOWS])
+    # Exact poses (a simulator's) scatter by nothing: what moves them in a "still" stretch is motion, not error.
+    if noise is not None and noise >= CORRELATION_FLOOR_M:
+        q.correlation_s = _correlation_s(t, p, [(s[0], s[-1]) for s in stretches if len(s) >= 2 * STRETCH_WINDOWS])
     sigma = max(track.position_noise_m, noise or 0.0, 1e-4)
     far = outliers(p, sigma)
     if far is not None:
@@ -177,15 +182,18 @@ def _correlation_s(t: np.ndarray, p: np.ndarray, stretches: list[tuple[int, int]
     into stamps ``t`` and positions ``p``): the pooled lag-one
     autocorrelation of the positions about each stretch's mean, as
     ``-interval / ln(rho)`` at the median interval; 0 for no positive
-    correlation; None without a stretch."""
+    correlation; None without a stretch, or where the positions scatter
+    less than :data:`CORRELATION_FLOOR_M` (nothing worth judging)."""
     num = den = 0.0
+    count = 0
     intervals = []
     for lo, hi in stretches:
         x = p[lo:hi] - p[lo:hi].mean(axis=0)
         num += float((x[1:] * x[:-1]).sum())
         den += float((x * x).sum())
+        count += x.size
         intervals.append(np.diff(t[lo:hi]))
-    if not stretches or den <= 0:
+    if not stretches or den <= count * CORRELATION_FLOOR_M ** 2:
         return None
     rho = num / den
     dt = float(np.median(np.concatenate(intervals)))
