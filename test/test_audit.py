@@ -817,3 +817,12 @@ def test_only_audits_a_recording_of_the_whole_suite(tmp_path, scene):
     assert [Path(e['source']).name for e in report['episodes']] == ['whole.jsonl'], report['skipped']
     [skipped] = report['skipped']
     assert 'typo.jsonl' in str(skipped) and "unknown predicate 'forbiden_contact'" in str(skipped)
+
+
+def test_objects_from_images_without_a_configuration_is_one_line(tmp_path):
+    """``--objects-from-images`` finds the configuration's camera.objects: without ``--config`` there is
+    nothing to find (one line, exit 2)."""
+    proc = run_cli('audit', str(tmp_path), '--out', str(tmp_path / 'o'), '--objects-from-images', '--quiet')
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        'safemanip: error: --objects-from-images needs --config ROBOT.yaml: its camera.objects say what to find'], \
+        proc.stderr

@@ -63,3 +63,36 @@ def test_hue_wraps_through_red_and_an_object_too_hidden_or_without_depth_is_not_
     rgb, depth = _frame([(10, 10, 8, magenta_red, 1.0)])
     depth[10:18, 10:18] = np.nan                                  # a depth hole: no position, never a guess
     assert locate(rgb, depth, K, ((0, 0, 0), (0, 0, 0, 1)), [RED, GREEN]) == {}
+
+
+def test_rgbd_pairs_pair_by_stamp_in_either_order_and_say_what_they_cannot_use():
+    """An image waits for its depth image of the same stamp (or the other way),
+    at most ``kept`` of each kind; a pair before any CameraInfo, or of two
+    sizes, is a problem in words; with the camera's pose in the world the
+    objects are placed there."""
+    from safemanip_ros.grounding.colour_depth import ObjectLook, RgbdPairs
+    red = ObjectLook('cube', (0, 120, 60), (8, 255, 255), 0.0)
+    rgb = np.full((8, 8, 3), 255, np.uint8)
+    rgb[2:6, 2:6] = (200, 20, 20)
+    depth = np.full((8, 8), 1.0, np.float32)
+    K = np.array([[8.0, 0, 4], [0, 8.0, 4], [0, 0, 1]])
+    pairs = RgbdPairs([red], kept=2, min_pixels=4)
+    assert pairs.add('depth', 1, 'cam', depth) is None
+    assert pairs.add('image', 1, 'cam', rgb).problem == 'no camera_info yet; RGB-D pairs skipped'
+    pairs.set_intrinsics(K)
+    assert pairs.add('depth', 2, 'cam', depth) is None
+    assert pairs.add('image', 2, 'cam', rgb).found['cube'].position_m == (0.0, 0.0, 1.0)
+    for stamp in (3, 4, 5):                       # three images with no depth: the oldest is dropped
+        assert pairs.add('image', stamp, 'cam', rgb) is None
+    assert pairs.add('depth', 3, 'cam', depth) is None          # its image is gone: this depth waits instead
+    assert pairs.add('depth', 5, 'cam', depth).found
+    bad = pairs.add('depth', 4, 'cam', np.ones((4, 4), np.float32))
+    assert bad.problem == 'image 8x8 and depth 4x4 are not one aligned RGB-D pair' and not bad.found
+    # The camera 2 m above the world's origin looking down (optical z along the world's -z).
+    down = ('world', ((0.0, 0.0, 2.0), (1.0, 0.0, 0.0, 0.0)))
+    pairs.add('image', 6, 'cam', rgb)
+    placed = pairs.add('depth', 6, 'cam', depth, world=lambda stamp, frame: down)
+    assert placed.frame_id == 'world' and placed.transforms() == [('world', 'cube', (0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0))]
+    pairs.add('image', 7, 'cam', rgb)
+    unknown = pairs.add('depth', 7, 'cam', depth, world=lambda stamp, frame: None)
+    assert unknown.problem == 'no pose of cam in the world at the capture'

@@ -5,6 +5,7 @@ shipped configuration audits faithfully."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -554,6 +555,13 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
     result = audit_source(str(bag), cfg)
     violated = {i['instance'] for ep in result['episodes'] for i in ep['instances'] if i['violations']}
     assert any('release_only_over_support' in v or 'drop' in v for v in violated), violated
+    # The pixels are in the bag as an RGB-D driver publishes them, one pair and CameraInfo per capture, the
+    # optical frame on /tf_static; found again offline, the objects give the same violations.
+    with Reader(bag) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+    assert counts['/image'] == counts['/depth'] == counts['/camera_info'] == len(detector.seconds), counts
+    again = audit_source(str(bag), replace(cfg, objects_from_images=True))
+    assert {i['instance'] for ep in again['episodes'] for i in ep['instances'] if i['violations']} == violated
     # The rollout's truth file keeps what the camera cost and how far off it was; the bench sums them per level.
     from safemanip_ros.sim.faithfulness import camera_figures, camera_line
     figures = camera_figures([bag])

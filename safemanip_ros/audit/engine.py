@@ -68,6 +68,7 @@ class AuditConfig:
     reduction: str = 'any'       # 'any' frame (lerobot-eval) or 'final' frame
     allow_unknown_predicates: bool = False   # traces and bags: ignore names the suite does not read
     strict: bool = False         # a property the configuration cannot ground is an error, not left out
+    objects_from_images: bool = False   # object poses found again in recorded RGB-D images (camera.objects)
 
     def key(self) -> str:
         """Hash of the options and of the *content* of every file they name
@@ -169,7 +170,8 @@ def _rollouts_of(path: str, cfg: AuditConfig, predicates: list[str], suite_reads
         raise AuditInputError(f'{path}: no such file or folder' + (' (a broken link)' if p.is_symlink() else ''))
     if is_bag(p):
         return read_bag(p, predicates, cfg.rate_hz, cfg.staleness_s, _robot(cfg.robot_config),
-                        allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads, known=known)
+                        allow_unknown=cfg.allow_unknown_predicates, suite_reads=suite_reads, known=known,
+                        objects_from_images=cfg.objects_from_images)
     if p.is_file() and p.suffix == '.jsonl':
         return read_jsonl(p, predicates, cfg.allow_unknown_predicates, known)
     if not (p.is_file() or p.is_dir()):

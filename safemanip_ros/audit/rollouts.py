@@ -130,7 +130,7 @@ def _sources_under(folder: Path) -> Iterator[Path]:
 def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: float, robot: RobotConfig | None = None,
              max_gap_s: float = DEFAULT_MAX_GAP_S, columnar: bool = True,
              allow_unknown: bool = False, suite_reads: list[str] | None = None,
-             known: Collection[str] = ()) -> list[Rollout]:
+             known: Collection[str] = (), objects_from_images: bool = False) -> list[Rollout]:
     """Rollouts of a bag of predicate topics, or — given a robot configuration
     (:class:`~safemanip_ros.grounding.config.RobotConfig`) — of raw inputs
     grounded offline, by the first of :data:`READERS` that reads it:
@@ -146,10 +146,17 @@ def read_bag(path: Path, predicates: list[str], rate_hz: float, staleness_s: flo
     recording of the live stack holds every grounded predicate, and other
     sources may publish their own, read by the suite or not.  Names in
     ``known`` (the suite's, read by properties ``--only`` left out) are
-    never an error."""
+    never an error.
+
+    ``objects_from_images``: the objects of the configuration's
+    ``camera.objects`` are found again in the bag's ``/image`` and ``/depth``
+    (with ``/camera_info``), as ``camera_grounding`` finds them live, and
+    their recorded transforms are left out (offline perception of a
+    recording's pixels)."""
     with open_bag(path) as bag:     # an unreadable bag or message raises the bag package's error, naming it
         return _read_open_bag(path, bag, predicates, rate_hz, staleness_s, robot, max_gap_s, columnar,
-                              _NameRule(list(suite_reads or predicates), allow_unknown, frozenset(known)))
+                              _NameRule(list(suite_reads or predicates), allow_unknown, frozenset(known)),
+                              objects_from_images)
 
 
 @dataclass(frozen=True)
@@ -299,11 +306,11 @@ bag reads it (the last reads any)."""
 
 def _read_open_bag(path: Path, bag: OpenBag, predicates: list[str], rate_hz: float,
                    staleness_s: float, robot: RobotConfig | None, max_gap_s: float, columnar: bool,
-                   names: _NameRule) -> list[Rollout]:
+                   names: _NameRule, objects_from_images: bool = False) -> list[Rollout]:
     conns = [c for c in bag.connections if c.msgtype == PREDICATE_TYPE]
     grounding: GroundingSet | None = None
     if not conns:
-        from ..grounding.messages import RAW_TOPICS, GroundingSet, raw_topics
+        from ..grounding.messages import IMAGE_TOPICS, RAW_TOPICS, GroundingSet, raw_topics
         expected = raw_topics(robot)
         raw_conns = [c for c in bag.connections if expected.get(c.topic) == c.msgtype]
         topics = sorted(f'{c.topic} ({c.msgtype})' for c in bag.connections)
@@ -313,9 +320,19 @@ def _read_open_bag(path: Path, bag: OpenBag, predicates: list[str], rate_hz: flo
             raise AuditInputError(f'{path}: no {need}; the bag has: {", ".join(topics) or "no topics"}'
                                   + ('' if robot is not None or not raw_conns else
                                      ' (raw inputs need --config ROBOT.yaml to be grounded)'))
-        conns = raw_conns
+        if objects_from_images:
+            if not robot.camera.objects:
+                raise AuditInputError(f'{path}: objects from images: the robot configuration gives no '
+                                      f'camera.objects (the colours to find)')
+            missing = sorted({'/image', '/depth', '/camera_info'} - {c.topic for c in raw_conns})
+            if missing:
+                raise AuditInputError(f'{path}: objects from images: the bag has no {", ".join(missing)}')
+        # Images are read only where they are used: colour regions, or objects found in them again.
+        images = {'/image'} if robot.camera.regions or objects_from_images else set()
+        images |= {'/depth', '/camera_info'} if objects_from_images else set()
+        conns = [c for c in raw_conns if c.topic not in IMAGE_TOPICS or c.topic in images]
         grounding = GroundingSet(robot, any(c.topic == '/wrench' for c in raw_conns),
-                                 any(c.topic == '/image' for c in raw_conns))
+                                 any(c.topic == '/image' for c in conns), objects_from_images)
     inputs = BagInputs(path, bag, bag.warnings, conns, grounding,
                        [c for c in bag.connections if c.msgtype == VERDICT_TYPE],
                        [c for c in bag.connections if c.topic in ROLLOUT_TOPICS],

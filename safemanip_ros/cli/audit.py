@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('inputs', nargs='+', metavar='BAG_OR_DIR', help='bags, .jsonl traces or folders of them; '
                    'several arguments are compared as policies/checkpoints')
     p.add_argument('--config', metavar='ROBOT.yaml', help='robot/scene configuration (entities bind templates)')
+    p.add_argument('--objects-from-images', action='store_true',
+                   help='with --config: find the objects of its camera.objects again in the bags\' /image and '
+                        '/depth (with /camera_info), as camera_grounding does live, instead of their recorded poses')
     add_suite_options(p, 'audit', scene='instead of --config; not with it', strict='with --config')
     add_profile(p)
     p.add_argument('--out', required=True, metavar='DIR',
@@ -135,11 +138,13 @@ def run_audit_cmd(args: argparse.Namespace) -> int:
     if args.scene and args.config:
         raise SafemanipError(f'--scene {args.scene} and --config {args.config}: the robot configuration\'s '
                              f'entities are its scene; give one of them')
+    if args.objects_from_images and not args.config:
+        raise SafemanipError('--objects-from-images needs --config ROBOT.yaml: its camera.objects say what to find')
     cfg = AuditConfig(tuple(str(Path(p).resolve()) for p in profile_properties(args)),
                       str(Path(args.scene).resolve()) if args.scene else '',
                       str(Path(args.config).resolve()) if args.config else '',
                       tuple(args.only or ()), args.rate_hz, args.staleness_s, args.success or '', args.reduction,
-                      args.allow_unknown_predicates, args.strict)
+                      args.allow_unknown_predicates, args.strict, args.objects_from_images)
     out = writable_folder('--out', args.out)
     foxglove_dir = writable_folder('--foxglove-mcap', args.foxglove_mcap) if args.foxglove_mcap else None
     bar = None

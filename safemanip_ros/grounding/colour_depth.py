@@ -36,14 +36,14 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .poses import quat_to_rot
 
-__all__ = ['ObjectLook', 'Located', 'locate', 'mask_of']
+__all__ = ['LocatedFrame', 'ObjectLook', 'Located', 'RgbdPairs', 'locate', 'mask_of']
 
 Pose = tuple[tuple[float, float, float], tuple[float, float, float, float]]
 
@@ -108,3 +108,84 @@ def locate(rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray, camera_pose: Pos
         out[look.name] = Located((x, y, zw), int(len(u)))
     return out
 
+
+
+@dataclass(frozen=True)
+class LocatedFrame:
+    """The objects found in one RGB-D pair: its stamp (ns), the camera frame
+    the positions are in (the image's ``frame_id``), and the objects by name;
+    or, when the pair could not be used, ``problem`` in words and nothing found."""
+
+    stamp_ns: int
+    frame_id: str
+    found: dict[str, Located]
+    problem: str | None = None
+
+    def transforms(self) -> list[tuple[str, str, tuple[float, float, float], tuple[float, float, float, float]]]:
+        """Each object as a TF transform ``frame_id → name`` (identity orientation: none is estimated)."""
+        return [(self.frame_id, name, f.position_m, (0.0, 0.0, 0.0, 1.0)) for name, f in sorted(self.found.items())]
+
+
+class RgbdPairs:
+    """One camera's colour images and depth images paired by stamp, and the
+    objects of ``looks`` located in each pair (:func:`locate`, in the
+    camera's own frame): what ``camera_grounding`` does live, and the audit
+    does with a recording's images.  ``K`` comes from ``CameraInfo``
+    (:meth:`set_intrinsics`); up to ``kept`` images of either kind wait for
+    their partner, the oldest dropped first (a camera whose depth never
+    comes does not grow without bound).
+
+    Example::
+
+        >>> pairs = RgbdPairs([ObjectLook('cube', (0, 120, 60), (8, 255, 255), 0.0)], min_pixels=4)
+        >>> pairs.set_intrinsics(np.array([[8.0, 0, 4], [0, 8.0, 4], [0, 0, 1]]))
+        >>> rgb = np.full((8, 8, 3), 255, np.uint8); rgb[2:6, 2:6] = (200, 20, 20)
+        >>> pairs.add('image', 5, 'cam', rgb) is None          # waits for its depth
+        True
+        >>> frame = pairs.add('depth', 5, 'cam', np.full((8, 8), 1.0, np.float32))
+        >>> frame.transforms()
+        [('cam', 'cube', (0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0))]
+    """
+
+    def __init__(self, looks: Sequence[ObjectLook], kept: int = 8, min_pixels: int = 12) -> None:
+        self.looks = list(looks)
+        self.kept = kept
+        self.min_pixels = min_pixels
+        self.K: np.ndarray | None = None
+        self._waiting: dict[str, dict[int, tuple[str, np.ndarray]]] = {'image': {}, 'depth': {}}
+
+    def set_intrinsics(self, K: np.ndarray) -> None:
+        """The pinhole ``K`` (3×3) of the camera the images come from."""
+        self.K = np.asarray(K, float).reshape(3, 3)
+
+    def add(self, kind: str, stamp_ns: int, frame_id: str, array: np.ndarray,
+            world: Callable[[int, str], tuple[str, Pose] | None] | None = None) -> LocatedFrame | None:
+        """An image (``kind`` ``image``: rgb ``uint8[h, w, 3]``) or depth image
+        (``depth``: metres ``[h, w]``) stamped ``stamp_ns``: the pair's
+        objects once its partner of the same stamp has come, else None.
+        ``world(stamp_ns, frame_id)``: the camera's pose then as ``(world
+        frame, pose)``, or None while unknown; given, the objects are placed
+        in the world frame, upright (the identity orientation means that
+        there, not the camera's tilt)."""
+        other_kind = 'depth' if kind == 'image' else 'image'
+        other = self._waiting[other_kind].pop(stamp_ns, None)
+        if other is None:
+            waiting = self._waiting[kind]
+            waiting[stamp_ns] = (frame_id, array)
+            while len(waiting) > self.kept:
+                del waiting[min(waiting)]
+            return None
+        (frame, rgb), (_, depth_m) = ((frame_id, array), other) if kind == 'image' else (other, (frame_id, array))
+        if self.K is None:
+            return LocatedFrame(stamp_ns, frame, {}, 'no camera_info yet; RGB-D pairs skipped')
+        if rgb.ndim != 3 or depth_m.shape != rgb.shape[:2]:
+            return LocatedFrame(stamp_ns, frame, {}, f'image {rgb.shape[1]}x{rgb.shape[0]} and depth '
+                                f'{depth_m.shape[-1]}x{depth_m.shape[0]} are not one aligned RGB-D pair')
+        camera: tuple[str, Pose] | None = (frame, ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        if world is not None:
+            camera = world(stamp_ns, frame)
+            if camera is None:
+                return LocatedFrame(stamp_ns, frame, {}, f'no pose of {frame} in the world at the capture')
+        assert camera is not None
+        found = locate(rgb, depth_m, self.K, camera[1], self.looks, self.min_pixels)
+        return LocatedFrame(stamp_ns, camera[0], found)

@@ -18,9 +18,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..stamps import stamp_s
+from ..stamps import stamp_ns, stamp_s
 from .base import Predicates
-from .camera import CameraError, CameraGrounding, image_to_array
+from .camera import CameraError, CameraGrounding, depth_metres, image_to_array
+from .colour_depth import RgbdPairs
 from .config import RobotConfig
 from .contacts import ContactGrounding, ContactSample, WrenchGrounding
 from .joints import FixtureGrounding, JointStateGrounding
@@ -30,7 +31,10 @@ from .tf import TfGrounding, TfSample, transforms_by_stamp
 # The raw topics a robot stack publishes and the type each must have.
 RAW_TOPICS = {'/joint_states': 'sensor_msgs/msg/JointState', '/tf': 'tf2_msgs/msg/TFMessage',
               '/tf_static': 'tf2_msgs/msg/TFMessage', '/contacts': 'safemanip_ros/msg/ContactArray',
-              '/wrench': 'geometry_msgs/msg/WrenchStamped', '/image': 'sensor_msgs/msg/Image'}
+              '/wrench': 'geometry_msgs/msg/WrenchStamped', '/image': 'sensor_msgs/msg/Image',
+              '/depth': 'sensor_msgs/msg/Image', '/camera_info': 'sensor_msgs/msg/CameraInfo'}
+IMAGE_TOPICS = frozenset({'/image', '/depth', '/camera_info'})
+"""A camera's topics: read offline only where used (colour regions; objects found again in the pixels)."""
 SKILL_EVENT_TYPE = 'safemanip_ros/msg/SkillEvent'
 
 
@@ -185,9 +189,18 @@ class GroundingSet:
     evaluated together at one frame time (the offline audit; the same
     adapters feed the live nodes)."""
 
-    def __init__(self, robot: RobotConfig, use_wrench: bool, use_camera: bool) -> None:
+    def __init__(self, robot: RobotConfig, use_wrench: bool, use_camera: bool,
+                 objects_from_images: bool = False) -> None:
+        """``objects_from_images``: the configuration's ``camera.objects``
+        found in the ``/image`` and ``/depth`` pairs (:class:`RgbdPairs`,
+        as ``camera_grounding`` finds them live) and fed to the TF grounding
+        as ``camera frame → object``; their transforms on ``/tf`` (a
+        detector's, recorded) are left out."""
         self.robot = robot
-        self._flags = (use_wrench, use_camera)
+        self._flags = (use_wrench, use_camera, objects_from_images)
+        self.pairs = RgbdPairs(robot.camera.objects) if objects_from_images else None
+        self._found_again = frozenset(look.name for look in robot.camera.objects) if objects_from_images \
+            else frozenset()
         self.joints = JointStateGrounding(robot.joints)
         self.fixtures = FixtureGrounding(robot.fixtures)
         self.contacts = ContactGrounding(robot.contacts)
@@ -215,6 +228,9 @@ class GroundingSet:
         if topic == '/joint_states':
             feed_joint_sample(self.joints, self.fixtures, sample)
         elif topic in ('/tf', '/tf_static'):
+            if self._found_again:
+                sample = [(stamp, kept) for stamp, items in sample
+                          if (kept := [x for x in items if x[1] not in self._found_again])]
             feed_tf_sample(self.tf, sample, static=topic == '/tf_static')
         elif topic == '/contacts':
             self.contacts.update(*sample)
@@ -222,15 +238,49 @@ class GroundingSet:
                 self.contact_bodies_seen.update((c.body1, c.body2))
         elif topic == '/wrench' and self.wrench is not None:
             self.wrench.update(*sample)
-        elif topic == '/image' and self.camera is not None:
+        elif topic == '/image' and (self.camera is not None or self.pairs is not None):
             try:
                 img = image_array(sample)
             except CameraError:
-                self.camera.health.missing_inputs += 1
+                (self.camera or self.tf).health.missing_inputs += 1
                 return
-            self.camera.update(stamp_s(sample.header.stamp), img)
+            if self.camera is not None:
+                self.camera.update(stamp_s(sample.header.stamp), img)
+            self._pair('image', sample, img)
+        elif topic == '/depth' and self.pairs is not None:
+            try:
+                metres = depth_metres(sample.encoding, image_array(sample))
+            except CameraError:
+                self.tf.health.missing_inputs += 1
+                return
+            self._pair('depth', sample, metres)
+        elif topic == '/camera_info' and self.pairs is not None:
+            self.pairs.set_intrinsics(np.asarray(sample.k, float))
         elif topic == self._skill_topic and self.skills is not None:
             self.skills.update(*sample)
+
+    def _pair(self, kind: str, msg: Any, array: np.ndarray) -> None:
+        """An image or depth image for :attr:`pairs`; the objects of a whole pair to the TF grounding."""
+        if self.pairs is None:
+            return
+        located = self.pairs.add(kind, stamp_ns(msg.header.stamp), msg.header.frame_id or self.robot.camera_frame,
+                                 array, self._camera_in_world)
+        if located is None:
+            return
+        if located.problem is not None:
+            self.tf.health.missing_inputs += 1
+            return
+        if located.found:
+            self.tf.update(located.stamp_ns * 1e-9, located.transforms())
+
+    def _camera_in_world(self, stamp: int, frame: str) -> tuple[str, Any] | None:
+        """The camera ``frame``'s pose in the world at ``stamp`` (ns) from the TF seen so far, or None."""
+        world = self.robot.tf.world_frame
+        T = self.tf.tree.lookup(world, frame, stamp * 1e-9)
+        if T is None:
+            return None
+        from scipy.spatial.transform import Rotation
+        return world, (tuple(float(v) for v in T[:3, 3]), tuple(float(v) for v in Rotation.from_matrix(T[:3, :3]).as_quat()))
 
     def name_warnings(self, source: str) -> list[str]:
         """What the contacts seen so far say about the configuration's names:

@@ -31,7 +31,7 @@ from safemanip_ros.msg import ContactArray, PredicateArray, SkillEvent
 from ..errors import SafemanipError
 from ..grounding.base import Freshness, Predicates
 from ..grounding.camera import CameraError, CameraGrounding, MarkerDetector, depth_metres
-from ..grounding.colour_depth import locate
+from ..grounding.colour_depth import RgbdPairs
 from ..grounding.config import RobotConfig, load_robot_config
 from ..grounding.contacts import ContactGrounding, WrenchGrounding
 from ..grounding.joints import FixtureGrounding, JointStateGrounding
@@ -401,8 +401,6 @@ class CameraGroundingNode(GroundingNode):
     the capture: parent the image's frame, child the entity's frame."""
 
     source = 'camera'
-    PAIRS_KEPT = 8
-    """Images or depth images kept waiting for their partner of the same stamp."""
 
     def __init__(self) -> None:
         super().__init__('camera_grounding')
@@ -411,8 +409,7 @@ class CameraGroundingNode(GroundingNode):
             if self.robot.markers else None
         self.looks = list(self.robot.camera.objects)
         self._info: CameraInfo | None = None
-        # stamp ns → (message, its array) waiting for its partner
-        self._waiting: dict[str, dict[int, tuple[Image, np.ndarray]]] = {'image': {}, 'depth': {}}
+        self._pairs = RgbdPairs(self.looks)        # images waiting for their depth (or back), objects located
         self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
         self.create_subscription(CameraInfo, 'camera_info', self._on_info, SENSORS)
         self.create_subscription(Image, 'image', self._on_image, SENSORS)
@@ -421,6 +418,7 @@ class CameraGroundingNode(GroundingNode):
 
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg
+        self._pairs.set_intrinsics(np.array(msg.k))
 
     def _decoded(self, msg: Image, what: str) -> np.ndarray | None:
         """``msg`` as an array (``what``: ``image``, or ``depth`` in metres), None (said and counted) when it
@@ -439,34 +437,22 @@ class CameraGroundingNode(GroundingNode):
             self._pair('depth', msg, metres)
 
     def _pair(self, kind: str, msg: Image, array: np.ndarray) -> None:
-        """Keep ``msg`` decoded; locate the objects once its partner of the same stamp has come."""
-        stamp = stamp_ns(msg.header.stamp)
-        other = self._waiting['depth' if kind == 'image' else 'image'].pop(stamp, None)
-        if other is None:
-            waiting = self._waiting[kind]
-            waiting[stamp] = (msg, array)
-            while len(waiting) > self.PAIRS_KEPT:
-                del waiting[min(waiting)]
+        """Keep ``msg`` decoded; publish the objects once its partner of the same stamp has come."""
+        located = self._pairs.add(kind, stamp_ns(msg.header.stamp), msg.header.frame_id or self.robot.camera_frame,
+                                  array)
+        if located is None:
             return
-        (image, rgb), (depth, metres) = ((msg, array), other) if kind == 'image' else (other, (msg, array))
-        if self._info is None:
-            self.get_logger().warning('objects: no camera_info yet; RGB-D pairs skipped', throttle_duration_sec=5.0)
+        if located.problem is not None:
+            self.get_logger().error(f'objects: {located.problem}', throttle_duration_sec=5.0)
             return
-        if rgb.ndim != 3 or metres.shape != rgb.shape[:2]:
-            self.get_logger().error(f'objects: image {image.encoding} {image.width}x{image.height} and depth '
-                                    f'{depth.width}x{depth.height} are not one aligned RGB-D pair',
-                                    throttle_duration_sec=5.0)
-            return
-        found = locate(rgb, metres, np.array(self._info.k).reshape(3, 3), ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
-                       self.looks)
         out = TFMessage()
-        for name, f in found.items():
+        for parent, child, (x, y, z), (qx, qy, qz, qw) in located.transforms():
             t = TransformStamped()
-            t.header.stamp = image.header.stamp
-            t.header.frame_id = image.header.frame_id or self.robot.camera_frame
-            t.child_frame_id = name
-            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = f.position_m
-            t.transform.rotation.w = 1.0          # no orientation estimated: the identity, as documented
+            t.header.stamp = msg.header.stamp
+            t.header.frame_id, t.child_frame_id = parent, child
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = x, y, z
+            t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = \
+                qx, qy, qz, qw          # no orientation estimated: the identity, as documented
             out.transforms.append(t)
         if out.transforms:
             self._tf_pub.publish(out)

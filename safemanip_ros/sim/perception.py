@@ -239,6 +239,7 @@ class CameraDetector(PoseDetector):
         self.seconds: list[float] = []
         self.errors_m: list[float] = []
         self.missed = 0
+        self.captured: list[tuple[float, Frame]] = []      # (capture time, frame) not yet taken (:meth:`take_frames`)
 
     def observe(self, time_s: float, poses: dict[str, Pose]) -> None:
         lv = self.level
@@ -246,6 +247,7 @@ class CameraDetector(PoseDetector):
             return
         t0 = time.perf_counter()
         rgb, depth, K, camera_pose = self.capture()
+        self.captured.append((time_s, (rgb, depth, K, camera_pose)))
         found = locate(rgb, depth, K, camera_pose, self.looks)
         self.seconds.append(time.perf_counter() - t0)
         seen: dict[str, Pose] = {}
@@ -259,6 +261,11 @@ class CameraDetector(PoseDetector):
                 self.errors_m.append(float(np.linalg.norm(np.subtract(f.position_m, poses[look.name][0]))))
         if seen:
             self._pending.append(Detection(time_s, time_s + lv.latency_s, seen))
+
+    def take_frames(self) -> list[tuple[float, Frame]]:
+        """The frames captured since the last call, oldest first (a recording keeps them)."""
+        out, self.captured = self.captured, []
+        return out
 
     def figures(self) -> dict[str, Any]:
         """What the camera cost and how far it was off, for the bench: each

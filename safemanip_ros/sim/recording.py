@@ -102,12 +102,28 @@ def run_rollout(world: SimWorld, spec: RolloutSpec, out_dir: Path, storage: str 
             dynamic = [b for b in dynamic if b not in set(tracked)]
             detector = PoseDetector(perception, tracked, seed=spec.seed + 7919) if not perception.camera else \
                 camera_detector(world, perception, tracked)
+        if isinstance(detector, CameraDetector):
+            # The pixels themselves, as an RGB-D driver publishes them: an audit can find the objects again.
+            for topic, msgtype in ros_messages.CAMERA_TOPICS.items():
+                writer.add_topic(topic, msgtype)
 
         def write(topic: str, msg: object, t_ns: int) -> None:
-            writer.write(topic, t_ns, ts.serialize_cdr(msg, ros_messages.TOPICS[topic]))
+            msgtype = ros_messages.TOPICS.get(topic) or ros_messages.CAMERA_TOPICS[topic]
+            writer.write(topic, t_ns, ts.serialize_cdr(msg, msgtype))
 
         t0_ns = 0
         write('/tf_static', ros_messages.transforms(types, sample, static), t0_ns)
+        optical = f'{perception.camera}_optical'
+        if isinstance(detector, CameraDetector):      # a fixed camera: its optical frame once, on /tf_static
+            write('/tf_static', ros_messages.detection(types, sample.stamp_s, {optical: world.camera_optical_pose()}),
+                  t0_ns)
+
+        def write_frames(frames: list[tuple[float, Frame]]) -> None:
+            for capture_s, (rgb, depth_m, K, _) in frames:
+                capture_ns = int(round(capture_s * 1e9))
+                for topic, msg in zip(ros_messages.CAMERA_TOPICS,
+                                      ros_messages.rgbd(types, capture_s, optical, rgb, depth_m, K)):
+                    write(topic, msg, capture_ns)
         phases = ros_messages.PhaseEvents(TASK_TARGET.get(spec.task, ''))
 
         def skill_events(events: list[tuple[str, str, int]], stamp_s: float, t_ns: int) -> None:
@@ -122,6 +138,8 @@ def run_rollout(world: SimWorld, spec: RolloutSpec, out_dir: Path, storage: str 
             write('/contacts', ros_messages.contacts(types, sample), t_ns)
             if detector is not None:
                 detector.observe(sample.stamp_s, sample.poses)
+                if isinstance(detector, CameraDetector):
+                    write_frames(detector.take_frames())
                 for d in detector.published(sample.stamp_s):
                     write('/tf', ros_messages.detection(types, d.stamp_s, d.poses),
                           max(t_ns, int(round(d.publish_s * 1e9))))

@@ -44,6 +44,9 @@ class MessageTypes:
     Point: Any
     Clock: Any | None = None
     SkillEvent: Any | None = None
+    Image: Any | None = None
+    CameraInfo: Any | None = None
+    RegionOfInterest: Any | None = None
 
     @classmethod
     def from_typestore(cls, ts: Any) -> 'MessageTypes':
@@ -53,7 +56,8 @@ class MessageTypes:
                    t['geometry_msgs/msg/Transform'], t['geometry_msgs/msg/Vector3'],
                    t['geometry_msgs/msg/Quaternion'], t['safemanip_ros/msg/Contact'],
                    t['safemanip_ros/msg/ContactArray'], t['geometry_msgs/msg/Point'],
-                   t.get('rosgraph_msgs/msg/Clock'), t['safemanip_ros/msg/SkillEvent'])
+                   t.get('rosgraph_msgs/msg/Clock'), t['safemanip_ros/msg/SkillEvent'], t['sensor_msgs/msg/Image'],
+                   t['sensor_msgs/msg/CameraInfo'], t['sensor_msgs/msg/RegionOfInterest'])
 
 
 def stamp(types: MessageTypes, time_s: float) -> Any:
@@ -92,6 +96,34 @@ def detection(types: MessageTypes, stamp_s: float,
             transform=types.Transform(translation=types.Vector3(x=x, y=y, z=z),
                                       rotation=types.Quaternion(x=qx, y=qy, z=qz, w=qw)))
         for body, ((x, y, z), (qx, qy, qz, qw)) in sorted(poses.items())])
+
+
+CAMERA_TOPICS = {'/image': 'sensor_msgs/msg/Image', '/depth': 'sensor_msgs/msg/Image',
+                 '/camera_info': 'sensor_msgs/msg/CameraInfo'}
+"""What an RGB-D driver publishes, as a recording of the camera level holds it."""
+
+
+def rgbd(types: MessageTypes, stamp_s: float, frame: str, rgb: np.ndarray, depth_m: np.ndarray,
+         K: np.ndarray) -> tuple[Any, Any, Any]:
+    """An RGB-D driver's messages for one capture: the ``rgb8`` image, its
+    aligned depth (``32FC1``, metres along the optical axis, little-endian)
+    and the ``CameraInfo`` of the pinhole ``K`` (no distortion), all
+    stamped ``stamp_s`` in the optical ``frame``."""
+    assert types.Image is not None and types.CameraInfo is not None and types.RegionOfInterest is not None
+    header = types.Header(stamp=stamp(types, stamp_s), frame_id=frame)
+    h, w = depth_m.shape
+    image = types.Image(header=header, height=h, width=w, encoding='rgb8', is_bigendian=0, step=3 * w,
+                        data=np.frombuffer(np.ascontiguousarray(rgb, np.uint8).tobytes(), np.uint8))
+    depth = types.Image(header=header, height=h, width=w, encoding='32FC1', is_bigendian=0, step=4 * w,
+                        data=np.frombuffer(depth_m.astype('<f4').tobytes(), np.uint8))
+    k = np.asarray(K, float)
+    info = types.CameraInfo(header=header, height=h, width=w, distortion_model='plumb_bob',
+                            d=np.zeros(5), k=k.reshape(-1).astype(np.float64),
+                            r=np.eye(3).reshape(-1), p=np.array([k[0, 0], 0.0, k[0, 2], 0.0, 0.0, k[1, 1], k[1, 2],
+                                                                 0.0, 0.0, 0.0, 1.0, 0.0]),
+                            binning_x=0, binning_y=0,
+                            roi=types.RegionOfInterest(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
+    return image, depth, info
 
 
 def contacts(types: MessageTypes, s: SimSample) -> Any:
