@@ -276,11 +276,8 @@ class GroundingSet:
     def _camera_in_world(self, stamp: int, frame: str) -> tuple[str, Any] | None:
         """The camera ``frame``'s pose in the world at ``stamp`` (ns) from the TF seen so far, or None."""
         world = self.robot.tf.world_frame
-        T = self.tf.tree.lookup(world, frame, stamp * 1e-9)
-        if T is None:
-            return None
-        from scipy.spatial.transform import Rotation
-        return world, (tuple(float(v) for v in T[:3, 3]), tuple(float(v) for v in Rotation.from_matrix(T[:3, :3]).as_quat()))
+        pose = self.tf.tree.pose_of(world, frame, stamp * 1e-9)
+        return None if pose is None else (world, pose)
 
     def name_warnings(self, source: str) -> list[str]:
         """What the contacts seen so far say about the configuration's names:

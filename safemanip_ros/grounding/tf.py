@@ -242,6 +242,17 @@ class TransformTree:
         res = self.lookup_many(target, source, np.array([time_s]), links, np.array([spans]).reshape(1, -1, 2))
         return poses.to_matrix(res.R[0], res.t[0]) if res.ok[0] else None
 
+    def pose_of(self, target: str, source: str, time_s: float
+                ) -> tuple[tuple[float, float, float], tuple[float, float, float, float]] | None:
+        """:meth:`lookup` as (translation m, rotation xyzw), or None."""
+        T = self.lookup(target, source, time_s)
+        if T is None:
+            return None
+        from scipy.spatial.transform import Rotation
+        x, y, z = (float(v) for v in T[:3, 3])
+        qx, qy, qz, qw = (float(v) for v in Rotation.from_matrix(T[:3, :3]).as_quat())
+        return (x, y, z), (qx, qy, qz, qw)
+
     def lookup_many(self, target: str, source: str, times_s: np.ndarray, links: Links,
                     spans: np.ndarray, memo: Memo | None = None) -> Lookup:
         """Pose of ``source`` in ``target`` at each of ``times_s`` [n], each

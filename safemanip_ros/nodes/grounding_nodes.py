@@ -50,7 +50,7 @@ from ..grounding.messages import (
     skill_event_sample,
 )
 from ..grounding.skills import SkillGrounding
-from ..grounding.tf import TfGrounding
+from ..grounding.tf import TfGrounding, TransformTree, transforms_by_stamp
 from ..monitor.queue import StampQueue
 from ..settings import CONTACT_GROUNDING, GROUNDING, RATE_HZ, TF_GROUNDING
 from ..stamps import StampSkew, stamp_ns, stamp_s
@@ -398,7 +398,8 @@ class CameraGroundingNode(GroundingNode):
     metres or 16UC1 millimetres, aligned with ``image``) and publishes, for
     each RGB-D pair of one stamp, the objects found in it by colour and depth
     (:mod:`safemanip_ros.grounding.colour_depth`) on ``/tf``, stamped with
-    the capture: parent the image's frame, child the entity's frame."""
+    the capture: parent the world frame (the camera's pose then read from
+    ``/tf`` and ``/tf_static``), child the entity's frame, upright."""
 
     source = 'camera'
 
@@ -411,6 +412,13 @@ class CameraGroundingNode(GroundingNode):
         self._info: CameraInfo | None = None
         self._pairs = RgbdPairs(self.looks)        # images waiting for their depth (or back), objects located
         self._tf_pub = self.create_publisher(TFMessage, '/tf', RELIABLE)
+        # The camera's pose in the world, from TF: objects are published there, upright (no orientation is
+        # estimated; the identity in the camera's frame would give every object the camera's tilt).
+        self._tree = TransformTree()
+        self._published = frozenset(look.name for look in self.looks)
+        if self.looks:
+            self.create_subscription(TFMessage, '/tf', lambda m: self._on_tf(m, False), self.input_qos)
+            self.create_subscription(TFMessage, '/tf_static', lambda m: self._on_tf(m, True), STATIC_TF)
         self.create_subscription(CameraInfo, 'camera_info', self._on_info, SENSORS)
         self.create_subscription(Image, 'image', self._on_image, SENSORS)
         if self.looks:
@@ -419,6 +427,17 @@ class CameraGroundingNode(GroundingNode):
     def _on_info(self, msg: CameraInfo) -> None:
         self._info = msg
         self._pairs.set_intrinsics(np.array(msg.k))
+
+    def _on_tf(self, msg: TFMessage, static: bool) -> None:
+        for stamp, items in transforms_by_stamp(msg.transforms):
+            for parent, child, translation, rotation in items:
+                if child not in self._published:        # our own objects are not the camera's chain
+                    self._tree.set_transform(parent, child, stamp, translation, rotation, static=static)
+
+    def _camera_in_world(self, stamp: int, frame: str) -> tuple[str, Any] | None:
+        world = self.robot.tf.world_frame
+        pose = self._tree.pose_of(world, frame, stamp * 1e-9)
+        return None if pose is None else (world, pose)
 
     def _decoded(self, msg: Image, what: str) -> np.ndarray | None:
         """``msg`` as an array (``what``: ``image``, or ``depth`` in metres), None (said and counted) when it
@@ -439,11 +458,12 @@ class CameraGroundingNode(GroundingNode):
     def _pair(self, kind: str, msg: Image, array: np.ndarray) -> None:
         """Keep ``msg`` decoded; publish the objects once its partner of the same stamp has come."""
         located = self._pairs.add(kind, stamp_ns(msg.header.stamp), msg.header.frame_id or self.robot.camera_frame,
-                                  array)
+                                  array, self._camera_in_world)
         if located is None:
             return
         if located.problem is not None:
             self.get_logger().error(f'objects: {located.problem}', throttle_duration_sec=5.0)
+            self.grounding.health.missing_inputs += 1
             return
         out = TFMessage()
         for parent, child, (x, y, z), (qx, qy, qz, qw) in located.transforms():
