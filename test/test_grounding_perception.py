@@ -222,6 +222,29 @@ def test_pose_flips_of_a_symmetric_object_change_no_predicate():
             assert not differ, (type(path).__name__, seed, differ[:10])
 
 
+def test_a_support_reported_upside_down_still_holds_what_rests_on_it():
+    """A support's pose flipped half a turn about its own x (a cube looks the
+    same so turned): its top face is the face facing up, so the cube resting
+    on it stays supported on every frame; before, the flipped support's
+    "top" pointed down and the cube read as floating 5 cm above it."""
+    from safemanip_ros.grounding.geometry import Shape, SupportSurface
+    block = Shape('box', (0.025, 0.025, 0.025))
+    cfg = TfConfig('world', 'hand', objects={'cube': 'cube'},
+                   supports={'block': SupportSurface('block', 0.025, 0.025, 0.025)},
+                   shapes={'cube': Shape('box', (HALF_M, HALF_M, HALF_M))}, support_shapes={'block': block},
+                   support_gap_m=0.01, track=TrackConfig())
+    flipped = (1.0, 0.0, 0.0, 0.0)           # half a turn about x
+    g = TfGrounding(cfg)
+    supported = []
+    for k in range(60):
+        t = k / RATE_HZ
+        g.update(t, [('world', 'hand', (0.3, 0.3, 1.2), UP),
+                     ('world', 'block', (0.0, 0.0, TABLE_Z_M + 0.025), flipped if k % 3 == 0 else UP),
+                     ('world', 'cube', (0.0, 0.0, TABLE_Z_M + 0.05 + HALF_M), UP)])
+        supported.append(g.evaluate(t, {'cube': False})['object_supported_cube'])
+    assert all(s is True for s in supported[5:]), supported
+
+
 def test_a_real_turn_in_the_grip_is_still_seen_beside_pose_flips():
     """The cube turns 40 degrees about the vertical in the grip from 3.5 s on
     (beyond ``slip_rad`` 0.3): with a fifth of the detections flipped it is

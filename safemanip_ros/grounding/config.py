@@ -313,7 +313,8 @@ def load_robot_config(path: str | Path) -> RobotConfig:
     if 'tf' in st:
         given_tf['staleness_s'] = st['tf']
     tf = TfConfig(doc['world_frame'], doc['gripper_frame'], objects, supports, near, inside,
-                  shapes={e: shapes[e] for e in objects}, interiors=interiors, **given_tf,
+                  shapes={e: shapes[e] for e in objects}, support_shapes={e: shapes[e] for e in supports},
+                  interiors=interiors, **given_tf,
                   track=TrackConfig(**(doc.get('perception') or {})),
                   # Where the stack says when a pick starts, the geometric approach test steps aside.
                   pick_approach='pick' not in skills.mapped)

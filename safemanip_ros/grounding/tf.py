@@ -44,7 +44,7 @@ import numpy as np
 from ..stamps import stamp_s
 from . import poses
 from .base import Column, Freshness, InputHealth, Predicates, all_unknown, kleene_and
-from .geometry import Shape, SupportSurface, support_gaps_m
+from .geometry import Shape, SupportSurface, support_gaps_m, turns_onto_itself
 from .preconditions import TRUE, UNKNOWN, Bodies, Supports, pick_columns, place_columns
 from .tracking import Measurement, MotionLimits, ObjectTrack, TrackConfig, TrackFrames
 
@@ -132,6 +132,27 @@ class Lookup:
     R: np.ndarray
     t: np.ndarray
     ok: np.ndarray
+
+
+def _upright(S: Lookup, shape: Shape | None, surface: SupportSurface) -> Lookup:
+    """A support's poses turned, each, to the look-alike orientation (its
+    shape's turns onto itself) whose z axis points most nearly up: its top
+    face is the face facing up, whichever of its equal faces a detector's
+    pose called the top (a pose flip), or the support has toppled onto.
+    Only where the top face sits as high above the frame as the bottom
+    below it (the shape's half-height): otherwise top and bottom differ and
+    the pose is taken as given."""
+    if shape is None or shape.kind not in ('box', 'cylinder') or \
+            not math.isclose(surface.top_z_m, shape.half_extent_z(), abs_tol=1e-9) or not len(S.R):
+        return S
+    turns = turns_onto_itself(shape)
+    if len(turns) == 1:
+        return S
+    # World z of each turned z axis: (R @ T)[2, 2] = R[2, :] @ T[:, 2]; the identity wins a tie.
+    best = np.argmax(S.R[:, 2, :] @ turns[:, :, 2].T - 1e-12 * np.arange(len(turns)), axis=1)
+    if not best.any():
+        return S
+    return Lookup(S.R @ turns[best], S.t, S.ok)
 
 
 def are_poses(v: np.ndarray) -> np.ndarray:
@@ -462,6 +483,7 @@ class TfConfig:
     place_max_foreign: int = 1        # place: at most this many foreign objects in it
     staleness_s: float = 0.2
     shapes: dict[str, Shape] = field(default_factory=dict)           # object entity → shape (default: point)
+    support_shapes: dict[str, Shape] = field(default_factory=dict)   # support entity → shape (its turns: _upright)
     interiors: dict[str, tuple[str, tuple[float, float, float], tuple[float, float, float]]] = \
         field(default_factory=dict)           # fixture → (frame, min, max): its interior volume
     track: TrackConfig = field(default_factory=TrackConfig)          # how object detections are read
@@ -783,7 +805,8 @@ class TfGrounding:
         meas = self._measurements(times, epochs, groups)
         Gw = lookup(cfg.world_frame, cfg.gripper_frame)
         supports = sorted(cfg.supports.items())
-        sup_w = [lookup(cfg.world_frame, surface.frame) for _, surface in supports]
+        sup_w = [_upright(lookup(cfg.world_frame, surface.frame), cfg.support_shapes.get(sup), surface)
+                 for sup, surface in supports]
         newest_links = groups[-1][0] if groups else {}
         sup_noise = [cfg.track.position_noise_m if surface.frame in newest_links
                      and not newest_links[surface.frame].static else 0.0 for _, surface in supports]
