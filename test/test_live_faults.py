@@ -136,26 +136,27 @@ class Robot:
         unknown = next((p.unknown for p in msg.predicates if p.name == 'forbidden_contact'), True)
         self.contacts.append((ns_from_time(msg.header.stamp), unknown))
 
-    def silent_frames(self, end_ns: int, frames: int = SUSTAINED_FRAMES) -> int:
+    def silent_frames(self, end_ns: int, frames: int = SUSTAINED_FRAMES, stale_only: bool = False) -> int:
         """Of the ``frames`` monitor frames up to ``end_ns`` (50 ms apart), how
         many had no fresh known ``forbidden_contact`` in what the contact
         grounding published (its newest sample by then unknown, or older
-        than the monitor's staleness limit)."""
+        than the monitor's staleness limit; ``stale_only``: older only, the
+        grounding silent, not saying unknown)."""
         samples = sorted(self.contacts)
         stamps = [st for st, _ in samples]
         silent = 0
         for k in range(frames):
             frame_ns = end_ns - k * int(PERIOD_S * 1e9)
             i = bisect.bisect_right(stamps, frame_ns) - 1
-            silent += i < 0 or samples[i][1] or frame_ns - stamps[i] > STALENESS_NS
+            silent += i < 0 or (samples[i][1] and not stale_only) or frame_ns - stamps[i] > STALENESS_NS
         return silent
 
-    def silence_explains(self, event: ViolationEvent) -> bool:
+    def silence_explains(self, event: ViolationEvent, stale_only: bool = False) -> bool:
         """A no_forbidden_contact violation the contact inputs' silence opened:
         most of its window's frames (some slack for the phase of the
         monitor's frames and of this process's view) had no known contact."""
-        return (event.property == 'no_forbidden_contact'
-                and self.silent_frames(ns_from_time(event.start_stamp)) >= 2 * SUSTAINED_FRAMES // 3)
+        return (event.property == 'no_forbidden_contact' and
+                self.silent_frames(ns_from_time(event.start_stamp), stale_only=stale_only) >= 2 * SUSTAINED_FRAMES // 3)
 
     def explain(self) -> str:
         """What a failed "nothing happened" saw, for its message."""
@@ -170,15 +171,17 @@ class Robot:
         closed = {key(e) for e in self.events if e.event == ViolationEvent.EVENT_CLOSED}
         return all(key(e) in closed for e in self.events if e.event == ViolationEvent.EVENT_OPENED)
 
-    def nothing_but_silence(self) -> bool:
+    def nothing_but_silence(self, stale_only: bool = False) -> bool:
         """No violation event and no supervisor action; or, where the contact
         inputs went silent (a stall of the machine), only what that silence
         rightly causes: each violation opened explained by it (and the
-        supervisor's holds for those and for its stale topics)."""
+        supervisor's holds for those and for its stale topics).  ``stale_only``:
+        only a silence where the contact grounding published nothing (a
+        starved machine) explains one, not one where it said unknown."""
         opened = [e for e in self.events if e.event == ViolationEvent.EVENT_OPENED]
         if not opened:
             return not self.actions and not self.events
-        return all(self.silence_explains(e) for e in opened)
+        return all(self.silence_explains(e, stale_only) for e in opened)
 
     def tick(self) -> None:
         now_s = time.monotonic()
@@ -274,7 +277,10 @@ def test_input_faults_raise_nothing_and_a_touch_is_still_held(stack):
     robot.restart_publishers()
     robot.paused = False
     robot.run_for(2.0)
-    assert not robot.events and not robot.actions, ([a.reason for a in robot.actions], logs())
+    # No input fault opens a violation. A busy machine may starve the contact grounding for over a second
+    # (no_forbidden_contact holds 21 frames of unknown): seen once beside two busy loops. Only a window in
+    # which it published nothing excuses one; a grounding that said "unknown" for these faults is the fault.
+    assert robot.nothing_but_silence(stale_only=True), (robot.explain(), logs())
     assert all(p.poll() is None for p in procs.values()), logs()
     assert robot.status[-1].state == 'active' and not robot.status[-1].unknown_predicates, robot.status[-1]
     _touch_is_held(robot, logs)
@@ -414,6 +420,9 @@ def test_clock_jumps_raise_nothing_and_a_touch_is_still_held(stack):
     robot.run_for(2.0)
     robot.clock_ns += int(10e9)              # and 10 s forward at once (a paused simulator resumed)
     robot.run_for(2.0)
-    assert not robot.events and not robot.actions, ([a.reason for a in robot.actions], logs())
+    # No input fault opens a violation. A busy machine may starve the contact grounding for over a second
+    # (no_forbidden_contact holds 21 frames of unknown): seen once beside two busy loops. Only a window in
+    # which it published nothing excuses one; a grounding that said "unknown" for these faults is the fault.
+    assert robot.nothing_but_silence(stale_only=True), (robot.explain(), logs())
     assert all(p.poll() is None for p in procs.values()), logs()
     _touch_is_held(robot, logs)
