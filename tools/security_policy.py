@@ -54,7 +54,8 @@ NODES: dict[str, dict[str, list[str]]] = {
     'tf_grounding': {'publish': ['predicates/tf', '/diagnostics'],
                      'subscribe': ['/tf', '/tf_static', 'predicates/contacts', 'predicates/skills']},
     'skill_grounding': {'publish': ['predicates/skills', '/diagnostics'], 'subscribe': ['skill_events']},
-    'camera_grounding': {'publish': ['predicates/camera', '/diagnostics'],
+    # Marker and object poses go on /tf (world → object; markers: camera frame → marker's frame).
+    'camera_grounding': {'publish': ['predicates/camera', '/diagnostics', '/tf'],
                          'subscribe': ['image', 'depth', 'camera_info', '/tf', '/tf_static', 'predicates/contacts']},
     'monitor': {'publish': ['verdicts', 'violations', 'metrics', 'metrics/final', 'status', '/diagnostics',
                             '~/transition_event'],
