@@ -525,8 +525,8 @@ def test_the_camera_level_finds_the_cube_in_rendered_pixels_and_the_audit_sees_t
     from safemanip_ros.sim.perception import LEVELS
     made = []
 
-    def keep(*args):
-        made.append(recording.camera_detector.__wrapped__(*args))
+    def keep(*args, **kwargs):
+        made.append(recording.camera_detector.__wrapped__(*args, **kwargs))
         return made[-1]
     keep.__wrapped__ = recording.camera_detector
     monkeypatch.setattr(recording, 'camera_detector', keep)

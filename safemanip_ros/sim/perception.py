@@ -232,8 +232,13 @@ class CameraDetector(PoseDetector):
     ``seconds`` and ``errors_m`` keep each capture's cost and each detection's
     position error against the truth, for the bench."""
 
-    def __init__(self, level: PerceptionLevel, looks: list[ObjectLook], capture: Callable[[], Frame]) -> None:
+    def __init__(self, level: PerceptionLevel, looks: list[ObjectLook], capture: Callable[[], Frame],
+                 keep_frames: bool = False) -> None:
+        """``keep_frames``: keep each captured frame until :meth:`take_frames`
+        (a recording writes them; the live bridge publishes its own and
+        keeps none, so nothing grows while it runs)."""
         super().__init__(level, [look.name for look in looks], seed=0)
+        self.keep_frames = keep_frames
         self.looks = looks
         self.capture = capture
         self.seconds: list[float] = []
@@ -247,7 +252,8 @@ class CameraDetector(PoseDetector):
             return
         t0 = time.perf_counter()
         rgb, depth, K, camera_pose = self.capture()
-        self.captured.append((time_s, (rgb, depth, K, camera_pose)))
+        if self.keep_frames:
+            self.captured.append((time_s, (rgb, depth, K, camera_pose)))
         found = locate(rgb, depth, K, camera_pose, self.looks)
         self.seconds.append(time.perf_counter() - t0)
         seen: dict[str, Pose] = {}

@@ -101,7 +101,7 @@ def run_rollout(world: SimWorld, spec: RolloutSpec, out_dir: Path, storage: str 
             tracked = tracked_bodies(dynamic)
             dynamic = [b for b in dynamic if b not in set(tracked)]
             detector = PoseDetector(perception, tracked, seed=spec.seed + 7919) if not perception.camera else \
-                camera_detector(world, perception, tracked)
+                camera_detector(world, perception, tracked, keep_frames=True)
         if isinstance(detector, CameraDetector):
             # The pixels themselves, as an RGB-D driver publishes them: an audit can find the objects again.
             for topic, msgtype in ros_messages.CAMERA_TOPICS.items():
@@ -162,10 +162,11 @@ def run_rollout(world: SimWorld, spec: RolloutSpec, out_dir: Path, storage: str 
     return truth
 
 
-def camera_detector(world: SimWorld, level: PerceptionLevel, bodies: list[str]) -> CameraDetector:
+def camera_detector(world: SimWorld, level: PerceptionLevel, bodies: list[str],
+                    keep_frames: bool = False) -> CameraDetector:
     """The camera level's detector of ``bodies`` in ``world`` (made with
     ``camera=level.camera``): the objects whose colours the task's robot configuration gives
-    (``camera.objects``), rendered at the level's size."""
+    (``camera.objects``), rendered at the level's size (``keep_frames``: for a recording)."""
     if world.camera != level.camera:
         raise SimError(f'perception level {level.name} renders camera {level.camera!r}: make the world with '
                        f'SimWorld(..., camera={level.camera!r})')
@@ -183,7 +184,7 @@ def camera_detector(world: SimWorld, level: PerceptionLevel, bodies: list[str]) 
     def capture() -> Frame:
         rgb, depth = world.render_rgbd(n, n)
         return rgb, depth, world.camera_intrinsics(n, n), world.camera_optical_pose()
-    return CameraDetector(level, looks, capture)
+    return CameraDetector(level, looks, capture, keep_frames)
 
 
 def read_truth(bag: Path) -> dict[str, Any] | None:
