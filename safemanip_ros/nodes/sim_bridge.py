@@ -61,7 +61,7 @@ from rclpy.action.server import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState, RegionOfInterest
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
@@ -94,7 +94,8 @@ class _RclpyTime:
 RCLPY_TYPES = ros_messages.MessageTypes(
     Time=_RclpyTime, Header=Header, JointState=JointState, TFMessage=TFMessage, TransformStamped=TransformStamped,
     Transform=Transform, Vector3=Vector3, Quaternion=Quaternion, Contact=Contact, ContactArray=ContactArray,
-    Point=Point, Clock=Clock, SkillEvent=SkillEvent)
+    Point=Point, Clock=Clock, SkillEvent=SkillEvent, Image=Image, CameraInfo=CameraInfo,
+    RegionOfInterest=RegionOfInterest, byte_array=bytes)
 OSC_POSITION_M = 0.05      # robosuite OSC_POSE: an action of 1 moves the target 5 cm ...
 OSC_ROTATION_RAD = 0.5     # ... or turns it 0.5 rad
 
@@ -329,21 +330,13 @@ class SimBridgeNode(RosParameters, CallbackGuard, Node):
         size = int(self.get_parameter('camera_size_px').value)
         img, depth_m = self.world.render_rgbd(size, size)
         frame = f'{self.camera}_optical'
-        header = Header(stamp=ros_messages.stamp(self.types, s.stamp_s), frame_id=frame)
-        self._pub_image.publish(Image(header=header, height=size, width=size, encoding='rgb8', is_bigendian=0,
-                                      step=3 * size, data=img.tobytes()))
-        # As an RGB-D driver's aligned depth: metres along the optical axis, little-endian float32.
-        self._pub_depth.publish(Image(header=header, height=size, width=size, encoding='32FC1', is_bigendian=0,
-                                      step=4 * size, data=depth_m.astype('<f4').tobytes()))
-        K = self.world.camera_intrinsics(size, size)
-        self._pub_info.publish(CameraInfo(header=header, height=size, width=size, distortion_model='plumb_bob',
-                                          d=[0.0] * 5, k=K.reshape(-1).tolist(),
-                                          r=[1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0],
-                                          p=[K[0, 0], 0.0, K[0, 2], 0.0, 0.0, K[1, 1], K[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]))
-        (x, y, z), (qx, qy, qz, qw) = self.world.camera_optical_pose()
-        self._pub_tf.publish(TFMessage(transforms=[TransformStamped(
-            header=Header(stamp=header.stamp, frame_id=ros_messages.WORLD_FRAME), child_frame_id=frame,
-            transform=Transform(translation=Vector3(x=x, y=y, z=z), rotation=Quaternion(x=qx, y=qy, z=qz, w=qw)))]))
+        # As an RGB-D driver publishes them (and a camera-level recording keeps them): ros_messages.rgbd.
+        image, depth, info = ros_messages.rgbd(self.types, s.stamp_s, frame, img, depth_m,
+                                               self.world.camera_intrinsics(size, size))
+        self._pub_image.publish(image)
+        self._pub_depth.publish(depth)
+        self._pub_info.publish(info)
+        self._pub_tf.publish(ros_messages.detection(self.types, s.stamp_s, {frame: self.world.camera_optical_pose()}))
 
     def _end_episode_call(self) -> None:
         """Call ``end_episode_service`` (once it is there) and finish when it

@@ -8,7 +8,8 @@ bag).  Both take the same keyword fields, so one function builds both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,9 @@ class MessageTypes:
     Image: Any | None = None
     CameraInfo: Any | None = None
     RegionOfInterest: Any | None = None
+    # A uint8[] field's value from bytes: rosbags takes a numpy array; rclpy takes the bytes as they are
+    # (a numpy array there is copied element by element: 3.5 ms for a 128 px image against 0.03 ms).
+    byte_array: Callable[[bytes], Any] = field(default=lambda raw: np.frombuffer(raw, np.uint8))
 
     @classmethod
     def from_typestore(cls, ts: Any) -> 'MessageTypes':
@@ -113,9 +117,9 @@ def rgbd(types: MessageTypes, stamp_s: float, frame: str, rgb: np.ndarray, depth
     header = types.Header(stamp=stamp(types, stamp_s), frame_id=frame)
     h, w = depth_m.shape
     image = types.Image(header=header, height=h, width=w, encoding='rgb8', is_bigendian=0, step=3 * w,
-                        data=np.frombuffer(np.ascontiguousarray(rgb, np.uint8).tobytes(), np.uint8))
+                        data=types.byte_array(np.ascontiguousarray(rgb, np.uint8).tobytes()))
     depth = types.Image(header=header, height=h, width=w, encoding='32FC1', is_bigendian=0, step=4 * w,
-                        data=np.frombuffer(depth_m.astype('<f4').tobytes(), np.uint8))
+                        data=types.byte_array(depth_m.astype('<f4').tobytes()))
     k = np.asarray(K, float)
     info = types.CameraInfo(header=header, height=h, width=w, distortion_model='plumb_bob',
                             d=np.zeros(5), k=k.reshape(-1).astype(np.float64),
