@@ -88,11 +88,16 @@ def test_rgbd_pairs_pair_by_stamp_in_either_order_and_say_what_they_cannot_use()
     assert pairs.add('depth', 5, 'cam', depth).found
     bad = pairs.add('depth', 4, 'cam', np.ones((4, 4), np.float32))
     assert bad.problem == 'image 8x8 and depth 4x4 are not one aligned RGB-D pair' and not bad.found
-    # The camera 2 m above the world's origin looking down (optical z along the world's -z).
-    down = ('world', ((0.0, 0.0, 2.0), (1.0, 0.0, 0.0, 0.0)))
+    # The camera 2 m above the world's origin looking down (optical z along the world's -z), on TF.
+    from safemanip_ros.grounding.tf import TransformTree
+    tree = TransformTree()
+    tree.set_transform('world', 'cam', 0.0, (0.0, 0.0, 2.0), (1.0, 0.0, 0.0, 0.0), static=True)
     pairs.add('image', 6, 'cam', rgb)
-    placed = pairs.add('depth', 6, 'cam', depth, world=lambda stamp, frame: down)
-    assert placed.frame_id == 'world' and placed.transforms() == [('world', 'cube', (0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 1.0))]
+    placed = pairs.add('depth', 6, 'cam', depth, world=(tree, 'world'))
+    assert placed.frame_id == 'world'
+    [(parent, child, position, rotation)] = placed.transforms()
+    assert (parent, child, rotation) == ('world', 'cube', (0.0, 0.0, 0.0, 1.0))
+    assert np.allclose(position, (0.0, 0.0, 1.0), atol=1e-12), position
     pairs.add('image', 7, 'cam', rgb)
-    unknown = pairs.add('depth', 7, 'cam', depth, world=lambda stamp, frame: None)
-    assert unknown.problem == 'no pose of cam in the world at the capture'
+    unknown = pairs.add('depth', 7, 'cam', depth, world=(TransformTree(), 'world'))
+    assert unknown.problem == 'no pose of cam in world at the capture' and not unknown.found

@@ -36,12 +36,16 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .poses import quat_to_rot
+
+if TYPE_CHECKING:
+    from .tf import TransformTree
 
 __all__ = ['LocatedFrame', 'ObjectLook', 'Located', 'RgbdPairs', 'locate', 'mask_of']
 
@@ -112,9 +116,10 @@ def locate(rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray, camera_pose: Pos
 
 @dataclass(frozen=True)
 class LocatedFrame:
-    """The objects found in one RGB-D pair: its stamp (ns), the camera frame
-    the positions are in (the image's ``frame_id``), and the objects by name;
-    or, when the pair could not be used, ``problem`` in words and nothing found."""
+    """The objects found in one RGB-D pair: its stamp (ns), the frame the
+    positions are in (the image's ``frame_id``, or the world frame where the
+    camera's pose was given), and the objects by name; or, when the pair
+    could not be used, ``problem`` in words and nothing found."""
 
     stamp_ns: int
     frame_id: str
@@ -129,7 +134,7 @@ class LocatedFrame:
 class RgbdPairs:
     """One camera's colour images and depth images paired by stamp, and the
     objects of ``looks`` located in each pair (:func:`locate`, in the
-    camera's own frame): what ``camera_grounding`` does live, and the audit
+    camera's frame or the world's): what ``camera_grounding`` does live, and the audit
     does with a recording's images.  ``K`` comes from ``CameraInfo``
     (:meth:`set_intrinsics`); up to ``kept`` images of either kind wait for
     their partner, the oldest dropped first (a camera whose depth never
@@ -159,14 +164,14 @@ class RgbdPairs:
         self.K = np.asarray(K, float).reshape(3, 3)
 
     def add(self, kind: str, stamp_ns: int, frame_id: str, array: np.ndarray,
-            world: Callable[[int, str], tuple[str, Pose] | None] | None = None) -> LocatedFrame | None:
+            world: tuple[TransformTree, str] | None = None) -> LocatedFrame | None:
         """An image (``kind`` ``image``: rgb ``uint8[h, w, 3]``) or depth image
         (``depth``: metres ``[h, w]``) stamped ``stamp_ns``: the pair's
         objects once its partner of the same stamp has come, else None.
-        ``world(stamp_ns, frame_id)``: the camera's pose then as ``(world
-        frame, pose)``, or None while unknown; given, the objects are placed
-        in the world frame, upright (the identity orientation means that
-        there, not the camera's tilt)."""
+        ``world``: a TF tree and its world frame; given, the objects are
+        placed in the world through the camera's pose at the capture, upright
+        (the identity orientation means that there, not the camera's tilt),
+        and a pair taken before that pose is known is a problem."""
         other_kind = 'depth' if kind == 'image' else 'image'
         other = self._waiting[other_kind].pop(stamp_ns, None)
         if other is None:
@@ -181,11 +186,11 @@ class RgbdPairs:
         if rgb.ndim != 3 or depth_m.shape != rgb.shape[:2]:
             return LocatedFrame(stamp_ns, frame, {}, f'image {rgb.shape[1]}x{rgb.shape[0]} and depth '
                                 f'{depth_m.shape[-1]}x{depth_m.shape[0]} are not one aligned RGB-D pair')
-        camera: tuple[str, Pose] | None = (frame, ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)))
+        parent, pose = frame, ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
         if world is not None:
-            camera = world(stamp_ns, frame)
-            if camera is None:
-                return LocatedFrame(stamp_ns, frame, {}, f'no pose of {frame} in the world at the capture')
-        assert camera is not None
-        found = locate(rgb, depth_m, self.K, camera[1], self.looks, self.min_pixels)
-        return LocatedFrame(stamp_ns, camera[0], found)
+            tree, parent = world
+            in_world = tree.pose_of(parent, frame, stamp_ns * 1e-9)
+            if in_world is None:
+                return LocatedFrame(stamp_ns, frame, {}, f'no pose of {frame} in {parent} at the capture')
+            pose = in_world
+        return LocatedFrame(stamp_ns, parent, locate(rgb, depth_m, self.K, pose, self.looks, self.min_pixels))

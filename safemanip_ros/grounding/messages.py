@@ -194,8 +194,8 @@ class GroundingSet:
         """``objects_from_images``: the configuration's ``camera.objects``
         found in the ``/image`` and ``/depth`` pairs (:class:`RgbdPairs`,
         as ``camera_grounding`` finds them live) and fed to the TF grounding
-        as ``camera frame → object``; their transforms on ``/tf`` (a
-        detector's, recorded) are left out."""
+        as ``world → object``, placed through the camera's pose on TF; their
+        transforms on ``/tf`` (a detector's, recorded) are left out."""
         self.robot = robot
         self._flags = (use_wrench, use_camera, objects_from_images)
         self.pairs = RgbdPairs(robot.camera.objects) if objects_from_images else None
@@ -264,7 +264,7 @@ class GroundingSet:
         if self.pairs is None:
             return
         located = self.pairs.add(kind, stamp_ns(msg.header.stamp), msg.header.frame_id or self.robot.camera_frame,
-                                 array, self._camera_in_world)
+                                 array, (self.tf.tree, self.robot.tf.world_frame))
         if located is None:
             return
         if located.problem is not None:
@@ -272,12 +272,6 @@ class GroundingSet:
             return
         if located.found:
             self.tf.update(located.stamp_ns * 1e-9, located.transforms())
-
-    def _camera_in_world(self, stamp: int, frame: str) -> tuple[str, Any] | None:
-        """The camera ``frame``'s pose in the world at ``stamp`` (ns) from the TF seen so far, or None."""
-        world = self.robot.tf.world_frame
-        pose = self.tf.tree.pose_of(world, frame, stamp * 1e-9)
-        return None if pose is None else (world, pose)
 
     def name_warnings(self, source: str) -> list[str]:
         """What the contacts seen so far say about the configuration's names:

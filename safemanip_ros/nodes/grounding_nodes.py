@@ -434,11 +434,6 @@ class CameraGroundingNode(GroundingNode):
                 if child not in self._published:        # our own objects are not the camera's chain
                     self._tree.set_transform(parent, child, stamp, translation, rotation, static=static)
 
-    def _camera_in_world(self, stamp: int, frame: str) -> tuple[str, Any] | None:
-        world = self.robot.tf.world_frame
-        pose = self._tree.pose_of(world, frame, stamp * 1e-9)
-        return None if pose is None else (world, pose)
-
     def _decoded(self, msg: Image, what: str) -> np.ndarray | None:
         """``msg`` as an array (``what``: ``image``, or ``depth`` in metres), None (said and counted) when it
         cannot be used."""
@@ -458,7 +453,7 @@ class CameraGroundingNode(GroundingNode):
     def _pair(self, kind: str, msg: Image, array: np.ndarray) -> None:
         """Keep ``msg`` decoded; publish the objects once its partner of the same stamp has come."""
         located = self._pairs.add(kind, stamp_ns(msg.header.stamp), msg.header.frame_id or self.robot.camera_frame,
-                                  array, self._camera_in_world)
+                                  array, (self._tree, self.robot.tf.world_frame))
         if located is None:
             return
         if located.problem is not None:
