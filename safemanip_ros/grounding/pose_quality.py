@@ -126,7 +126,8 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
     longest = float(np.percentile(gaps, GAP_PERCENTILE))
     latency = float(np.median(recv - t))
     sigmas = []
-    stretches: list[list[int]] = [[]]       # runs of consecutive still windows, as [start, end) bounds
+    runs: list[list[int]] = []      # consecutive still windows: [first index, end index, windows]
+    was_still = False
     start = 0
     while start < n:
         end = int(np.searchsorted(t, t[start] + NOISE_WINDOW_S, 'left'))
@@ -136,16 +137,17 @@ def assess(frame: str, stamps_s: np.ndarray, received_s: np.ndarray, positions_m
             if float(np.linalg.norm(v)) < STILL_M_S and not math.isnan(resid):
                 sigmas.append(resid)
                 still = True
-        if still:
-            stretches[-1] += [start, end]
-        elif stretches[-1]:
-            stretches.append([])
+        if still and was_still:
+            runs[-1][1:] = [end, runs[-1][2] + 1]
+        elif still:
+            runs.append([start, end, 1])
+        was_still = still
         start = max(end, start + 1)
     noise = float(np.median(sigmas)) if sigmas else None
     q = PoseSourceQuality(frame, n, rate, latency, longest, noise, len(sigmas), problems)
     # Exact poses (a simulator's) scatter by nothing: what moves them in a "still" stretch is motion, not error.
     if noise is not None and noise >= CORRELATION_FLOOR_M:
-        q.correlation_s = _correlation_s(t, p, [(s[0], s[-1]) for s in stretches if len(s) >= 2 * STRETCH_WINDOWS])
+        q.correlation_s = _correlation_s(t, p, [(lo, hi) for lo, hi, windows in runs if windows >= STRETCH_WINDOWS])
     sigma = max(track.position_noise_m, noise or 0.0, 1e-4)
     far = outliers(p, sigma)
     if far is not None:

@@ -621,8 +621,10 @@ class ObjectTrack:
         scatter = n >= MIN_SCATTER_SAMPLES
         sigma = np.maximum(cfg.position_noise_m,
                            np.where(scatter, windows.residual_sigma(resid[:, :, :3], w.valid), 0.0))
-        spread_mean, spread_slope = windows.correlated_spreads(stamps[w.rows], w.valid, cfg.correlation_s)
-        pos_se = sigma / root_sxx * spread_slope
+        pos_se = sigma / root_sxx
+        if cfg.correlation_s > 0:      # errors that drift together: each window's factors (else 1, skipped)
+            spread_mean, spread_slope = windows.correlated_spreads(stamps[w.rows], w.valid, cfg.correlation_s)
+            pos_se = pos_se * spread_slope
         sigma_r = np.maximum(cfg.orientation_noise_rad,
                              np.where(scatter, windows.residual_sigma(resid[:, :, 3:], w.valid), 0.0))
         speed = poses.norm3(v)
@@ -634,7 +636,9 @@ class ObjectTrack:
         if left_out.any():
             self._count_left_out(stamps[w.rows[left_out]].tolist())
         mean_R = poses.mat_mul(newest_R, windows.exp_rotations(windows.masked_mean(rot, kept)))
-        mean_se = sigma / np.sqrt(kept.sum(axis=1)) * spread_mean
+        mean_se = sigma / np.sqrt(kept.sum(axis=1))
+        if cfg.correlation_s > 0:
+            mean_se = mean_se * spread_mean
         q2, q3 = NOISE_QUANTILE[2], NOISE_QUANTILE[3]
         return [((s, h, a), (q3 * ps, q2 * ps, q3 * sr / rs), c, (mp, mR, ms))
                 for s, h, a, ps, sr, rs, c, mp, mR, ms in zip(
