@@ -22,7 +22,7 @@ unexport PYTHONDONTWRITEBYTECODE
 help:
 	@echo "make demo   - set up .venv and run the end-to-end demo"
 	@echo "make test   - set up .venv and run the whole test suite"
-	@echo "make check  - the fast inner loop: unit and integration tiers (test/conftest.py)"
+	@echo "make check  - the fast inner loop: unit and integration tiers, tests marked slow left out"
 	@echo "make bench  - run the benchmarks in bench/ (prints figures and ratios)"
 	@echo "make clean  - remove build outputs (keeps .venv)"
 
@@ -43,10 +43,11 @@ test: setup
 	$(PY) -m pytest -n $(LIVE_WORKERS) --dist loadfile -m live $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 
-# The inner loop: the unit and integration tiers.
+# The inner loop: the unit and integration tiers but their tests marked slow (over about a second each;
+# `make test` runs them).
 CHECK_WORKERS ?= 3
 check: setup
-	$(PY) -m pytest -n $(CHECK_WORKERS) --dist loadfile -m 'unit or integration' $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(CHECK_WORKERS) --dist loadfile -m '(unit or integration) and not slow' $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/safemanip bench

@@ -38,12 +38,56 @@ def repo() -> Path:
     return REPO
 
 
-def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Path | None = None
-            ) -> subprocess.CompletedProcess:
-    """Run the installed ``safemanip`` command."""
+_OFFLINE_COMMANDS = frozenset({'check', 'compile', 'monitor-trace', 'predicates', 'ontology', 'config', 'audit',
+                               'bag', 'doctor', 'gate'})
+"""Subcommands that start no ROS node and no child process of their own (``doctor`` and ``gate`` unless
+``--live``; ``audit`` unless ``--workers`` or ``--engine``)."""
+_PROCESS_FLAGS = ('--live', '--workers', '--engine', '--ray-address')
+
+
+def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Path | None = None,
+            process: bool = False) -> subprocess.CompletedProcess:
+    """Run ``safemanip ARGS`` and return what it printed and its exit status.
+
+    An offline subcommand (:data:`_OFFLINE_COMMANDS`) runs in this process through
+    :func:`safemanip_ros.cli.main.main`, its standard streams captured: what the command
+    says and does is the same code, without a second interpreter's start-up (about
+    half a second of imports, paid 130 times by the suite).  Anything that starts
+    nodes or children, and any test of the process boundary itself (``process=True``:
+    exit by signal, a closed pipe, the installed entry point), runs the installed
+    ``safemanip`` executable with ``timeout`` seconds."""
+    flags = {a.split('=')[0] for a in args}
+    if not process and args and args[0] in _OFFLINE_COMMANDS and not flags & set(_PROCESS_FLAGS):
+        return _run_cli_here(list(args), input, cwd)
     exe = shutil.which('safemanip', path=str(Path(sys.executable).parent)) or 'safemanip'
     return subprocess.run([exe, *args], capture_output=True, text=True, input=input, timeout=timeout,
                           cwd=cwd)
+
+
+def _run_cli_here(args: list[str], input: str | None, cwd: Path | None) -> subprocess.CompletedProcess:
+    """``safemanip ARGS`` through ``main()`` in this process (:func:`run_cli`)."""
+    import contextlib
+    import io
+
+    from safemanip_ros.cli.main import main
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    stdin = sys.stdin
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdin = io.StringIO(input or '')
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as done:      # argparse: --help, --version, a usage error
+                code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+                if isinstance(done.code, str):
+                    print(done.code, file=sys.stderr)
+    finally:
+        sys.stdin = stdin
+        os.chdir(here)
+    return subprocess.CompletedProcess(['safemanip', *args], code, out.getvalue(), err.getvalue())
 
 
 # The longest files first: `make test` runs them in five workers (pytest-xdist,
@@ -112,6 +156,10 @@ SYSTEM_FILES = frozenset({
     'test_physical.py', 'test_safemanip_fidelity.py', 'test_ltlf_mona.py', 'test_security_enforcement.py',
     'test_cli_fuzz.py'})
 TIERS = ('unit', 'integration', 'live', 'system')
+# ``@pytest.mark.slow`` on a unit or integration test over about a second (setup and teardown included, on a
+# 2-core machine): `make check`, the inner loop, leaves those to `make test`.  The run's summary names any test
+# over CHECK_BUDGET_S that is not marked.
+CHECK_BUDGET_S = 2.0
 _USES_PROCESSES = ('subprocess', 'run_cli', 'rclpy', 'ros_node', 'pytest.mark.ros')
 
 
@@ -145,13 +193,17 @@ def pytest_terminal_summary(terminalreporter) -> None:
     where a suite that must pass on a slower machine spends its time."""
     per_test: dict[str, float] = {}
     tier_of_test: dict[str, str] = {}
+    slow: set[str] = set()
     for reports in terminalreporter.stats.values():
         for rep in reports:
             nodeid, duration = getattr(rep, 'nodeid', None), getattr(rep, 'duration', None)
             if not nodeid or duration is None or getattr(rep, 'when', None) is None:
                 continue
             per_test[nodeid] = per_test.get(nodeid, 0.0) + float(duration)
-            tier_of_test[nodeid] = next((t for t in TIERS if t in getattr(rep, 'keywords', {})), 'unit')
+            keywords = getattr(rep, 'keywords', {})
+            tier_of_test[nodeid] = next((t for t in TIERS if t in keywords), 'unit')
+            if 'slow' in keywords:
+                slow.add(nodeid)
     if not per_test:
         return
     sums = {t: (sum(d for n, d in per_test.items() if tier_of_test[n] == t),
@@ -160,3 +212,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
         f'{t} {s:.0f} s ({n} tests)' for t, (s, n) in sums.items() if n))
     terminalreporter.write_line('ten slowest tests: ' + '; '.join(
         f'{n} {d:.1f} s' for n, d in sorted(per_test.items(), key=lambda kv: -kv[1])[:10]))
+    over = sorted((n for n, d in per_test.items() if d > CHECK_BUDGET_S and n not in slow
+                   and tier_of_test[n] in ('unit', 'integration')), key=lambda n: -per_test[n])
+    if over:
+        terminalreporter.write_line(f'{len(over)} test(s) of make check over {CHECK_BUDGET_S:.0f} s, not marked '
+                                    f'slow (make check is the fast loop): ' + '; '.join(
+                                        f'{n} {per_test[n]:.1f} s' for n in over[:10]))

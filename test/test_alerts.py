@@ -95,6 +95,7 @@ def test_a_failing_webhook_is_retried_until_it_takes_the_alert(hook):
         d.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('hook', ['hang'], indirect=True)
 def test_a_hanging_webhook_delays_neither_the_caller_nor_another_sink(hook, tmp_path):
     cfg = AlertConfig(jsonl=str(tmp_path / 'alerts.jsonl'), webhook_url=hook.url, webhook_timeout_s=30.0,
@@ -196,6 +197,7 @@ def test_a_redirect_is_not_delivery_and_is_never_followed(hook):
         d.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('hook', ['trickle'], indirect=True)
 def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(hook):
     sink = WebhookSink(hook.url, timeout_s=1.5)

@@ -102,6 +102,7 @@ def audit(inputs, out, *extra):
                    '--success', 'task_done', '--quiet', *extra, timeout=600)
 
 
+@pytest.mark.slow
 def test_report_numbers(bags, tmp_path):
     proc = audit([bags], tmp_path / 'out')
     assert proc.returncode == 0, proc.stderr
@@ -174,6 +175,7 @@ def test_bad_inputs_are_skipped_and_listed(bags, tmp_path):
     assert 'skipped:' in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('first', [[], ['--workers', '2']])
 def test_resume_reuses_finished_results(bags, tmp_path, first):
     """A second audit reuses every result, whichever process computed its
@@ -192,6 +194,7 @@ def _violations(out: Path) -> int:
     return json.loads((out / 'report.json').read_text())['properties'][PROP]['violations']
 
 
+@pytest.mark.slow
 def test_resume_is_content_addressed(bags, tmp_path):
     """Editing the suite, replacing a bag at the same path or changing an
     option that changes results each recompute; the old numbers never come back."""
@@ -227,6 +230,7 @@ def test_resume_is_content_addressed(bags, tmp_path):
     assert len(json.loads(stored.read_text())['key']) == 24
 
 
+@pytest.mark.slow
 def test_engines_agree(bags, tmp_path):
     reports = []
     for extra in ([], ['--workers', '2'], ['--engine', 'ray', '--workers', '2']):
@@ -365,6 +369,7 @@ def test_raw_input_bag_is_grounded_offline(tmp_path):
     assert '/contacts (safemanip_ros/msg/ContactArray)' in report['skipped'][0]['reason']
 
 
+@pytest.mark.slow
 def test_report_html_in_headless_chromium(bags, tmp_path):
     chromium = shutil.which('chromium') or shutil.which('chromium-browser')
     assert chromium, 'the test set-up installs Debian chromium (tools/setup_env.sh)'
@@ -567,6 +572,7 @@ print(libc.mallinfo().hblks - before)
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc malloc tuning; other C libraries keep their defaults')
 def test_an_audit_process_keeps_its_freed_buffers_in_the_heap(tmp_path):
     """In a fresh process glibc maps every block over 128 KiB on its own and
@@ -597,6 +603,7 @@ def test_report_json_is_the_report_with_one_line_per_list_element():
     assert [json.loads(line.rstrip(',')) for line in lines[start + 1:start + 3]] == report['episodes']
 
 
+@pytest.mark.slow
 def test_detached_results_give_the_same_report_and_hold_no_timelines(bags, tmp_path, monkeypatch):
     """``detach_timelines`` (what ``safemanip audit`` uses): results refer
     to their files for the per-frame fields, whichever worker computed them

@@ -277,6 +277,7 @@ def test_fixtures_wrench_and_tf_relations_too(tmp_path):
     assert [n for n in wanted if seen[n] != {'true', 'unknown'}] == []
 
 
+@pytest.mark.slow
 def test_columnar_grounding_builds_the_frames_of_the_message_loop(tmp_path):
     frames = 0
     seen: dict[str, set[str]] = {}            # predicate → {'true', 'unknown'} where it occurs
@@ -322,6 +323,7 @@ def test_a_detector_interleaved_on_tf_is_grounded_column_wise_too(tmp_path):
         assert _compare(path, robot, names) > 150
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('break_with', ['joint_order', 'nan_tf', 'reparent', 'late_beyond_jump'])
 def test_what_the_columns_cannot_reproduce_goes_through_the_message_loop(tmp_path, break_with):
     """A joint state the live class drops as out of order, a NaN transform,
@@ -383,6 +385,7 @@ _RATE = st.floats(min_value=0.0, max_value=0.6)
                        js_stall_frames=st.integers(0, 20), tf_missing=_RATE, tf_stall_frames=st.integers(0, 20),
                        hinge_nan=_RATE, contacts_missing=_RATE, force_nan=_RATE, wrench_missing=_RATE,
                        wrench_nan=_RATE, stall_at=st.integers(0, 50)))
+@pytest.mark.slow
 def test_every_rule_grounds_the_same_frames_both_ways_under_faulty_inputs(tmp_path_factory, seed, tight, n, knobs):
     """The array code of audit/grounded.py against the sample-by-sample
     grounding classes, rule by rule (joints, fixtures, wrench, contacts, TF

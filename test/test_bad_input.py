@@ -43,6 +43,7 @@ def report(tmp_path_factory) -> Path:
 NAME = 'reach_in_fixture_only_when_fully_open'
 
 
+@pytest.mark.slow
 def test_the_report_fixture_passes_and_fails_as_its_rate_says(report):
     assert run_cli('gate', str(report), '--max-rate', f'{NAME}=0.6').returncode == 0
     assert run_cli('gate', str(report), '--max-rate', f'{NAME}=0.1').returncode == 1

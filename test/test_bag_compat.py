@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 from safemanip_ros.bag import compat
@@ -39,6 +40,7 @@ def test_installed_rosbags_is_in_range_and_has_what_we_reuse():
     assert getattr(reader.YAML, 'json_first', False) and getattr(reader.parse_qos, 'shared', False)
 
 
+@pytest.mark.slow
 def test_bag_tests_pass_with_the_oldest_supported_rosbags():
     assert (OLDEST_DIR / 'rosbags').is_dir(), f'{OLDEST_DIR} is missing: run tools/setup_env.sh'
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(OLDEST_DIR), os.environ.get('PYTHONPATH', '')]))

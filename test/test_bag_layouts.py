@@ -168,6 +168,7 @@ def raw_bag_samples_equal_rosbags(bag: Path) -> int:
     return n
 
 
+@pytest.mark.slow
 @pytest.mark.ros
 def test_payloads_from_real_dds_decode_like_rosbags(tmp_path):
     """Raw inputs as a bag holds them: payloads received from another

@@ -44,6 +44,7 @@ def _one_line(proc: subprocess.CompletedProcess, words: str) -> None:
     assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_substitutions_in_names_are_one_line_errors(tmp_path):
     _one_line(run_cli('gate', '--live', '--robot', '{x}', '--max-rate', 'p=0.1', '--max-duration-s', '1'),
               "--robot '{x}': ROS substitutions ({...}) are not expanded here")
@@ -71,6 +72,7 @@ def test_a_property_with_a_categorys_name_is_refused(tmp_path):
         load_suite(suite)
 
 
+@pytest.mark.slow
 def test_a_recorded_metrics_message_that_is_not_one_stops_the_rebuild_in_one_line(tmp_path):
     from test_gate_live import final_metrics_cdr, metrics_bag
     raw = final_metrics_cdr('e1', 1)

@@ -50,6 +50,7 @@ def _seconds(ns: int) -> tuple[int, int]:
     return divmod(ns, 10**9)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_events())
 def test_rosbags_reads_the_bytes_as_the_event(case):

@@ -43,6 +43,7 @@ def _run(*ros_args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
     ('config:=-5.0', 'joint_state_grounding', 'parameter config = -5.0 is of type double; expected string'),
     ("controller_topic:='a b'", 'supervisor', "parameter controller_topic = 'a b': part 'a b' must be letters"),
 ])
+@pytest.mark.slow
 def test_a_node_that_cannot_come_up_stops_the_run(param, node, words):
     """Nothing keeps running with a node down: `safemanip run` exits 2 and
     its last line names the node and the parameter (it used to log
@@ -59,6 +60,7 @@ def test_a_node_that_cannot_come_up_stops_the_run(param, node, words):
     assert 'nodes up' not in proc.stdout and 'Traceback' not in proc.stderr
 
 
+@pytest.mark.slow
 def test_an_integer_for_a_float_parameter_is_taken_as_that_float():
     """``-p rate_hz:=10`` (an integer, as ROS users write it) runs the stack
     (it was an internal error, exit 70); the run stops cleanly on SIGINT."""
@@ -101,6 +103,7 @@ def test_an_autostarted_node_with_a_bad_parameter_exits_2():
     (['-p', 'supervisor:staleness_s:=1.0'],
      "parameter 'staleness_s': node supervisor has no such parameter (did you mean 'failsafe_staleness_s'?)"),
 ])
+@pytest.mark.slow
 def test_a_parameter_no_node_takes_stops_the_run(args, words):
     """rclpy drops a parameter no node declares: a misspelt one ran the stack on that parameter's default."""
     proc = _run(*args)
@@ -148,6 +151,7 @@ def test_the_supervisor_executable_refuses_a_misspelt_policy_section(tmp_path):
     ('category:\n  collision_contact: stop\n', ['missing.yaml'],
      "configure failed: properties: "),
 ])
+@pytest.mark.slow
 def test_the_supervisor_executable_checks_policy_names_against_the_monitors_suites(tmp_path, policy_text, suites,
                                                                                      words):
     """As the launch file starts it (``properties``: the monitor's suite files): a misspelt name in the
@@ -260,6 +264,7 @@ def test_integer_overrides_of_float_parameters_in_process():
         rclpy.shutdown(context=ctx)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('ending', ['silence', 'inactive'])
 def test_the_supervisor_holds_when_the_monitor_goes_silent_or_inactive(tmp_path, ending):
     """In a multi-process launch a killed or deactivated monitor left the arm
@@ -342,6 +347,7 @@ def _lone_supervisor(tmp_path, ns: str, *params: str):
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
     """Under ros2 launch a monitor whose configure fails exits 2 and the
     other processes run on: a supervisor that never hears a monitor holds
@@ -371,6 +377,7 @@ def test_the_supervisor_holds_when_no_monitor_ever_comes_up(tmp_path):
         assert SupervisorAction.ACTION_RESUME not in [a.action for a in actions]
 
 
+@pytest.mark.slow
 def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
     """Under ros2 launch a grounding process whose configure fails exits 2
     and the others run on: its predicates are never heard.  A topic of
@@ -402,6 +409,7 @@ def test_the_supervisor_holds_when_a_grounding_never_comes_up(tmp_path):
         assert not [a.reason for a in actions if 'joint_states' in a.reason], [a.reason for a in actions]
 
 
+@pytest.mark.slow
 def test_a_supervisor_deaf_to_publishers_it_sees_exits_to_be_respawned(tmp_path):
     """A supervisor whose graph lists a publisher of the monitor's status,
     yet hears nothing from it within ``startup_limit_s`` and

@@ -120,6 +120,7 @@ def _states_shown_agree(verdicts: list[VerdictArray], shown_msgs: list[dict]) ->
     return shown
 
 
+@pytest.mark.slow
 def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through_it(tmp_path):
     cred = tmp_path / 'operator'
     cred.write_text(CREDENTIAL + '\n')
@@ -246,6 +247,7 @@ def test_foxglove_shows_what_the_monitor_publishes_and_the_operator_acts_through
     assert 'safemanip_ros/msg/ViolationEvent' in ours and all(s.encoding == 'ros2msg' and s.data for s in ours.values())
 
 
+@pytest.mark.slow
 def test_without_a_credential_foxglove_is_read_only_and_bad_options_are_one_line(tmp_path):
     cred = tmp_path / 'operator'
     cred.write_text(CREDENTIAL + '\n')
@@ -278,6 +280,7 @@ def test_without_a_credential_foxglove_is_read_only_and_bad_options_are_one_line
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 
+@pytest.mark.slow
 def test_a_live_gate_shows_each_robots_decision_and_evidence_in_foxglove(tmp_path):
     """``gate --live --foxglove``: the gate's decisions per robot and limit
     reach Foxglove as they are published (a Plot of the observed rate
@@ -314,6 +317,7 @@ def dropped_cube(tmp_path_factory) -> Path:
     return simulated_recording(tmp_path_factory.mktemp('replay'), 'midair_drop', 5)
 
 
+@pytest.mark.slow
 def test_a_replayed_recording_shows_the_robot_and_lights_up_the_dropped_cube(tmp_path, dropped_cube):
     """The issue's journey over a replayed bag: `safemanip run --foxglove` on
     the player's /clock beside `bag_player`; the client sees the arm drawn
@@ -381,6 +385,7 @@ def test_a_replayed_recording_shows_the_robot_and_lights_up_the_dropped_cube(tmp
     assert proc.returncode == 0, log.read_text()[-3000:]
 
 
+@pytest.mark.slow
 def test_an_audit_writes_what_it_found_for_foxglove_on_the_robot_as_it_moved(tmp_path, dropped_cube):
     """``safemanip audit --foxglove-mcap DIR``: for each source with a
     violation, an MCAP file of the audit's own verdicts and events (those of

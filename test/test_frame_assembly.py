@@ -108,6 +108,7 @@ def test_frames_caught_up_after_a_machine_wide_stall_hold_the_samples_of_their_t
 @settings(max_examples=100, deadline=None)
 @given(delays_ms=st.lists(st.integers(0, 140), min_size=80, max_size=80),
        jitter_ms=st.lists(st.integers(-20, 25), min_size=80, max_size=80))
+@pytest.mark.slow
 def test_a_slow_machine_makes_no_frame_unknown_within_the_staleness(delays_ms, jitter_ms):
     """Samples at 20 Hz delivered in order up to 140 ms late, ticks up to 25 ms late
     or 20 ms early: with samples held 0.2 s no frame is unknown, and every

@@ -74,6 +74,7 @@ def _matched(fleet: Fleet) -> bool:
     return all(p.get_subscription_count() > 0 for p in fleet.pubs.values())
 
 
+@pytest.mark.slow
 def test_a_clean_fleet_passes_as_early_as_the_evidence_allows(fleet, tmp_path):
     gate = _gate(tmp_path)
     try:
@@ -109,6 +110,7 @@ def fail_r2(fleet: Fleet, gate: subprocess.Popen) -> None:
     assert gate.wait(timeout=30) == 1
 
 
+@pytest.mark.slow
 def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
     (tmp_path / 'alerts.yaml').write_text(f'alerts:\n  jsonl: {tmp_path / "alerts.jsonl"}\n')
     gate = _gate(tmp_path, '--alerts', str(tmp_path / 'alerts.yaml'))
@@ -128,6 +130,7 @@ def test_a_failing_robot_fails_the_gate_and_is_named(fleet, tmp_path):
     assert {'type': 'gate', 'name': 'p', 'robot': 'r2', 'decision': FAIL}.items() <= alerts[0].items()
 
 
+@pytest.mark.slow
 def test_a_restarted_gate_continues_from_its_state(fleet, tmp_path):
     first = _gate(tmp_path, '--max-rollouts', '6')
     try:
@@ -175,6 +178,7 @@ def test_the_canary_core_matches_the_replay():
     assert single.stream('', 'p').observations == 10 and single.robots() == []
 
 
+@pytest.mark.slow
 def test_bad_live_options_exit_2(tmp_path):
     for extra, words in ((['--max-rate', 'p=2'], 'strictly between 0 and 1'), ([], 'at least one --max-rate'),
                                          (['--max-rate', 'p=0.1', '--alpha', '1.5'], '--alpha'),
@@ -189,6 +193,7 @@ def test_bad_live_options_exit_2(tmp_path):
     ('- 1\n', 'alerts.yaml:1: expected a mapping, got a list [1]'),
     ('alerts:\n  queue: x\n', "alerts.yaml:2: alerts.queue: expected an integer, got str 'x'"),
 ])
+@pytest.mark.slow
 def test_an_alerts_file_that_would_send_nothing_is_refused(tmp_path, text, words):
     """A misspelt `alerts:` used to run the gate with no sink at all; `alerts: 5` was exit 70."""
     (tmp_path / 'alerts.yaml').write_text(text)
@@ -198,6 +203,7 @@ def test_an_alerts_file_that_would_send_nothing_is_refused(tmp_path, text, words
     assert 'Traceback' not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_time_budget_ends_a_gate_that_hears_no_rollout(tmp_path):
     """No monitor publishes: the gate still stops undecided (exit 4) when its time is spent (it waited for a
     rollout to look at the clock, and so ran on for good)."""
@@ -211,6 +217,7 @@ def test_the_time_budget_ends_a_gate_that_hears_no_rollout(tmp_path):
     assert 'UNDECIDED (budget spent)' in (tmp_path / 'gate.log').read_text()
 
 
+@pytest.mark.slow
 def test_a_gate_rebuilt_from_a_recorded_bag_decides_as_the_replay(tmp_path):
     """The final metrics a recorder kept (two robots' namespaced topics)
     are counted in stamp order before anything live: the same decision,
@@ -271,6 +278,7 @@ def _row(robot='', name='p', n=0, k=0, rollouts=0, decision=None, after=None) ->
     ({'limits': {'p': 0.05}}, 'alpha: expected a number'), ([1, 2], 'expected a JSON object'),
     (_state(streams=[{'robot': ''}]), 'streams[0]: expected the fields'),
 ])
+@pytest.mark.slow
 def test_a_state_file_is_checked_before_it_is_trusted(tmp_path, doc, words):
     """A PASS with no observation used to pass (exit 0), a FAIL for a limit nobody asked for to fail,
     and a count past 64 bits to abort the process in the message code (exit 134)."""
@@ -282,6 +290,7 @@ def test_a_state_file_is_checked_before_it_is_trusted(tmp_path, doc, words):
     assert 'Traceback' not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_two_gates_on_one_state_file_are_refused(tmp_path):
     first = _gate(tmp_path, '--max-duration-s', '60')
     try:
@@ -300,6 +309,7 @@ def test_two_gates_on_one_state_file_are_refused(tmp_path):
     assert again.returncode == 4, again.stderr
 
 
+@pytest.mark.slow
 def test_a_limit_that_matches_nothing_ends_with_the_budget_and_says_so(fleet, tmp_path):
     """`--max-rate typo=0.05` waited forever: the budget counted only rollouts that carried the name."""
     proc = subprocess.Popen([*BIN, 'gate', '--live', '--robot', 'r1', '--robot', 'r2', '--max-rate', 'typo=0.05',
@@ -320,6 +330,7 @@ def test_a_limit_that_matches_nothing_ends_with_the_budget_and_says_so(fleet, tm
     assert 'typo matched no property or category in 3 rollout(s); they report: c, p' in log, log
 
 
+@pytest.mark.slow
 def test_a_decision_reached_on_the_recording_is_alerted(tmp_path):
     """`gate --live --rebuild-from` decided on the bags and sent nothing to the sinks."""
     metrics_bag(tmp_path / 'bag', [final_metrics_cdr(f'ep{i}', i + 1) for i in range(20)])

@@ -17,6 +17,7 @@ from safemanip_ros.audit.sequential import FAIL, PASS, SequentialTest, exact_run
 MAX_N = 2000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('limit', [0.01, 0.05, 0.2])
 def test_errors_stay_within_alpha_at_the_limit_checked_after_every_observation(limit):
     test = SequentialTest(limit, 0.05)
@@ -27,6 +28,7 @@ def test_errors_stay_within_alpha_at_the_limit_checked_after_every_observation(l
     assert exact_run(test, limit / 1.5, MAX_N).fail_by[-1] <= at.fail_by[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('limit, alpha', [(0.05, 0.05), (0.05, 0.05 / 8), (0.5, 0.1), (0.9, 0.2)])
 def test_the_boundaries_are_those_of_a_scan_of_every_count(limit, alpha):
     """boundaries() follows each boundary one step at a time (it moves by at
@@ -53,6 +55,7 @@ def test_a_fixed_sample_rule_rechecked_after_every_trigger_does_not():
     assert exact_run(SequentialTest(limit, 0.05), limit, n_max).pass_by[-1] <= 0.05
 
 
+@pytest.mark.slow
 def test_it_decides_as_early_as_the_issue_asks():
     """Limit 5 %, alpha 5 %: zero violations pass by 75; a true 1 % passes
     after a median <= 135 and a 90th percentile <= 250; a true 20 % fails
@@ -66,6 +69,7 @@ def test_it_decides_as_early_as_the_issue_asks():
     assert bad.quantile(FAIL, 0.5) <= 30
 
 
+@pytest.mark.slow
 def test_several_limits_share_alpha():
     tests = family({f'p{i}': 0.05 for i in range(8)}, 0.05)
     assert all(t.alpha == pytest.approx(0.05 / 8) for t in tests.values())
@@ -120,6 +124,7 @@ def test_gate_sequential_refuses_what_it_cannot_decide(tmp_path):
         assert proc.returncode == 2 and words in proc.stderr, (extra, proc.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('rate', [0.0, 0.02, 0.05, 0.3])
 def test_running_bounds_cross_a_limit_when_its_test_decides(rate):
     """The report's confidence sequence and the gate's test are one thing:

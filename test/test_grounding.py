@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from safemanip_ros.grounding import (
     ContactConfig,
@@ -419,6 +420,7 @@ def _tf_config():
                     slip_m=0.01, stable_linear_m_s=0.1, approach_m=0.3)
 
 
+@pytest.mark.slow
 def test_tf_frames_evaluated_together_equal_frames_evaluated_one_by_one():
     """The offline audit views each frame as it comes and evaluates an
     rollout's frames at once; the live node evaluates each at once.  Over

@@ -111,6 +111,7 @@ def test_joint_state_node(harness_factory):
     assert h.spin_until(lambda: all(x is None for x in h.latest[topic].values()), timeout_s=10)
 
 
+@pytest.mark.slow
 def test_joint_state_node_survives_malformed_messages(harness_factory):
     """An empty JointState (first message, then again), mismatched arrays and
     +inf positions keep the node alive and give unknowns, not falses."""
@@ -163,6 +164,7 @@ def test_joint_state_node_survives_malformed_messages(harness_factory):
                         and statuses[-1].message == 'inputs as expected', each=send), [s.message for s in statuses[-3:]]
 
 
+@pytest.mark.slow
 def test_joint_states_on_another_clock_are_named_once(harness_factory):
     """Joint states stamped 1000 s behind the node's clock (a simulator's
     /clock against a grounding on the system time) are stale on arrival:
@@ -189,6 +191,7 @@ def test_joint_states_on_another_clock_are_named_once(harness_factory):
     assert len(said) == 1 and '/joint_states: a sample stamped 1000' in said[0] and 'use_sim_time' in said[0], said
 
 
+@pytest.mark.slow
 def test_contact_node(harness_factory):
     h = harness_factory('contact_grounding')
     topic = 'predicates/contacts'
@@ -241,6 +244,7 @@ def _tf(parent, child, xyz, stamp):
     return t
 
 
+@pytest.mark.slow
 def test_tf_node(harness_factory):
     h = harness_factory('tf_grounding')
     topic = 'predicates/tf'
@@ -265,6 +269,7 @@ def test_tf_node(harness_factory):
     assert v['object_sync_mug'] is None       # no grasp information yet: unknown, not true
 
 
+@pytest.mark.slow
 def test_camera_node_regions_and_marker_pose(harness_factory):
     import cv2
     h = harness_factory('camera_grounding')

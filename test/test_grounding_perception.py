@@ -91,6 +91,7 @@ def column(frames: list[dict], name: str) -> list:
     return [f[name] for f in frames]
 
 
+@pytest.mark.slow
 def test_a_still_object_is_stable_and_supported_under_realistic_perception():
     for seed in range(3):
         frames = run(Still(), LEVELS['realistic'], seed)
@@ -151,6 +152,7 @@ def test_a_grasp_keeps_sync_and_support_honest_while_the_object_is_hidden():
         assert all(frames[k]['object_supported_cube'] is not None for k in range(20, 111)), seed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('rate, off_m', [(0.03, 0.05), (0.05, 0.10)])
 def test_gross_outliers_read_as_no_slip_while_the_grasp_holds(rate, off_m):
     """A share of the detections grossly wrong (a mis-association, a depth
@@ -182,6 +184,7 @@ def test_gross_outliers_read_as_no_slip_while_the_grasp_holds(rate, off_m):
         assert slipped and slipped[0] <= 70 + 30, (seed, slipped)
 
 
+@pytest.mark.slow
 def test_gross_outliers_leave_support_and_settling_as_clean_detections_give_them():
     """5 % of the detections 10 cm off (on top of the realistic detector,
     drawn from a stream of their own, so every other error is the same):
@@ -206,6 +209,7 @@ def test_gross_outliers_leave_support_and_settling_as_clean_detections_give_them
         assert total > 2500 and differ <= share * total, (name, differ, total)
 
 
+@pytest.mark.slow
 def test_pose_flips_of_a_symmetric_object_change_no_predicate():
     """A fifth of the detections report the cube half turned about one of its
     own axes (it looks the same so turned, so a detector that fits a model
@@ -245,6 +249,7 @@ def test_a_support_reported_upside_down_still_holds_what_rests_on_it():
     assert all(s is True for s in supported[5:]), supported
 
 
+@pytest.mark.slow
 def test_a_real_turn_in_the_grip_is_still_seen_beside_pose_flips():
     """The cube turns 40 degrees about the vertical in the grip from 3.5 s on
     (beyond ``slip_rad`` 0.3): with a fifth of the detections flipped it is
@@ -275,6 +280,7 @@ def test_a_real_turn_in_the_grip_is_still_seen_beside_pose_flips():
             assert slipped and slipped[0] <= 70 + 30, (lv.name, seed, slipped)
 
 
+@pytest.mark.slow
 def test_flips_are_counted_in_the_input_health():
     level = replace(LEVELS['realistic'], name='flips', flips=0.2)
     g = TfGrounding(config())
@@ -322,6 +328,7 @@ def test_a_drifting_error_widens_what_an_average_is_trusted_with():
     assert windows.correlated_spreads(padded_t, padded_v, 2.0)[0][0] == pytest.approx(float(mean[0]))
 
 
+@pytest.mark.slow
 def test_a_still_cube_under_a_drifting_detector_stays_supported_once_the_drift_is_configured():
     """Detections 10 mm off that drift over 2 s: a still cube's window mean
     shares the drift, so with independent errors assumed its support
@@ -337,6 +344,7 @@ def test_a_still_cube_under_a_drifting_detector_stays_supported_once_the_drift_i
     assert counts[0.0] > 0.02 and counts[2.0] < 0.01, counts
 
 
+@pytest.mark.slow
 def test_the_detections_left_out_as_gross_outliers_are_counted_in_the_input_health():
     """Each detection a still pose leaves out is counted once in the TF
     grounding's input health (a share an operator can watch); clean
@@ -361,6 +369,7 @@ def test_the_detections_left_out_as_gross_outliers_are_counted_in_the_input_heal
             assert counted == injected == 0
 
 
+@pytest.mark.slow
 def test_a_midair_release_reads_as_unsupported_at_once():
     """Let go 10 cm up with the cube hidden by the fingers: the pose the
     gripper last held it at says 'not supported' until a detection shows
@@ -414,6 +423,7 @@ def test_detections_interleaved_on_tf_are_not_dropped():
 @example(seed=1732, segments=[(0.0, 0.0), (0.0, 0.0), (0.3, 0.0), (0.0, 0.0)])    # "sliding" left 3 frames late
 @given(seed=st.integers(0, 2**16), segments=st.lists(st.tuples(st.sampled_from([0.0, 0.3, 0.5]),
                                                                st.floats(0.0, 2 * math.pi)), min_size=2, max_size=5))
+@pytest.mark.slow
 def test_realistic_perception_agrees_with_the_noise_free_result_away_from_changes(seed, segments):
     """A cube pushed along the table in segments of 2 s (at rest, or at
     0.3-0.5 m/s, beyond the noise floor of a half-second fit to 10 Hz
@@ -540,6 +550,7 @@ def _track_inputs(seed: int, frames: int = 240) -> tuple:
     return times, codes, detections, G_R, G_t, ok, motion
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**16), cut=st.lists(st.integers(1, 239), max_size=6))
 def test_a_track_run_frame_by_frame_equals_the_same_frames_in_one_run(seed: int, cut: list[int]) -> None:
@@ -615,6 +626,7 @@ def test_doctor_judges_a_pose_source_against_the_perception_thresholds():
                 if 'correlation_s' in p]
 
 
+@pytest.mark.slow
 def test_near_and_inside_read_the_tracked_pose_not_the_raw_detection():
     """A still cube 1 cm inside a 5 cm 'near' distance and 1 cm inside a
     box's wall, its detections 5 mm noisy (per axis): near and inside hold

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 import safemanip_ros
@@ -45,6 +46,7 @@ def core_modules() -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_core_modules_import_without_ros():
     modules = core_modules()
     assert 'safemanip_ros.ltlf.compiler' in modules and 'safemanip_ros.cli.main' in modules
@@ -137,6 +139,7 @@ def _wrong_imports(root: Path) -> list[str]:
     return wrong
 
 
+@pytest.mark.slow
 def test_layers_import_only_the_layers_below_them():
     package = REPO / 'safemanip_ros'
     assert {p.name for p in package.iterdir() if (p / '__init__.py').is_file()} == set(LAYERS_BELOW)
@@ -160,6 +163,7 @@ def test_the_layer_rule_sees_lazy_imports(tmp_path):
                                         'safemanip_ros/monitor/core.py:1: monitor imports grounding']
 
 
+@pytest.mark.slow
 def test_property_instances_are_built_only_in_monitor_build():
     """``spec.suite.instantiate`` (suite + scene → instances) is called by
     ``monitor/build.py`` alone: every monitor, live, offline or in a
@@ -193,6 +197,7 @@ def _rosbags_importers(root: Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_only_the_bag_package_imports_rosbags(tmp_path):
     """rosbags is read, and its errors wrapped into the bag package's
     (naming the bag), in safemanip_ros/bag alone; the check sees lazy imports."""

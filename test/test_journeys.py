@@ -68,7 +68,8 @@ def test_a_researchers_own_environment_scored_as_an_independent_judge_scores_it(
         wrapped.reset()
         while not any(wrapped.step(int(rng.random() < 0.55))[2:4]):
             pass
-    proc = run_cli('specrl', 'evaluate', str(tmp_path / 'rollouts.jsonl'), '--formula', '!lava U goal', '--json')
+    proc = run_cli('specrl', 'evaluate', str(tmp_path / 'rollouts.jsonl'), '--formula', '!lava U goal', '--json',
+                   process=True)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.splitlines()[-1])
     # The judge: the environment's own positions, read as the task means them.
@@ -93,7 +94,7 @@ def test_a_release_manager_audits_looks_replays_and_gates_live_with_one_sentence
     _rollouts(tmp_path / 'canary.jsonl', 80, 0)
     out = tmp_path / 'audit'
     audit = run_cli('audit', str(tmp_path / 'canary.jsonl'), '--out', str(out), '--quiet', *scene,
-                    '--max-rate', 'enclosure_access=0.05', '--unit', 'rollout')
+                    '--max-rate', 'enclosure_access=0.05', '--unit', 'rollout', process=True)
     assert audit.returncode == 0, audit.stderr
     (row,) = json.loads((out / 'report.json').read_text())['sequential']['limits']
     sentence = row['summary']
@@ -113,7 +114,7 @@ def test_a_release_manager_audits_looks_replays_and_gates_live_with_one_sentence
     assert img is not None and img.shape[1] == 1200 and (img[:300] < 100).any()    # text at the top
     # The gate replayed on the report says the same sentence.
     replayed = run_cli('gate', str(out / 'report.json'), '--sequential', '--unit', 'rollout',
-                       '--max-rate', 'enclosure_access=0.05')
+                       '--max-rate', 'enclosure_access=0.05', process=True)
     assert replayed.returncode == 0 and sentence in replayed.stdout.splitlines(), replayed.stdout
     # Live: the same rollouts arrive as the monitor's final metrics; the decision goes to a JSON-lines sink.
     from test_gate_live import Fleet

@@ -16,6 +16,7 @@ from safemanip_ros.ltlf import DFA, Verdict, compile_formula, parse
 from safemanip_ros.ltlf.cache import compile_cached
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(formulas(), st.lists(traces(), min_size=1, max_size=6))
 def test_dfa_agrees_with_direct_semantics_on_every_prefix(f, trace_list):
@@ -64,6 +65,7 @@ def _reachable(dfa: DFA, s: int) -> set[int]:
     return seen
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(formulas())
 def test_verdict_labels_consistent_with_reachability(f):

@@ -37,12 +37,14 @@ def _same(x: DFA, y: DFA) -> None:
     assert (x.root, x.node_atom, x.node_low, x.node_high) == (y.root, y.node_atom, y.node_low, y.node_high)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(formulas(atoms=('a', 'b', 'c', 'd'), max_leaves=7, max_bound=4))
 def test_explicit_is_the_symbolic_dfa_node_for_node(f):
     _same(compile_formula(f, 'explicit'), compile_formula(f, 'symbolic'))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('k', [1, 4, 9])
 @pytest.mark.parametrize('template', BOUNDED)
 def test_bounded_windows_same_dfa_both_ways(template, k):
@@ -50,6 +52,7 @@ def test_bounded_windows_same_dfa_both_ways(template, k):
     _same(compile_formula(text, 'explicit'), compile_formula(text, 'symbolic'))
 
 
+@pytest.mark.slow
 def test_nested_window_at_k_100_has_its_cubic_state_count():
     # About k³/6 states (176,853 at k = 100): with the symbolic compiler
     # about a minute; the explicit construction is what makes it usable.
@@ -59,6 +62,7 @@ def test_nested_window_at_k_100_has_its_cubic_state_count():
     _same(compile_formula(small, 'explicit'), compile_formula(small, 'symbolic'))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(formulas(atoms=('a', 'b', 'c'), max_leaves=8, max_bound=3))
 def test_negation_normal_form_is_equivalent_with_negations_on_atoms(f):
@@ -170,6 +174,7 @@ def tables(draw):
     return n_atoms, delta, accepting
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(tables())
 def test_minimal_dfa_of_any_table_is_minimal_equivalent_and_canonical(case):
@@ -195,6 +200,7 @@ def test_minimal_dfa_of_any_table_is_minimal_equivalent_and_canonical(case):
     _same(relabelled, dfa)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(tables())
 def test_letter_runs_count_the_letter_read_in_a_row_until_an_absorbing_set(case):

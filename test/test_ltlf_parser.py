@@ -13,6 +13,7 @@ from safemanip_ros.ltlf import formula as fm
 from safemanip_ros.ltlf import parse
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(formulas(max_leaves=12))
 def test_print_then_parse_is_identity(f):

@@ -43,6 +43,7 @@ def _signals(seed: int, B: int, T: int):
     return values, unknown, lengths
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_batch_equals_frame_by_frame(seed):
@@ -70,6 +71,7 @@ def _summary(result):
              'episodes': [(e.start, e.end, e.recovered) for e in r.episodes]} for r in result.instances]
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_batch_equals_scalar_reference_of_section_4(seed):
@@ -151,6 +153,7 @@ def _live_results(mon: Monitor, values, unknown, lengths):
     return out
 
 
+@pytest.mark.slow
 def test_wide_episode_machines_equal_dense_ones(monkeypatch):
     """Instances whose tables are made on demand (wide: too many states ×
     letters for a full table) give the same results as full tables, on the
@@ -298,6 +301,7 @@ def test_resized_monitor_equals_a_new_one():
 @given(st.lists(st.tuples(st.booleans(), st.dictionaries(st.sampled_from('abcdez'), st.sampled_from([True, False, None]),
                                                          max_size=5)), min_size=1, max_size=6),
        st.lists(st.sampled_from('abcdx'), max_size=7))
+@pytest.mark.slow
 def test_trace_matrix_is_every_frame_asked_for_every_predicate(frames, predicates):
     """The matrices a trace file becomes: per frame and predicate, the frame's
     value — null, and a name a frame object does not mention, unknown; a name

@@ -87,6 +87,7 @@ def test_devices_are_independent_per_rollout():
 
 
 # Frame indices as int16; as int32 for windows longer than int16 reaches; as int32 for a long episode.
+@pytest.mark.slow
 @pytest.mark.parametrize('T, long_windows', [(400, False), (400, True), (2 ** 14 + 60, False)])
 def test_whole_episode_evaluation_equals_frame_by_frame(T, long_windows):
     """``evaluate_over_time`` (the offline path: every device in closed form

@@ -54,6 +54,7 @@ def client():
         yield pair
 
 
+@pytest.mark.slow
 def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     node, ex = client
     events, verdicts, metrics, status, diags = [], [], [], [], []
@@ -144,6 +145,7 @@ def test_monitor_node_end_to_end(monitor_proc, client, tmp_path):
     assert json.loads(_call(node, ex, Trigger, '/monitor/status', Trigger.Request()).message)['instances'] == 3
 
 
+@pytest.mark.slow
 def test_monitor_node_unknown_when_nothing_published(monitor_proc, client):
     node, ex = client
     status = []
@@ -154,6 +156,7 @@ def test_monitor_node_unknown_when_nothing_published(monitor_proc, client):
     assert status[-1].instances == 3
 
 
+@pytest.mark.slow
 def test_late_inputs_open_no_violation_while_arming(monitor_proc, client):
     """Grounding publishes unknowns until its inputs arrive.  Unknown contacts count
     as forbidden (unknown_as: true), so 3 s of them once opened a violation at
@@ -176,6 +179,7 @@ def test_late_inputs_open_no_violation_while_arming(monitor_proc, client):
     assert verdicts and status[-1].state == 'active' and not events
 
 
+@pytest.mark.slow
 def test_a_long_run_makes_no_timers_per_frame():
     """The frame builder is one timer reset each tick, and a destroyed timer
     leaves rclpy's callback-group bookkeeping: at 200 Hz the node's
@@ -213,6 +217,7 @@ def test_a_long_run_makes_no_timers_per_frame():
         rclpy.try_shutdown()
 
 
+@pytest.mark.slow
 def test_samples_on_another_clock_are_named_once(monitor_proc, client, tmp_path):
     """Samples stamped 1000 s ahead of the monitor's clock (a publisher on
     the system time against a monitor on /clock, or the reverse) are seen

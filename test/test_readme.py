@@ -38,7 +38,7 @@ def test_check_example_prints_what_the_readme_says(tmp_path):
     (tmp_path / 'trace.jsonl').write_text(m.group(1).replace('\\n', '\n'))
     args = shlex.split(check)
     assert args[0] == '.venv/bin/safemanip'
-    proc = run_cli(*args[1:], cwd=tmp_path)
+    proc = run_cli(*args[1:], cwd=tmp_path, process=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(expected.lstrip('# '))
 
@@ -71,7 +71,7 @@ def test_monitor_trace_example_runs(tmp_path):
     m = re.match(r"printf '(.*)' > frames\.jsonl$", printf)
     (tmp_path / 'frames.jsonl').write_text(m.group(1).replace('\\n', '\n'))
     args = [a if not a.startswith('config/') else str(REPO / a) for a in shlex.split(cmd)[1:]]
-    proc = run_cli(*args, cwd=tmp_path)
+    proc = run_cli(*args, cwd=tmp_path, process=True)
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith('reach_in_fixture_only_when_fully_open[fixture=microwave]'))
     assert line.split()[1:4] == ['1', '1', '2']   # N, V, U: violation episode [0, 1] closes when the gripper leaves

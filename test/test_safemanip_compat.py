@@ -97,6 +97,7 @@ def random_trace(rng) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_compat_suite_matches_the_reference_model_on_random_traces():
     import numpy as np
     from monitor_helpers import frames_from_strings
@@ -221,6 +222,7 @@ def test_monitor_trace_and_audit_with_the_profile(tmp_path):
 
 
 # ------------------------------------------------------- live, over DDS
+@pytest.mark.slow
 @pytest.mark.ros
 @pytest.mark.parametrize('profile, closes_after_frames', [('default', 0), ('safemanip-compat', 1)])
 def test_the_live_monitor_node_judges_episodes_by_its_profile(tmp_path, profile, closes_after_frames):

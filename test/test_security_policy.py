@@ -76,6 +76,7 @@ def _has(query, node: str, name: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_every_topic_and_service_of_a_running_stack_is_allowed(tmp_path):
     log = tmp_path / 'stack.log'
     stack = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'run', '--config',

@@ -185,6 +185,7 @@ def test_an_offline_audit_replays_the_recorded_skill_events(tmp_path):
     assert np.flatnonzero(press).tolist() == list(range(40, 50))
 
 
+@pytest.mark.slow
 @pytest.mark.ros
 def test_the_skill_grounding_node_over_dds(tmp_path):
     from test_grounding_nodes import RELIABLE, Harness
@@ -213,6 +214,7 @@ def test_the_skill_grounding_node_over_dds(tmp_path):
         h.close()
 
 
+@pytest.mark.slow
 @pytest.mark.ros
 def test_the_skill_grounding_node_refuses_a_configuration_without_skills():
     proc = subprocess.run([str(BIN / 'skill_grounding'), '--ros-args', '-p', f'config:={ROBOT}'],

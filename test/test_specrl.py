@@ -169,6 +169,7 @@ def test_a_predicate_bag_is_a_trajectory_source(tmp_path):
     assert row.seeds[0].mean_steps_to_success == 11.0
 
 
+@pytest.mark.slow
 def test_user_errors_are_one_line(tmp_path):
     (tmp_path / 'file').write_text('')
     live = ['specrl', 'evaluate', '--env', 'letter', '--formula', 'F a', '--seeds', '1', '--trajectories', '1']
@@ -185,6 +186,7 @@ def test_user_errors_are_one_line(tmp_path):
         assert out.returncode == 2 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+@pytest.mark.slow
 def test_live_letter_evaluation_prints_the_table_and_json():
     out = cli('specrl', 'evaluate', '--env', 'letter', '--family', 'letter_ind', '--family', 'letter_rec',
               '--trajectories', '5', '--seeds', '1,11')
@@ -214,6 +216,7 @@ def test_a_property_suite_runs_in_the_wrapper():
     assert sum(i['violations'] for i in rollout['instances'].values()) == opened
 
 
+@pytest.mark.slow
 def test_the_physics_environment_is_labelled_and_monitored():
     from safemanip_ros.gym.lift import LiftEnv, ScriptedLift
     base = LiftEnv(horizon=300)
@@ -235,6 +238,7 @@ def test_the_physics_environment_is_labelled_and_monitored():
         base.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_ray_engine_gives_the_local_numbers():
     specs = families.select(['letter_ind', 'letter_rsp'])
@@ -327,6 +331,7 @@ def test_the_vector_wrapper_takes_gymnasiums_autoreset_when_every_environment_en
     assert ended == ['violation'] * 9
 
 
+@pytest.mark.slow
 def test_specrl_evaluate_counts_each_trajectory_once_and_refuses_what_it_would_guess(tmp_path):
     s1 = tmp_path / 's1'
     s1.mkdir()

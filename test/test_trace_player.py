@@ -16,6 +16,7 @@ from safemanip_ros.nodes.conversions import predicate_values
 pytestmark = pytest.mark.ros
 
 
+@pytest.mark.slow
 def test_trace_player_publishes_every_step(tmp_path: Path):
     trace = tmp_path / 'trace.jsonl'
     trace.write_text('["a"]\n{"a": false, "b": true}\n["a", "b"]\n')

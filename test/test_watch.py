@@ -16,6 +16,7 @@ from safemanip_ros.msg import SupervisorAction, Verdict, VerdictArray, Violation
 pytestmark = pytest.mark.ros
 
 
+@pytest.mark.slow
 def test_watch_once_snapshot():
     proc = subprocess.Popen([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '30'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -46,6 +47,7 @@ def test_watch_once_snapshot():
     assert any(ln.strip().startswith('PAUSE') and 'violation of grasp' in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_watch_once_times_out_clearly():
     proc = subprocess.run([str(Path(sys.executable).parent / 'safemanip'), 'watch', '--once', '--timeout-s', '1'],
                           capture_output=True, text=True, timeout=60)
