@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         plan = [e for e in plan if e[0] in CAMERA_TASKS]
         if left_out:
             _say(f'--perception {args.perception}: {", ".join(left_out)} left out (no colour known for their '
-                 f'objects: PickPlace\'s Can and Cereal box are the same red)')
+                 f'objects in the task\'s robot configuration, camera.objects)')
     _say(f'safemanip demo: {len(plan)} robosuite rollouts (Lift and PickPlace with food; Panda, 20 Hz physics; '
          f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')
