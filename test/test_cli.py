@@ -28,6 +28,24 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout.strip() == 'safemanip_ros 0.1.0'
 
 
+@pytest.mark.parametrize('args', [
+    ('check', 'G(a -> F b)', 'TRACE', '--json'),            # a result on stdout
+    ('compile', 'G(a -> '),                                 # bad input: one line, exit 2
+    ('check', 'G a', 'MISSING'),                            # a missing file: one line, exit 2
+    ('audit', '--no-such-flag'),                            # argparse's usage error, exit 2
+    ('gate', '--help'),                                     # argparse's help, exit 0
+])
+@pytest.mark.slow
+def test_the_in_process_runner_says_what_the_installed_command_says(tmp_path, args):
+    """run_cli runs offline subcommands inside the test process (test/conftest.py): what it returns must be
+    what the installed executable prints and exits with, or the tests that use it test something else."""
+    trace = tmp_path / 't.jsonl'
+    trace.write_text('{"a": true}\n{"b": true}\n')
+    argv = [str(trace) if a == 'TRACE' else str(tmp_path / 'missing.jsonl') if a == 'MISSING' else a for a in args]
+    here, process = run_cli(*argv), run_cli(*argv, process=True)
+    assert (here.returncode, here.stdout, here.stderr) == (process.returncode, process.stdout, process.stderr)
+
+
 @pytest.mark.parametrize('sub', [None] + _subcommands())
 def test_help_everywhere(sub):
     args = ['--help'] if sub is None else [sub, '--help']
