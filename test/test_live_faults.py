@@ -96,7 +96,9 @@ class Robot:
         self.events: list[ViolationEvent] = []
         self.status: list[MonitorStatus] = []
         self.trajs: list[JointTrajectory] = []
-        self.observer.create_subscription(SupervisorAction, 'supervisor_actions', self.actions.append, RELIABLE)
+        # As the supervisor publishes them (latched): a restarted supervisor's first actions reach this
+        # observer even when DDS discovery matches the two after they were published.
+        self.observer.create_subscription(SupervisorAction, 'supervisor_actions', self.actions.append, EVENTS)
         self.observer.create_subscription(ViolationEvent, 'violations', self.events.append, EVENTS)
         self.observer.create_subscription(MonitorStatus, 'status', self.status.append, RELIABLE)
         self.observer.create_subscription(JointTrajectory, 'arm/joint_trajectory', self.trajs.append, RELIABLE)

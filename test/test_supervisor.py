@@ -258,7 +258,8 @@ def _spin_publishing(ex, pub, messages, seconds: float, until=None) -> bool:
 def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves, controller):
     """A delivered pause is confirmed once the measured arm is still, saying what received it; an arm that
     keeps moving makes it a failed hold: not holding, retried, escalated to stop.  A still arm whose hold
-    nothing received (no subscriber on the controller topic) is said as stopped, not held."""
+    nothing received (no subscriber on the controller topic) is said as stopped, not held, and is sent again
+    once the topic has a subscriber (a controller discovered late, a supervisor restarted before discovery)."""
     from trajectory_msgs.msg import JointTrajectory
     with _supervisor_beside('hold_test', '-r', '__ns:=/hold_confirm_test',
                             '-p', 'hold_confirm_timeout_s:=0.6') as (node, ex, sup, actions):
@@ -288,6 +289,16 @@ def test_a_hold_is_confirmed_by_the_arm_or_escalated(arm_moves, controller):
                 'the joints are still' in a.reason and 'but no controller received the hold (nothing subscribes to '
                 in a.reason and a.action == SupervisorAction.ACTION_ALERT for a in actions)), [a.reason for a in actions]
             assert not any('pause confirmed' in a.reason for a in actions)
+            # The controller comes up (or DDS discovery matches it) after the hold went out: the hold is sent
+            # again, to it, while the arm is still held.
+            got: list[JointTrajectory] = []
+            node.create_subscription(JointTrajectory, 'joint_trajectory_controller/joint_trajectory', got.append,
+                                     RELIABLE)
+            topic = '/hold_confirm_test/joint_trajectory_controller/joint_trajectory'
+            assert _spin_publishing(ex, js, arm, 10, lambda: bool(got) and any(
+                f'pause sent again: 1 subscriber of {topic} appeared after the hold went out to none' in a.reason
+                for a in actions)), ([a.reason for a in actions], len(got))
+            assert list(got[0].points[0].positions) == [0.0] and sup.supervisor.held
         else:
             assert _spin_publishing(ex, js, arm, 15, lambda: any(a.action == SupervisorAction.ACTION_STOP
                                                                  for a in actions)), [a.reason for a in actions]

@@ -172,6 +172,9 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._last_watchdog: float | None = None
         self._confirming: tuple[Action, float] | None = None   # (delivered hold, deadline, monotonic)
         self._hold_receivers: tuple[int, list[Any]] = (0, [])   # the last hold's topic subscribers, interfaces
+        # A hold whose trajectory no subscriber took (a supervisor restarted before DDS discovery matched the
+        # controller): sent again once the topic has a subscriber, while the arm is still held.
+        self._unreceived_hold: Action | None = None
         self._stalls = 0
         self._retry_period_s = 0.25
         # Callbacks may run on two threads (its own executor, and violations
@@ -447,6 +450,8 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         # A still arm is not a hold while the goal's cancel (or Servo's pause) is unanswered: it may move next.
         if self._confirming is not None and not any(c.pending for c in self._controllers):
             self._check_hold_confirmed(now)
+        if self._unreceived_hold is not None:
+            self._resend_unreceived_hold()
         if self._supervising.pending is not None and now - self._last_retry >= self._retry_period_s:
             self._last_retry = now
             self._act(self._supervising.retry())
@@ -581,6 +586,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                                   f'{action.action} confirmed: received by {", ".join(took)}; the arm stopped '
                                   f'(max joint speed {speed:.3f} rad/s)')])
             else:
+                self._unreceived_hold = action
                 self._act([Action('alert', action.instance, action.property,
                                   f'{action.action}: the joints are still (max joint speed {speed:.3f} rad/s), but no '
                                   f'controller received the hold (nothing subscribes to {topic}): the arm is '
@@ -592,6 +598,24 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             what = 'no joint states' if speed is None else f'max joint speed {speed:.3f} rad/s'
             self._act([Action('alert', action.instance, action.property,
                               f'{action.action} not confirmed: the arm did not stop ({what}); not holding')])
+
+    def _resend_unreceived_hold(self) -> None:
+        """The hold no subscriber took, sent again as soon as its topic has one (a controller discovered
+        after the hold went out), unless the arm is no longer held."""
+        action = self._unreceived_hold
+        assert action is not None
+        if not self._supervising.held:
+            self._unreceived_hold = None
+            return
+        subscribers = self._pub_traj.get_subscription_count()
+        if not subscribers or not self._hold():
+            return
+        self._unreceived_hold = None
+        self._hold_receivers = (subscribers, self._hold_receivers[1])
+        topic = self._pub_traj.topic_name
+        self._act([Action('log', action.instance, action.property,
+                          f'{action.action} sent again: {subscribers} subscriber{"s" * (subscribers != 1)} of '
+                          f'{topic} appeared after the hold went out to none')])
 
     def _poll_controllers(self, now: float) -> None:
         failures = [f for f in (c.poll(now) for c in self._controllers) if f]
@@ -636,6 +660,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
                 delivered = held or (service in self._trigger_clients and called) or any(reached)
                 self._supervising.command_result(a, delivered)
                 if held:
+                    self._unreceived_hold = None          # this hold is judged afresh (_check_hold_confirmed)
                     self._confirming = (a, time.monotonic() + float(self.get_parameter('hold_confirm_timeout_s').value))
                     # Who received it, for the confirmation to say: stillness alone is not a controller's hold.
                     self._hold_receivers = (self._pub_traj.get_subscription_count(),
