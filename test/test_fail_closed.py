@@ -166,6 +166,7 @@ def test_the_supervisor_executable_checks_policy_names_against_the_monitors_suit
     assert words.format(policy=policy) in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_the_supervisor_accepts_a_policy_whose_names_the_suites_have(tmp_path):
     """The same check passes the shipped policy against the shipped suites (the launch file's defaults):
     the node configures (its actions publisher appears) and keeps running."""
