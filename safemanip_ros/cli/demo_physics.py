@@ -214,13 +214,6 @@ def run(args: argparse.Namespace) -> int:
     env.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     env.setdefault('ROS_DOMAIN_ID', str(random.randint(120, 229)))   # our own DDS domain unless the user chose one
     plan = DEMO_ROLLOUTS[:max(1, args.rollouts)]
-    from ..sim.perception import CAMERA_TASKS, LEVELS
-    if LEVELS[args.perception].camera:
-        left_out = [f'{t} {f}' for t, f, _ in plan if t not in CAMERA_TASKS]
-        plan = [e for e in plan if e[0] in CAMERA_TASKS]
-        if left_out:
-            _say(f'--perception {args.perception}: {", ".join(left_out)} left out (no colour known for their '
-                 f'objects in the task\'s robot configuration, camera.objects)')
     _say(f'safemanip demo: {len(plan)} robosuite rollouts (Lift and PickPlace with food; Panda, 20 Hz physics; '
          f'object poses: {args.perception}), each watched live over DDS '
          f'by grounding + monitor + supervisor, recorded to {out / "bags"} (ROS_DOMAIN_ID {env["ROS_DOMAIN_ID"]})')

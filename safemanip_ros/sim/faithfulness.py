@@ -31,7 +31,7 @@ import numpy as np
 from ..audit.schema import Report
 from ..audit.stats import clopper_pearson
 from . import ROBOT_CONFIGS
-from .perception import CAMERA_TASKS, LEVELS, PerceptionLevel
+from .perception import LEVELS, PerceptionLevel
 from .pickplace import PICKPLACE_FAULTS
 from .policies import LIFT_FAULTS
 from .recording import RolloutSpec, read_truth, run_rollout
@@ -244,17 +244,12 @@ def run_benchmark(rollouts: int, seed: int, out_dir: Path, workers: int = 1,
     out: dict[str, Any] = {'episodes': rollouts, 'seed': seed, 'tasks': list(tasks), 'levels': {}}
     for level in levels:
         progress(f'perception level {level}: {LEVELS[level]}')
-        level_plan = [spec for spec in plan if not LEVELS[level].camera or spec.task in CAMERA_TASKS]
-        left_out = sorted({spec.task for spec in plan} - {spec.task for spec in level_plan})
-        if left_out:
-            progress(f'perception level {level}: {", ".join(left_out)} not run: no colour known for its objects '
-                     f'(camera.objects of its robot configuration)')
-        bags = record(level_plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
+        bags = record(plan, out_dir / 'bags' / level, progress, perception=LEVELS[level])
         for mode in onsets:
             key = level if mode == 'geometry' else f'{level}/{mode}'
             all_results, all_skipped, per_task = [], [], {}
             for task in tasks:
-                task_bags = [b for b, spec in zip(bags, level_plan) if spec.task == task]
+                task_bags = [b for b, spec in zip(bags, plan) if spec.task == task]
                 if not task_bags:
                     continue
                 robot = config_path('robots', ROBOT_CONFIGS[task]) if mode == 'geometry' else \

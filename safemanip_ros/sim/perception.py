@@ -113,11 +113,6 @@ The camera level's objects and their colours are the task's robot
 configuration's ``camera.objects`` (``config/robots/robosuite_*.yaml``), as
 a cell's perception node reads them."""
 
-CAMERA_TASKS = frozenset({'Lift', 'PickPlace', 'Stack'})
-"""The tasks whose configuration gives its objects' colours (PickPlace's Milk carton has none: white and
-grey like the floor and the arm, it is not found at the camera level)."""
-
-
 def tracked_bodies(bodies: list[str]) -> list[str]:
     """The bodies a detector reports: every moving body that is not the robot's."""
     return [b for b in bodies if not b.startswith(ROBOT_PREFIXES)]
