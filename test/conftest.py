@@ -42,7 +42,7 @@ _OFFLINE_COMMANDS = frozenset({'check', 'compile', 'monitor-trace', 'predicates'
                                'bag', 'doctor', 'gate'})
 """Subcommands that start no ROS node and no child process of their own (``doctor`` and ``gate`` unless
 ``--live``; ``audit`` unless ``--workers`` or ``--engine``)."""
-_PROCESS_FLAGS = ('--live', '--workers', '--engine', '--ray-address')
+_PROCESS_FLAGS = frozenset({'--live', '--workers', '--engine', '--ray-address'})
 
 
 def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Path | None = None,
@@ -57,7 +57,7 @@ def run_cli(*args: str, input: str | None = None, timeout: float = 120, cwd: Pat
     exit by signal, a closed pipe, the installed entry point), runs the installed
     ``safemanip`` executable with ``timeout`` seconds."""
     flags = {a.split('=')[0] for a in args}
-    if not process and args and args[0] in _OFFLINE_COMMANDS and not flags & set(_PROCESS_FLAGS):
+    if not process and args and args[0] in _OFFLINE_COMMANDS and not flags & _PROCESS_FLAGS:
         return _run_cli_here(list(args), input, cwd)
     exe = shutil.which('safemanip', path=str(Path(sys.executable).parent)) or 'safemanip'
     return subprocess.run([exe, *args], capture_output=True, text=True, input=input, timeout=timeout,

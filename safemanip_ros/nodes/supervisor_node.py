@@ -611,7 +611,6 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if not subscribers or not self._hold():
             return
         self._unreceived_hold = None
-        self._hold_receivers = (subscribers, self._hold_receivers[1])
         topic = self._pub_traj.topic_name
         self._act([Action('log', action.instance, action.property,
                           f'{action.action} sent again: {subscribers} subscriber{"s" * (subscribers != 1)} of '
