@@ -12,7 +12,9 @@ state carried between runs makes them the same):
 
 * **pose**: while the object is grasped (the contacts, exact, say so) and
   its grip offset has been measured, the gripper's pose now composed with
-  the mean measured offset; after the grasp ends, that pose frozen at the
+  the mean measured offset (not seen since the fingers closed: the offset
+  it had where it lay when last seen, within ``OFFSET_HORIZON_S`` before
+  the grasp, those detections agreeing); after the grasp ends, that pose frozen at the
   last grasped frame until a detection captured after it arrives;
   otherwise the detections of the current *regime* (since the grasp began
   or ended) within ``window_s``: their mean while the object is still, the
@@ -313,6 +315,7 @@ class ObjectTrack:
         self._reference_parts: list[Measurement] = []
         self.ungrasped_frames = 0
         self.held_pose: Fused | None = None     # the pose at the grasp's end
+        self.onset_offset: tuple[np.ndarray, np.ndarray, float] | None = None   # (p, R, se): see _onset_offset
         self.last_fused: Fused | None = None
         self.stable: bool | None = None
         self.sliding: bool | None = None
@@ -338,7 +341,7 @@ class ObjectTrack:
         the world (``gripper_R[n, 3, 3]``, ``gripper_t[n, 3]``, known where
         ``gripper_ok``) and its motion (speed, horizontal speed, angular
         speed; None: unknown).  The state carries on to the next run."""
-        plan = self._plan(times_s, codes, detections, gripper_ok, gripper_motion)
+        plan = self._plan(times_s, codes, detections, gripper_R, gripper_t, gripper_ok, gripper_motion)
         n = len(times_s)
         seen, cfg = self._seen, self.config
         stamps = np.asarray(seen.stamps)
@@ -421,7 +424,8 @@ class ObjectTrack:
                            (sync_v, sync_k))
 
     def _plan(self, times_s: list[float], codes: list[int], detections: list[list[Measurement]],
-              gripper_ok: list[bool], gripper_motion: list[tuple[float, float, float] | None]) -> _Plan:
+              gripper_R: np.ndarray, gripper_t: np.ndarray, gripper_ok: list[bool],
+              gripper_motion: list[tuple[float, float, float] | None]) -> _Plan:
         """The first pass: grasp states, detections taken in and, per frame,
         which detections each estimate is made of."""
         cfg, seen = self.config, self._seen
@@ -440,6 +444,8 @@ class ObjectTrack:
                     self.grasping, self.onset_s = True, now
                     self.reference, self._reference_parts = None, []
                     self.regime_start_s = now
+                    self.onset_offset = self._onset_offset(now, gripper_R[k], gripper_t[k]) if gripper_ok[k] \
+                        else None
                 held = held_time = None
             elif code == 0:
                 self.ungrasped_frames += 1
@@ -530,8 +536,17 @@ class ObjectTrack:
             if self._reference_parts:
                 parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
                 p, R = np.array([m.p_g for m in parts]), np.array([m.R_g for m in parts])
+            elif self.onset_offset is not None:
+                plan.offset_given[k] = self.onset_offset
+                plan.offset_lo.append(0)
+                plan.offset_hi.append(0)
+                plan.gripper_rows.append(k)
+                plan.horizontal_lo.append(max(lo, hi - MIN_MOTION_SAMPLES))
+                plan.horizontal_hi.append(hi)
+                return True
             else:
-                # Not seen since the fingers closed: where it was last seen relative to the gripper.
+                # Not seen since the fingers closed, nor seen still before: where it was last seen
+                # relative to the gripper.
                 rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
                 if not rows:
                     return False
@@ -549,6 +564,33 @@ class ObjectTrack:
         plan.horizontal_lo.append(max(lo, hi - MIN_MOTION_SAMPLES))
         plan.horizontal_hi.append(hi)
         return True
+
+    def _onset_offset(self, onset_s: float, G_R: np.ndarray, G_t: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The grip offset (p, R, se) a grasp beginning at ``onset_s`` with the
+        gripper at (``G_R``, ``G_t``) has before any detection since: the
+        newest detections within :data:`OFFSET_HORIZON_S` before the onset,
+        where they agree (an object at rest: their spread within the noise
+        floor), in the world and so in the gripper as it closed (nothing holds
+        an object before its grasp, so it lay where it was last seen while the
+        gripper came down over it and hid it); None where there are none or
+        they disagree (a moving object: the relative offsets are used)."""
+        seen = self._seen
+        lo, hi = seen.since(onset_s - OFFSET_HORIZON_S), seen.since(onset_s)
+        rows = list(range(lo, hi))[-self._averaged(RECENT_MEASUREMENTS):]
+        if not rows:
+            return None
+        p_w, R_w = seen.p_w[rows], seen.R_w[rows]
+        noise_m = self.config.position_noise_m
+        if len(rows) > 1 and float(np.max(np.linalg.norm(p_w - np.median(p_w, axis=0), axis=1))) > \
+                NOISE_QUANTILE[3] * max(noise_m, 1e-3):
+            return None
+        p_g = (p_w - G_t) @ G_R                     # G_R.T @ (p - t), row-wise
+        R_g = np.einsum('ji,njk->nik', G_R, R_w)    # G_R.T @ R
+        stamps = np.asarray(seen.stamps)[rows]
+        mean_p, mean_R, se = _mean_offsets(p_g[None], R_g[None], np.ones((1, len(rows)), bool), noise_m,
+                                           stamps[None], self.config.correlation_s)
+        return mean_p[0], mean_R[0], float(se[0])
 
     def _plan_slip(self, plan: _Plan, k: int, now_s: float) -> None:
         """Plan frame ``k``'s slip test: the newest detections relative to

@@ -98,6 +98,7 @@ LEVELS = {
     'outliers': replace(REALISTIC, name='outliers', outliers=0.03),
     'flips': replace(REALISTIC, name='flips', flips=0.2),
     'drift': replace(REALISTIC, name='drift', correlation_s=1.0),
+    'fingers': replace(REALISTIC, name='fingers', occlusion=1.0),
     'camera': PerceptionLevel('camera', rate_hz=10.0, latency_s=0.10, camera='agentview', camera_size_px=128),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
@@ -105,7 +106,9 @@ camera tracker on a cell gives (5 mm and 2° noise, 10 Hz, 10 % missed,
 100 ms late, half the detections lost between the fingers), twice its
 noise and dropout, it with 3 % of its detections 5 cm off, with a fifth
 of them half turned about an own axis (a symmetric object's pose flip),
-with its error drifting (correlated over 1 s), and the task's
+with its error drifting (correlated over 1 s), with every detection lost
+while the object is within 6 cm of the gripper (the hand hides it from the
+last centimetres of the approach until after the release), and the task's
 ``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
 found by colour and depth (:mod:`safemanip_ros.grounding.colour_depth`).
 
