@@ -22,7 +22,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import ros_node
 
 from safemanip_ros.msg import PredicateArray, SupervisorAction, ViolationEvent
-from safemanip_ros.nodes.conversions import ns_from_time, predicate_array
+from safemanip_ros.nodes.conversions import ns_from_time, predicate_array, time_from_ns
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 pytestmark = pytest.mark.ros
@@ -247,6 +247,60 @@ def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
     reasons = [a.reason for a in actions]
     assert stalls >= 1 and any('the executor stalled for' in r for r in reasons), reasons
     assert not any('joint_states stale' in r for r in reasons), reasons
+
+
+def test_a_paused_sim_clock_is_no_executor_stall():
+    """On sim time, /clock standing still for 1.6 s (a simulator rendering a camera frame on a busy
+    machine) while the supervisor's executor runs freely and the joint states flow: no 'executor stalled'
+    fail-safe, since the watchdog runs on the steady clock (a stall is its own executor's, not the
+    simulator's); the sim clock did stand still (the supervisor's own clock says so)."""
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+
+    from safemanip_ros.nodes.supervisor_node import SupervisorNode
+    rclpy.init(args=['--ros-args', '-r', f'__ns:={NS}', '-p', 'use_sim_time:=true',
+                     '-p', 'failsafe_staleness_s:=0.5', '-p', 'executor_stall_limit_s:=1.0',
+                     '-p', "monitor_status_topic:=''"])
+    sup = SupervisorNode()
+    ex = SingleThreadedExecutor()
+    ex.add_node(sup)
+    paused = range(20, 52)          # 50 ms ticks: /clock stands still from 1.0 s to 2.6 s (wall)
+
+    def clock(k, t0):
+        sim_k = k if k < paused.start else paused.start if k in paused else k - len(paused)
+        return Clock(clock=time_from_ns(100 * 10**9 + sim_k * 50_000_000))
+
+    def joints(k, t0):
+        msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
+        return msg
+    sim = _OutsideProcess('sim_clock', Clock, '/clock', clock, SupervisorAction, f'{NS}/unused')
+    io = _OutsideProcess('paused_io', JointState, f'{NS}/joint_states', joints, SupervisorAction,
+                         f'{NS}/supervisor_actions')
+    frozen_s: list[float] = []
+    try:
+        sup.trigger_configure()
+        sup.trigger_activate()
+        sim.worker.start()
+        io.worker.start()
+        start = time.monotonic()
+        while time.monotonic() < start + 4.0:
+            ex.spin_once(timeout_sec=0.05)
+            if 1.4 < time.monotonic() - start < 2.2:
+                frozen_s.append(sup.get_clock().now().nanoseconds * 1e-9)
+        sim.finish()
+        io.finish()
+        for _ in range(20):
+            io.executor.spin_once(timeout_sec=0.05)
+    finally:
+        sim.close()
+        io.close()
+        sup.destroy_node()
+        rclpy.try_shutdown()
+    assert frozen_s and max(frozen_s) - min(frozen_s) < 0.01, frozen_s[:3]   # the sim clock stood still
+    reasons = [a.reason for a in io.received]
+    assert not [r for r in reasons if 'stalled' in r or r.startswith('fail-safe')], reasons
+    assert sup._stalls == 0
 
 
 def _watchdog_thread_under_a_stall(stall_s: float, seconds: float):

@@ -75,6 +75,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.clock import Clock, ClockType  # type: ignore[attr-defined]  # its own module only after Humble
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -299,7 +300,10 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         open_service = p('monitor_open_violations_service').value
         self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
-        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
+        # On the steady clock, not the node's: on sim time a simulator that stands still (rendering, a busy
+        # machine) would stop the watchdog too, and its first tick after read as this executor stalled.  The
+        # watchdog judges by the wall clock, as on a real arm.
+        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
         return TransitionCallbackReturn.SUCCESS
 
     def _on_monitor_status(self, msg: MonitorStatus) -> None:
