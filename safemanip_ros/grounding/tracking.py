@@ -525,45 +525,47 @@ class ObjectTrack:
     def _plan_offset(self, plan: _Plan, k: int, now_s: float, lo: int, hi: int) -> bool:
         """Plan frame ``k``'s grip offset: the detections relative to the
         gripper since the grasp began (within :data:`OFFSET_HORIZON_S`), else
-        the slip reference's, else the last few seen before the grasp; False
-        when there are none."""
+        the slip reference's, else where it lay before the grasp
+        (:meth:`_onset_offset`), else the last few seen before the grasp
+        relative to the gripper; False when there are none."""
         seen = self._seen
         a = seen.since(max(self.onset_s, now_s - OFFSET_HORIZON_S))
         if seen.rel_ok[a:hi].any():
             plan.offset_lo.append(a)
             plan.offset_hi.append(hi)
         else:
-            if self._reference_parts:
-                parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
-                p, R = np.array([m.p_g for m in parts]), np.array([m.R_g for m in parts])
-            elif self.onset_offset is not None:
-                plan.offset_given[k] = self.onset_offset
-                plan.offset_lo.append(0)
-                plan.offset_hi.append(0)
-                plan.gripper_rows.append(k)
-                plan.horizontal_lo.append(max(lo, hi - MIN_MOTION_SAMPLES))
-                plan.horizontal_hi.append(hi)
-                return True
-            else:
-                # Not seen since the fingers closed, nor seen still before: where it was last seen
-                # relative to the gripper.
-                rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
-                if not rows:
-                    return False
-                rows = rows[-self._averaged(len(rows)):]
-                p, R = seen.p_g[rows], seen.R_g[rows]
-            part_stamps = np.array([m.stamp_s for m in parts]) if self._reference_parts else \
-                np.asarray(seen.stamps)[rows]
-            mean_p, mean_R, se = _mean_offsets(p[None], R[None], np.ones((1, len(p)), bool),
-                                               self.config.position_noise_m, part_stamps[None],
-                                               self.config.correlation_s)
-            plan.offset_given[k] = (mean_p[0], mean_R[0], float(se[0]))
+            given = self._given_offset(now_s)
+            if given is None:
+                return False
+            plan.offset_given[k] = given
             plan.offset_lo.append(0)
             plan.offset_hi.append(0)
         plan.gripper_rows.append(k)
         plan.horizontal_lo.append(max(lo, hi - MIN_MOTION_SAMPLES))
         plan.horizontal_hi.append(hi)
         return True
+
+    def _given_offset(self, now_s: float) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """A grasped object's offset (p, R, se) where no detection since the grasp began has one (see
+        :meth:`_plan_offset`)."""
+        seen = self._seen
+        if self._reference_parts:
+            parts = self._reference_parts[-self._averaged(len(self._reference_parts)):]
+            p, R = np.array([m.p_g for m in parts]), np.array([m.R_g for m in parts])
+            stamps = np.array([m.stamp_s for m in parts])
+        elif self.onset_offset is not None:
+            return self.onset_offset
+        else:
+            # Not seen since the fingers closed, nor seen still before: where it was last seen relative to
+            # the gripper.
+            rows = seen.relative(seen.since(now_s - OFFSET_HORIZON_S))[-RECENT_MEASUREMENTS:]
+            if not rows:
+                return None
+            rows = rows[-self._averaged(len(rows)):]
+            p, R, stamps = seen.p_g[rows], seen.R_g[rows], np.asarray(seen.stamps)[rows]
+        mean_p, mean_R, se = _mean_offsets(p[None], R[None], np.ones((1, len(p)), bool),
+                                           self.config.position_noise_m, stamps[None], self.config.correlation_s)
+        return mean_p[0], mean_R[0], float(se[0])
 
     def _onset_offset(self, onset_s: float, G_R: np.ndarray, G_t: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, float] | None:
