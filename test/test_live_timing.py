@@ -252,8 +252,8 @@ def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
 def test_a_paused_sim_clock_is_no_executor_stall():
     """On sim time, /clock standing still for 1.6 s (a simulator rendering a camera frame on a busy
     machine) while the supervisor's executor runs freely and the joint states flow: no 'executor stalled'
-    fail-safe, since the watchdog runs on the steady clock (a stall is its own executor's, not the
-    simulator's); the sim clock did stand still (the supervisor's own clock says so)."""
+    fail-safe and no stall counted (on sim time a stall is the simulated time its watchdog missed, not the
+    wall-clock gap the simulator left); the sim clock did stand still (the supervisor's own clock says so)."""
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
 

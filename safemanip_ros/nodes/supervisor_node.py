@@ -75,7 +75,6 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.clock import Clock, ClockType  # type: ignore[attr-defined]  # its own module only after Humble
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -171,6 +170,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         self._frame = 0
         self._last_retry = 0.0
         self._last_watchdog: float | None = None
+        self._last_watchdog_clock_ns: int | None = None     # the node's clock (sim time where it is on)
         self._confirming: tuple[Action, float] | None = None   # (delivered hold, deadline, monotonic)
         self._hold_receivers: tuple[int, list[Any]] = (0, [])   # the last hold's topic subscribers, interfaces
         # A hold whose trajectory no subscriber took (a supervisor restarted before DDS discovery matched the
@@ -300,10 +300,7 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
             self.create_subscription(MonitorStatus, status_topic, self._on_monitor_status, RELIABLE)
         open_service = p('monitor_open_violations_service').value
         self._open_client = self.create_client(OpenViolations, open_service) if open_service else None
-        # On the steady clock, not the node's: on sim time a simulator that stands still (rendering, a busy
-        # machine) would stop the watchdog too, and its first tick after read as this executor stalled.  The
-        # watchdog judges by the wall clock, as on a real arm.
-        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
         return TransitionCallbackReturn.SUCCESS
 
     def _on_monitor_status(self, msg: MonitorStatus) -> None:
@@ -436,6 +433,15 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         now = time.monotonic()
         gap = now - (self._last_watchdog or now)
         self._last_watchdog = now
+        clock = self.get_clock()
+        clock_ns = clock.now().nanoseconds
+        if getattr(clock, 'ros_time_is_active', False):
+            # On sim time the watchdog ticks as /clock advances, so a simulator that stood still (rendering a
+            # camera frame on a busy machine) leaves a wall-clock gap that is no stall of this executor: what
+            # went unwatched is the simulated time that passed meanwhile (the robot moved no further).
+            sim_gap_s = max(0.0, (clock_ns - (self._last_watchdog_clock_ns or clock_ns)) * 1e-9)
+            gap = min(gap, sim_gap_s)
+        self._last_watchdog_clock_ns = clock_ns
         if gap > STALL_REPORT_S:
             # The executor itself stalled: said so, by name, never mistaken for a stale sensor.
             self._stalls += 1
