@@ -93,7 +93,7 @@ class _Stall:
 
 class _OutsideProcess:
     """The robot side, in a context and thread of its own (so the stalled
-    executor does not delay it): publishes ``make(k)`` on ``topic`` at 20 Hz
+    executor does not delay it): publishes ``make(k)`` (unless None) on ``topic`` at 20 Hz
     once started, and collects what arrives on ``listen`` in ``received``."""
 
     def __init__(self, name: str, msg_type, topic: str, make, listen_type, listen: str) -> None:
@@ -110,7 +110,9 @@ class _OutsideProcess:
         t0 = time.monotonic()
         k = 0
         while not self.stop.is_set():
-            self.pub.publish(self._make(k, t0))
+            msg = self._make(k, t0)
+            if msg is not None:         # None: nothing this tick
+                self.pub.publish(msg)
             k += 1
             self.executor.spin_once(timeout_sec=0.0)
             time.sleep(max(0.0, t0 + k * 0.05 - time.monotonic()))
@@ -250,9 +252,9 @@ def test_an_executor_stalled_beyond_its_limit_is_a_named_fail_safe():
 
 
 def test_a_paused_sim_clock_is_no_executor_stall():
-    """On sim time, /clock standing still for 1.6 s (a simulator rendering a camera frame on a busy
-    machine) while the supervisor's executor runs freely and the joint states flow: no 'executor stalled'
-    fail-safe and no stall counted (on sim time a stall is the simulated time its watchdog missed, not the
+    """On sim time, /clock and the joint states standing still for 1.6 s (a simulator rendering a
+    camera frame on a busy machine) while the supervisor's executor runs freely: no 'executor stalled'
+    fail-safe and no stall counted, and no stale joint states once they come with the clock again (on sim time a stall is the simulated time its watchdog missed, not the
     wall-clock gap the simulator left); the sim clock did stand still (the supervisor's own clock says so)."""
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
@@ -271,6 +273,8 @@ def test_a_paused_sim_clock_is_no_executor_stall():
         return Clock(clock=time_from_ns(100 * 10**9 + sim_k * 50_000_000))
 
     def joints(k, t0):
+        if k in paused:
+            return None
         msg = JointState(name=['j1', 'j2'], position=[0.1, 0.2])
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 10**9)
         return msg

@@ -431,27 +431,30 @@ class SupervisorNode(RosParameters, CallbackGuard, LifecycleNode):
         if not self._active:
             return
         now = time.monotonic()
-        gap = now - (self._last_watchdog or now)
+        wall_gap_s = now - (self._last_watchdog or now)
         self._last_watchdog = now
         clock = self.get_clock()
         clock_ns = clock.now().nanoseconds
+        gap = wall_gap_s
         if getattr(clock, 'ros_time_is_active', False):
             # On sim time the watchdog ticks as /clock advances, so a simulator that stood still (rendering a
             # camera frame on a busy machine) leaves a wall-clock gap that is no stall of this executor: what
             # went unwatched is the simulated time that passed meanwhile (the robot moved no further).
-            sim_gap_s = max(0.0, (clock_ns - (self._last_watchdog_clock_ns or clock_ns)) * 1e-9)
-            gap = min(gap, sim_gap_s)
+            gap = min(gap, max(0.0, (clock_ns - (self._last_watchdog_clock_ns or clock_ns)) * 1e-9))
         self._last_watchdog_clock_ns = clock_ns
+        if wall_gap_s > STALL_REPORT_S:
+            # Late, for whatever reason: the sensors are judged by what arrived meanwhile.
+            self._take_watched()
         if gap > STALL_REPORT_S:
             # The executor itself stalled: said so, by name, never mistaken for a stale sensor.
             self._stalls += 1
-            self._take_watched()
             limit = float(self.get_parameter('executor_stall_limit_s').value)
             if gap > limit:
                 self._act(self._supervising.on_stall(gap, limit))
             else:
                 self.get_logger().warning(f'executor stalled for {gap:.2f} s (limit {limit:.2f} s); sensors judged '
                                           f'by what arrived meanwhile')
+        if wall_gap_s > STALL_REPORT_S:
             now = time.monotonic()
         self._check_heartbeats(now)
         if not self._open_synced:
