@@ -563,6 +563,11 @@ class ObjectTrack:
                 return None
             rows = rows[-self._averaged(len(rows)):]
             p, R, stamps = seen.p_g[rows], seen.R_g[rows], np.asarray(seen.stamps)[rows]
+        return self._mean_offset(p, R, stamps)
+
+    def _mean_offset(self, p: np.ndarray, R: np.ndarray, stamps: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """The mean of one set of offsets (``p[n, 3]``, ``R[n, 3, 3]`` stamped
+        ``stamps[n]``) and its standard error (:func:`_mean_offsets`)."""
         mean_p, mean_R, se = _mean_offsets(p[None], R[None], np.ones((1, len(p)), bool),
                                            self.config.position_noise_m, stamps[None], self.config.correlation_s)
         return mean_p[0], mean_R[0], float(se[0])
@@ -589,10 +594,7 @@ class ObjectTrack:
             return None
         p_g = (p_w - G_t) @ G_R                     # G_R.T @ (p - t), row-wise
         R_g = np.einsum('ji,njk->nik', G_R, R_w)    # G_R.T @ R
-        stamps = np.asarray(seen.stamps)[rows]
-        mean_p, mean_R, se = _mean_offsets(p_g[None], R_g[None], np.ones((1, len(rows)), bool), noise_m,
-                                           stamps[None], self.config.correlation_s)
-        return mean_p[0], mean_R[0], float(se[0])
+        return self._mean_offset(p_g, R_g, np.asarray(seen.stamps)[rows])
 
     def _plan_slip(self, plan: _Plan, k: int, now_s: float) -> None:
         """Plan frame ``k``'s slip test: the newest detections relative to
