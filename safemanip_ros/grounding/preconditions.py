@@ -169,14 +169,18 @@ def pick_columns(gripper_p_w: np.ndarray, gripper_known: np.ndarray, bodies: Bod
 
 
 def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreign: int,
-                  gap_tolerance_m: float, body_gaps: np.ndarray | None = None) -> np.ndarray:
+                  gap_tolerance_m: float, body_gaps: np.ndarray | None = None,
+                  body_below_m: np.ndarray | None = None) -> np.ndarray:
     """Place preconditions ``[m, n]`` of each body per frame: the support
     beneath it (the nearest top face below its bottom, at most
     ``gap_tolerance_m`` into it) is stable and at most ``max_foreign`` other
     bodies are within ``clear_m`` of it; false with nothing beneath it,
     unknown where that depends on a pose not known.  ``body_gaps[m, s, n]``: each
     body's :func:`~.geometry.support_gaps_m` above each support, where the
-    caller has them already."""
+    caller has them already; ``body_below_m[m, s, n]``: how far (m) into each
+    support each body may reach instead of ``gap_tolerance_m``, where the
+    caller's support test widens it (a pose's uncertainty, a grip that slips),
+    so a place is judged over the support the object is said to rest on."""
     m, n = len(bodies.names), bodies.known.shape[1]
     out = np.full((m, n), UNKNOWN, np.int8)
     index = {name: j for j, name in enumerate(bodies.names)}
@@ -196,8 +200,9 @@ def place_columns(bodies: Bodies, supports: Supports, clear_m: float, max_foreig
                 Ri, ti = poses.invert(supports.R_w[s], supports.t_w[s])
                 R, t = poses.compose(Ri, ti, bodies.R_w[j], bodies.p_w[j])
                 gap = support_gaps_m(R, t, bodies.shapes[j], surface)
+            below_m = gap_tolerance_m if body_below_m is None else body_below_m[j, s]
             with np.errstate(invalid='ignore'):
-                beneath = supports.known[s] & (gap >= -gap_tolerance_m)
+                beneath = supports.known[s] & (gap >= -below_m)
             gaps[s] = np.where(beneath, gap, np.inf)
             other = (index[name],) if name in index else ()
             near, unknown = count_near_columns(bodies, j, pairs, exclude=other)

@@ -819,6 +819,7 @@ class TfGrounding:
         rotation = np.tile(np.eye(3), (len(objs), n, 1, 1))
         pick, pick_known = np.zeros(n, bool), np.zeros(n, bool)
         gaps = np.full((len(objs), len(supports), n), np.nan)      # each object's gap above each support
+        below = np.zeros((len(objs), len(supports), n))             # how far into each it may still rest on it
         limits = MotionLimits(cfg.stable_linear_m_s, cfg.stable_angular_rad_s, cfg.sliding_m_s, cfg.slip_m,
                               cfg.slip_rad)
         times_l, g_ok = times.tolist(), Gw.ok.tolist()
@@ -842,7 +843,8 @@ class TfGrounding:
                 for kind, col in (('object_stable', est.stable), ('object_sliding', est.sliding),
                                   ('object_sync', est.sync)):
                     vals[kind][j, a:b], known[kind][j, a:b] = col
-                supported = self._supported(est, shapes[j], supports, sup_w, sup_noise, obj, a, b, gaps[j, :, a:b])
+                supported = self._supported(est, shapes[j], supports, sup_w, sup_noise, obj, a, b, gaps[j, :, a:b],
+                                           below[j, :, a:b])
                 vals['object_supported'][j, a:b], known['object_supported'][j, a:b] = supported
                 dist = poses.norm3(est.p_w - Gw.t[a:b])
                 dist_ok = est.known & Gw.ok[a:b]
@@ -861,7 +863,8 @@ class TfGrounding:
                 if last[-1] >= 0:
                     self._prev_distance[obj] = float(dist[last[-1]])
             self._preconditions(a, b, objs, shapes, position, position_known, rotation, vals, known, codes, Gw,
-                                supports, sup_w, sup_noise, targets, pick, pick_known, times, gaps[:, :, a:b])
+                                supports, sup_w, sup_noise, targets, pick, pick_known, times, gaps[:, :, a:b],
+                                below[:, :, a:b])
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
                  'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
 
@@ -903,14 +906,15 @@ class TfGrounding:
 
     def _supported(self, est: TrackFrames, shape: Shape, supports: list[tuple[str, SupportSurface]],
                    sup_w: list[Lookup], sup_noise: list[float], obj: str, a: int, b: int,
-                   gaps: np.ndarray) -> Column:
+                   gaps: np.ndarray, below: np.ndarray) -> Column:
         """*supported* per frame of ``[a, b)``: the object's bottom within the
         support gap (plus its position's uncertainty) of a support's top face
         beneath it.  A pose from the gripper sinks below the surface as the
         fingers push on (the object slides up in the grip): as far as the grip may slip.
         Writes each support's gap (:func:`~.geometry.support_gaps_m`, NaN for
-        the object itself) into ``gaps[supports, b - a]`` for the place
-        preconditions."""
+        the object itself) into ``gaps[supports, b - a]`` and how far below
+        its face the object still rests on it into ``below[supports, b - a]``,
+        for the place preconditions (one rule for what lies beneath)."""
         cfg = self.config
         n = b - a
         state = np.zeros(n, np.int8)            # 0 false, 1 true, -1 unknown (Kleene, supports in turn)
@@ -923,7 +927,7 @@ class TfGrounding:
             R, t = poses.compose(Ri, ti, est.R_w, est.p_w)
             gap = gaps[s] = support_gaps_m(R, t, shape, surface)
             tol_m = cfg.support_gap_m + SUPPORT_QUANTILE * np.hypot(est.position_se_m, noise)
-            below_m = tol_m + np.where(est.from_gripper, cfg.slip_m, 0.0)
+            below_m = below[s] = tol_m + np.where(est.from_gripper, cfg.slip_m, 0.0)
             hit = ok & (gap >= -below_m) & (gap <= tol_m)
             open_ = state != 1
             state = np.where(open_ & ~ok & (state == 0), -1, state)
@@ -935,7 +939,7 @@ class TfGrounding:
                        known: dict[str, np.ndarray], codes: np.ndarray, Gw: Lookup,
                        supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup], sup_noise: list[float],
                        targets: np.ndarray, pick: np.ndarray, pick_known: np.ndarray, times: np.ndarray,
-                       gaps: np.ndarray) -> None:
+                       gaps: np.ndarray, below: np.ndarray) -> None:
         """The pick and per-object place preconditions of frames ``[a, b)``
         (:mod:`.preconditions`), written into ``pick`` and ``vals``/``known``."""
         cfg = self.config
@@ -958,7 +962,8 @@ class TfGrounding:
                       [surface for _, surface in supports], np.array(sup_stable, np.int8).reshape(len(supports), n))
         ready = pick_columns(Gw.t[a:b], Gw.ok[a:b], bodies, cfg.pick_clear_m, targets[a:b])
         pick[a:b], pick_known[a:b] = ready == TRUE, ready != UNKNOWN
-        place = place_columns(bodies, at, cfg.place_clear_m, cfg.place_max_foreign, cfg.support_gap_m, gaps)
+        place = place_columns(bodies, at, cfg.place_clear_m, cfg.place_max_foreign, cfg.support_gap_m, gaps,
+                              below)
         vals['preconditions_satisfied_place'][:, a:b] = place == TRUE
         known['preconditions_satisfied_place'][:, a:b] = place != UNKNOWN
 
