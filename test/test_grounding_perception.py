@@ -163,7 +163,7 @@ class PressedDown(Pick):
         return cube, hand, grasped
 
 
-@pytest.mark.parametrize('level', ['truth', 'realistic'])
+@pytest.mark.parametrize('level', ['truth', 'realistic', 'bias'])
 def test_a_cube_pressed_into_the_table_is_placed_where_it_is_supported(level):
     """Carried by the gripper's pose, the pressed cube reads up to 15 mm into
     the table (more than ``support_gap_m``, 10 mm): it still rests on the

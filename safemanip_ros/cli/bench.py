@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument('--out', metavar='DIR', help='faithfulness: keep bags, audit and faithfulness.json here')
     p.add_argument('--perception', action='append', metavar='LEVEL',
                    help='faithfulness: object poses as a detector gives them (truth, realistic, double, '
-                        'outliers, flips, drift, fingers, or camera: found in rendered RGB-D pixels); repeat for several side by side '
+                        'outliers, flips, drift, fingers, bias, or camera: found in rendered RGB-D pixels); repeat for several '
+                        'side by side '
                         '(default: all)')
     p.add_argument('--tasks', metavar='T1,T2', help='faithfulness: robosuite tasks (default Lift,PickPlace,Stack)')
     p.add_argument('--onsets', metavar='O1,O2', help='faithfulness: geometry and/or skills (skill events decide '

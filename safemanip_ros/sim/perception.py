@@ -99,6 +99,7 @@ LEVELS = {
     'flips': replace(REALISTIC, name='flips', flips=0.2),
     'drift': replace(REALISTIC, name='drift', correlation_s=1.0),
     'fingers': replace(REALISTIC, name='fingers', occlusion=1.0),
+    'bias': replace(REALISTIC, name='bias', position_noise_m=0.008, correlation_s=60.0),
     'camera': PerceptionLevel('camera', rate_hz=10.0, latency_s=0.10, camera='agentview', camera_size_px=128),
 }
 """The named levels ``--perception`` takes: simulator truth, what a good
@@ -108,7 +109,9 @@ noise and dropout, it with 3 % of its detections 5 cm off, with a fifth
 of them half turned about an own axis (a symmetric object's pose flip),
 with its error drifting (correlated over 1 s), with every detection lost
 while the object is within 6 cm of the gripper (the hand hides it from the
-last centimetres of the approach until after the release), and the task's
+last centimetres of the approach until after the release), with an 8 mm
+error per axis that stays all rollout long (correlated over 60 s: a
+calibration bias, different per object), and the task's
 ``agentview`` camera at 128×128 pixels, 10 Hz, 100 ms late, its objects
 found by colour and depth (:mod:`safemanip_ros.grounding.colour_depth`).
 
