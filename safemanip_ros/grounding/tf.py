@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..stamps import stamp_s
-from . import poses
+from . import poses, windows
 from .base import Column, Freshness, InputHealth, Predicates, all_unknown, kleene_and
 from .geometry import Shape, SupportSurface, support_gaps_m, turns_onto_itself
 from .preconditions import TRUE, UNKNOWN, Bodies, Supports, pick_columns, place_columns
@@ -153,6 +154,18 @@ def _upright(S: Lookup, shape: Shape | None, surface: SupportSurface) -> Lookup:
     if not best.any():
         return S
     return Lookup(S.R @ turns[best], S.t, S.ok)
+
+
+def _gross(kept_p: list[tuple[float, ...]], start: int, gate_m: float) -> bool:
+    """Whether the newest of the positions ``kept_p[start:]`` lies farther
+    than ``gate_m`` from the per-axis median of their detections (a run of
+    equal positions, one held over frames, counts once; fewer than three:
+    never)."""
+    window = kept_p[start:]
+    distinct = [q for i, q in enumerate(window) if i == 0 or q != window[i - 1]]
+    if len(distinct) < 3:
+        return False
+    return math.dist(window[-1], [statistics.median(axis) for axis in zip(*distinct)]) > gate_m
 
 
 def are_poses(v: np.ndarray) -> np.ndarray:
@@ -549,7 +562,7 @@ class TfGrounding:
         self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
         # Support → its recent times (s) and positions in the world, over the track's window.
-        self._support_seen: dict[str, tuple[list[float], list[np.ndarray]]] = {}
+        self._support_seen: dict[str, tuple[list[float], list[tuple[float, ...]], list[bool]]] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
         self._pending: list[_PendingFrame] = []
@@ -810,6 +823,9 @@ class TfGrounding:
         newest_links = groups[-1][0] if groups else {}
         sup_noise = [cfg.track.position_noise_m if surface.frame in newest_links
                      and not newest_links[surface.frame].static else 0.0 for _, surface in supports]
+        # Positions of their own: a gross outlier is replaced below (_support_track).
+        sup_w = [Lookup(S.R, S.t.copy(), S.ok) for S in sup_w]
+        sup_still = np.full((len(supports), n), UNKNOWN, np.int8)
         shapes = [cfg.shapes.get(o, Shape()) for o in objs]
         kinds = ('object_stable', 'object_sliding', 'object_sync', 'object_supported', 'object_settled',
                  'gripper_approaching', 'preconditions_satisfied_place')
@@ -830,6 +846,8 @@ class TfGrounding:
                 self._state_epoch = epochs[a]
                 self._tracks, self._prev_gripper, self._prev_distance, self._support_seen = {}, None, {}, {}
             motion = self._gripper_motion(times_l[a:b], Gw.R[a:b], Gw.t[a:b], g_ok[a:b])
+            for s, ((sup, _), S, noise_m) in enumerate(zip(supports, sup_w, sup_noise)):
+                S.t[a:b], sup_still[s, a:b] = self._support_track(sup, times[a:b], S.t[a:b], S.ok[a:b], noise_m)
             for j, obj in enumerate(objs):
                 track = self._tracks.get(obj)
                 if track is None:
@@ -864,7 +882,7 @@ class TfGrounding:
                     self._prev_distance[obj] = float(dist[last[-1]])
             self._preconditions(a, b, objs, shapes, position, position_known, rotation, vals, known, codes, Gw,
                                 supports, sup_w, sup_noise, targets, pick, pick_known, times, gaps[:, :, a:b],
-                                below[:, :, a:b])
+                                below[:, :, a:b], sup_still)
         return [{**{kind: (vals[kind][j], known[kind][j]) for kind in kinds},
                  'position': (position[j], position_known[j])} for j in range(len(objs))], (pick, pick_known)
 
@@ -939,7 +957,7 @@ class TfGrounding:
                        known: dict[str, np.ndarray], codes: np.ndarray, Gw: Lookup,
                        supports: list[tuple[str, SupportSurface]], sup_w: list[Lookup], sup_noise: list[float],
                        targets: np.ndarray, pick: np.ndarray, pick_known: np.ndarray, times: np.ndarray,
-                       gaps: np.ndarray, below: np.ndarray) -> None:
+                       gaps: np.ndarray, below: np.ndarray, sup_still: np.ndarray) -> None:
         """The pick and per-object place preconditions of frames ``[a, b)``
         (:mod:`.preconditions`), written into ``pick`` and ``vals``/``known``."""
         cfg = self.config
@@ -947,8 +965,8 @@ class TfGrounding:
         held = np.where(codes[:, a:b] == GRASP_UNKNOWN, UNKNOWN, codes[:, a:b] == GRASP_TRUE).astype(np.int8)
         bodies = Bodies(objs, position[:, a:b], position_known[:, a:b], rotation[:, a:b], shapes, stable, held)
         sup_stable = []
-        for (sup, _), S, noise_m in zip(supports, sup_w, sup_noise):
-            st = self._support_stable(sup, times[a:b], S.t[a:b], S.ok[a:b], noise_m)
+        for (sup, _), S, still in zip(supports, sup_w, sup_still):
+            st = still[a:b]
             if sup in objs:
                 # A support that is itself a tracked object is as stable as its track says.
                 mine = stable[objs.index(sup)]
@@ -967,40 +985,57 @@ class TfGrounding:
         vals['preconditions_satisfied_place'][:, a:b] = place == TRUE
         known['preconditions_satisfied_place'][:, a:b] = place != UNKNOWN
 
-    def _support_stable(self, sup: str, times: np.ndarray, t: np.ndarray, ok: np.ndarray,
-                        noise_m: float) -> np.ndarray:
-        """A support's stability per frame: over the track's window it moved
-        no farther than the stability bound allows plus three standard
-        deviations of its detections' noise (unknown until it has been seen
-        twice, and where its pose is unknown): a detected support's noise
-        over one 50 ms frame reads as 0.1 m/s.  Carries its recent
-        positions on to the next call."""
+    def _support_track(self, sup: str, times: np.ndarray, t: np.ndarray, ok: np.ndarray,
+                       noise_m: float) -> tuple[np.ndarray, np.ndarray]:
+        """A support's position and stability per frame.  Position: as
+        looked up, unless it is a gross outlier (when it arrived, farther
+        than :data:`~.windows.GROSS_SIGMAS` noise deviations from the
+        median of the detections in the track's window, three or more
+        there: a mis-association, a depth hole), which the window's newest
+        position that is not one stands in for.  Stability: over the window
+        it moved no farther, from the oldest position that is no outlier,
+        than the stability bound allows plus three standard deviations of
+        its detections' noise (unknown until it has been seen twice, and
+        where its pose is unknown): a detected support's noise over one
+        50 ms frame reads as 0.1 m/s.  Each pose left out counts once in the
+        input health's ``gross_outliers``.  Carries its recent positions on
+        to the next call."""
         cfg = self.config
-        carried_t, carried_p = self._support_seen.get(sup, ([], []))
-        kept_t, kept_p = list(carried_t), list(carried_p)
+        carried_t, carried_p, carried_out = self._support_seen.get(sup, ([], [], []))
+        kept_t, kept_p, kept_out = list(carried_t), list(carried_p), list(carried_out)
         start = 0
-        oldest = np.full(len(times), -1)
-        count = np.zeros(len(times), np.int64)
-        times_l = times.tolist()
+        position = t.copy()
+        out = np.full(len(times), UNKNOWN, np.int8)
+        times_l, rows = times.tolist(), t.tolist()
+        gate_m = windows.GROSS_SIGMAS * noise_m
         for k in np.flatnonzero(ok).tolist():
-            now = times_l[k]
+            now, p = times_l[k], tuple(rows[k])
+            new_detection = False
             if len(kept_t) == start or now > kept_t[-1]:
+                # A pose held over frames (a missed detection's) is one detection, judged once.
+                held = len(kept_p) > start and kept_p[-1] == p
+                new_detection = not held
+                kept_out.append(kept_out[-1] if held else False)
                 kept_t.append(now)
-                kept_p.append(t[k].copy())
+                kept_p.append(p)
             while len(kept_t) - start > 2 and now - kept_t[start + 1] >= cfg.track.window_s:
                 start += 1
-            oldest[k], count[k] = start, len(kept_t) - start
-        self._support_seen[sup] = (kept_t[start:], kept_p[start:])
-        decided = ok & (count >= 2)
-        if not decided.any():
-            return np.full(len(times), UNKNOWN, np.int8)
-        first = np.maximum(oldest, 0)
-        first_t = np.array(kept_t)[first]
-        first_p = np.array(kept_p)[first]
-        moved_m = poses.norm3(t - first_p)
-        still = moved_m <= cfg.stable_linear_m_s * (times - first_t) + 3.0 * math.sqrt(2.0) * noise_m
-        out: np.ndarray = np.where(decided, still, UNKNOWN).astype(np.int8)
-        return out
+            if new_detection and noise_m > 0 and _gross(kept_p, start, gate_m):
+                kept_out[-1] = True
+                self.freshness.health.gross_outliers += 1
+            if len(kept_t) - start < 2:
+                continue
+            first = start
+            if True in kept_out[start:]:
+                kept = [i for i in range(start, len(kept_t)) if not kept_out[i]]
+                if kept:
+                    first = kept[0]
+                    if kept_out[-1] and kept_p[-1] == p:
+                        position[k] = kept_p[kept[-1]]
+            moved_m = math.dist(position[k], kept_p[first])
+            out[k] = moved_m <= cfg.stable_linear_m_s * (now - kept_t[first]) + 3.0 * math.sqrt(2.0) * noise_m
+        self._support_seen[sup] = (kept_t[start:], kept_p[start:], kept_out[start:])
+        return position, out
 
     @staticmethod
     def _inside(t: np.ndarray, ok: np.ndarray, lo: tuple[float, float, float],
