@@ -561,7 +561,8 @@ class TfGrounding:
         self._seen: dict[str, tuple[int, float]] = {}       # object → (reset count, newest detection taken)
         self._prev_gripper: tuple[float, np.ndarray, np.ndarray] | None = None    # (time s, R, t) in the world
         self._prev_distance: dict[str, float] = {}
-        # Support → its recent times (s) and positions in the world, over the track's window.
+        # Support → its recent times (s), positions in the world and which were left out as gross outliers,
+        # over the track's window (_support_track).
         self._support_seen: dict[str, tuple[list[float], list[tuple[float, ...]], list[bool]]] = {}
         self._epoch = 0               # resets of the input stream so far
         self._state_epoch = 0         # the reset the carried state belongs to
